@@ -1,0 +1,168 @@
+#include "apps/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "core/error.h"
+#include "scenario/scenario.h"
+#include "scenario/setup.h"
+#include "sim/engine.h"
+#include "sim/report.h"
+#include "sim/trace.h"
+
+namespace pipesim {
+namespace {
+
+enum Exit { kOk = 0, kProblem = 1, kBadInput = 2, kInternal = 3 };
+
+// Writes a whole file or nothing: into a temporary beside it, renamed into place only
+// when complete, so no half-written report is ever left behind.
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& body) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError("cannot write the output file", "a writable path", "", {path});
+    body(f);
+    f.flush();
+    if (!f) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw InputError("writing the output file failed", "a writable path with free space", "", {path});
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw InputError(fmt::format("cannot move the output into place: {}", ec.message()), "a writable path", "", {path});
+  }
+}
+
+struct RunOptions {
+  std::string scenario;
+  std::string json, trace, csv;
+  std::vector<std::string> sets;
+  bool reproducible = false;
+};
+
+Scenario load(const std::string& file, const std::vector<std::string>& sets) {
+  std::vector<Override> overrides;
+  for (const auto& s : sets) overrides.push_back(parse_override(s));
+  return file.empty() ? load_default_scenario(overrides) : load_scenario_file(file, overrides);
+}
+
+std::string placement_table(const Scenario& s) {
+  std::string out = "placement   ";
+  for (size_t c = 0; c < s.placement.size(); ++c) {
+    for (size_t g = 0; g < s.placement[c].size(); ++g) {
+      std::string devs;
+      for (int d : s.placement[c][g]) {
+        if (!devs.empty()) devs += ',';
+        devs += s.cluster.device(d).name;
+      }
+      const auto& st = s.strategy.stages[g];
+      out += fmt::format("{}stage {}{} (layers {}-{}) -> {}\n", c + g == 0 ? "" : "            ", g,
+                         s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", st.first_layer, st.last_layer, devs);
+    }
+  }
+  return out;
+}
+
+int cmd_run(const RunOptions& o, std::ostream& out) {
+  const Scenario sc = load(o.scenario, o.sets);
+  const auto t0 = std::chrono::steady_clock::now();
+  const TaskGraph graph = scenario_task_graph(sc);
+  SimOptions opts;
+  opts.record_memory = !o.trace.empty();
+  const Timeline tl = simulate(graph, sc.cluster, opts);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch, sc.training.iterations,
+               o.reproducible ? 0.0 : wall};
+  const Report report = make_report(graph, sc.cluster, tl, info);
+  const std::string json = to_json(report);
+  if (!o.json.empty() && o.json != "-") write_file(o.json, [&](std::ostream& f) { f << json; });
+  if (!o.trace.empty()) write_file(o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
+  if (!o.csv.empty()) write_file(o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
+  if (o.json == "-") {
+    out << json;
+  } else {
+    out << summary_table(report) << "\n" << placement_table(sc);
+  }
+  if (report.oom.oom) throw SimulationProblem("out of memory: " + report.oom_message);
+  return kOk;
+}
+
+int cmd_order(const std::string& file, const std::vector<std::string>& sets, std::ostream& out) {
+  const Scenario sc = load(file, sets);
+  const TaskGraph graph = scenario_task_graph(sc);
+  // Read back from the TaskGraph, the representation every backend runs.
+  for (int d = 0; d < graph.num_devices(); ++d) {
+    std::vector<Step> steps;
+    for (OpId id : graph.stream(d)) {
+      const Op& op = graph.op(id);
+      if (op.kind == OpKind::kOptimizer) continue;
+      steps.push_back({op.kind, op.micro_batch, op.chunk});
+    }
+    if (!steps.empty()) out << fmt::format("dev{}: {}\n", d, format_steps(steps, false));
+  }
+  return kOk;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training", "pipesim"};
+  app.set_version_flag("--version", std::string("pipesim ") + PIPESIM_VERSION);
+  app.require_subcommand(1);
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "simulate one scenario (the embedded default without a file)");
+  run_cmd->add_option("scenario", run.scenario, "scenario YAML file");
+  run_cmd->add_option("--json", run.json, "write the JSON report to F ('-' for stdout instead of the table)");
+  run_cmd->add_option("--trace", run.trace, "write a Chrome trace (Perfetto, chrome://tracing) to F");
+  run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F");
+  run_cmd->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")->take_all()->expected(1);
+  run_cmd->add_flag("--reproducible", run.reproducible, "report wall_s as 0 so equal inputs give byte-identical JSON");
+
+  std::string order_file;
+  std::vector<std::string> order_sets;
+  auto* order_cmd = app.add_subcommand("order", "print the op order of each device, one line per device");
+  order_cmd->add_option("scenario", order_file, "scenario YAML file")->required();
+  order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")->expected(1);
+
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::Success& e) {  // --help and --version
+      return app.exit(e, out, err);
+    } catch (const CLI::ParseError& e) {
+      err << fmt::format("pipesim: error: {} (see 'pipesim --help')\n", e.what());
+      return kBadInput;
+    }
+    if (run_cmd->parsed()) return cmd_run(run, out);
+    if (order_cmd->parsed()) return cmd_order(order_file, order_sets, out);
+    return kInternal;
+  } catch (const InputError& e) {
+    err << "pipesim: error: " << e.message() << "\n";
+    return kBadInput;
+  } catch (const SimulationProblem& e) {
+    err << "pipesim: error: " << e.what() << "\n";
+    return kProblem;
+  } catch (const std::bad_alloc&) {
+    err << "pipesim: error: out of host memory while simulating (try a smaller scenario)\n";
+    return kInternal;
+  } catch (const std::exception& e) {
+    err << "pipesim: error: internal error: " << e.what() << "\n";
+    return kInternal;
+  }
+}
+
+}  // namespace pipesim

@@ -1,0 +1,46 @@
+#include "core/error.h"
+
+#include <fmt/format.h>
+
+
+namespace pipesim {
+
+InputError::InputError(std::string what, std::string allowed, std::string key, Location where)
+    : std::runtime_error(what),
+      problem_(std::move(what)),
+      allowed_(std::move(allowed)),
+      key_(std::move(key)),
+      where_(std::move(where)) {
+  refresh();
+}
+
+void InputError::set_key_if_empty(const std::string& key) {
+  if (key_.empty()) key_ = key;
+  refresh();
+}
+
+void InputError::set_location_if_empty(const Location& where) {
+  if (where_.file.empty() && where_.line == 0) where_ = where;
+  refresh();
+}
+
+std::string InputError::message() const { return message_; }
+
+void InputError::refresh() {
+  std::string out;
+  if (!where_.file.empty()) {
+    out += where_.file;
+    if (where_.line > 0) out += fmt::format(":{}:{}", where_.line, where_.column);
+    out += ": ";
+  }
+  if (!key_.empty()) out += key_ + ": ";
+  out += problem_;
+  if (!allowed_.empty()) out += fmt::format(" ({})", allowed_);
+  message_ = std::move(out);
+}
+
+void assertion_failed(const char* expr, const char* file, int line, const char* msg) {
+  throw InternalError(fmt::format("{}:{}: assertion '{}' failed: {}", file, line, expr, msg));
+}
+
+}  // namespace pipesim

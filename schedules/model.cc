@@ -1,0 +1,62 @@
+#include "schedules/model.h"
+
+#include <array>
+#include <utility>
+
+namespace pipesim {
+
+ParamBytes bytes_per_param(Precision p, Optimizer o) {
+  ParamBytes b;
+  if (p == Precision::kFp32) {
+    b.weights = 4;
+    b.gradients = 4;
+  } else {
+    b.weights = 2;
+    b.gradients = 2;
+    b.optimizer = 4;  // fp32 master weights (counted as optimizer state, as ZeRO does)
+  }
+  switch (o) {
+    case Optimizer::kSgd: break;
+    case Optimizer::kMomentum: b.optimizer += 4; break;
+    case Optimizer::kAdam: b.optimizer += 8; break;
+  }
+  return b;
+}
+
+namespace {
+constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kScheduleNames{{
+    {"gpipe", ScheduleKind::kGpipe},
+    {"dapple", ScheduleKind::kDapple},
+    {"1f1b", ScheduleKind::kDapple},
+    {"pipedream-flush", ScheduleKind::kDapple},
+}};
+}  // namespace
+
+std::string_view to_string(ScheduleKind k) {
+  for (const auto& [name, kind] : kScheduleNames) {
+    if (kind == k) return name;
+  }
+  return "?";
+}
+
+std::optional<ScheduleKind> parse_schedule(std::string_view name) {
+  for (const auto& [n, kind] : kScheduleNames) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
+}
+
+std::string schedule_names() {
+  std::string out;
+  for (const auto& [name, kind] : kScheduleNames) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+int64_t micro_batches(const Training& t, const Strategy& s) {
+  return t.global_batch / (t.micro_batch * s.data);
+}
+
+}  // namespace pipesim

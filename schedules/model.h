@@ -1,0 +1,75 @@
+// What is trained and how: per-layer profile, training settings and the strategy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+
+namespace pipesim {
+
+// Costs of one layer for one micro-batch of Training::micro_batch samples.
+struct Layer {
+  std::string name;
+  Time forward;
+  Time backward_input;    // the whole backward when the profile is not split
+  Time backward_weight;   // zero unless the profile is split
+  bool split_backward = false;
+  Time optimizer;         // optimizer step for this layer's parameters
+  int64_t activation_bytes = 0;  // kept from forward until backward
+  int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
+  int64_t params = 0;
+
+  Time backward() const { return backward_input + backward_weight; }
+};
+
+struct Model {
+  std::string name;
+  std::vector<Layer> layers;
+};
+
+enum class Precision { kFp32, kMixed };
+enum class Optimizer { kSgd, kMomentum, kAdam };
+
+struct Training {
+  int64_t global_batch = 1;
+  int64_t micro_batch = 1;
+  Precision precision = Precision::kFp32;
+  Optimizer optimizer = Optimizer::kSgd;
+  int iterations = 1;
+};
+
+// SPEC section 3: bytes per parameter kept resident for the whole run.
+struct ParamBytes {
+  int64_t weights = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;  // optimizer state, and the fp32 master copy under mixed precision
+};
+ParamBytes bytes_per_param(Precision p, Optimizer o);
+
+enum class ScheduleKind { kGpipe, kDapple };
+
+std::string_view to_string(ScheduleKind k);
+// Accepts the SPEC names and aliases (1f1b, pipedream-flush).
+std::optional<ScheduleKind> parse_schedule(std::string_view name);
+std::string schedule_names();  // for error messages
+
+struct StageSpec {
+  int first_layer = 0;  // inclusive
+  int last_layer = 0;   // inclusive
+  int replicas = 1;
+};
+
+struct Strategy {
+  ScheduleKind schedule = ScheduleKind::kDapple;
+  std::vector<StageSpec> stages;
+  int data = 1;
+};
+
+// Micro-batches per iteration per pipeline copy: global_batch / (micro_batch * data).
+int64_t micro_batches(const Training& t, const Strategy& s);
+
+}  // namespace pipesim

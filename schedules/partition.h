@@ -1,0 +1,17 @@
+// Even split of consecutive layers into stages by compute time (the `pipeline: N`
+// shorthand): minimise the slowest stage's forward + backward time.
+#pragma once
+
+#include <vector>
+
+#include "schedules/model.h"
+
+namespace pipesim {
+
+// Splits model.layers into `stages` consecutive non-empty groups whose largest
+// forward + backward time is as small as possible; among those, the most even one (least
+// sum of squared stage times; for very large models, the one that gives earlier stages as
+// many layers as the bound allows). Requires layers >= stages.
+std::vector<StageSpec> even_partition(const Model& model, int stages, int replicas = 1);
+
+}  // namespace pipesim

@@ -1,0 +1,186 @@
+#include "schedules/task_graph.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pipesim {
+
+bool is_compute(OpKind k) { return k != OpKind::kTransfer; }
+
+char op_letter(OpKind k) {
+  switch (k) {
+    case OpKind::kForward: return 'F';
+    case OpKind::kBackward: return 'B';
+    case OpKind::kWeightGrad: return 'W';
+    case OpKind::kRecompute: return 'R';
+    case OpKind::kOptimizer: return 'O';
+    case OpKind::kTransfer: return 'T';
+  }
+  return '?';
+}
+
+const char* to_string(MemCategory c) {
+  switch (c) {
+    case MemCategory::kWeights: return "weights";
+    case MemCategory::kGradients: return "gradients";
+    case MemCategory::kOptimizer: return "optimizer";
+    case MemCategory::kActivations: return "activations";
+    case MemCategory::kStashedWeights: return "stashed_weights";
+    case MemCategory::kOther: return "other";
+  }
+  return "?";
+}
+
+std::string TaskGraph::describe(OpId id) const {
+  const Op& o = ops_[id];
+  if (o.kind == OpKind::kTransfer) {
+    return fmt::format("transfer dev{}->dev{} (stage {}, micro-batch {})", o.device, o.peer, o.stage,
+                       o.micro_batch);
+  }
+  if (o.kind == OpKind::kOptimizer) return fmt::format("dev{}:optimizer", o.device);
+  return fmt::format("dev{}:{}{}{}", o.device, op_letter(o.kind), o.micro_batch,
+                     o.chunk > 0 ? fmt::format(".c{}", o.chunk) : "");
+}
+
+std::optional<std::string> TaskGraph::validate() const {
+  const size_t n = ops_.size();
+  std::vector<int> stream_of(n, -1);
+  std::vector<OpId> stream_next(n, UINT32_MAX);
+  for (int d = 0; d < num_devices(); ++d) {
+    const auto s = stream(d);
+    for (size_t i = 0; i < s.size(); ++i) {
+      const OpId id = s[i];
+      if (id >= n) return fmt::format("stream of dev{} names op {} which does not exist", d, id);
+      if (stream_of[id] != -1) return fmt::format("{} appears twice in stream orders", describe(id));
+      if (!is_compute(ops_[id].kind)) return fmt::format("{} is a transfer but sits in a compute stream", describe(id));
+      if (ops_[id].device != d) return fmt::format("{} sits in the stream of dev{}", describe(id), d);
+      stream_of[id] = d;
+      if (i + 1 < s.size()) stream_next[id] = s[i + 1];
+    }
+  }
+  for (OpId id = 0; id < n; ++id) {
+    const Op& o = ops_[id];
+    if (is_compute(o.kind) && stream_of[id] == -1) return fmt::format("{} is in no stream", describe(id));
+    if (o.kind == OpKind::kTransfer && (o.peer < 0 || o.peer >= num_devices() || o.device == o.peer)) {
+      return fmt::format("{} has a bad receiver", describe(id));
+    }
+    if (o.device < 0 || o.device >= num_devices()) return fmt::format("op {} is on no device", id);
+    for (OpId dep : deps(id)) {
+      if (dep >= n || dep == id) return fmt::format("{} has a bad dependency {}", describe(id), dep);
+    }
+  }
+  // Kahn's algorithm over deps plus stream order.
+  std::vector<uint32_t> indeg(n, 0);
+  for (OpId id = 0; id < n; ++id) {
+    indeg[id] += static_cast<uint32_t>(deps(id).size());
+    if (stream_next[id] != UINT32_MAX) ++indeg[stream_next[id]];
+  }
+  std::vector<OpId> ready;
+  for (OpId id = 0; id < n; ++id) {
+    if (indeg[id] == 0) ready.push_back(id);
+  }
+  size_t done = 0;
+  while (!ready.empty()) {
+    const OpId id = ready.back();
+    ready.pop_back();
+    ++done;
+    for (OpId s : successors(id)) {
+      if (--indeg[s] == 0) ready.push_back(s);
+    }
+    if (stream_next[id] != UINT32_MAX && --indeg[stream_next[id]] == 0) ready.push_back(stream_next[id]);
+  }
+  if (done == n) return std::nullopt;
+
+  // A deadlock: walk "waits for" edges among the ops that never became ready until one
+  // repeats; that loop is the cycle to show.
+  std::vector<OpId> stream_prev(n, UINT32_MAX);
+  for (OpId id = 0; id < n; ++id) {
+    if (stream_next[id] != UINT32_MAX) stream_prev[stream_next[id]] = id;
+  }
+  auto blocker = [&](OpId id) -> OpId {
+    if (stream_prev[id] != UINT32_MAX && indeg[stream_prev[id]] > 0) return stream_prev[id];
+    for (OpId dep : deps(id)) {
+      if (indeg[dep] > 0) return dep;
+    }
+    return UINT32_MAX;
+  };
+  OpId start = 0;
+  while (indeg[start] == 0) ++start;
+  std::vector<int> seen_at(n, -1);
+  std::vector<OpId> path;
+  OpId cur = start;
+  while (cur != UINT32_MAX && seen_at[cur] < 0) {
+    seen_at[cur] = static_cast<int>(path.size());
+    path.push_back(cur);
+    cur = blocker(cur);
+  }
+  PIPESIM_ASSERT(cur != UINT32_MAX, "every op left after Kahn's algorithm waits on another");
+  std::string cycle;
+  for (size_t i = static_cast<size_t>(seen_at[cur]); i < path.size(); ++i) {
+    cycle += describe(path[i]) + " waits for ";
+  }
+  cycle += describe(cur);
+  return fmt::format("deadlock: {}", cycle);
+}
+
+TaskGraphBuilder::TaskGraphBuilder(int num_devices)
+    : num_devices_(num_devices),
+      streams_(static_cast<size_t>(num_devices)),
+      static_memory_(static_cast<size_t>(num_devices), MemBreakdown{}) {}
+
+void TaskGraphBuilder::reserve(size_t ops, size_t deps) {
+  ops_.reserve(ops);
+  edges_.reserve(deps);
+}
+
+OpId TaskGraphBuilder::add(const Op& op) {
+  PIPESIM_ASSERT(op.device >= 0 && op.device < num_devices_, "op device out of range");
+  const auto id = static_cast<OpId>(ops_.size());
+  ops_.push_back(op);
+  if (is_compute(op.kind)) streams_[static_cast<size_t>(op.device)].push_back(id);
+  return id;
+}
+
+void TaskGraphBuilder::add_dep(OpId op, OpId dep) { edges_.emplace_back(op, dep); }
+
+void TaskGraphBuilder::add_static_memory(int device, MemCategory c, int64_t bytes) {
+  static_memory_[static_cast<size_t>(device)][static_cast<size_t>(c)] += bytes;
+}
+
+TaskGraph TaskGraphBuilder::build() && {
+  TaskGraph g;
+  const size_t n = ops_.size();
+  // Counting sort of the edge list into two CSR arrays (deps and successors).
+  g.dep_begin_.assign(n + 1, 0);
+  g.succ_begin_.assign(n + 1, 0);
+  for (const auto& [op, dep] : edges_) {
+    PIPESIM_ASSERT(op < n && dep < n, "dependency on an op that does not exist");
+    ++g.dep_begin_[op + 1];
+    ++g.succ_begin_[dep + 1];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    g.dep_begin_[i + 1] += g.dep_begin_[i];
+    g.succ_begin_[i + 1] += g.succ_begin_[i];
+  }
+  g.deps_.resize(edges_.size());
+  g.succ_.resize(edges_.size());
+  std::vector<uint32_t> dpos(g.dep_begin_.begin(), g.dep_begin_.end() - 1);
+  std::vector<uint32_t> spos(g.succ_begin_.begin(), g.succ_begin_.end() - 1);
+  for (const auto& [op, dep] : edges_) {
+    g.deps_[dpos[op]++] = dep;
+    g.succ_[spos[dep]++] = op;
+  }
+  g.stream_begin_.assign(1, 0);
+  for (const auto& s : streams_) {
+    g.stream_ops_.insert(g.stream_ops_.end(), s.begin(), s.end());
+    g.stream_begin_.push_back(static_cast<uint32_t>(g.stream_ops_.size()));
+  }
+  g.ops_ = std::move(ops_);
+  g.static_memory_ = std::move(static_memory_);
+  return g;
+}
+
+}  // namespace pipesim

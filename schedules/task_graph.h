@@ -1,0 +1,112 @@
+// The TaskGraph: the one representation of a training iteration that every backend
+// shares (simulator, CUDA executor, `pipesim order`, trace writer).
+//
+// A flat vector of ops, their dependencies (CSR), and per device the order in which its
+// compute stream runs its compute ops. An op starts when the previous op of its stream has
+// ended and all its deps have ended. Transfers belong to no compute stream: they run on
+// the links between their two devices as soon as their deps are done.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/time.h"
+
+namespace pipesim {
+
+enum class OpKind : uint8_t {
+  kForward,     // F
+  kBackward,    // B: the whole backward, or its input-gradient half when split
+  kWeightGrad,  // W: the weight-gradient half of a split backward
+  kRecompute,   // R: forward re-run before a backward
+  kOptimizer,   // optimizer step at the end of an iteration
+  kTransfer,    // point-to-point activation or gradient transfer (link time only)
+};
+
+bool is_compute(OpKind k);
+char op_letter(OpKind k);  // F B W R O T
+
+enum class MemCategory : uint8_t { kWeights, kGradients, kOptimizer, kActivations, kStashedWeights, kOther };
+inline constexpr int kMemCategories = 6;
+const char* to_string(MemCategory c);
+using MemBreakdown = std::array<int64_t, kMemCategories>;
+
+using OpId = uint32_t;
+
+struct Op {
+  OpKind kind = OpKind::kForward;
+  MemCategory mem_category = MemCategory::kActivations;
+  int16_t chunk = 0;        // model chunk (interleaved schedules); 0 otherwise
+  int32_t device = -1;      // compute device; for a transfer, the sender
+  int32_t peer = -1;        // for a transfer, the receiver
+  int32_t stage = -1;       // global pipeline stage
+  int32_t micro_batch = -1; // global index: iteration * M + m
+  int32_t iteration = 0;
+  Time duration;            // compute ops
+  int64_t bytes = 0;        // transfers
+  int64_t mem_at_start = 0; // memory delta applied on `device` when the op starts
+  int64_t mem_at_end = 0;   // ... and when it ends
+};
+
+class TaskGraph {
+ public:
+  size_t size() const { return ops_.size(); }
+  const Op& op(OpId id) const { return ops_[id]; }
+  const std::vector<Op>& ops() const { return ops_; }
+  std::span<const OpId> deps(OpId id) const {
+    return {deps_.data() + dep_begin_[id], dep_begin_[id + 1] - dep_begin_[id]};
+  }
+  std::span<const OpId> successors(OpId id) const {
+    return {succ_.data() + succ_begin_[id], succ_begin_[id + 1] - succ_begin_[id]};
+  }
+  int num_devices() const { return static_cast<int>(stream_begin_.size()) - 1; }
+  // Compute ops of `device` in the order its stream runs them.
+  std::span<const OpId> stream(int device) const {
+    const auto d = static_cast<size_t>(device);
+    return {stream_ops_.data() + stream_begin_[d], stream_begin_[d + 1] - stream_begin_[d]};
+  }
+  // Resident from the start: weights, gradients, optimizer state, reserved memory.
+  const MemBreakdown& static_memory(int device) const { return static_memory_[static_cast<size_t>(device)]; }
+  size_t num_deps() const { return deps_.size(); }
+
+  // Checks the graph: deps in range, every compute op in exactly one stream and on its own
+  // device, no transfer in a stream, and no cycle through deps and stream order (which would
+  // be a deadlock). Returns a description of the first problem, naming the ops of a cycle.
+  std::optional<std::string> validate() const;
+
+  // "dev1:F3" style name for messages.
+  std::string describe(OpId id) const;
+
+ private:
+  friend class TaskGraphBuilder;
+  std::vector<Op> ops_;
+  std::vector<uint32_t> dep_begin_{0}, succ_begin_{0};
+  std::vector<OpId> deps_, succ_;
+  std::vector<uint32_t> stream_begin_{0};
+  std::vector<OpId> stream_ops_;
+  std::vector<MemBreakdown> static_memory_;
+};
+
+class TaskGraphBuilder {
+ public:
+  explicit TaskGraphBuilder(int num_devices);
+  OpId add(const Op& op);  // compute ops are appended to their device's stream in call order
+  void add_dep(OpId op, OpId dep);
+  void add_static_memory(int device, MemCategory c, int64_t bytes);
+  size_t size() const { return ops_.size(); }
+  void reserve(size_t ops, size_t deps);
+  TaskGraph build() &&;
+
+ private:
+  int num_devices_;
+  std::vector<Op> ops_;
+  std::vector<std::pair<OpId, OpId>> edges_;  // (op, dep)
+  std::vector<std::vector<OpId>> streams_;
+  std::vector<MemBreakdown> static_memory_;
+};
+
+}  // namespace pipesim

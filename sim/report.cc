@@ -1,0 +1,167 @@
+#include "sim/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/units.h"
+
+namespace pipesim {
+
+std::string op_label(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kOptimizer: return "optimizer";
+    case OpKind::kTransfer: return op.bytes > 0 ? "send" : "signal";
+    default: break;
+  }
+  std::string s = fmt::format("{}{}", op_letter(op.kind), op.micro_batch);
+  if (op.chunk > 0) s += fmt::format(".c{}", op.chunk);
+  return s;
+}
+
+Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timeline& timeline,
+                   const RunInfo& info) {
+  Report r;
+  r.info = info;
+  r.makespan = timeline.makespan;
+  r.iteration_time = info.iterations > 0 ? timeline.makespan / info.iterations : timeline.makespan;
+  const double seconds = timeline.makespan.seconds();
+  r.throughput = seconds > 0 ? static_cast<double>(info.samples_per_iteration) * info.iterations / seconds : 0;
+  r.events = timeline.events;
+  r.oom = timeline.oom;
+
+  double busy_pipeline = 0;
+  int pipeline_devices = 0;
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    DeviceReport dr;
+    dr.name = cluster.device(d).name;
+    for (OpId id : graph.stream(d)) {
+      const Op& op = graph.op(id);
+      if (op.kind == OpKind::kOptimizer) continue;
+      if (std::find(dr.stages.begin(), dr.stages.end(), op.stage) == dr.stages.end()) dr.stages.push_back(op.stage);
+    }
+    std::sort(dr.stages.begin(), dr.stages.end());
+    dr.stage = dr.stages.empty() ? -1 : dr.stages.front();
+    const DeviceStats& ds = timeline.devices[static_cast<size_t>(d)];
+    dr.busy = ds.busy;
+    dr.peak_memory = ds.peak_memory;
+    dr.at_peak = ds.at_peak;
+    dr.capacity = cluster.device(d).gpu.memory_bytes;
+    if (!dr.stages.empty()) {
+      ++pipeline_devices;
+      busy_pipeline += ds.busy.seconds();
+    }
+    r.devices.push_back(std::move(dr));
+  }
+  if (pipeline_devices > 0 && seconds > 0) {
+    r.bubble_fraction = 1.0 - busy_pipeline / (pipeline_devices * seconds);
+  }
+  for (size_t l = 0; l < timeline.links.size(); ++l) {
+    const LinkStats& ls = timeline.links[l];
+    if (ls.bytes == 0 && ls.busy == Time::zero()) continue;
+    r.links.push_back({cluster.direction_name(static_cast<LinkDirection>(l)), ls.bytes, ls.busy});
+  }
+  if (r.oom.oom) {
+    const std::string& dev = cluster.device(r.oom.device).name;
+    r.oom_op = r.oom.op == UINT32_MAX ? std::string("static") : op_label(graph.op(r.oom.op));
+    const std::string what = r.oom.op == UINT32_MAX ? std::string("static memory (weights, gradients, optimizer state)")
+                                                    : fmt::format("op {}", op_label(graph.op(r.oom.op)));
+    r.oom_message = fmt::format("{} needs {} but has {}: {} crossed the capacity by {} at {}", dev,
+                                format_bytes(r.oom.bytes), format_bytes(r.oom.capacity), what,
+                                format_bytes(r.oom.bytes - r.oom.capacity), format_time(r.oom.time));
+  }
+  return r;
+}
+
+std::string to_json(const Report& r) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["scenario"] = r.info.scenario;
+  j["schedule"] = r.info.schedule;
+  j["makespan_s"] = r.makespan.seconds();
+  j["iteration_time_s"] = r.iteration_time.seconds();
+  j["throughput_samples_per_s"] = r.throughput;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["oom"] = r.oom.oom;
+  if (r.oom.oom) {
+    ordered_json o;
+    o["device"] = r.devices[static_cast<size_t>(r.oom.device)].name;
+    o["op"] = r.oom_op;
+    o["time_s"] = r.oom.time.seconds();
+    o["bytes"] = r.oom.bytes;
+    o["capacity_bytes"] = r.oom.capacity;
+    o["over_by_bytes"] = r.oom.bytes - r.oom.capacity;
+    o["message"] = r.oom_message;
+    j["oom_detail"] = o;
+  }
+  j["iterations"] = r.info.iterations;
+  j["samples_per_iteration"] = r.info.samples_per_iteration;
+  ordered_json devices = ordered_json::array();
+  for (const DeviceReport& d : r.devices) {
+    ordered_json dj;
+    dj["name"] = d.name;
+    dj["stage"] = d.stage >= 0 ? ordered_json(d.stage) : ordered_json(nullptr);
+    dj["stages"] = d.stages;
+    dj["busy_s"] = d.busy.seconds();
+    dj["peak_memory_bytes"] = d.peak_memory;
+    dj["capacity_bytes"] = d.capacity;
+    ordered_json mem;
+    for (int c = 0; c < kMemCategories; ++c) mem[to_string(static_cast<MemCategory>(c))] = d.at_peak[static_cast<size_t>(c)];
+    dj["memory"] = mem;
+    devices.push_back(dj);
+  }
+  j["devices"] = devices;
+  ordered_json links = ordered_json::array();
+  for (const LinkReport& l : r.links) {
+    links.push_back(ordered_json{{"name", l.name}, {"bytes", l.bytes}, {"busy_s", l.busy.seconds()}});
+  }
+  j["links"] = links;
+  j["events"] = r.events;
+  j["wall_s"] = r.info.wall_s;
+  return j.dump(2) + "\n";
+}
+
+std::string summary_table(const Report& r) {
+  std::string out;
+  out += fmt::format("scenario    {}\nschedule    {}\n", r.info.scenario, r.info.schedule);
+  out += fmt::format("makespan    {}  ({} iteration{})\n", format_time(r.makespan), r.info.iterations,
+                     r.info.iterations == 1 ? "" : "s");
+  out += fmt::format("iteration   {}\n", format_time(r.iteration_time));
+  out += fmt::format("throughput  {:.1f} samples/s\n", r.throughput);
+  out += fmt::format("bubble      {:.1f} %\n", r.bubble_fraction * 100);
+  out += fmt::format("oom         {}\n", r.oom.oom ? "YES: " + r.oom_message : "no");
+  out += fmt::format("events      {}\n\n", r.events);
+  out += fmt::format("{:<16} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12}\n", "device", "stage", "busy",
+                     "busy %", "peak mem", "activations", "capacity");
+  for (const DeviceReport& d : r.devices) {
+    if (d.stages.empty()) continue;
+    std::string stages;
+    for (int s : d.stages) {
+      if (!stages.empty()) stages += ',';
+      stages += std::to_string(s);
+    }
+    const double pct = r.makespan > Time::zero() ? 100.0 * d.busy.seconds() / r.makespan.seconds() : 0.0;
+    out += fmt::format("{:<16} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12}\n", d.name, stages,
+                       format_time(d.busy), pct, format_bytes(d.peak_memory),
+                       format_bytes(d.at_peak[static_cast<size_t>(MemCategory::kActivations)]),
+                       format_bytes(d.capacity));
+  }
+  const auto idle = std::count_if(r.devices.begin(), r.devices.end(), [](const DeviceReport& d) { return d.stages.empty(); });
+  if (idle > 0) out += fmt::format("({} GPU{} without a stage not shown)\n", idle, idle == 1 ? "" : "s");
+  return out;
+}
+
+void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster, const Timeline& tl) {
+  out << "device,stream,op,micro_batch,start_s,end_s\n";
+  for (OpId id = 0; id < graph.size(); ++id) {
+    const Op& op = graph.op(id);
+    const std::string stream = op.kind == OpKind::kTransfer
+                                   ? fmt::format("send->{}", cluster.device(op.peer).name)
+                                   : std::string("compute");
+    out << fmt::format("{},{},{},{},{:.12g},{:.12g}\n", cluster.device(op.device).name, stream, op_label(op),
+                       op.micro_batch, tl.start[id].seconds(), tl.end[id].seconds());
+  }
+}
+
+}  // namespace pipesim

@@ -1,0 +1,64 @@
+// Reports (SPEC section 5): the numbers a user reads off one simulation, and the writers
+// for JSON, CSV and the summary table. Chrome traces are in trace.h.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "sim/engine.h"
+
+namespace pipesim {
+
+struct RunInfo {
+  std::string scenario;
+  std::string schedule;
+  int64_t samples_per_iteration = 0;  // the global batch
+  int iterations = 1;
+  double wall_s = 0;                  // how long the simulation took (0 for reproducible output)
+};
+
+struct DeviceReport {
+  std::string name;
+  int stage = -1;           // first stage it runs; -1 when it runs none
+  std::vector<int> stages;  // every stage it runs
+  Time busy;
+  int64_t peak_memory = 0;
+  MemBreakdown at_peak{};
+  int64_t capacity = 0;
+};
+
+struct LinkReport {
+  std::string name;
+  int64_t bytes = 0;
+  Time busy;
+};
+
+struct Report {
+  RunInfo info;
+  Time makespan;
+  Time iteration_time;
+  double throughput = 0;      // samples per second
+  double bubble_fraction = 0; // idle share of (pipeline devices x makespan)
+  OomInfo oom;
+  std::string oom_message;    // empty unless oom
+  std::string oom_op;         // label of the op that crossed capacity, or "static"
+  std::vector<DeviceReport> devices;
+  std::vector<LinkReport> links;  // link directions that carried bytes
+  uint64_t events = 0;
+};
+
+Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timeline& timeline,
+                   const RunInfo& info);
+
+std::string to_json(const Report& report);  // pretty-printed, keys in SPEC order, '\n'-terminated
+std::string summary_table(const Report& report);
+// One row per op: device, stream, op, micro_batch, start_s, end_s.
+void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster,
+               const Timeline& timeline);
+
+// "F3", "B0.c1", "optimizer", "send" - the op's name in reports.
+std::string op_label(const Op& op);
+
+}  // namespace pipesim

@@ -1,0 +1,226 @@
+#include "topology/cluster.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/connected_components.hpp>
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace pipesim {
+
+namespace {
+struct EdgeProps {
+  int link = -1;
+  int64_t weight = 0;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
+                                    boost::no_property, EdgeProps>;
+
+// Routing weight of one edge, in half-picoseconds so that switch latency can be split
+// evenly over the two edges that enter and leave it. Hop count dominates (2^40 per hop,
+// far above any realistic latency sum); host attachments cost like 2^20 hops so they are
+// a last resort and never a shortcut between two GPUs of a node.
+int64_t edge_weight(const LinkSpec& spec, Time lat_a, Time lat_b) {
+  constexpr int64_t kHop = int64_t{1} << 40;
+  const int64_t hops = spec.kind == LinkKind::kHost ? (int64_t{1} << 20) : 1;
+  return hops * kHop + 2 * spec.latency.ps_count() + lat_a.ps_count() + lat_b.ps_count();
+}
+}  // namespace
+
+struct Cluster::Impl {
+  Graph graph;
+  mutable std::unordered_map<int, std::vector<Graph::vertex_descriptor>> predecessors;
+};
+
+Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
+Cluster::Cluster(Cluster&&) noexcept = default;
+Cluster& Cluster::operator=(Cluster&&) noexcept = default;
+Cluster::~Cluster() = default;
+
+std::string Cluster::direction_name(LinkDirection d) const {
+  const Link& l = links_.at(static_cast<size_t>(d / 2));
+  const int from = (d % 2 == 0) ? l.a : l.b;
+  const int to = (d % 2 == 0) ? l.b : l.a;
+  return fmt::format("{}->{}", vertex_names_[static_cast<size_t>(from)],
+                     vertex_names_[static_cast<size_t>(to)]);
+}
+
+int Cluster::device_index(const std::string& name) const {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const Route& Cluster::route(int src_device, int dst_device) const {
+  PIPESIM_ASSERT(src_device >= 0 && src_device < num_devices() && dst_device >= 0 &&
+                     dst_device < num_devices(),
+                 "route endpoints out of range");
+  const int64_t key = static_cast<int64_t>(src_device) * num_devices() + dst_device;
+  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
+
+  const int src = devices_[static_cast<size_t>(src_device)].vertex;
+  const int dst = devices_[static_cast<size_t>(dst_device)].vertex;
+  auto& pred = impl_->predecessors[src];
+  if (pred.empty()) {
+    const Graph& g = impl_->graph;
+    pred.resize(boost::num_vertices(g));
+    std::vector<int64_t> dist(boost::num_vertices(g));
+    boost::dijkstra_shortest_paths(
+        g, static_cast<Graph::vertex_descriptor>(src),
+        boost::predecessor_map(pred.data())
+            .distance_map(dist.data())
+            .weight_map(boost::get(&EdgeProps::weight, g))
+            .distance_inf(std::numeric_limits<int64_t>::max()));
+  }
+  Route r;
+  r.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
+  const Graph& g = impl_->graph;
+  for (int v = dst; v != src;) {
+    const int u = static_cast<int>(pred[static_cast<size_t>(v)]);
+    PIPESIM_ASSERT(u != v, "cluster build guarantees connectivity");
+    // Among parallel edges u-v take the cheapest, as Dijkstra did.
+    int best_link = -1;
+    int64_t best_w = std::numeric_limits<int64_t>::max();
+    for (auto [e, end] = boost::out_edges(static_cast<Graph::vertex_descriptor>(u), g); e != end;
+         ++e) {
+      if (static_cast<int>(boost::target(*e, g)) == v && g[*e].weight < best_w) {
+        best_w = g[*e].weight;
+        best_link = g[*e].link;
+      }
+    }
+    const Link& l = links_[static_cast<size_t>(best_link)];
+    r.hops.push_back(2 * best_link + (l.a == u ? 0 : 1));
+    r.latency += l.spec.latency;
+    r.bottleneck_bytes_per_s = std::min(r.bottleneck_bytes_per_s, l.spec.bytes_per_s);
+    if (u != src) r.latency += vertex_latency_[static_cast<size_t>(u)];
+    v = u;
+  }
+  std::reverse(r.hops.begin(), r.hops.end());
+  return routes_.emplace(key, std::move(r)).first->second;
+}
+
+Time Cluster::transfer_time(int src_device, int dst_device, int64_t bytes) const {
+  if (src_device == dst_device) return Time::zero();
+  const Route& r = route(src_device, dst_device);
+  if (std::isinf(r.bottleneck_bytes_per_s)) return r.latency;
+  return r.latency + serialization_time(bytes, r.bottleneck_bytes_per_s);
+}
+
+int ClusterBuilder::add_gpu(std::string name, GpuSpec gpu, int node) {
+  const int device = static_cast<int>(devices_.size());
+  vertices_.push_back({name, device, Time::zero()});
+  devices_.push_back({std::move(name), std::move(gpu), node, static_cast<int>(vertices_.size()) - 1});
+  return device;
+}
+
+int ClusterBuilder::add_switch(std::string name, Time latency) {
+  vertices_.push_back({std::move(name), -1, latency});
+  return static_cast<int>(vertices_.size()) - 1;
+}
+
+int ClusterBuilder::vertex_of(const std::string& name) const {
+  for (size_t i = 0; i < vertices_.size(); ++i) {
+    if (vertices_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void ClusterBuilder::add_link(int vertex_a, int vertex_b, LinkSpec spec) {
+  PIPESIM_ASSERT(vertex_a >= 0 && vertex_b >= 0 && vertex_a < static_cast<int>(vertices_.size()) &&
+                     vertex_b < static_cast<int>(vertices_.size()),
+                 "link endpoints must exist");
+  links_.push_back({vertex_a, vertex_b, std::move(spec)});
+}
+
+Cluster ClusterBuilder::build() {
+  if (devices_.empty()) throw InputError("the cluster has no GPUs", "at least one device");
+  std::set<std::string> names;
+  for (const Vertex& v : vertices_) {
+    if (!names.insert(v.name).second) {
+      throw InputError(fmt::format("name '{}' is used twice", v.name), "unique device and switch names");
+    }
+  }
+  Cluster c;
+  Graph& g = c.impl_->graph;
+  g = Graph(vertices_.size());
+  for (size_t i = 0; i < links_.size(); ++i) {
+    const Link& l = links_[i];
+    if (l.a == l.b) {
+      throw InputError(fmt::format("link {} joins '{}' to itself", i, vertices_[static_cast<size_t>(l.a)].name),
+                       "two different endpoints");
+    }
+    const int64_t w = edge_weight(l.spec, vertices_[static_cast<size_t>(l.a)].latency,
+                                  vertices_[static_cast<size_t>(l.b)].latency);
+    boost::add_edge(static_cast<Graph::vertex_descriptor>(l.a), static_cast<Graph::vertex_descriptor>(l.b),
+                    EdgeProps{static_cast<int>(i), w}, g);
+  }
+  std::vector<int> component(vertices_.size());
+  boost::connected_components(g, component.data());
+  const int first = component[static_cast<size_t>(devices_.front().vertex)];
+  for (const Device& d : devices_) {
+    if (component[static_cast<size_t>(d.vertex)] != first) {
+      throw InputError(fmt::format("device '{}' cannot reach device '{}'", d.name, devices_.front().name),
+                       "links that connect every GPU");
+    }
+  }
+  c.devices_ = devices_;
+  c.links_ = links_;
+  for (const Vertex& v : vertices_) {
+    c.vertex_names_.push_back(v.name);
+    c.vertex_latency_.push_back(v.latency);
+  }
+  int max_node = 0;
+  for (const Device& d : devices_) max_node = std::max(max_node, d.node);
+  c.num_nodes_ = max_node + 1;
+  return c;
+}
+
+Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu,
+                                  const LinkSpec& intra, const LinkSpec& inter) {
+  ClusterBuilder b;
+  std::vector<std::vector<int>> gpu_vertices(static_cast<size_t>(nodes));
+  for (int n = 0; n < nodes; ++n) {
+    for (int i = 0; i < gpus_per_node; ++i) {
+      const int dev = b.add_gpu(fmt::format("node{}/gpu{}", n, i), gpu, n);
+      gpu_vertices[static_cast<size_t>(n)].push_back(b.gpu_vertex(dev));
+    }
+  }
+  for (int n = 0; n < nodes; ++n) {
+    const auto& gv = gpu_vertices[static_cast<size_t>(n)];
+    if (gpus_per_node > 1) {
+      if (intra.kind == LinkKind::kNvLink) {
+        for (size_t i = 0; i < gv.size(); ++i) {
+          for (size_t j = i + 1; j < gv.size(); ++j) b.add_link(gv[i], gv[j], intra);
+        }
+      } else {
+        // A star: the switch carries the latency, each GPU's port the bandwidth.
+        const int sw = b.add_switch(fmt::format("node{}/{}", n, to_string(intra.kind)), intra.latency);
+        LinkSpec port = intra;
+        port.latency = Time::zero();
+        for (int v : gv) b.add_link(v, sw, port);
+      }
+    }
+  }
+  if (nodes > 1) {
+    const int fabric = b.add_switch("fabric", inter.latency);
+    LinkSpec uplink = inter;
+    uplink.latency = Time::zero();
+    const LinkSpec host{"host", LinkKind::kHost, std::numeric_limits<double>::infinity(), Time::zero()};
+    for (int n = 0; n < nodes; ++n) {
+      const int nic = b.add_switch(fmt::format("node{}/nic", n));
+      b.add_link(nic, fabric, uplink);
+      for (int v : gpu_vertices[static_cast<size_t>(n)]) b.add_link(v, nic, host);
+    }
+  }
+  return b.build();
+}
+
+}  // namespace pipesim

@@ -1,0 +1,101 @@
+// The cluster: GPUs, switches and the links between them, held as a Boost.Graph, plus
+// routes between any two GPUs. ClusterBuilder is the small construction API; the YAML
+// scenario is one front end to it (see STYLE.md, "a small builder API for topologies").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/time.h"
+#include "topology/presets.h"
+
+namespace pipesim {
+
+struct Device {
+  std::string name;
+  GpuSpec gpu;
+  int node = 0;     // server the GPU sits in (placement policies group by it)
+  int vertex = -1;  // vertex in the graph
+};
+
+struct Link {
+  int a = -1, b = -1;  // vertices; direction 0 is a->b, direction 1 is b->a
+  LinkSpec spec;
+};
+
+// A link direction: 2 * link + (0 for a->b, 1 for b->a). Bandwidth is per direction.
+using LinkDirection = int32_t;
+
+struct Route {
+  std::vector<LinkDirection> hops;
+  Time latency;             // sum of link latencies plus the switches crossed
+  double bottleneck_bytes_per_s = 0;  // min over hops; +infinity when all hops are unlimited
+};
+
+class Cluster {
+ public:
+  Cluster(Cluster&&) noexcept;
+  Cluster& operator=(Cluster&&) noexcept;
+  ~Cluster();
+
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  const Device& device(int i) const { return devices_.at(static_cast<size_t>(i)); }
+  const std::vector<Device>& devices() const { return devices_; }
+  int num_nodes() const { return num_nodes_; }
+  int num_links() const { return static_cast<int>(links_.size()); }
+  const Link& link(int i) const { return links_.at(static_cast<size_t>(i)); }
+  const std::string& vertex_name(int v) const { return vertex_names_.at(static_cast<size_t>(v)); }
+  std::string direction_name(LinkDirection d) const;  // "node0/gpu0->node0/gpu1"
+  double direction_bandwidth(LinkDirection d) const { return links_[static_cast<size_t>(d / 2)].spec.bytes_per_s; }
+  int device_index(const std::string& name) const;  // -1 when absent
+
+  // Route between two GPUs: fewest hops, then least latency; host attachments (GPU to
+  // NIC) are used only when nothing else reaches. Computed on first use and cached.
+  const Route& route(int src_device, int dst_device) const;
+  // latency(path) + bytes / bottleneck_bandwidth(path), the cost on an idle path.
+  Time transfer_time(int src_device, int dst_device, int64_t bytes) const;
+
+ private:
+  friend class ClusterBuilder;
+  Cluster();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<Device> devices_;
+  std::vector<Link> links_;
+  std::vector<std::string> vertex_names_;
+  std::vector<Time> vertex_latency_;
+  int num_nodes_ = 1;
+  mutable std::unordered_map<int64_t, Route> routes_;
+};
+
+class ClusterBuilder {
+ public:
+  int add_gpu(std::string name, GpuSpec gpu, int node = 0);  // returns the device index
+  int add_switch(std::string name, Time latency = Time::zero());  // returns the vertex
+  int vertex_of(const std::string& name) const;  // -1 when absent
+  int gpu_vertex(int device) const { return devices_.at(static_cast<size_t>(device)).vertex; }
+  void add_link(int vertex_a, int vertex_b, LinkSpec spec);
+  // Throws InputError if a name repeats or some GPU cannot reach another.
+  Cluster build();
+
+  // nodes x gpus_per_node: intra-node links of `intra` (a full mesh for NVLink, a star
+  // through a node switch for NVSwitch/PCIe) and, with several nodes, one NIC per node of
+  // `inter` bandwidth into one fabric switch whose traversal is `inter.latency`.
+  static Cluster shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu, const LinkSpec& intra,
+                           const LinkSpec& inter);
+
+ private:
+  struct Vertex {
+    std::string name;
+    int device = -1;
+    Time latency;
+  };
+  std::vector<Vertex> vertices_;
+  std::vector<Device> devices_;
+  std::vector<Link> links_;
+};
+
+}  // namespace pipesim

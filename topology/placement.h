@@ -1,0 +1,28 @@
+// Which GPUs run which stage. DAPPLE (Fan et al., PPoPP'21, section 4.2) names three
+// policies; each takes the stages in pipeline order (copy by copy) and gives stage s its
+// `replicas` GPUs:
+//   fresh-first   take GPUs from an untouched server first, so a stage's replicas share
+//                 a server (NVLink for their all-reduce);
+//   append-first  take GPUs from servers already in use first, filling servers before
+//                 opening new ones (less fragmentation);
+//   scatter-first take GPUs round-robin across servers, spreading stages out.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "topology/cluster.h"
+
+namespace pipesim {
+
+enum class PlacementPolicy { kFreshFirst, kAppendFirst, kScatterFirst };
+
+std::string_view to_string(PlacementPolicy p);
+
+// result[copy][stage] = device indices of that stage's replicas. Throws InputError when
+// the cluster has fewer GPUs than copies * sum(replicas).
+std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
+                                                 const std::vector<int>& replicas, int copies,
+                                                 PlacementPolicy policy);
+
+}  // namespace pipesim

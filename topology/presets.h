@@ -1,0 +1,43 @@
+// GPU and link presets from public datasheet figures. The table with sources is in
+// docs/presets.md; keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+
+namespace pipesim {
+
+struct GpuSpec {
+  std::string name;
+  int64_t memory_bytes = 0;
+  double peak_flops = 0;       // dense 16-bit tensor-core rate (mixed precision)
+  double peak_fp32_flops = 0;  // dense fp32 rate (fp32 training without TF32)
+  double hbm_bytes_per_s = 0;
+  int64_t reserved_bytes = 0;  // framework/context overhead the user asks us to count
+};
+
+enum class LinkKind { kNvLink, kNvSwitch, kPcie, kEthernet, kInfiniBand, kHost };
+
+std::string_view to_string(LinkKind kind);
+std::optional<LinkKind> parse_link_kind(std::string_view name);  // user-facing kinds only
+
+struct LinkSpec {
+  std::string preset;  // name it came from, or "custom"
+  LinkKind kind = LinkKind::kNvLink;
+  double bytes_per_s = 0;  // per direction; +infinity means "never the bottleneck"
+  Time latency;
+};
+
+const GpuSpec* find_gpu_preset(std::string_view name);
+const LinkSpec* find_link_preset(std::string_view name);
+// The preset a bare `kind:` stands for (e.g. ethernet -> eth25).
+const LinkSpec& default_link_preset(LinkKind kind);
+std::vector<std::string> gpu_preset_names();
+std::vector<std::string> link_preset_names();
+
+}  // namespace pipesim
