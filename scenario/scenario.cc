@@ -201,7 +201,7 @@ LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path
   const std::string allowed = "a preset (" + join(presets) + ") or a mapping {kind, bandwidth, latency} with kind " + join(kind_names, " | ");
   auto check_kind = [&](const YAML::Node& at, const std::string& p, LinkKind k) {
     if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) {
-      r.fail(at, p, fmt::format("a {} link is not allowed here", to_string(k)), "kinds: " + join(kind_names, " | "));
+      r.fail(at, p, fmt::format("link kind '{}' is not allowed here", to_string(k)), "kinds: " + join(kind_names, " | "));
     }
   };
   if (n.IsScalar()) {

@@ -1,0 +1,147 @@
+// The command line end to end: commands, output files, exit codes, golden report.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+using nlohmann::json;
+
+TEST(Cli, HelpVersionAndUsageErrors) {
+  auto r = test::cli({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("run"), std::string::npos);
+  EXPECT_NE(r.out.find("order"), std::string::npos);
+  r = test::cli({"run", "--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--trace"), std::string::npos);
+  r = test::cli({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("pipesim "), std::string::npos);
+  r = test::cli({"run", "--frobnicate"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = test::cli({});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: ")) << r.err;
+}
+
+TEST(Cli, RunDefaultWritesEveryReport) {
+  const std::string j = test::temp_path("d.json"), t = test::temp_path("d.trace.json"), c = test::temp_path("d.csv");
+  const auto r = test::cli({"run", "--json", j, "--trace", t, "--csv", c});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("makespan"), std::string::npos);
+  EXPECT_NE(r.out.find("node1/gpu7"), std::string::npos);
+  EXPECT_NE(r.out.find("placement"), std::string::npos);
+
+  const json report = json::parse(test::read_file(j));
+  for (const char* key : {"scenario", "schedule", "makespan_s", "iteration_time_s", "throughput_samples_per_s",
+                          "bubble_fraction", "oom", "devices", "links", "events", "wall_s"}) {
+    EXPECT_TRUE(report.contains(key)) << key;
+  }
+  EXPECT_EQ(report["schedule"], "dapple");
+  ASSERT_EQ(report["devices"].size(), 16u);
+  const json& d0 = report["devices"][0];
+  EXPECT_EQ(d0["name"], "node0/gpu0");
+  EXPECT_EQ(d0["stage"], 0);
+  for (const char* key : {"weights", "gradients", "optimizer", "activations", "stashed_weights", "other"}) {
+    EXPECT_TRUE(d0["memory"].contains(key)) << key;
+  }
+  int64_t sum = 0;
+  for (const auto& [k, v] : d0["memory"].items()) sum += v.get<int64_t>();
+  EXPECT_EQ(sum, d0["peak_memory_bytes"].get<int64_t>());
+  // The inter-node hop of the pipeline (stage 7 -> 8) crosses node0's uplink.
+  bool uplink = false;
+  for (const auto& l : report["links"]) uplink = uplink || l["name"] == "node0/nic->fabric";
+  EXPECT_TRUE(uplink);
+  EXPECT_NEAR(report["throughput_samples_per_s"].get<double>(), 64 / report["makespan_s"].get<double>(), 1e-6);
+
+  const json trace = json::parse(test::read_file(t));
+  int complete = 0, flow_start = 0, flow_end = 0, counters = 0, processes = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    complete += ph == "X";
+    flow_start += ph == "s";
+    flow_end += ph == "f";
+    counters += ph == "C";
+    processes += ph == "M" && e["name"] == "process_name";
+  }
+  EXPECT_EQ(processes, 16);
+  EXPECT_GT(complete, 0);
+  EXPECT_EQ(flow_start, flow_end);
+  // 15 stage boundaries x 32 micro-batches x 2 directions = 960 transfers.
+  EXPECT_EQ(flow_start, 960);
+  EXPECT_GT(counters, 0);
+
+  const std::string csv = test::read_file(c);
+  EXPECT_TRUE(csv.starts_with("device,stream,op,micro_batch,start_s,end_s\n"));
+  // Compute ops: 16 devices x (64 F/B + 1 optimizer) plus 960 transfers, plus the header.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 16 * 65 + 960 + 1);
+}
+
+TEST(Cli, JsonToStdout) {
+  const auto r = test::cli({"run", "--json", "-", "--reproducible"});
+  ASSERT_EQ(r.code, 0);
+  const json report = json::parse(r.out);
+  EXPECT_EQ(report["wall_s"], 0.0);
+}
+
+TEST(Cli, GoldenDefaultReport) {
+  // Regenerate with: cmake --build build --target update-golden
+  const auto r = test::cli({"run", "--json", "-", "--reproducible"});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, test::read_file(std::string(PIPESIM_SOURCE_DIR) + "/tests/golden/default.json"));
+}
+
+TEST(Cli, OrderPrintsTheReferenceTable) {
+  test::PipeSpec p;  // S = 4, M = 8, dapple
+  const auto r = test::cli({"order", test::write_temp("order.yaml", test::to_yaml(p))});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "dev0: F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7\n"
+            "dev1: F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7\n"
+            "dev2: F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7\n"
+            "dev3: F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7\n");
+}
+
+TEST(Cli, OutOfMemoryStillWritesTheReportAndExits1) {
+  // GPipe keeps all M = 32 micro-batches' activations. The head stage (node1/gpu7) holds
+  // 51.5 M params x 16 B = 0.767 GiB plus 589 MiB per forward: it crosses 16 GiB on the
+  // 27th forward, F26 ((16 - 0.767) / 0.575 = 26.5). Stage 0 stays under: 0.97 GiB
+  // static + 32 x 456 MiB = 15.2 GiB.
+  const std::string j = test::temp_path("oom.json");
+  const auto r = test::cli({"run", "--set", "strategy.schedule=gpipe", "--json", j});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node1/gpu7 needs")) << r.err;
+  EXPECT_NE(r.err.find("op F26 crossed"), std::string::npos) << r.err;
+  const json report = json::parse(test::read_file(j));
+  EXPECT_TRUE(report["oom"].get<bool>());
+  EXPECT_EQ(report["oom_detail"]["device"], "node1/gpu7");
+  EXPECT_EQ(report["oom_detail"]["op"], "F26");
+}
+
+TEST(Cli, UnwritableOutputLeavesNothingBehind) {
+  const auto r = test::cli({"run", "--json", "/nonexistent-dir/r.json"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "pipesim: error: /nonexistent-dir/r.json: cannot write the output file (a writable path)\n");
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/r.json.tmp"));
+}
+
+TEST(Cli, EveryShippedScenarioRuns) {
+  int count = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(PIPESIM_SOURCE_DIR) + "/scenarios")) {
+    if (e.path().extension() != ".yaml") continue;
+    const auto r = test::cli({"run", e.path().string(), "--json", test::temp_path("s.json")});
+    EXPECT_EQ(r.code, 0) << e.path() << ": " << r.err;
+    ++count;
+  }
+  EXPECT_GE(count, 4);
+}
+
+}  // namespace
+}  // namespace pipesim

@@ -1,0 +1,160 @@
+// Units, time and the event queue.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "sim/event_queue.h"
+
+namespace pipesim {
+namespace {
+
+TEST(Time, FactoriesAgree) {
+  EXPECT_EQ(Time::ns(1), Time::ps(1'000));
+  EXPECT_EQ(Time::us(1), Time::ns(1'000));
+  EXPECT_EQ(Time::ms(1), Time::us(1'000));
+  EXPECT_EQ(Time::s(1), Time::ms(1'000));
+  EXPECT_EQ(Time::ms(3) + Time::ms(2), Time::ms(5));
+  EXPECT_EQ(Time::ms(3) - Time::ms(5), Time::ms(-2));
+  EXPECT_EQ(Time::ms(3) * 4, Time::ms(12));
+  EXPECT_LT(Time::ns(999), Time::us(1));
+  EXPECT_DOUBLE_EQ(Time::ms(1500).seconds(), 1.5);
+  // 106 days of range: int64 max ps = 9.22e6 s.
+  EXPECT_GT(Time::max().seconds(), 106.0 * 24 * 3600);
+}
+
+TEST(Units, TimeUnits) {
+  EXPECT_EQ(parse_time("1.5 ms"), Time::us(1500));
+  EXPECT_EQ(parse_time("1.5ms"), Time::us(1500));
+  EXPECT_EQ(parse_time("250 ns"), Time::ps(250'000));
+  EXPECT_EQ(parse_time("7 ps"), Time::ps(7));
+  EXPECT_EQ(parse_time("10 us"), Time::us(10));
+  EXPECT_EQ(parse_time("3 s"), Time::s(3));
+  EXPECT_EQ(parse_time("0 us"), Time::zero());
+  EXPECT_EQ(parse_time("0.1 ms"), Time::us(100));  // rounds to the nearest ps
+}
+
+TEST(Units, ByteUnits) {
+  EXPECT_EQ(parse_bytes("64 MiB"), 64LL * 1024 * 1024);
+  EXPECT_EQ(parse_bytes("1 KB"), 1000);
+  EXPECT_EQ(parse_bytes("1 KiB"), 1024);
+  EXPECT_EQ(parse_bytes("80 GiB"), 80LL << 30);
+  EXPECT_EQ(parse_bytes("1.5 GB"), 1'500'000'000);
+  EXPECT_EQ(parse_bytes("2 TB"), 2'000'000'000'000);
+  EXPECT_EQ(parse_bytes("1 TiB"), 1LL << 40);
+  EXPECT_EQ(parse_bytes("12 B"), 12);
+  EXPECT_EQ(parse_bytes("3 MB"), 3'000'000);
+}
+
+TEST(Units, BandwidthUnits) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("25 Gbit/s"), 25e9 / 8);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("10 Gbps"), 10e9 / 8);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("100 Mbit/s"), 100e6 / 8);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1 GiB/s"), 1024.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("16 GB/s"), 16e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("2 TB/s"), 2e12);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("5 MB/s"), 5e6);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("5 KB/s"), 5e3);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("5 B/s"), 5);
+}
+
+TEST(Units, ComputeAndCounts) {
+  EXPECT_DOUBLE_EQ(parse_flops("312 TFLOPS"), 312e12);
+  EXPECT_DOUBLE_EQ(parse_flops("1 PFLOPS"), 1e15);
+  EXPECT_DOUBLE_EQ(parse_flops("500 GFLOPS"), 500e9);
+  EXPECT_EQ(parse_count("138M"), 138'000'000);
+  EXPECT_EQ(parse_count("10K"), 10'000);
+  EXPECT_EQ(parse_count("1.5B"), 1'500'000'000);
+  EXPECT_EQ(parse_count("12"), 12);
+}
+
+void expect_input_error(auto fn, const std::string& fragment) {
+  try {
+    fn();
+    FAIL() << "expected InputError mentioning '" << fragment << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.message().find(fragment), std::string::npos) << e.message();
+  }
+}
+
+TEST(Units, RejectsBadQuantities) {
+  expect_input_error([] { parse_time("5"); }, "has no unit");
+  expect_input_error([] { parse_time("5 parsecs"); }, "unknown unit 'parsecs'");
+  expect_input_error([] { parse_time("5 MS"); }, "unknown unit 'MS'");  // case-sensitive
+  expect_input_error([] { parse_time("-1 ms"); }, "is negative");
+  expect_input_error([] { parse_time("fast"); }, "is not a quantity");
+  expect_input_error([] { parse_time("inf ms"); }, "not finite");
+  expect_input_error([] { parse_bytes("1e30 TB"); }, "too large");
+  expect_input_error([] { parse_bandwidth("0 GB/s"); }, "must be positive");
+  expect_input_error([] { parse_bytes("4 GB/s"); }, "unknown unit 'GB/s'");
+  expect_input_error([] { parse_count("1.5"); }, "not a whole number");
+  // The message lists what is allowed.
+  expect_input_error([] { parse_bandwidth("3 furlongs"); }, "Gbit/s");
+}
+
+TEST(Units, SerializationTimeIsExactAndRoundsUp) {
+  // 8 MiB at 25 GB/s = 8388608 / 25e9 s = 335544.32 ns exactly.
+  EXPECT_EQ(serialization_time(8 * 1024 * 1024, 25e9), Time::ps(335'544'320));
+  // 1 byte at 3 B/s = 1/3 s = 333333333333.33 ps, rounded up.
+  EXPECT_EQ(serialization_time(1, 3.0), Time::ps(333'333'333'334));
+  // 25 Gbit/s = 3.125e9 B/s: 3125 bytes take exactly 1 us.
+  EXPECT_EQ(serialization_time(3125, parse_bandwidth("25 Gbit/s")), Time::us(1));
+  // A non-integral rate takes the floating-point path and still rounds up.
+  EXPECT_EQ(serialization_time(1, 2.5), Time::ps(400'000'000'000));
+  EXPECT_EQ(serialization_time(0, 1.0), Time::zero());
+}
+
+TEST(InputError, MessageFormat) {
+  const InputError e("must be positive", "a value > 0", "cluster.nodes", {"s.yaml", 3, 10});
+  EXPECT_EQ(e.message(), "s.yaml:3:10: cluster.nodes: must be positive (a value > 0)");
+  InputError inner("bad", "good");
+  inner.set_key_if_empty("model.layers.0.forward");
+  inner.set_location_if_empty({"f.yaml", 7, 16});
+  EXPECT_EQ(inner.message(), "f.yaml:7:16: model.layers.0.forward: bad (good)");
+}
+
+TEST(EventQueue, OrdersByTimeThenSchedulingOrder) {
+  EventQueue q;
+  q.push(Time::us(5), 0);
+  q.push(Time::us(1), 1);
+  q.push(Time::us(5), 2);
+  q.push(Time::us(1), 3);
+  q.push(Time::us(0), 4);
+  std::vector<uint32_t> got;
+  while (!q.empty()) got.push_back(q.pop().payload);
+  EXPECT_EQ(got, (std::vector<uint32_t>{4, 1, 3, 0, 2}));
+}
+
+TEST(EventQueue, RandomPushPopMatchesSortedOrder) {
+  // Property: whatever the interleaving of pushes and pops, pops come out in
+  // (time, seq) order among the events present, and every event comes out once.
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 20; ++trial) {
+    EventQueue q;
+    std::vector<Event> reference;
+    uint64_t seq = 0;
+    Time last = Time::zero();
+    size_t popped = 0;
+    for (int step = 0; step < 2000; ++step) {
+      if (q.empty() || rng() % 3 != 0) {
+        const Time t = last + Time::ns(static_cast<int64_t>(rng() % 8));
+        q.push(t, static_cast<uint32_t>(seq));
+        reference.push_back({t, seq, static_cast<uint32_t>(seq)});
+        ++seq;
+      } else {
+        auto best = std::min_element(reference.begin(), reference.end(), event_before);
+        const Event e = q.pop();
+        EXPECT_EQ(e.payload, best->payload);
+        EXPECT_GE(e.time, last);
+        last = e.time;
+        reference.erase(best);
+        ++popped;
+      }
+    }
+    EXPECT_EQ(popped + q.size(), seq);
+  }
+}
+
+}  // namespace
+}  // namespace pipesim

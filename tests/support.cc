@@ -1,0 +1,106 @@
+#include "tests/support.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apps/cli.h"
+
+namespace pipesim::test {
+
+std::string to_yaml(const PipeSpec& p) {
+  auto at = [](const std::vector<double>& v, int s) { return v.size() == 1 ? v[0] : v.at(static_cast<size_t>(s)); };
+  std::string layers;
+  for (int s = 0; s < p.stages; ++s) {
+    layers += fmt::format("    - {{name: l{}, forward: {} ms, backward: {} ms, activation: {}, output: {}, params: {}}}\n", s,
+                          at(p.tf_ms, s), at(p.tb_ms, s), p.activation, p.output, p.params);
+  }
+  return fmt::format(R"(name: test
+cluster:
+  gpu: {gpu}
+  nodes: 1
+  gpus_per_node: {S}
+  intra_node: {{kind: nvlink, bandwidth: {bw}, latency: {lat}}}
+model:
+  layers:
+{layers}training:
+  global_batch: {M}
+  micro_batch: 1
+  precision: {precision}
+  optimizer: {optimizer}
+  iterations: {iters}
+strategy:
+  schedule: {schedule}
+  pipeline: {S}
+)",
+                     fmt::arg("gpu", p.gpu), fmt::arg("S", p.stages), fmt::arg("bw", p.bandwidth),
+                     fmt::arg("lat", p.latency), fmt::arg("layers", layers), fmt::arg("M", p.micro_batches),
+                     fmt::arg("precision", p.precision), fmt::arg("optimizer", p.optimizer),
+                     fmt::arg("iters", p.iterations), fmt::arg("schedule", p.schedule));
+}
+
+SimRun run_yaml(const std::string& yaml, bool record_memory) {
+  Scenario sc = load_scenario_text(yaml, "test.yaml");
+  TaskGraph g = scenario_task_graph(sc);
+  SimOptions o;
+  o.record_memory = record_memory;
+  Timeline tl = simulate(g, sc.cluster, o);
+  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch, sc.training.iterations, 0.0};
+  Report rep = make_report(g, sc.cluster, tl, info);
+  return SimRun{std::move(sc), std::move(g), std::move(tl), std::move(rep)};
+}
+
+SimRun run_pipe(const PipeSpec& p) { return run_yaml(to_yaml(p), true); }
+
+Time device_finish(const SimRun& r, int device) {
+  Time t;
+  for (OpId id : r.graph.stream(device)) t = max(t, r.timeline.end[id]);
+  return t;
+}
+
+int64_t peak_activation_bytes(const SimRun& r, int device) {
+  int64_t cur = r.graph.static_memory(device)[static_cast<size_t>(MemCategory::kActivations)];
+  int64_t peak = cur;
+  for (const MemoryChange& c : r.timeline.memory_changes) {
+    const Op& op = r.graph.op(c.op);
+    if (op.device != device || op.mem_category != MemCategory::kActivations) continue;
+    cur += c.at_end ? op.mem_at_end : op.mem_at_start;
+    peak = std::max(peak, cur);
+  }
+  return peak;
+}
+
+CliResult cli(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"pipesim"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string temp_path(const std::string& name) {
+  static const std::string dir = [] {
+    std::string d = (std::filesystem::temp_directory_path() / fmt::format("pipesim-test-{}", getpid())).string();
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir + "/" + name;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace pipesim::test

@@ -1,0 +1,61 @@
+// Helpers shared by the test suites: scenarios written in code, run in-process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scenario/scenario.h"
+#include "scenario/setup.h"
+#include "sim/engine.h"
+#include "sim/report.h"
+
+namespace pipesim::test {
+
+// A straight pipeline, one layer per stage, on one node of S GPUs joined by NVLink.
+// Times are in milliseconds; equal times per stage unless lists are given.
+struct PipeSpec {
+  int stages = 4;
+  int micro_batches = 8;
+  std::string schedule = "dapple";
+  std::vector<double> tf_ms{1.0};  // one value for every stage, or one per stage
+  std::vector<double> tb_ms{1.0};
+  std::string activation = "1 MiB";
+  std::string output = "0 B";
+  std::string latency = "0 us";
+  std::string bandwidth = "1 TB/s";
+  std::string params = "0";
+  std::string gpu = "a100-80gb";
+  std::string precision = "fp32";
+  std::string optimizer = "sgd";
+  int iterations = 1;
+};
+
+std::string to_yaml(const PipeSpec& p);
+
+struct SimRun {
+  Scenario scenario;
+  TaskGraph graph;
+  Timeline timeline;
+  Report report;
+};
+SimRun run_yaml(const std::string& yaml, bool record_memory = false);
+SimRun run_pipe(const PipeSpec& p);
+
+// Last end time of the compute ops of a device.
+Time device_finish(const SimRun& r, int device);
+// Most activation bytes a device held at once (replayed from the recorded memory changes).
+int64_t peak_activation_bytes(const SimRun& r, int device);
+
+// The CLI in-process: exit code, stdout and stderr.
+struct CliResult {
+  int code = 0;
+  std::string out, err;
+};
+CliResult cli(const std::vector<std::string>& args);
+
+// A file in a fresh temporary directory (removed at process exit is not needed: /tmp).
+std::string temp_path(const std::string& name);
+std::string write_temp(const std::string& name, const std::string& text);
+std::string read_file(const std::string& path);
+
+}  // namespace pipesim::test

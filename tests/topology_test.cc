@@ -1,0 +1,121 @@
+// Presets, cluster graphs, routes, transfer costs and placement.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "topology/cluster.h"
+#include "topology/placement.h"
+
+namespace pipesim {
+namespace {
+
+const GpuSpec& v100() { return *find_gpu_preset("v100-16gb"); }
+
+TEST(Presets, EveryNamedPresetExists) {
+  for (const char* g : {"v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb"}) {
+    ASSERT_NE(find_gpu_preset(g), nullptr) << g;
+    EXPECT_GT(find_gpu_preset(g)->memory_bytes, 0);
+    EXPECT_GT(find_gpu_preset(g)->peak_flops, 0);
+  }
+  for (const char* l : {"nvlink2", "nvlink3", "nvlink4", "nvswitch", "pcie3", "pcie4", "pcie5", "eth10", "eth25",
+                        "eth100", "eth400", "ib-hdr", "ib-ndr"}) {
+    ASSERT_NE(find_link_preset(l), nullptr) << l;
+    EXPECT_GT(find_link_preset(l)->bytes_per_s, 0);
+  }
+  // Datasheet figures: 80 GiB of HBM on an A100-80GB; 25 Gbit/s Ethernet is 3.125 GB/s.
+  EXPECT_EQ(find_gpu_preset("a100-80gb")->memory_bytes, 80LL << 30);
+  EXPECT_DOUBLE_EQ(find_link_preset("eth25")->bytes_per_s, 3.125e9);
+  EXPECT_DOUBLE_EQ(find_link_preset("ib-ndr")->bytes_per_s, 50e9);
+}
+
+LinkSpec link(LinkKind k, double bw, Time lat) { return {"custom", k, bw, lat}; }
+
+TEST(Cluster, ShorthandNamesAndCounts) {
+  const Cluster c = ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
+                                              link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
+  ASSERT_EQ(c.num_devices(), 8);
+  EXPECT_EQ(c.device(0).name, "node0/gpu0");
+  EXPECT_EQ(c.device(5).name, "node1/gpu1");
+  EXPECT_EQ(c.device(5).node, 1);
+  EXPECT_EQ(c.num_nodes(), 2);
+}
+
+TEST(Cluster, PointToPointCostIsLatencyPlusBytesOverBottleneck) {
+  const Cluster c = ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
+                                              link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
+  // Same node, NVLink mesh: one hop. 50 MB at 50 GB/s = 1 ms, plus 2 us.
+  EXPECT_EQ(c.transfer_time(0, 1, 50'000'000), Time::ms(1) + Time::us(2));
+  EXPECT_EQ(c.route(0, 1).hops.size(), 1u);
+  // Across nodes: the inter-node latency end to end and the node's network bandwidth.
+  // 3.125 MB at 3.125 GB/s = 1 ms, plus 10 us.
+  EXPECT_EQ(c.transfer_time(0, 5, 3'125'000), Time::ms(1) + Time::us(10));
+  EXPECT_EQ(c.route(5, 0).latency, Time::us(10));
+  EXPECT_DOUBLE_EQ(c.route(1, 6).bottleneck_bytes_per_s, 3.125e9);
+  EXPECT_EQ(c.transfer_time(3, 3, 1000), Time::zero());
+}
+
+TEST(Cluster, SwitchStarCarriesLatencyOnce) {
+  // NVSwitch and PCIe shorthands are stars: two hops through a switch whose traversal is
+  // the configured latency; the bandwidth is each GPU's port.
+  const Cluster c = ClusterBuilder::shorthand(1, 8, v100(), link(LinkKind::kNvSwitch, 300e9, Time::us(3)),
+                                              link(LinkKind::kEthernet, 1e9, Time::us(10)));
+  EXPECT_EQ(c.route(0, 7).hops.size(), 2u);
+  EXPECT_EQ(c.route(0, 7).latency, Time::us(3));
+  EXPECT_EQ(c.transfer_time(0, 7, 300'000'000), Time::ms(1) + Time::us(3));
+}
+
+TEST(Cluster, ExplicitGraphRoutesThroughSwitches) {
+  // g0 - sw0 - g1 and g2 - sw1 - sw0 (a two-level PCIe tree). g0 -> g2 crosses
+  // g0-sw0 (1 us, 16 GB/s), sw0-sw1 (2 us, 8 GB/s), sw1-g2 (1 us, 16 GB/s) and the
+  // switches' own latency (0.5 us each): 4 us + 1 us; bottleneck 8 GB/s.
+  ClusterBuilder b;
+  const int g0 = b.add_gpu("g0", v100());
+  const int g1 = b.add_gpu("g1", v100());
+  const int g2 = b.add_gpu("g2", v100());
+  const int sw0 = b.add_switch("sw0", Time::ns(500));
+  const int sw1 = b.add_switch("sw1", Time::ns(500));
+  b.add_link(b.gpu_vertex(g0), sw0, link(LinkKind::kPcie, 16e9, Time::us(1)));
+  b.add_link(b.gpu_vertex(g1), sw0, link(LinkKind::kPcie, 16e9, Time::us(1)));
+  b.add_link(sw0, sw1, link(LinkKind::kPcie, 8e9, Time::us(2)));
+  b.add_link(sw1, b.gpu_vertex(g2), link(LinkKind::kPcie, 16e9, Time::us(1)));
+  const Cluster c = b.build();
+  const Route& r = c.route(g0, g2);
+  EXPECT_EQ(r.hops.size(), 3u);
+  EXPECT_EQ(r.latency, Time::us(5));
+  EXPECT_DOUBLE_EQ(r.bottleneck_bytes_per_s, 8e9);
+  EXPECT_EQ(c.transfer_time(g0, g2, 8'000'000), Time::ms(1) + Time::us(5));
+  EXPECT_EQ(c.direction_name(r.hops[0]), "g0->sw0");
+  EXPECT_EQ(c.direction_name(r.hops[2]), "sw1->g2");
+  // g0 -> g1: one switch, 2 us of links + 0.5 us of switch.
+  EXPECT_EQ(c.route(g0, g1).latency, Time::ns(2500));
+}
+
+TEST(Cluster, RejectsDisconnectedAndDuplicateNames) {
+  ClusterBuilder b;
+  b.add_gpu("a", v100());
+  b.add_gpu("b", v100());
+  EXPECT_THROW(b.build(), InputError);
+  ClusterBuilder d;
+  d.add_gpu("a", v100());
+  d.add_switch("a");
+  EXPECT_THROW(d.build(), InputError);
+}
+
+TEST(Placement, PoliciesOnTwoNodes) {
+  const Cluster c = ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
+                                              link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
+  using P = std::vector<std::vector<std::vector<int>>>;
+  // Three stages with 2, 1, 2 replicas (5 of the 8 GPUs: node0 = 0-3, node1 = 4-7).
+  // append-first fills node0 before opening node1.
+  EXPECT_EQ(place(c, {2, 1, 2}, 1, PlacementPolicy::kAppendFirst), (P{{{0, 1}, {2}, {3, 4}}}));
+  // fresh-first takes the emptiest server for each stage and keeps a stage's replicas
+  // together: stage 0 on node0 (a tie, first server), stage 1 on node1 (4 free against 2),
+  // stage 2 on node1 again (3 free against 2).
+  EXPECT_EQ(place(c, {2, 1, 2}, 1, PlacementPolicy::kFreshFirst), (P{{{0, 1}, {4}, {5, 6}}}));
+  // scatter-first goes round-robin over servers, one GPU at a time.
+  EXPECT_EQ(place(c, {2, 1, 2}, 1, PlacementPolicy::kScatterFirst), (P{{{0, 4}, {1}, {5, 2}}}));
+  EXPECT_THROW(place(c, {4, 4}, 2, PlacementPolicy::kAppendFirst), InputError);
+}
+
+}  // namespace
+}  // namespace pipesim
