@@ -19,6 +19,7 @@ class Engine {
     link_active_.assign(tl_.links.size(), 0);
     link_since_.assign(tl_.links.size(), Time::zero());
     waiting_.resize(n);
+    routes_.assign(n, nullptr);
     for (OpId id = 0; id < n; ++id) waiting_[id] = static_cast<uint32_t>(g.deps(id).size());
     cursor_.assign(static_cast<size_t>(c.num_devices()), 0);
     running_.assign(static_cast<size_t>(c.num_devices()), false);
@@ -70,20 +71,21 @@ class Engine {
   void start_transfer(OpId id, Time now) {
     const Op& op = graph_.op(id);
     const Route& route = cluster_.route(op.device, op.peer);
+    routes_[id] = &route;
     for (LinkDirection h : route.hops) {
       auto& stats = tl_.links[static_cast<size_t>(h)];
       stats.bytes += op.bytes;
       if (link_active_[static_cast<size_t>(h)]++ == 0) link_since_[static_cast<size_t>(h)] = now;
     }
     tl_.start[id] = now;
-    queue_.push(now + cluster_.transfer_time(op.device, op.peer, op.bytes), id);
+    queue_.push(now + Cluster::transfer_time(route, op.bytes), id);
   }
 
   void finish(OpId id, Time now) {
     const Op& op = graph_.op(id);
     tl_.end[id] = now;
     if (op.kind == OpKind::kTransfer) {
-      for (LinkDirection h : cluster_.route(op.device, op.peer).hops) {
+      for (LinkDirection h : routes_[id]->hops) {
         if (--link_active_[static_cast<size_t>(h)] == 0) {
           tl_.links[static_cast<size_t>(h)].busy += now - link_since_[static_cast<size_t>(h)];
         }
@@ -145,6 +147,7 @@ class Engine {
   std::vector<uint32_t> cursor_;   // next op of each device's stream
   std::vector<bool> running_;
   std::vector<MemBreakdown> memory_;
+  std::vector<const Route*> routes_;  // route of each transfer while it runs
   std::vector<uint32_t> link_active_;
   std::vector<Time> link_since_;
 };

@@ -140,7 +140,7 @@ TEST(EventQueue, RandomPushPopMatchesSortedOrder) {
       if (q.empty() || rng() % 3 != 0) {
         const Time t = last + Time::ns(static_cast<int64_t>(rng() % 8));
         q.push(t, static_cast<uint32_t>(seq));
-        reference.push_back({t, seq, static_cast<uint32_t>(seq)});
+        reference.push_back({t, static_cast<uint32_t>(seq), static_cast<uint32_t>(seq)});
         ++seq;
       } else {
         auto best = std::min_element(reference.begin(), reference.end(), event_before);

@@ -109,7 +109,10 @@ const Route& Cluster::route(int src_device, int dst_device) const {
 
 Time Cluster::transfer_time(int src_device, int dst_device, int64_t bytes) const {
   if (src_device == dst_device) return Time::zero();
-  const Route& r = route(src_device, dst_device);
+  return transfer_time(route(src_device, dst_device), bytes);
+}
+
+Time Cluster::transfer_time(const Route& r, int64_t bytes) {
   if (std::isinf(r.bottleneck_bytes_per_s)) return r.latency;
   return r.latency + serialization_time(bytes, r.bottleneck_bytes_per_s);
 }

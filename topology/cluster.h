@@ -57,6 +57,7 @@ class Cluster {
   const Route& route(int src_device, int dst_device) const;
   // latency(path) + bytes / bottleneck_bandwidth(path), the cost on an idle path.
   Time transfer_time(int src_device, int dst_device, int64_t bytes) const;
+  static Time transfer_time(const Route& route, int64_t bytes);
 
  private:
   friend class ClusterBuilder;

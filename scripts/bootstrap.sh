@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for pipesim and builds it.
+#   scripts/bootstrap.sh [extra cmake arguments]
+# Installs the Debian packages below when any is missing (as root, or through sudo),
+# configures a Release build in ${BUILD_DIR:-build} and builds it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libfmt-dev libbenchmark-dev
+          libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing: ${missing[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+build="${BUILD_DIR:-build}"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build "$build"
