@@ -1,8 +1,8 @@
 #include "apps/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -34,14 +34,16 @@ void write_file(const std::string& path, const std::function<void(std::ostream&)
     if (!f) {
       f.close();
       std::remove(tmp.c_str());
-      throw InputError("writing the output file failed", "a writable path with free space", "", {path});
+      throw InputError("writing the output file failed", "a writable path with free space", "",
+                       {path});
     }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw InputError(fmt::format("cannot move the output into place: {}", ec.message()), "a writable path", "", {path});
+    throw InputError(fmt::format("cannot move the output into place: {}", ec.message()),
+                     "a writable path", "", {path});
   }
 }
 
@@ -69,7 +71,8 @@ std::string placement_table(const Scenario& s) {
       }
       const auto& st = s.strategy.stages[g];
       out += fmt::format("{}stage {}{} (layers {}-{}) -> {}\n", c + g == 0 ? "" : "            ", g,
-                         s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", st.first_layer, st.last_layer, devs);
+                         s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", st.first_layer,
+                         st.last_layer, devs);
     }
   }
   return out;
@@ -84,13 +87,15 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   const Timeline tl = simulate(graph, sc.cluster, opts);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch, sc.training.iterations,
-               o.reproducible ? 0.0 : wall};
+  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch,
+               sc.training.iterations, o.reproducible ? 0.0 : wall};
   const Report report = make_report(graph, sc.cluster, tl, info);
   const std::string json = to_json(report);
   if (!o.json.empty() && o.json != "-") write_file(o.json, [&](std::ostream& f) { f << json; });
-  if (!o.trace.empty()) write_file(o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
-  if (!o.csv.empty()) write_file(o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
+  if (!o.trace.empty())
+    write_file(o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
+  if (!o.csv.empty())
+    write_file(o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
   if (o.json == "-") {
     out << json;
   } else {
@@ -119,22 +124,31 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training", "pipesim"};
+  CLI::App app{"pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training",
+               "pipesim"};
   app.set_version_flag("--version", std::string("pipesim ") + PIPESIM_VERSION);
   app.require_subcommand(1);
 
   RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "simulate one scenario (the embedded default without a file)");
+  auto* run_cmd =
+      app.add_subcommand("run", "simulate one scenario (the embedded default without a file)");
   run_cmd->add_option("scenario", run.scenario, "scenario YAML file");
-  run_cmd->add_option("--json", run.json, "write the JSON report to F ('-' for stdout instead of the table)");
-  run_cmd->add_option("--trace", run.trace, "write a Chrome trace (Perfetto, chrome://tracing) to F");
+  run_cmd->add_option("--json", run.json,
+                      "write the JSON report to F ('-' for stdout instead of the table)");
+  run_cmd->add_option("--trace", run.trace,
+                      "write a Chrome trace (Perfetto, chrome://tracing) to F");
   run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F");
-  run_cmd->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")->take_all()->expected(1);
-  run_cmd->add_flag("--reproducible", run.reproducible, "report wall_s as 0 so equal inputs give byte-identical JSON");
+  run_cmd
+      ->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")
+      ->take_all()
+      ->expected(1);
+  run_cmd->add_flag("--reproducible", run.reproducible,
+                    "report wall_s as 0 so equal inputs give byte-identical JSON");
 
   std::string order_file;
   std::vector<std::string> order_sets;
-  auto* order_cmd = app.add_subcommand("order", "print the op order of each device, one line per device");
+  auto* order_cmd =
+      app.add_subcommand("order", "print the op order of each device, one line per device");
   order_cmd->add_option("scenario", order_file, "scenario YAML file")->required();
   order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")->expected(1);
 

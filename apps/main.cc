@@ -2,4 +2,6 @@
 
 #include "apps/cli.h"
 
-int main(int argc, char** argv) { return pipesim::run_cli(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  return pipesim::run_cli(argc, argv, std::cout, std::cerr);
+}

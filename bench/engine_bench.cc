@@ -24,18 +24,20 @@ model:
 training: {{global_batch: {M}, micro_batch: 1}}
 strategy: {{schedule: {schedule}, pipeline: {S}}}
 )",
-                     fmt::arg("nodes", (stages + 7) / 8), fmt::arg("S", stages), fmt::arg("M", micro_batches),
-                     fmt::arg("schedule", schedule));
+                     fmt::arg("nodes", (stages + 7) / 8), fmt::arg("S", stages),
+                     fmt::arg("M", micro_batches), fmt::arg("schedule", schedule));
 }
 
 // The graph's own footprint: ops, dependency arrays (both directions) and streams.
 size_t graph_bytes(const TaskGraph& g) {
-  return g.size() * (sizeof(Op) + 2 * sizeof(uint32_t) + sizeof(OpId)) + g.num_deps() * 2 * sizeof(OpId);
+  return g.size() * (sizeof(Op) + 2 * sizeof(uint32_t) + sizeof(OpId)) +
+         g.num_deps() * 2 * sizeof(OpId);
 }
 
 void run(benchmark::State& state, const char* schedule) {
-  const Scenario sc = load_scenario_text(pipeline_yaml(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), schedule),
-                                         "bench.yaml");
+  const Scenario sc = load_scenario_text(
+      pipeline_yaml(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), schedule),
+      "bench.yaml");
   size_t ops = 0, bytes = 0;
   for (auto _ : state) {
     const TaskGraph g = scenario_task_graph(sc);
@@ -49,9 +51,16 @@ void run(benchmark::State& state, const char* schedule) {
   state.counters["bytes_per_op"] = static_cast<double>(bytes) / static_cast<double>(ops);
 }
 
-void BM_GenerateAndSimulateDapple(benchmark::State& state) { run(state, "dapple"); }
-void BM_GenerateAndSimulateGpipe(benchmark::State& state) { run(state, "gpipe"); }
-BENCHMARK(BM_GenerateAndSimulateDapple)->Args({64, 1024})->Args({16, 256})->Unit(benchmark::kMillisecond);
+void BM_GenerateAndSimulateDapple(benchmark::State& state) {
+  run(state, "dapple");
+}
+void BM_GenerateAndSimulateGpipe(benchmark::State& state) {
+  run(state, "gpipe");
+}
+BENCHMARK(BM_GenerateAndSimulateDapple)
+    ->Args({64, 1024})
+    ->Args({16, 256})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GenerateAndSimulateGpipe)->Args({64, 1024})->Unit(benchmark::kMillisecond);
 
 void BM_SimulateOnlyDapple(benchmark::State& state) {

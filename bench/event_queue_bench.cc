@@ -17,7 +17,8 @@ void BM_EventQueueHold(benchmark::State& state) {
   for (auto& d : delays) d = static_cast<int64_t>(rng() % 1'000'000);
   EventQueue q;
   q.reserve(pending + 1);
-  for (size_t i = 0; i < pending; ++i) q.push(Time::ps(delays[i % delays.size()]), static_cast<uint32_t>(i));
+  for (size_t i = 0; i < pending; ++i)
+    q.push(Time::ps(delays[i % delays.size()]), static_cast<uint32_t>(i));
   size_t k = 0;
   for (auto _ : state) {
     const Event e = q.pop();

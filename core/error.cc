@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace pipesim {
 
 InputError::InputError(std::string what, std::string allowed, std::string key, Location where)
@@ -24,7 +23,9 @@ void InputError::set_location_if_empty(const Location& where) {
   refresh();
 }
 
-std::string InputError::message() const { return message_; }
+std::string InputError::message() const {
+  return message_;
+}
 
 void InputError::refresh() {
   std::string out;

@@ -20,8 +20,7 @@ struct Location {
 
 class InputError : public std::runtime_error {
  public:
-  InputError(std::string what, std::string allowed = {}, std::string key = {},
-             Location where = {});
+  InputError(std::string what, std::string allowed = {}, std::string key = {}, Location where = {});
 
   const std::string& problem() const { return problem_; }
   const std::string& allowed() const { return allowed_; }

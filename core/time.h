@@ -28,8 +28,14 @@ class Time {
   constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
   constexpr double microseconds() const { return static_cast<double>(ps_) * 1e-6; }
 
-  constexpr Time& operator+=(Time o) { ps_ += o.ps_; return *this; }
-  constexpr Time& operator-=(Time o) { ps_ -= o.ps_; return *this; }
+  constexpr Time& operator+=(Time o) {
+    ps_ += o.ps_;
+    return *this;
+  }
+  constexpr Time& operator-=(Time o) {
+    ps_ -= o.ps_;
+    return *this;
+  }
   friend constexpr Time operator+(Time a, Time b) { return Time(a.ps_ + b.ps_); }
   friend constexpr Time operator-(Time a, Time b) { return Time(a.ps_ - b.ps_); }
   friend constexpr Time operator*(Time a, int64_t k) { return Time(a.ps_ * k); }
@@ -43,7 +49,11 @@ class Time {
   int64_t ps_ = 0;
 };
 
-constexpr Time max(Time a, Time b) { return a < b ? b : a; }
-constexpr Time min(Time a, Time b) { return a < b ? a : b; }
+constexpr Time max(Time a, Time b) {
+  return a < b ? b : a;
+}
+constexpr Time min(Time a, Time b) {
+  return a < b ? a : b;
+}
 
 }  // namespace pipesim

@@ -31,11 +31,10 @@ constexpr std::array kBytes{Unit{"B", 1.0},
                             Unit{"MiB", 1024.0 * 1024},
                             Unit{"GiB", 1024.0 * 1024 * 1024},
                             Unit{"TiB", 1024.0 * 1024 * 1024 * 1024}};
-constexpr std::array kBandwidth{Unit{"B/s", 1.0},          Unit{"KB/s", 1e3},
-                                Unit{"MB/s", 1e6},         Unit{"GB/s", 1e9},
-                                Unit{"TB/s", 1e12},        Unit{"GiB/s", 1024.0 * 1024 * 1024},
-                                Unit{"Mbit/s", 1e6 / 8.0}, Unit{"Gbit/s", 1e9 / 8.0},
-                                Unit{"Gbps", 1e9 / 8.0}};
+constexpr std::array kBandwidth{
+    Unit{"B/s", 1.0},          Unit{"KB/s", 1e3},         Unit{"MB/s", 1e6},
+    Unit{"GB/s", 1e9},         Unit{"TB/s", 1e12},        Unit{"GiB/s", 1024.0 * 1024 * 1024},
+    Unit{"Mbit/s", 1e6 / 8.0}, Unit{"Gbit/s", 1e9 / 8.0}, Unit{"Gbps", 1e9 / 8.0}};
 constexpr std::array kCompute{Unit{"GFLOPS", 1e9}, Unit{"TFLOPS", 1e12}, Unit{"PFLOPS", 1e15}};
 constexpr std::array kCount{Unit{"", 1.0}, Unit{"K", 1e3}, Unit{"M", 1e6}, Unit{"B", 1e9}};
 
@@ -56,7 +55,8 @@ double parse_quantity(std::string_view text, const std::array<Unit, N>& units,
     throw InputError(fmt::format("'{}' is not a quantity", text),
                      fmt::format("a number and a unit, e.g. '{}'; {}", example, allowed));
   }
-  if (!std::isfinite(number)) throw InputError(fmt::format("'{}' is not finite", text), std::string(allowed));
+  if (!std::isfinite(number))
+    throw InputError(fmt::format("'{}' is not finite", text), std::string(allowed));
   if (number < 0) throw InputError(fmt::format("'{}' is negative", text), "a value >= 0");
   const std::string_view unit = trim(s.substr(static_cast<size_t>(ptr - s.data())));
   for (const Unit& u : units) {
@@ -71,7 +71,8 @@ double parse_quantity(std::string_view text, const std::array<Unit, N>& units,
 
 int64_t to_int64(double v, std::string_view text) {
   const double r = std::round(v);
-  if (r >= 9.2e18) throw InputError(fmt::format("'{}' is too large", text), "at most 9.2e18 in base units");
+  if (r >= 9.2e18)
+    throw InputError(fmt::format("'{}' is too large", text), "at most 9.2e18 in base units");
   return static_cast<int64_t>(r);
 }
 
@@ -93,7 +94,8 @@ double parse_bandwidth(std::string_view text) {
 
 double parse_flops(std::string_view text) {
   const double v = parse_quantity(text, kCompute, kComputeUnits, "312 TFLOPS");
-  if (v <= 0) throw InputError(fmt::format("compute rate '{}' must be positive", text), "a value > 0");
+  if (v <= 0)
+    throw InputError(fmt::format("compute rate '{}' must be positive", text), "a value > 0");
   return v;
 }
 
@@ -123,7 +125,9 @@ Time serialization_time(int64_t bytes, double bytes_per_s) {
 
 std::string format_bytes(int64_t bytes) {
   constexpr std::array<std::pair<double, std::string_view>, 4> steps{
-      {{1024.0 * 1024 * 1024 * 1024, "TiB"}, {1024.0 * 1024 * 1024, "GiB"}, {1024.0 * 1024, "MiB"},
+      {{1024.0 * 1024 * 1024 * 1024, "TiB"},
+       {1024.0 * 1024 * 1024, "GiB"},
+       {1024.0 * 1024, "MiB"},
        {1024.0, "KiB"}}};
   const auto b = static_cast<double>(bytes);
   for (const auto& [scale, name] : steps) {

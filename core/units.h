@@ -18,7 +18,8 @@ inline constexpr std::string_view kByteUnits =
 inline constexpr std::string_view kBandwidthUnits =
     "units: B/s, KB/s, MB/s, GB/s, TB/s, GiB/s, Mbit/s, Gbit/s, Gbps";
 inline constexpr std::string_view kComputeUnits = "units: GFLOPS, TFLOPS, PFLOPS";
-inline constexpr std::string_view kCountUnits = "a whole number, optionally with K, M or B (10^3, 10^6, 10^9)";
+inline constexpr std::string_view kCountUnits =
+    "a whole number, optionally with K, M or B (10^3, 10^6, 10^9)";
 
 Time parse_time(std::string_view text);
 int64_t parse_bytes(std::string_view text);

@@ -53,9 +53,13 @@ std::string suggestion(std::string_view given, const std::vector<std::string>& c
   std::string pick;
   for (const auto& c : candidates) {
     const size_t d = edit_distance(given, c);
-    if (d < best) { best = d; pick = c; }
+    if (d < best) {
+      best = d;
+      pick = c;
+    }
   }
-  if (!pick.empty() && best <= std::max<size_t>(2, given.size() / 3)) return fmt::format("; did you mean '{}'?", pick);
+  if (!pick.empty() && best <= std::max<size_t>(2, given.size() / 3))
+    return fmt::format("; did you mean '{}'?", pick);
   return {};
 }
 
@@ -96,17 +100,19 @@ class Reader {
     }
   }
 
-  void expect_map(const YAML::Node& n, const std::string& path, const std::vector<std::string>& keys) const {
-    if (!n.IsMap()) fail(n, path, fmt::format("expected a mapping, got {}", kind(n)), "keys: " + join(keys));
+  void expect_map(const YAML::Node& n, const std::string& path,
+                  const std::vector<std::string>& keys) const {
+    if (!n.IsMap())
+      fail(n, path, fmt::format("expected a mapping, got {}", kind(n)), "keys: " + join(keys));
     std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
-      if (!it->first.IsScalar()) fail(it->first, path, "a key must be a plain name", "keys: " + join(keys));
+      if (!it->first.IsScalar())
+        fail(it->first, path, "a key must be a plain name", "keys: " + join(keys));
       const auto key = it->first.Scalar();
       const std::string p = child_path(path, key);
       if (!seen.insert(key).second) fail(it->first, p, "duplicate key", "each key once");
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        fail(it->first, p, "unknown key" + suggestion(key, keys),
-             "keys here: " + join(keys));
+        fail(it->first, p, "unknown key" + suggestion(key, keys), "keys here: " + join(keys));
       }
     }
   }
@@ -124,35 +130,51 @@ class Reader {
     return fmt::format("'{}'", n.Scalar());
   }
 
-  std::string scalar(const YAML::Node& n, const std::string& path, const std::string& allowed = "a string") const {
-    if (!n.IsScalar()) fail(n, path, fmt::format("expected a single value, got {}", kind(n)), allowed);
+  std::string scalar(const YAML::Node& n, const std::string& path,
+                     const std::string& allowed = "a string") const {
+    if (!n.IsScalar())
+      fail(n, path, fmt::format("expected a single value, got {}", kind(n)), allowed);
     return n.Scalar();
   }
 
   int64_t integer(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi) const {
-    const std::string allowed = hi == std::numeric_limits<int64_t>::max() ? fmt::format("a whole number >= {}", lo)
-                                                                          : fmt::format("a whole number from {} to {}", lo, hi);
+    const std::string allowed = hi == std::numeric_limits<int64_t>::max()
+                                    ? fmt::format("a whole number >= {}", lo)
+                                    : fmt::format("a whole number from {} to {}", lo, hi);
     const std::string s = scalar(n, path, allowed);
     int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size()) fail(n, path, fmt::format("'{}' is not a whole number", s), allowed);
+    if (ec != std::errc() || ptr != s.data() + s.size())
+      fail(n, path, fmt::format("'{}' is not a whole number", s), allowed);
     if (v < lo || v > hi) fail(n, path, fmt::format("{} is out of range", v), allowed);
     return v;
   }
 
   template <typename Parse>
-  auto quantity(const YAML::Node& n, const std::string& path, Parse parse, std::string_view units) const {
+  auto quantity(const YAML::Node& n, const std::string& path, Parse parse,
+                std::string_view units) const {
     const std::string s = scalar(n, path, std::string(units));
     return at(n, path, [&] { return parse(s); });
   }
-  Time time(const YAML::Node& n, const std::string& p) const { return quantity(n, p, parse_time, kTimeUnits); }
-  int64_t bytes(const YAML::Node& n, const std::string& p) const { return quantity(n, p, parse_bytes, kByteUnits); }
-  double bandwidth(const YAML::Node& n, const std::string& p) const { return quantity(n, p, parse_bandwidth, kBandwidthUnits); }
-  double flops(const YAML::Node& n, const std::string& p) const { return quantity(n, p, parse_flops, kComputeUnits); }
-  int64_t count(const YAML::Node& n, const std::string& p) const { return quantity(n, p, parse_count, kCountUnits); }
+  Time time(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_time, kTimeUnits);
+  }
+  int64_t bytes(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_bytes, kByteUnits);
+  }
+  double bandwidth(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_bandwidth, kBandwidthUnits);
+  }
+  double flops(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_flops, kComputeUnits);
+  }
+  int64_t count(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_count, kCountUnits);
+  }
 
   template <typename E>
-  E choice(const YAML::Node& n, const std::string& path, const std::vector<std::pair<std::string, E>>& options) const {
+  E choice(const YAML::Node& n, const std::string& path,
+           const std::vector<std::pair<std::string, E>>& options) const {
     std::vector<std::string> names;
     for (const auto& [name, v] : options) names.push_back(name);
     const std::string s = scalar(n, path, join(names, " | "));
@@ -170,43 +192,65 @@ class Reader {
 };
 
 GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) {
-  const std::string allowed = "a preset (" + join(gpu_preset_names()) + ") or a mapping {name, memory, peak, hbm_bandwidth}";
+  const std::string allowed = "a preset (" + join(gpu_preset_names()) +
+                              ") or a mapping {name, memory, peak, hbm_bandwidth}";
   if (n.IsScalar()) {
     const GpuSpec* g = find_gpu_preset(n.Scalar());
-    if (g == nullptr) r.fail(n, path, fmt::format("unknown GPU preset '{}'{}", n.Scalar(), suggestion(n.Scalar(), gpu_preset_names())), allowed);
+    if (g == nullptr)
+      r.fail(n, path,
+             fmt::format("unknown GPU preset '{}'{}", n.Scalar(),
+                         suggestion(n.Scalar(), gpu_preset_names())),
+             allowed);
     return *g;
   }
-  r.expect_map(n, path, {"preset", "name", "memory", "peak", "peak_fp32", "hbm_bandwidth", "reserved"});
+  r.expect_map(n, path,
+               {"preset", "name", "memory", "peak", "peak_fp32", "hbm_bandwidth", "reserved"});
   GpuSpec g;
-  if (const auto p = n["preset"]; p.IsDefined()) g = read_gpu(r, p, child_path(path, "preset"));
-  else g.name = "custom";
+  if (const auto p = n["preset"]; p.IsDefined())
+    g = read_gpu(r, p, child_path(path, "preset"));
+  else
+    g.name = "custom";
   if (const auto v = n["name"]; v.IsDefined()) g.name = r.scalar(v, child_path(path, "name"));
-  if (const auto v = n["memory"]; v.IsDefined()) g.memory_bytes = r.bytes(v, child_path(path, "memory"));
-  else if (!n["preset"].IsDefined()) r.fail(n, child_path(path, "memory"), "missing required key", "e.g. 'memory: 32 GiB'");
+  if (const auto v = n["memory"]; v.IsDefined())
+    g.memory_bytes = r.bytes(v, child_path(path, "memory"));
+  else if (!n["preset"].IsDefined())
+    r.fail(n, child_path(path, "memory"), "missing required key", "e.g. 'memory: 32 GiB'");
   if (const auto v = n["peak"]; v.IsDefined()) g.peak_flops = r.flops(v, child_path(path, "peak"));
-  if (const auto v = n["peak_fp32"]; v.IsDefined()) g.peak_fp32_flops = r.flops(v, child_path(path, "peak_fp32"));
-  if (const auto v = n["hbm_bandwidth"]; v.IsDefined()) g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
-  if (const auto v = n["reserved"]; v.IsDefined()) g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
-  if (g.memory_bytes <= 0) r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
+  if (const auto v = n["peak_fp32"]; v.IsDefined())
+    g.peak_fp32_flops = r.flops(v, child_path(path, "peak_fp32"));
+  if (const auto v = n["hbm_bandwidth"]; v.IsDefined())
+    g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
+  if (const auto v = n["reserved"]; v.IsDefined())
+    g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
+  if (g.memory_bytes <= 0)
+    r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
   return g;
 }
 
-LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path, const std::vector<LinkKind>& kinds) {
+LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path,
+                   const std::vector<LinkKind>& kinds) {
   std::vector<std::string> kind_names;
   for (LinkKind k : kinds) kind_names.emplace_back(to_string(k));
   std::vector<std::string> presets;
   for (const auto& p : link_preset_names()) {
-    if (std::find(kinds.begin(), kinds.end(), find_link_preset(p)->kind) != kinds.end()) presets.push_back(p);
+    if (std::find(kinds.begin(), kinds.end(), find_link_preset(p)->kind) != kinds.end())
+      presets.push_back(p);
   }
-  const std::string allowed = "a preset (" + join(presets) + ") or a mapping {kind, bandwidth, latency} with kind " + join(kind_names, " | ");
+  const std::string allowed = "a preset (" + join(presets) +
+                              ") or a mapping {kind, bandwidth, latency} with kind " +
+                              join(kind_names, " | ");
   auto check_kind = [&](const YAML::Node& at, const std::string& p, LinkKind k) {
     if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) {
-      r.fail(at, p, fmt::format("link kind '{}' is not allowed here", to_string(k)), "kinds: " + join(kind_names, " | "));
+      r.fail(at, p, fmt::format("link kind '{}' is not allowed here", to_string(k)),
+             "kinds: " + join(kind_names, " | "));
     }
   };
   if (n.IsScalar()) {
     const LinkSpec* l = find_link_preset(n.Scalar());
-    if (l == nullptr) r.fail(n, path, fmt::format("unknown link preset '{}'{}", n.Scalar(), suggestion(n.Scalar(), presets)), allowed);
+    if (l == nullptr)
+      r.fail(n, path,
+             fmt::format("unknown link preset '{}'{}", n.Scalar(), suggestion(n.Scalar(), presets)),
+             allowed);
     check_kind(n, path, l->kind);
     return *l;
   }
@@ -218,7 +262,10 @@ LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path
     const YAML::Node k = r.require(n, path, "kind");
     const std::string s = r.scalar(k, child_path(path, "kind"));
     const auto kind = parse_link_kind(s);
-    if (!kind) r.fail(k, child_path(path, "kind"), fmt::format("unknown link kind '{}'{}", s, suggestion(s, kind_names)), join(kind_names, " | "));
+    if (!kind)
+      r.fail(k, child_path(path, "kind"),
+             fmt::format("unknown link kind '{}'{}", s, suggestion(s, kind_names)),
+             join(kind_names, " | "));
     check_kind(k, child_path(path, "kind"), *kind);
     l = default_link_preset(*kind);
   }
@@ -226,53 +273,74 @@ LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path
     r.fail(n["kind"], child_path(path, "kind"), "give either preset or kind, not both", allowed);
   }
   if (n["bandwidth"].IsDefined() || n["latency"].IsDefined()) l.preset = "custom";
-  if (const auto v = n["bandwidth"]; v.IsDefined()) l.bytes_per_s = r.bandwidth(v, child_path(path, "bandwidth"));
-  if (const auto v = n["latency"]; v.IsDefined()) l.latency = r.time(v, child_path(path, "latency"));
+  if (const auto v = n["bandwidth"]; v.IsDefined())
+    l.bytes_per_s = r.bandwidth(v, child_path(path, "bandwidth"));
+  if (const auto v = n["latency"]; v.IsDefined())
+    l.latency = r.time(v, child_path(path, "latency"));
   return l;
 }
 
 const std::vector<LinkKind> kIntraKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kPcie};
 const std::vector<LinkKind> kInterKinds{LinkKind::kEthernet, LinkKind::kInfiniBand};
-const std::vector<LinkKind> kAllKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kPcie, LinkKind::kEthernet,
-                                      LinkKind::kInfiniBand};
+const std::vector<LinkKind> kAllKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kPcie,
+                                      LinkKind::kEthernet, LinkKind::kInfiniBand};
 
 Cluster read_cluster(const Reader& r, const YAML::Node& n) {
   const std::string path = "cluster";
-  r.expect_map(n, path, {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "devices", "switches", "links"});
+  r.expect_map(n, path,
+               {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "devices", "switches",
+                "links"});
   if (!n["devices"].IsDefined()) {
     for (const char* k : {"switches", "links"}) {
-      if (n[k].IsDefined()) r.fail(n[k], child_path(path, k), "only allowed with cluster.devices", "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
+      if (n[k].IsDefined())
+        r.fail(n[k], child_path(path, k), "only allowed with cluster.devices",
+               "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
     }
     const GpuSpec gpu = read_gpu(r, r.require(n, path, "gpu"), "cluster.gpu");
-    const int nodes = n["nodes"].IsDefined() ? static_cast<int>(r.integer(n["nodes"], "cluster.nodes", 1, 100'000)) : 1;
-    const int per = n["gpus_per_node"].IsDefined() ? static_cast<int>(r.integer(n["gpus_per_node"], "cluster.gpus_per_node", 1, 1024)) : 1;
-    if (int64_t{nodes} * per > 1'000'000) r.fail(n["nodes"], "cluster.nodes", "more than 1,000,000 GPUs", "nodes x gpus_per_node <= 1000000");
-    const LinkSpec intra = n["intra_node"].IsDefined() ? read_link(r, n["intra_node"], "cluster.intra_node", kIntraKinds)
-                                                       : *find_link_preset("nvlink");
+    const int nodes = n["nodes"].IsDefined()
+                          ? static_cast<int>(r.integer(n["nodes"], "cluster.nodes", 1, 100'000))
+                          : 1;
+    const int per =
+        n["gpus_per_node"].IsDefined()
+            ? static_cast<int>(r.integer(n["gpus_per_node"], "cluster.gpus_per_node", 1, 1024))
+            : 1;
+    if (int64_t{nodes} * per > 1'000'000)
+      r.fail(n["nodes"], "cluster.nodes", "more than 1,000,000 GPUs",
+             "nodes x gpus_per_node <= 1000000");
+    const LinkSpec intra = n["intra_node"].IsDefined()
+                               ? read_link(r, n["intra_node"], "cluster.intra_node", kIntraKinds)
+                               : *find_link_preset("nvlink");
     LinkSpec inter = default_link_preset(LinkKind::kEthernet);
     if (n["inter_node"].IsDefined()) {
       inter = read_link(r, n["inter_node"], "cluster.inter_node", kInterKinds);
     } else if (nodes > 1) {
-      r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)", "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");
+      r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)",
+             "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");
     }
     return r.at(n, path, [&] { return ClusterBuilder::shorthand(nodes, per, gpu, intra, inter); });
   }
   for (const char* k : {"nodes", "gpus_per_node", "intra_node", "inter_node"}) {
-    if (n[k].IsDefined()) r.fail(n[k], child_path(path, k), "cannot be combined with cluster.devices", "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
+    if (n[k].IsDefined())
+      r.fail(n[k], child_path(path, k), "cannot be combined with cluster.devices",
+             "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
   }
   std::optional<GpuSpec> default_gpu;
   if (n["gpu"].IsDefined()) default_gpu = read_gpu(r, n["gpu"], "cluster.gpu");
   ClusterBuilder b;
   auto list = [&](const char* key) {
     const YAML::Node l = n[key];
-    if (l.IsDefined() && !l.IsSequence()) r.fail(l, child_path(path, key), fmt::format("expected a list, got {}", Reader::kind(l)), "a list of mappings");
+    if (l.IsDefined() && !l.IsSequence())
+      r.fail(l, child_path(path, key), fmt::format("expected a list, got {}", Reader::kind(l)),
+             "a list of mappings");
     return l;
   };
   const YAML::Node devices = list("devices");
-  if (devices.size() == 0) r.fail(devices, "cluster.devices", "the list is empty", "at least one device");
+  if (devices.size() == 0)
+    r.fail(devices, "cluster.devices", "the list is empty", "at least one device");
   auto check_name = [&](const YAML::Node& at, const std::string& p, const std::string& name) {
     if (name.empty()) r.fail(at, p, "empty name", "a non-empty name");
-    if (b.vertex_of(name) >= 0) r.fail(at, p, fmt::format("name '{}' is used twice", name), "unique device and switch names");
+    if (b.vertex_of(name) >= 0)
+      r.fail(at, p, fmt::format("name '{}' is used twice", name), "unique device and switch names");
   };
   for (size_t i = 0; i < devices.size(); ++i) {
     const std::string p = fmt::format("cluster.devices.{}", i);
@@ -281,10 +349,16 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
     const std::string name = r.scalar(r.require(d, p, "name"), p + ".name");
     check_name(d["name"], p + ".name", name);
     GpuSpec gpu;
-    if (d["gpu"].IsDefined()) gpu = read_gpu(r, d["gpu"], p + ".gpu");
-    else if (default_gpu) gpu = *default_gpu;
-    else r.fail(d, p + ".gpu", "missing required key (and no cluster.gpu to default to)", "a GPU preset or mapping");
-    const int node = d["node"].IsDefined() ? static_cast<int>(r.integer(d["node"], p + ".node", 0, 1'000'000)) : 0;
+    if (d["gpu"].IsDefined())
+      gpu = read_gpu(r, d["gpu"], p + ".gpu");
+    else if (default_gpu)
+      gpu = *default_gpu;
+    else
+      r.fail(d, p + ".gpu", "missing required key (and no cluster.gpu to default to)",
+             "a GPU preset or mapping");
+    const int node = d["node"].IsDefined()
+                         ? static_cast<int>(r.integer(d["node"], p + ".node", 0, 1'000'000))
+                         : 0;
     b.add_gpu(name, gpu, node);
   }
   const YAML::Node switches = list("switches");
@@ -294,7 +368,8 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
     r.expect_map(s, p, {"name", "latency"});
     const std::string name = r.scalar(r.require(s, p, "name"), p + ".name");
     check_name(s["name"], p + ".name", name);
-    b.add_switch(name, s["latency"].IsDefined() ? r.time(s["latency"], p + ".latency") : Time::zero());
+    b.add_switch(name,
+                 s["latency"].IsDefined() ? r.time(s["latency"], p + ".latency") : Time::zero());
   }
   const YAML::Node links = list("links");
   for (size_t i = 0; links.IsDefined() && i < links.size(); ++i) {
@@ -302,15 +377,22 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
     const YAML::Node l = links[i];
     r.expect_map(l, p, {"between", "preset", "kind", "bandwidth", "latency"});
     const YAML::Node between = r.require(l, p, "between");
-    if (!between.IsSequence() || between.size() != 2) r.fail(between, p + ".between", "expected two endpoint names", "e.g. '[g0, sw0]'");
+    if (!between.IsSequence() || between.size() != 2)
+      r.fail(between, p + ".between", "expected two endpoint names", "e.g. '[g0, sw0]'");
     int ends[2];
     for (size_t e = 0; e < 2; ++e) {
       const std::string name = r.scalar(between[e], fmt::format("{}.between.{}", p, e));
       ends[e] = b.vertex_of(name);
-      if (ends[e] < 0) r.fail(between[e], fmt::format("{}.between.{}", p, e), fmt::format("no device or switch named '{}'", name), "a name from cluster.devices or cluster.switches");
+      if (ends[e] < 0)
+        r.fail(between[e], fmt::format("{}.between.{}", p, e),
+               fmt::format("no device or switch named '{}'", name),
+               "a name from cluster.devices or cluster.switches");
     }
-    if (ends[0] == ends[1]) r.fail(between, p + ".between", "a link must join two different endpoints", "two different names");
-    if (!l["preset"].IsDefined() && !l["kind"].IsDefined()) r.fail(l, p + ".kind", "missing required key", "a link kind or preset");
+    if (ends[0] == ends[1])
+      r.fail(between, p + ".between", "a link must join two different endpoints",
+             "two different names");
+    if (!l["preset"].IsDefined() && !l["kind"].IsDefined())
+      r.fail(l, p + ".kind", "missing required key", "a link kind or preset");
     YAML::Node spec(YAML::NodeType::Map);
     for (const char* k : {"preset", "kind", "bandwidth", "latency"}) {
       if (l[k].IsDefined()) spec[k] = l[k];
@@ -327,18 +409,24 @@ Model read_model(const Reader& r, const YAML::Node& n) {
   Model m;
   m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name") : "model";
   const YAML::Node layers = r.require(n, "model", "layers");
-  if (!layers.IsSequence() || layers.size() == 0) r.fail(layers, "model.layers", "expected a non-empty list of layers", "e.g. '- {forward: 1 ms, backward: 2 ms}'");
+  if (!layers.IsSequence() || layers.size() == 0)
+    r.fail(layers, "model.layers", "expected a non-empty list of layers",
+           "e.g. '- {forward: 1 ms, backward: 2 ms}'");
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string p = fmt::format("model.layers.{}", i);
     const YAML::Node l = layers[i];
-    r.expect_map(l, p, {"name", "forward", "backward", "backward_input", "backward_weight", "activation", "output",
-                        "params", "optimizer", "repeat"});
+    r.expect_map(l, p,
+                 {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
+                  "output", "params", "optimizer", "repeat"});
     Layer layer;
-    layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name") : fmt::format("layer{}", m.layers.size());
+    layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
+                                       : fmt::format("layer{}", m.layers.size());
     layer.forward = r.time(r.require(l, p, "forward"), p + ".forward");
     const bool whole = l["backward"].IsDefined();
     const bool split = l["backward_input"].IsDefined() || l["backward_weight"].IsDefined();
-    if (whole && split) r.fail(l["backward"], p + ".backward", "give backward or backward_input + backward_weight, not both", "one of the two forms");
+    if (whole && split)
+      r.fail(l["backward"], p + ".backward",
+             "give backward or backward_input + backward_weight, not both", "one of the two forms");
     if (whole) {
       layer.backward_input = r.time(l["backward"], p + ".backward");
     } else if (split) {
@@ -346,14 +434,19 @@ Model read_model(const Reader& r, const YAML::Node& n) {
       layer.backward_weight = r.time(r.require(l, p, "backward_weight"), p + ".backward_weight");
       layer.split_backward = true;
     } else {
-      r.fail(l, p + ".backward", "missing required key", "backward, or backward_input + backward_weight");
+      r.fail(l, p + ".backward", "missing required key",
+             "backward, or backward_input + backward_weight");
     }
-    if (l["activation"].IsDefined()) layer.activation_bytes = r.bytes(l["activation"], p + ".activation");
+    if (l["activation"].IsDefined())
+      layer.activation_bytes = r.bytes(l["activation"], p + ".activation");
     if (l["output"].IsDefined()) layer.output_bytes = r.bytes(l["output"], p + ".output");
     if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
     if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");
-    const int64_t repeat = l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
-    if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000) r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers", "a smaller repeat");
+    const int64_t repeat =
+        l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
+    if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000)
+      r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers",
+             "a smaller repeat");
     for (int64_t k = 0; k < repeat; ++k) {
       Layer copy = layer;
       if (repeat > 1) copy.name = fmt::format("{}.{}", layer.name, k);
@@ -364,42 +457,53 @@ Model read_model(const Reader& r, const YAML::Node& n) {
 }
 
 Training read_training(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "training", {"global_batch", "micro_batch", "precision", "optimizer", "iterations"});
+  r.expect_map(n, "training",
+               {"global_batch", "micro_batch", "precision", "optimizer", "iterations"});
   Training t;
   constexpr int64_t kMax = int64_t{1} << 40;
-  t.global_batch = r.integer(r.require(n, "training", "global_batch"), "training.global_batch", 1, kMax);
-  t.micro_batch = r.integer(r.require(n, "training", "micro_batch"), "training.micro_batch", 1, kMax);
+  t.global_batch =
+      r.integer(r.require(n, "training", "global_batch"), "training.global_batch", 1, kMax);
+  t.micro_batch =
+      r.integer(r.require(n, "training", "micro_batch"), "training.micro_batch", 1, kMax);
   if (n["precision"].IsDefined()) {
-    t.precision = r.choice<Precision>(n["precision"], "training.precision", {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
+    t.precision = r.choice<Precision>(n["precision"], "training.precision",
+                                      {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
   }
   if (n["optimizer"].IsDefined()) {
-    t.optimizer = r.choice<Optimizer>(n["optimizer"], "training.optimizer",
-                                      {{"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}, {"adam", Optimizer::kAdam}});
+    t.optimizer = r.choice<Optimizer>(
+        n["optimizer"], "training.optimizer",
+        {{"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}, {"adam", Optimizer::kAdam}});
   }
-  if (n["iterations"].IsDefined()) t.iterations = static_cast<int>(r.integer(n["iterations"], "training.iterations", 1, 100'000));
+  if (n["iterations"].IsDefined())
+    t.iterations = static_cast<int>(r.integer(n["iterations"], "training.iterations", 1, 100'000));
   return t;
 }
 
 // "0-3" or "5": an inclusive layer range.
-std::pair<int, int> read_range(const Reader& r, const YAML::Node& n, const std::string& path, int num_layers) {
+std::pair<int, int> read_range(const Reader& r, const YAML::Node& n, const std::string& path,
+                               int num_layers) {
   const std::string allowed = fmt::format("'first-last' or one index, within 0-{}", num_layers - 1);
   const std::string s = r.scalar(n, path, allowed);
   auto number = [&](std::string_view part) {
     int v = 0;
     const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (ec != std::errc() || ptr != part.data() + part.size()) r.fail(n, path, fmt::format("'{}' is not a layer range", s), allowed);
+    if (ec != std::errc() || ptr != part.data() + part.size())
+      r.fail(n, path, fmt::format("'{}' is not a layer range", s), allowed);
     return v;
   };
   const auto dash = s.find('-');
   const int first = number(std::string_view(s).substr(0, dash));
   const int last = dash == std::string::npos ? first : number(std::string_view(s).substr(dash + 1));
   if (first > last) r.fail(n, path, fmt::format("range '{}' runs backwards", s), allowed);
-  if (last >= num_layers) r.fail(n, path, fmt::format("range '{}' goes past the last layer {}", s, num_layers - 1), allowed);
+  if (last >= num_layers)
+    r.fail(n, path, fmt::format("range '{}' goes past the last layer {}", s, num_layers - 1),
+           allowed);
   return {first, last};
 }
 
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
-  r.expect_map(n, "strategy", {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement"});
+  r.expect_map(n, "strategy",
+               {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -409,46 +513,64 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     if (!kind) {
       std::vector<std::string> names;
       std::stringstream ss(schedule_names());
-      for (std::string x; std::getline(ss, x, ',');) names.push_back(x.substr(x.find_first_not_of(' ')));
-      r.fail(s, "strategy.schedule", fmt::format("unknown or unavailable schedule '{}'{}", name, suggestion(name, names)), schedule_names());
+      for (std::string x; std::getline(ss, x, ',');)
+        names.push_back(x.substr(x.find_first_not_of(' ')));
+      r.fail(s, "strategy.schedule",
+             fmt::format("unknown or unavailable schedule '{}'{}", name, suggestion(name, names)),
+             schedule_names());
     }
     st.schedule = *kind;
   }
   if (n["virtual_stages"].IsDefined()) {
     r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 1);
   }
-  st.data = n["data"].IsDefined() ? static_cast<int>(r.integer(n["data"], "strategy.data", 1, 1'000'000)) : 1;
+  st.data = n["data"].IsDefined()
+                ? static_cast<int>(r.integer(n["data"], "strategy.data", 1, 1'000'000))
+                : 1;
   const bool has_stages = n["stages"].IsDefined();
   const bool has_pipeline = n["pipeline"].IsDefined();
   if (has_stages == has_pipeline) {
-    r.fail(has_stages ? n["pipeline"] : n, "strategy.stages", has_stages ? "give stages or pipeline, not both" : "missing required key",
+    r.fail(has_stages ? n["pipeline"] : n, "strategy.stages",
+           has_stages ? "give stages or pipeline, not both" : "missing required key",
            "'stages: [{layers: 0-3, replicas: 1}, ...]' or 'pipeline: N'");
   }
   if (has_pipeline) {
     const int p = static_cast<int>(r.integer(n["pipeline"], "strategy.pipeline", 1, 1'000'000));
-    if (p > num_layers) r.fail(n["pipeline"], "strategy.pipeline", fmt::format("{} stages but the model has {} layers", p, num_layers), "at most one stage per layer");
+    if (p > num_layers)
+      r.fail(n["pipeline"], "strategy.pipeline",
+             fmt::format("{} stages but the model has {} layers", p, num_layers),
+             "at most one stage per layer");
     st.stages = even_partition(sc.model, p);
   } else {
     const YAML::Node stages = n["stages"];
-    if (!stages.IsSequence() || stages.size() == 0) r.fail(stages, "strategy.stages", "expected a non-empty list of stages", "e.g. '- {layers: 0-3, replicas: 1}'");
+    if (!stages.IsSequence() || stages.size() == 0)
+      r.fail(stages, "strategy.stages", "expected a non-empty list of stages",
+             "e.g. '- {layers: 0-3, replicas: 1}'");
     int expect = 0;
     for (size_t i = 0; i < stages.size(); ++i) {
       const std::string p = fmt::format("strategy.stages.{}", i);
       const YAML::Node s = stages[i];
       r.expect_map(s, p, {"layers", "replicas"});
-      const auto [first, last] = read_range(r, r.require(s, p, "layers"), p + ".layers", num_layers);
+      const auto [first, last] =
+          read_range(r, r.require(s, p, "layers"), p + ".layers", num_layers);
       if (first != expect) {
         r.fail(s["layers"], p + ".layers",
                i == 0 ? fmt::format("the first stage starts at layer {}", first)
-                      : fmt::format("starts at layer {} but the previous stage ended at layer {}", first, expect - 1),
+                      : fmt::format("starts at layer {} but the previous stage ended at layer {}",
+                                    first, expect - 1),
                fmt::format("consecutive ranges covering layers 0-{} exactly once", num_layers - 1));
       }
       expect = last + 1;
-      const int rep = s["replicas"].IsDefined() ? static_cast<int>(r.integer(s["replicas"], p + ".replicas", 1, 1'000'000)) : 1;
+      const int rep =
+          s["replicas"].IsDefined()
+              ? static_cast<int>(r.integer(s["replicas"], p + ".replicas", 1, 1'000'000))
+              : 1;
       st.stages.push_back({first, last, rep});
     }
     if (expect != num_layers) {
-      r.fail(stages, "strategy.stages", fmt::format("the stages end at layer {} but the model has layers 0-{}", expect - 1, num_layers - 1),
+      r.fail(stages, "strategy.stages",
+             fmt::format("the stages end at layer {} but the model has layers 0-{}", expect - 1,
+                         num_layers - 1),
              "consecutive ranges covering every layer exactly once");
     }
   }
@@ -456,10 +578,11 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   const Training& t = sc.training;
   const int64_t per = t.micro_batch * st.data;
   if (t.global_batch % per != 0) {
-    throw InputError(fmt::format("global_batch {} is not a multiple of micro_batch x data = {} x {} = {}", t.global_batch,
-                                 t.micro_batch, st.data, per),
-                     "global_batch divisible by micro_batch x strategy.data", "training.global_batch",
-                     r.where(training["global_batch"], "training.global_batch"));
+    throw InputError(
+        fmt::format("global_batch {} is not a multiple of micro_batch x data = {} x {} = {}",
+                    t.global_batch, t.micro_batch, st.data, per),
+        "global_batch divisible by micro_batch x strategy.data", "training.global_batch",
+        r.where(training["global_batch"], "training.global_batch"));
   }
   sc.micro_batches = t.global_batch / per;
   int64_t replicas = 0;
@@ -467,7 +590,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   const int64_t ops = sc.micro_batches * replicas * st.data * t.iterations * 2;
   if (ops > kMaxComputeOps) {
     r.fail(n, "strategy", fmt::format("this run would simulate {} compute ops", ops),
-           fmt::format("at most {}; lower training.iterations or global_batch / micro_batch", kMaxComputeOps));
+           fmt::format("at most {}; lower training.iterations or global_batch / micro_batch",
+                       kMaxComputeOps));
   }
 
   std::vector<int> reps;
@@ -475,19 +599,25 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   const YAML::Node pl = n["placement"];
   if (!pl.IsDefined() || pl.IsScalar()) {
     if (pl.IsDefined()) {
-      sc.placement_policy = r.choice<PlacementPolicy>(pl, "strategy.placement",
-                                                      {{"fresh-first", PlacementPolicy::kFreshFirst},
-                                                       {"append-first", PlacementPolicy::kAppendFirst},
-                                                       {"scatter-first", PlacementPolicy::kScatterFirst}});
+      sc.placement_policy =
+          r.choice<PlacementPolicy>(pl, "strategy.placement",
+                                    {{"fresh-first", PlacementPolicy::kFreshFirst},
+                                     {"append-first", PlacementPolicy::kAppendFirst},
+                                     {"scatter-first", PlacementPolicy::kScatterFirst}});
     }
     sc.placement = r.at(pl.IsDefined() ? pl : n, "strategy.placement",
                         [&] { return place(sc.cluster, reps, st.data, sc.placement_policy); });
     return;
   }
   // Explicit device lists: one per stage (data copies one after another), by name or index.
-  const std::string allowed = fmt::format("fresh-first | append-first | scatter-first, or {} lists of device names (data x stages)", st.data * reps.size());
+  const std::string allowed = fmt::format(
+      "fresh-first | append-first | scatter-first, or {} lists of device names (data x stages)",
+      st.data * reps.size());
   if (!pl.IsSequence() || pl.size() != st.data * reps.size()) {
-    r.fail(pl, "strategy.placement", fmt::format("expected {} device lists, got {}", st.data * reps.size(), pl.IsSequence() ? pl.size() : 0), allowed);
+    r.fail(pl, "strategy.placement",
+           fmt::format("expected {} device lists, got {}", st.data * reps.size(),
+                       pl.IsSequence() ? pl.size() : 0),
+           allowed);
   }
   sc.explicit_placement = true;
   std::set<int> used;
@@ -497,7 +627,9 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     const YAML::Node list = pl[i];
     const int want = reps[i % reps.size()];
     if (!list.IsSequence() || static_cast<int>(list.size()) != want) {
-      r.fail(list, p, fmt::format("stage {} has {} replica{} and needs that many devices", i % reps.size(), want, want == 1 ? "" : "s"),
+      r.fail(list, p,
+             fmt::format("stage {} has {} replica{} and needs that many devices", i % reps.size(),
+                         want, want == 1 ? "" : "s"),
              "a list of device names or indices");
     }
     std::vector<int> devs;
@@ -508,10 +640,17 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
       if (d < 0) {
         int idx = -1;
         const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), idx);
-        if (ec == std::errc() && ptr == name.data() + name.size() && idx >= 0 && idx < sc.cluster.num_devices()) d = idx;
+        if (ec == std::errc() && ptr == name.data() + name.size() && idx >= 0 &&
+            idx < sc.cluster.num_devices())
+          d = idx;
       }
-      if (d < 0) r.fail(list[k], pk, fmt::format("no device '{}'", name), fmt::format("a device name or an index 0-{}", sc.cluster.num_devices() - 1));
-      if (!used.insert(d).second) r.fail(list[k], pk, fmt::format("device '{}' is given two stages", sc.cluster.device(d).name), "each device at most once");
+      if (d < 0)
+        r.fail(list[k], pk, fmt::format("no device '{}'", name),
+               fmt::format("a device name or an index 0-{}", sc.cluster.num_devices() - 1));
+      if (!used.insert(d).second)
+        r.fail(list[k], pk,
+               fmt::format("device '{}' is given two stages", sc.cluster.device(d).name),
+               "each device at most once");
       devs.push_back(d);
     }
     sc.placement[i / reps.size()].push_back(std::move(devs));
@@ -522,8 +661,9 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",
-                     {source, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1});
+    throw InputError(
+        fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",
+        {source, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1});
   }
 }
 
@@ -538,17 +678,23 @@ void apply_override(YAML::Node& root, const Override& o) {
   std::string path;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
-    if (part.empty()) throw InputError(fmt::format("empty part in key '{}'", o.key), "a dotted path such as strategy.stages.0.replicas", "", {"--set"});
+    if (part.empty())
+      throw InputError(fmt::format("empty part in key '{}'", o.key),
+                       "a dotted path such as strategy.stages.0.replicas", "", {"--set"});
     path = child_path(path, part);
     const bool last = i + 1 == parts.size();
     if (cur.IsSequence()) {
       size_t idx = 0;
       const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), idx);
       if (ec != std::errc() || ptr != part.data() + part.size() || idx >= cur.size()) {
-        throw InputError(fmt::format("no list item '{}'", part), fmt::format("an index from 0 to {}", cur.size() - 1), path, {"--set"});
+        throw InputError(fmt::format("no list item '{}'", part),
+                         fmt::format("an index from 0 to {}", cur.size() - 1), path, {"--set"});
       }
       YAML::Node next = cur[idx];
-      if (last) { cur[idx] = YAML::Load(o.value); return; }
+      if (last) {
+        cur[idx] = YAML::Load(o.value);
+        return;
+      }
       cur.reset(next);
       continue;
     }
@@ -574,17 +720,28 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
     try {
       apply_override(root, o);
     } catch (const YAML::Exception& e) {
-      throw InputError(fmt::format("invalid YAML value '{}': {}", o.value, e.msg), "a YAML scalar, list or mapping", o.key, {"--set"});
+      throw InputError(fmt::format("invalid YAML value '{}': {}", o.value, e.msg),
+                       "a YAML scalar, list or mapping", o.key, {"--set"});
     }
     overridden.push_back(o.key);
   }
   const Reader r(source, overridden);
-  if (!root.IsMap()) r.fail(root, "", fmt::format("a scenario must be a mapping, got {}", Reader::kind(root)), "keys: name, cluster, model, training, strategy");
+  if (!root.IsMap())
+    r.fail(root, "", fmt::format("a scenario must be a mapping, got {}", Reader::kind(root)),
+           "keys: name, cluster, model, training, strategy");
   r.expect_map(root, "", {"name", "cluster", "model", "training", "strategy"});
-  Scenario sc{.name = {}, .source = source, .cluster = read_cluster(r, r.require(root, "", "cluster")),
-              .model = {}, .training = {}, .strategy = {}, .placement_policy = PlacementPolicy::kAppendFirst,
-              .explicit_placement = false, .placement = {}, .micro_batches = 1};
-  sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name") : std::filesystem::path(source).stem().string();
+  Scenario sc{.name = {},
+              .source = source,
+              .cluster = read_cluster(r, r.require(root, "", "cluster")),
+              .model = {},
+              .training = {},
+              .strategy = {},
+              .placement_policy = PlacementPolicy::kAppendFirst,
+              .explicit_placement = false,
+              .placement = {},
+              .micro_batches = 1};
+  sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
+                                     : std::filesystem::path(source).stem().string();
   sc.model = read_model(r, r.require(root, "", "model"));
   const YAML::Node training = r.require(root, "", "training");
   sc.training = read_training(r, training);
@@ -597,12 +754,14 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
 Override parse_override(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw InputError(fmt::format("'{}' is not KEY=VALUE", text), "e.g. --set cluster.inter_node.bandwidth=\"10 GB/s\"", "", {"--set"});
+    throw InputError(fmt::format("'{}' is not KEY=VALUE", text),
+                     "e.g. --set cluster.inter_node.bandwidth=\"10 GB/s\"", "", {"--set"});
   }
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-Scenario load_scenario_text(const std::string& yaml, const std::string& source, const std::vector<Override>& overrides) {
+Scenario load_scenario_text(const std::string& yaml, const std::string& source,
+                            const std::vector<Override>& overrides) {
   return load(parse_yaml(yaml, source), source, overrides);
 }
 
@@ -616,7 +775,9 @@ Scenario load_scenario_file(const std::string& path, const std::vector<Override>
   return load_scenario_text(ss.str(), path, overrides);
 }
 
-const char* default_scenario_yaml() { return internal::kDefaultScenarioYaml; }
+const char* default_scenario_yaml() {
+  return internal::kDefaultScenarioYaml;
+}
 
 Scenario load_default_scenario(const std::vector<Override>& overrides) {
   return load_scenario_text(default_scenario_yaml(), "<default>", overrides);

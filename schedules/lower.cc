@@ -28,8 +28,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 
 namespace {
 
-Time split_time(Time t, int r) { return Time::ps((t.ps_count() + r - 1) / r); }
-int64_t split_bytes(int64_t b, int r) { return (b + r - 1) / r; }
+Time split_time(Time t, int r) {
+  return Time::ps((t.ps_count() + r - 1) / r);
+}
+int64_t split_bytes(int64_t b, int r) {
+  return (b + r - 1) / r;
+}
 
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
 // micro-batch: replica i covers [i * r2, (i + 1) * r2).
@@ -48,15 +52,19 @@ TaskGraph lower(const LoweringInput& in) {
   PIPESIM_ASSERT(copies > 0, "at least one pipeline copy");
   const int positions = static_cast<int>(in.placement[0].size());
   const int num_stages = static_cast<int>(in.stages.size());
-  PIPESIM_ASSERT(positions > 0 && num_stages % positions == 0, "stages are a multiple of positions");
+  PIPESIM_ASSERT(positions > 0 && num_stages % positions == 0,
+                 "stages are a multiple of positions");
   PIPESIM_ASSERT(static_cast<int>(in.order.size()) == positions, "one order per position");
   const int M = in.micro_batches;
   const int iters = in.iterations;
   int max_r = 1;
   for (const auto& pos : in.placement[0]) max_r = std::max(max_r, static_cast<int>(pos.size()));
-  auto replicas_of = [&](int g) { return static_cast<int>(in.placement[0][static_cast<size_t>(g % positions)].size()); };
+  auto replicas_of = [&](int g) {
+    return static_cast<int>(in.placement[0][static_cast<size_t>(g % positions)].size());
+  };
   auto device_of = [&](int c, int g, int j) {
-    return in.placement[static_cast<size_t>(c)][static_cast<size_t>(g % positions)][static_cast<size_t>(j)];
+    return in.placement[static_cast<size_t>(c)][static_cast<size_t>(g % positions)]
+                       [static_cast<size_t>(j)];
   };
   bool runs_w = false;
   for (const auto& steps : in.order) {
@@ -100,10 +108,12 @@ TaskGraph lower(const LoweringInput& in) {
         const int d = devs[static_cast<size_t>(j)];
         for (int it = 0; it < iters; ++it) {
           Time optimizer;
-          for (int g = p; g < num_stages; g += positions) optimizer += in.stages[static_cast<size_t>(g)].optimizer;
+          for (int g = p; g < num_stages; g += positions)
+            optimizer += in.stages[static_cast<size_t>(g)].optimizer;
           for (const Step& s : in.order[static_cast<size_t>(p)]) {
             const int g = s.chunk * positions + p;
-            PIPESIM_ASSERT(g < num_stages && s.micro_batch >= 0 && s.micro_batch < M, "step within range");
+            PIPESIM_ASSERT(g < num_stages && s.micro_batch >= 0 && s.micro_batch < M,
+                           "step within range");
             const StageProfile& sp = in.stages[static_cast<size_t>(g)];
             const int64_t act = split_bytes(sp.activation_bytes, r);
             Op op;
@@ -121,7 +131,8 @@ TaskGraph lower(const LoweringInput& in) {
                 target = &fwd[slot(c, it, g, s.micro_batch, j)];
                 break;
               case OpKind::kBackward:
-                op.duration = split_time(runs_w ? sp.backward_input : sp.backward_input + sp.backward_weight, r);
+                op.duration = split_time(
+                    runs_w ? sp.backward_input : sp.backward_input + sp.backward_weight, r);
                 if (!runs_w) op.mem_at_end = -act;
                 target = &bwd[slot(c, it, g, s.micro_batch, j)];
                 break;
@@ -134,7 +145,8 @@ TaskGraph lower(const LoweringInput& in) {
                 op.duration = split_time(sp.forward, r);
                 target = &rec[slot(c, it, g, s.micro_batch, j)];
                 break;
-              default: PIPESIM_ASSERT(false, "orders hold F, B, W and R steps only");
+              default:
+                PIPESIM_ASSERT(false, "orders hold F, B, W and R steps only");
             }
             PIPESIM_ASSERT(*target == kNone, "each step appears once per iteration");
             *target = b.add(op);
@@ -179,7 +191,8 @@ TaskGraph lower(const LoweringInput& in) {
           for (int j = 0; j < r; ++j) {
             const OpId f = fwd[slot(c, it, g, m, j)];
             const OpId bk = bwd[slot(c, it, g, m, j)];
-            PIPESIM_ASSERT(f != kNone && bk != kNone, "every micro-batch has F and B on every stage");
+            PIPESIM_ASSERT(f != kNone && bk != kNone,
+                           "every micro-batch has F and B on every stage");
             if (const OpId w = wgt[slot(c, it, g, m, j)]; w != kNone) b.add_dep(w, bk);
             if (const OpId rc = rec[slot(c, it, g, m, j)]; rc != kNone) b.add_dep(bk, rc);
             if (g == num_stages - 1) b.add_dep(bk, f);
@@ -195,8 +208,10 @@ TaskGraph lower(const LoweringInput& in) {
               const int64_t bytes = out * share / (int64_t{r} * r2);
               const int src = device_of(c, g, i);
               const int dst = device_of(c, g + 1, j);
-              transfer(fwd[slot(c, it, g, m, i)], src, dst, g, mb, it, bytes, fwd[slot(c, it, g + 1, m, j)]);
-              transfer(bwd[slot(c, it, g + 1, m, j)], dst, src, g + 1, mb, it, bytes, bwd[slot(c, it, g, m, i)]);
+              transfer(fwd[slot(c, it, g, m, i)], src, dst, g, mb, it, bytes,
+                       fwd[slot(c, it, g + 1, m, j)]);
+              transfer(bwd[slot(c, it, g + 1, m, j)], dst, src, g + 1, mb, it, bytes,
+                       bwd[slot(c, it, g, m, i)]);
             }
           }
         }

@@ -32,14 +32,14 @@ struct StageProfile {
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages);
 
 struct LoweringInput {
-  ScheduleOrder order;                      // [position] steps of one iteration
-  std::vector<StageProfile> stages;         // [global stage]; stage g runs on position g % P
+  ScheduleOrder order;               // [position] steps of one iteration
+  std::vector<StageProfile> stages;  // [global stage]; stage g runs on position g % P
   std::vector<std::vector<std::vector<int>>> placement;  // [copy][position] -> device per replica
   int num_devices = 0;
   int micro_batches = 1;
   int iterations = 1;
   ParamBytes param_bytes;
-  std::vector<int64_t> reserved_bytes;      // [device], counted as "other"; may be empty
+  std::vector<int64_t> reserved_bytes;  // [device], counted as "other"; may be empty
 };
 
 // Asserts (InternalError) that the result passes TaskGraph::validate().

@@ -16,9 +16,14 @@ ParamBytes bytes_per_param(Precision p, Optimizer o) {
     b.optimizer = 4;  // fp32 master weights (counted as optimizer state, as ZeRO does)
   }
   switch (o) {
-    case Optimizer::kSgd: break;
-    case Optimizer::kMomentum: b.optimizer += 4; break;
-    case Optimizer::kAdam: b.optimizer += 8; break;
+    case Optimizer::kSgd:
+      break;
+    case Optimizer::kMomentum:
+      b.optimizer += 4;
+      break;
+    case Optimizer::kAdam:
+      b.optimizer += 8;
+      break;
   }
   return b;
 }

@@ -15,10 +15,10 @@ namespace pipesim {
 struct Layer {
   std::string name;
   Time forward;
-  Time backward_input;    // the whole backward when the profile is not split
-  Time backward_weight;   // zero unless the profile is split
+  Time backward_input;   // the whole backward when the profile is not split
+  Time backward_weight;  // zero unless the profile is split
   bool split_backward = false;
-  Time optimizer;         // optimizer step for this layer's parameters
+  Time optimizer;                // optimizer step for this layer's parameters
   int64_t activation_bytes = 0;  // kept from forward until backward
   int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;

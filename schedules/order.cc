@@ -35,8 +35,10 @@ ScheduleOrder one_f_one_b_order(int stages, int micro_batches) {
 
 ScheduleOrder schedule_order(ScheduleKind kind, int stages, int micro_batches) {
   switch (kind) {
-    case ScheduleKind::kGpipe: return gpipe_order(stages, micro_batches);
-    case ScheduleKind::kDapple: return one_f_one_b_order(stages, micro_batches);
+    case ScheduleKind::kGpipe:
+      return gpipe_order(stages, micro_batches);
+    case ScheduleKind::kDapple:
+      return one_f_one_b_order(stages, micro_batches);
   }
   return {};
 }

@@ -35,10 +35,15 @@ std::vector<int> fill(const std::vector<int64_t>& cost, int stages, int64_t boun
 std::vector<int> balance(const std::vector<int64_t>& cost, int stages, int64_t bound) {
   const auto n = static_cast<int>(cost.size());
   std::vector<int64_t> prefix(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + cost[static_cast<size_t>(i)];
+  for (int i = 0; i < n; ++i)
+    prefix[static_cast<size_t>(i) + 1] =
+        prefix[static_cast<size_t>(i)] + cost[static_cast<size_t>(i)];
   constexpr long double kInf = std::numeric_limits<long double>::infinity();
-  const auto idx = [n](int s, int l) { return static_cast<size_t>(s) * (static_cast<size_t>(n) + 1) + static_cast<size_t>(l); };
-  std::vector<long double> best(static_cast<size_t>(stages + 1) * (static_cast<size_t>(n) + 1), kInf);
+  const auto idx = [n](int s, int l) {
+    return static_cast<size_t>(s) * (static_cast<size_t>(n) + 1) + static_cast<size_t>(l);
+  };
+  std::vector<long double> best(static_cast<size_t>(stages + 1) * (static_cast<size_t>(n) + 1),
+                                kInf);
   std::vector<int> from(best.size(), -1);
   best[idx(0, 0)] = 0;
   for (int s = 1; s <= stages; ++s) {
@@ -80,7 +85,10 @@ std::vector<StageSpec> even_partition(const Model& model, int stages, int replic
   // Binary search on the bound: the smallest achievable slowest-stage time.
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (fill(cost, stages, mid).empty()) lo = mid + 1; else hi = mid;
+    if (fill(cost, stages, mid).empty())
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   std::vector<int> starts = fill(cost, stages, lo);
   PIPESIM_ASSERT(static_cast<int>(starts.size()) == stages, "the upper bound is always feasible");

@@ -8,28 +8,42 @@
 
 namespace pipesim {
 
-bool is_compute(OpKind k) { return k != OpKind::kTransfer; }
+bool is_compute(OpKind k) {
+  return k != OpKind::kTransfer;
+}
 
 char op_letter(OpKind k) {
   switch (k) {
-    case OpKind::kForward: return 'F';
-    case OpKind::kBackward: return 'B';
-    case OpKind::kWeightGrad: return 'W';
-    case OpKind::kRecompute: return 'R';
-    case OpKind::kOptimizer: return 'O';
-    case OpKind::kTransfer: return 'T';
+    case OpKind::kForward:
+      return 'F';
+    case OpKind::kBackward:
+      return 'B';
+    case OpKind::kWeightGrad:
+      return 'W';
+    case OpKind::kRecompute:
+      return 'R';
+    case OpKind::kOptimizer:
+      return 'O';
+    case OpKind::kTransfer:
+      return 'T';
   }
   return '?';
 }
 
 const char* to_string(MemCategory c) {
   switch (c) {
-    case MemCategory::kWeights: return "weights";
-    case MemCategory::kGradients: return "gradients";
-    case MemCategory::kOptimizer: return "optimizer";
-    case MemCategory::kActivations: return "activations";
-    case MemCategory::kStashedWeights: return "stashed_weights";
-    case MemCategory::kOther: return "other";
+    case MemCategory::kWeights:
+      return "weights";
+    case MemCategory::kGradients:
+      return "gradients";
+    case MemCategory::kOptimizer:
+      return "optimizer";
+    case MemCategory::kActivations:
+      return "activations";
+    case MemCategory::kStashedWeights:
+      return "stashed_weights";
+    case MemCategory::kOther:
+      return "other";
   }
   return "?";
 }
@@ -37,8 +51,8 @@ const char* to_string(MemCategory c) {
 std::string TaskGraph::describe(OpId id) const {
   const Op& o = ops_[id];
   if (o.kind == OpKind::kTransfer) {
-    return fmt::format("transfer dev{}->dev{} (stage {}, micro-batch {})", o.device, o.peer, o.stage,
-                       o.micro_batch);
+    return fmt::format("transfer dev{}->dev{} (stage {}, micro-batch {})", o.device, o.peer,
+                       o.stage, o.micro_batch);
   }
   if (o.kind == OpKind::kOptimizer) return fmt::format("dev{}:optimizer", o.device);
   return fmt::format("dev{}:{}{}{}", o.device, op_letter(o.kind), o.micro_batch,
@@ -54,22 +68,28 @@ std::optional<std::string> TaskGraph::validate() const {
     for (size_t i = 0; i < s.size(); ++i) {
       const OpId id = s[i];
       if (id >= n) return fmt::format("stream of dev{} names op {} which does not exist", d, id);
-      if (stream_of[id] != -1) return fmt::format("{} appears twice in stream orders", describe(id));
-      if (!is_compute(ops_[id].kind)) return fmt::format("{} is a transfer but sits in a compute stream", describe(id));
-      if (ops_[id].device != d) return fmt::format("{} sits in the stream of dev{}", describe(id), d);
+      if (stream_of[id] != -1)
+        return fmt::format("{} appears twice in stream orders", describe(id));
+      if (!is_compute(ops_[id].kind))
+        return fmt::format("{} is a transfer but sits in a compute stream", describe(id));
+      if (ops_[id].device != d)
+        return fmt::format("{} sits in the stream of dev{}", describe(id), d);
       stream_of[id] = d;
       if (i + 1 < s.size()) stream_next[id] = s[i + 1];
     }
   }
   for (OpId id = 0; id < n; ++id) {
     const Op& o = ops_[id];
-    if (is_compute(o.kind) && stream_of[id] == -1) return fmt::format("{} is in no stream", describe(id));
-    if (o.kind == OpKind::kTransfer && (o.peer < 0 || o.peer >= num_devices() || o.device == o.peer)) {
+    if (is_compute(o.kind) && stream_of[id] == -1)
+      return fmt::format("{} is in no stream", describe(id));
+    if (o.kind == OpKind::kTransfer &&
+        (o.peer < 0 || o.peer >= num_devices() || o.device == o.peer)) {
       return fmt::format("{} has a bad receiver", describe(id));
     }
     if (o.device < 0 || o.device >= num_devices()) return fmt::format("op {} is on no device", id);
     for (OpId dep : deps(id)) {
-      if (dep >= n || dep == id) return fmt::format("{} has a bad dependency {}", describe(id), dep);
+      if (dep >= n || dep == id)
+        return fmt::format("{} has a bad dependency {}", describe(id), dep);
     }
   }
   // Kahn's algorithm over deps plus stream order.
@@ -90,7 +110,8 @@ std::optional<std::string> TaskGraph::validate() const {
     for (OpId s : successors(id)) {
       if (--indeg[s] == 0) ready.push_back(s);
     }
-    if (stream_next[id] != UINT32_MAX && --indeg[stream_next[id]] == 0) ready.push_back(stream_next[id]);
+    if (stream_next[id] != UINT32_MAX && --indeg[stream_next[id]] == 0)
+      ready.push_back(stream_next[id]);
   }
   if (done == n) return std::nullopt;
 
@@ -144,7 +165,9 @@ OpId TaskGraphBuilder::add(const Op& op) {
   return id;
 }
 
-void TaskGraphBuilder::add_dep(OpId op, OpId dep) { edges_.emplace_back(op, dep); }
+void TaskGraphBuilder::add_dep(OpId op, OpId dep) {
+  edges_.emplace_back(op, dep);
+}
 
 void TaskGraphBuilder::add_static_memory(int device, MemCategory c, int64_t bytes) {
   static_memory_[static_cast<size_t>(device)][static_cast<size_t>(c)] += bytes;

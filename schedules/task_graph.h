@@ -30,7 +30,14 @@ enum class OpKind : uint8_t {
 bool is_compute(OpKind k);
 char op_letter(OpKind k);  // F B W R O T
 
-enum class MemCategory : uint8_t { kWeights, kGradients, kOptimizer, kActivations, kStashedWeights, kOther };
+enum class MemCategory : uint8_t {
+  kWeights,
+  kGradients,
+  kOptimizer,
+  kActivations,
+  kStashedWeights,
+  kOther
+};
 inline constexpr int kMemCategories = 6;
 const char* to_string(MemCategory c);
 using MemBreakdown = std::array<int64_t, kMemCategories>;
@@ -40,16 +47,16 @@ using OpId = uint32_t;
 struct Op {
   OpKind kind = OpKind::kForward;
   MemCategory mem_category = MemCategory::kActivations;
-  int16_t chunk = 0;        // model chunk (interleaved schedules); 0 otherwise
-  int32_t device = -1;      // compute device; for a transfer, the sender
-  int32_t peer = -1;        // for a transfer, the receiver
-  int32_t stage = -1;       // global pipeline stage
-  int32_t micro_batch = -1; // global index: iteration * M + m
+  int16_t chunk = 0;         // model chunk (interleaved schedules); 0 otherwise
+  int32_t device = -1;       // compute device; for a transfer, the sender
+  int32_t peer = -1;         // for a transfer, the receiver
+  int32_t stage = -1;        // global pipeline stage
+  int32_t micro_batch = -1;  // global index: iteration * M + m
   int32_t iteration = 0;
-  Time duration;            // compute ops
-  int64_t bytes = 0;        // transfers
-  int64_t mem_at_start = 0; // memory delta applied on `device` when the op starts
-  int64_t mem_at_end = 0;   // ... and when it ends
+  Time duration;             // compute ops
+  int64_t bytes = 0;         // transfers
+  int64_t mem_at_start = 0;  // memory delta applied on `device` when the op starts
+  int64_t mem_at_end = 0;    // ... and when it ends
 };
 
 class TaskGraph {
@@ -70,7 +77,9 @@ class TaskGraph {
     return {stream_ops_.data() + stream_begin_[d], stream_begin_[d + 1] - stream_begin_[d]};
   }
   // Resident from the start: weights, gradients, optimizer state, reserved memory.
-  const MemBreakdown& static_memory(int device) const { return static_memory_[static_cast<size_t>(device)]; }
+  const MemBreakdown& static_memory(int device) const {
+    return static_memory_[static_cast<size_t>(device)];
+  }
   size_t num_deps() const { return deps_.size(); }
 
   // Checks the graph: deps in range, every compute op in exactly one stream and on its own

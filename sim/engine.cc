@@ -34,7 +34,8 @@ class Engine {
       note_memory(d, Time::zero(), UINT32_MAX);
     }
     for (OpId id = 0; id < graph_.size(); ++id) {
-      if (waiting_[id] == 0 && graph_.op(id).kind == OpKind::kTransfer) start_transfer(id, Time::zero());
+      if (waiting_[id] == 0 && graph_.op(id).kind == OpKind::kTransfer)
+        start_transfer(id, Time::zero());
     }
     for (int d = 0; d < cluster_.num_devices(); ++d) try_start_head(d, Time::zero());
 

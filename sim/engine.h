@@ -16,11 +16,11 @@
 namespace pipesim {
 
 struct DeviceStats {
-  Time busy;                   // total compute-stream time
+  Time busy;  // total compute-stream time
   int64_t peak_memory = 0;
-  MemBreakdown at_peak{};      // breakdown at the moment of the peak
+  MemBreakdown at_peak{};  // breakdown at the moment of the peak
   Time peak_time;
-  uint32_t ops = 0;            // compute ops run
+  uint32_t ops = 0;  // compute ops run
 };
 
 struct LinkStats {
@@ -40,16 +40,16 @@ struct OomInfo {
   int device = -1;
   OpId op = 0;
   Time time;
-  int64_t bytes = 0;     // the device's memory just after the op crossed capacity
+  int64_t bytes = 0;  // the device's memory just after the op crossed capacity
   int64_t capacity = 0;
 };
 
 struct Timeline {
-  std::vector<Time> start, end;             // [op]
+  std::vector<Time> start, end;  // [op]
   Time makespan;
-  std::vector<DeviceStats> devices;         // [device]
-  std::vector<LinkStats> links;             // [link direction]
-  std::vector<MemoryChange> memory_changes; // only with SimOptions::record_memory
+  std::vector<DeviceStats> devices;          // [device]
+  std::vector<LinkStats> links;              // [link direction]
+  std::vector<MemoryChange> memory_changes;  // only with SimOptions::record_memory
   OomInfo oom;
   uint64_t events = 0;
 };

@@ -36,7 +36,9 @@ inline EventKey event_key(const Event& e) {
   return (static_cast<EventKey>(static_cast<uint64_t>(e.time.ps_count())) << 64) |
          (static_cast<uint64_t>(e.seq) << 32) | e.payload;
 }
-inline bool event_before(const Event& a, const Event& b) { return event_key(a) < event_key(b); }
+inline bool event_before(const Event& a, const Event& b) {
+  return event_key(a) < event_key(b);
+}
 
 class EventQueue {
  public:
@@ -47,7 +49,8 @@ class EventQueue {
 
   // Times must be >= 0 (simulated time starts at zero and never goes back).
   void push(Time time, uint32_t payload) {
-    PIPESIM_ASSERT(time >= Time::zero() && next_seq_ != UINT32_MAX, "event time >= 0 and fewer than 2^32 events");
+    PIPESIM_ASSERT(time >= Time::zero() && next_seq_ != UINT32_MAX,
+                   "event time >= 0 and fewer than 2^32 events");
     heap_.push_back(Event{time, next_seq_++, payload});
     sift_up(heap_.size() - 1);
   }

@@ -11,9 +11,12 @@ namespace pipesim {
 
 std::string op_label(const Op& op) {
   switch (op.kind) {
-    case OpKind::kOptimizer: return "optimizer";
-    case OpKind::kTransfer: return op.bytes > 0 ? "send" : "signal";
-    default: break;
+    case OpKind::kOptimizer:
+      return "optimizer";
+    case OpKind::kTransfer:
+      return op.bytes > 0 ? "send" : "signal";
+    default:
+      break;
   }
   std::string s = fmt::format("{}{}", op_letter(op.kind), op.micro_batch);
   if (op.chunk > 0) s += fmt::format(".c{}", op.chunk);
@@ -27,7 +30,8 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
   r.makespan = timeline.makespan;
   r.iteration_time = info.iterations > 0 ? timeline.makespan / info.iterations : timeline.makespan;
   const double seconds = timeline.makespan.seconds();
-  r.throughput = seconds > 0 ? static_cast<double>(info.samples_per_iteration) * info.iterations / seconds : 0;
+  r.throughput =
+      seconds > 0 ? static_cast<double>(info.samples_per_iteration) * info.iterations / seconds : 0;
   r.events = timeline.events;
   r.oom = timeline.oom;
 
@@ -39,7 +43,8 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
     for (OpId id : graph.stream(d)) {
       const Op& op = graph.op(id);
       if (op.kind == OpKind::kOptimizer) continue;
-      if (std::find(dr.stages.begin(), dr.stages.end(), op.stage) == dr.stages.end()) dr.stages.push_back(op.stage);
+      if (std::find(dr.stages.begin(), dr.stages.end(), op.stage) == dr.stages.end())
+        dr.stages.push_back(op.stage);
     }
     std::sort(dr.stages.begin(), dr.stages.end());
     dr.stage = dr.stages.empty() ? -1 : dr.stages.front();
@@ -65,11 +70,13 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
   if (r.oom.oom) {
     const std::string& dev = cluster.device(r.oom.device).name;
     r.oom_op = r.oom.op == UINT32_MAX ? std::string("static") : op_label(graph.op(r.oom.op));
-    const std::string what = r.oom.op == UINT32_MAX ? std::string("static memory (weights, gradients, optimizer state)")
-                                                    : fmt::format("op {}", op_label(graph.op(r.oom.op)));
-    r.oom_message = fmt::format("{} needs {} but has {}: {} crossed the capacity by {} at {}", dev,
-                                format_bytes(r.oom.bytes), format_bytes(r.oom.capacity), what,
-                                format_bytes(r.oom.bytes - r.oom.capacity), format_time(r.oom.time));
+    const std::string what =
+        r.oom.op == UINT32_MAX ? std::string("static memory (weights, gradients, optimizer state)")
+                               : fmt::format("op {}", op_label(graph.op(r.oom.op)));
+    r.oom_message =
+        fmt::format("{} needs {} but has {}: {} crossed the capacity by {} at {}", dev,
+                    format_bytes(r.oom.bytes), format_bytes(r.oom.capacity), what,
+                    format_bytes(r.oom.bytes - r.oom.capacity), format_time(r.oom.time));
   }
   return r;
 }
@@ -107,14 +114,16 @@ std::string to_json(const Report& r) {
     dj["peak_memory_bytes"] = d.peak_memory;
     dj["capacity_bytes"] = d.capacity;
     ordered_json mem;
-    for (int c = 0; c < kMemCategories; ++c) mem[to_string(static_cast<MemCategory>(c))] = d.at_peak[static_cast<size_t>(c)];
+    for (int c = 0; c < kMemCategories; ++c)
+      mem[to_string(static_cast<MemCategory>(c))] = d.at_peak[static_cast<size_t>(c)];
     dj["memory"] = mem;
     devices.push_back(dj);
   }
   j["devices"] = devices;
   ordered_json links = ordered_json::array();
   for (const LinkReport& l : r.links) {
-    links.push_back(ordered_json{{"name", l.name}, {"bytes", l.bytes}, {"busy_s", l.busy.seconds()}});
+    links.push_back(
+        ordered_json{{"name", l.name}, {"bytes", l.bytes}, {"busy_s", l.busy.seconds()}});
   }
   j["links"] = links;
   j["events"] = r.events;
@@ -125,8 +134,8 @@ std::string to_json(const Report& r) {
 std::string summary_table(const Report& r) {
   std::string out;
   out += fmt::format("scenario    {}\nschedule    {}\n", r.info.scenario, r.info.schedule);
-  out += fmt::format("makespan    {}  ({} iteration{})\n", format_time(r.makespan), r.info.iterations,
-                     r.info.iterations == 1 ? "" : "s");
+  out += fmt::format("makespan    {}  ({} iteration{})\n", format_time(r.makespan),
+                     r.info.iterations, r.info.iterations == 1 ? "" : "s");
   out += fmt::format("iteration   {}\n", format_time(r.iteration_time));
   out += fmt::format("throughput  {:.1f} samples/s\n", r.throughput);
   out += fmt::format("bubble      {:.1f} %\n", r.bubble_fraction * 100);
@@ -141,26 +150,30 @@ std::string summary_table(const Report& r) {
       if (!stages.empty()) stages += ',';
       stages += std::to_string(s);
     }
-    const double pct = r.makespan > Time::zero() ? 100.0 * d.busy.seconds() / r.makespan.seconds() : 0.0;
+    const double pct =
+        r.makespan > Time::zero() ? 100.0 * d.busy.seconds() / r.makespan.seconds() : 0.0;
     out += fmt::format("{:<16} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12}\n", d.name, stages,
                        format_time(d.busy), pct, format_bytes(d.peak_memory),
                        format_bytes(d.at_peak[static_cast<size_t>(MemCategory::kActivations)]),
                        format_bytes(d.capacity));
   }
-  const auto idle = std::count_if(r.devices.begin(), r.devices.end(), [](const DeviceReport& d) { return d.stages.empty(); });
-  if (idle > 0) out += fmt::format("({} GPU{} without a stage not shown)\n", idle, idle == 1 ? "" : "s");
+  const auto idle = std::count_if(r.devices.begin(), r.devices.end(),
+                                  [](const DeviceReport& d) { return d.stages.empty(); });
+  if (idle > 0)
+    out += fmt::format("({} GPU{} without a stage not shown)\n", idle, idle == 1 ? "" : "s");
   return out;
 }
 
-void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster, const Timeline& tl) {
+void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster,
+               const Timeline& tl) {
   out << "device,stream,op,micro_batch,start_s,end_s\n";
   for (OpId id = 0; id < graph.size(); ++id) {
     const Op& op = graph.op(id);
     const std::string stream = op.kind == OpKind::kTransfer
                                    ? fmt::format("send->{}", cluster.device(op.peer).name)
                                    : std::string("compute");
-    out << fmt::format("{},{},{},{},{:.12g},{:.12g}\n", cluster.device(op.device).name, stream, op_label(op),
-                       op.micro_batch, tl.start[id].seconds(), tl.end[id].seconds());
+    out << fmt::format("{},{},{},{},{:.12g},{:.12g}\n", cluster.device(op.device).name, stream,
+                       op_label(op), op.micro_batch, tl.start[id].seconds(), tl.end[id].seconds());
   }
 }
 

@@ -16,7 +16,7 @@ struct RunInfo {
   std::string schedule;
   int64_t samples_per_iteration = 0;  // the global batch
   int iterations = 1;
-  double wall_s = 0;                  // how long the simulation took (0 for reproducible output)
+  double wall_s = 0;  // how long the simulation took (0 for reproducible output)
 };
 
 struct DeviceReport {
@@ -39,11 +39,11 @@ struct Report {
   RunInfo info;
   Time makespan;
   Time iteration_time;
-  double throughput = 0;      // samples per second
-  double bubble_fraction = 0; // idle share of (pipeline devices x makespan)
+  double throughput = 0;       // samples per second
+  double bubble_fraction = 0;  // idle share of (pipeline devices x makespan)
   OomInfo oom;
-  std::string oom_message;    // empty unless oom
-  std::string oom_op;         // label of the op that crossed capacity, or "static"
+  std::string oom_message;  // empty unless oom
+  std::string oom_op;       // label of the op that crossed capacity, or "static"
   std::vector<DeviceReport> devices;
   std::vector<LinkReport> links;  // link directions that carried bytes
   uint64_t events = 0;

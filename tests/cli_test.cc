@@ -32,7 +32,8 @@ TEST(Cli, HelpVersionAndUsageErrors) {
 }
 
 TEST(Cli, RunDefaultWritesEveryReport) {
-  const std::string j = test::temp_path("d.json"), t = test::temp_path("d.trace.json"), c = test::temp_path("d.csv");
+  const std::string j = test::temp_path("d.json"), t = test::temp_path("d.trace.json"),
+                    c = test::temp_path("d.csv");
   const auto r = test::cli({"run", "--json", j, "--trace", t, "--csv", c});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("makespan"), std::string::npos);
@@ -40,8 +41,9 @@ TEST(Cli, RunDefaultWritesEveryReport) {
   EXPECT_NE(r.out.find("placement"), std::string::npos);
 
   const json report = json::parse(test::read_file(j));
-  for (const char* key : {"scenario", "schedule", "makespan_s", "iteration_time_s", "throughput_samples_per_s",
-                          "bubble_fraction", "oom", "devices", "links", "events", "wall_s"}) {
+  for (const char* key :
+       {"scenario", "schedule", "makespan_s", "iteration_time_s", "throughput_samples_per_s",
+        "bubble_fraction", "oom", "devices", "links", "events", "wall_s"}) {
     EXPECT_TRUE(report.contains(key)) << key;
   }
   EXPECT_EQ(report["schedule"], "dapple");
@@ -49,7 +51,8 @@ TEST(Cli, RunDefaultWritesEveryReport) {
   const json& d0 = report["devices"][0];
   EXPECT_EQ(d0["name"], "node0/gpu0");
   EXPECT_EQ(d0["stage"], 0);
-  for (const char* key : {"weights", "gradients", "optimizer", "activations", "stashed_weights", "other"}) {
+  for (const char* key :
+       {"weights", "gradients", "optimizer", "activations", "stashed_weights", "other"}) {
     EXPECT_TRUE(d0["memory"].contains(key)) << key;
   }
   int64_t sum = 0;
@@ -59,7 +62,8 @@ TEST(Cli, RunDefaultWritesEveryReport) {
   bool uplink = false;
   for (const auto& l : report["links"]) uplink = uplink || l["name"] == "node0/nic->fabric";
   EXPECT_TRUE(uplink);
-  EXPECT_NEAR(report["throughput_samples_per_s"].get<double>(), 64 / report["makespan_s"].get<double>(), 1e-6);
+  EXPECT_NEAR(report["throughput_samples_per_s"].get<double>(),
+              64 / report["makespan_s"].get<double>(), 1e-6);
 
   const json trace = json::parse(test::read_file(t));
   int complete = 0, flow_start = 0, flow_end = 0, counters = 0, processes = 0;
@@ -128,13 +132,16 @@ TEST(Cli, OutOfMemoryStillWritesTheReportAndExits1) {
 TEST(Cli, UnwritableOutputLeavesNothingBehind) {
   const auto r = test::cli({"run", "--json", "/nonexistent-dir/r.json"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "pipesim: error: /nonexistent-dir/r.json: cannot write the output file (a writable path)\n");
+  EXPECT_EQ(
+      r.err,
+      "pipesim: error: /nonexistent-dir/r.json: cannot write the output file (a writable path)\n");
   EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/r.json.tmp"));
 }
 
 TEST(Cli, EveryShippedScenarioRuns) {
   int count = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(PIPESIM_SOURCE_DIR) + "/scenarios")) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           std::string(PIPESIM_SOURCE_DIR) + "/scenarios")) {
     if (e.path().extension() != ".yaml") continue;
     const auto r = test::cli({"run", e.path().string(), "--json", test::temp_path("s.json")});
     EXPECT_EQ(r.code, 0) << e.path() << ": " << r.err;

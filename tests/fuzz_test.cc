@@ -14,24 +14,59 @@ namespace {
 
 std::vector<std::string> seeds() {
   std::vector<std::string> out{default_scenario_yaml()};
-  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(PIPESIM_SOURCE_DIR) + "/scenarios")) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           std::string(PIPESIM_SOURCE_DIR) + "/scenarios")) {
     if (e.path().extension() == ".yaml") out.push_back(test::read_file(e.path().string()));
   }
   return out;
 }
 
 std::string mutate(std::string s, std::mt19937_64& rng) {
-  static const std::vector<std::string> tokens{
-      "-", ":", "{", "}", "[", "]", ",", "\n", " ", "0", "-1", "1e308", "999999999999", "ms", "GiB", "Gbit/s", "K",
-      "replicas: 3", "layers: 0-0", "repeat: 100000", "nodes: 0", "pipeline: 1", "data: 7", "&a", "*a", "~", "''",
-      "global_batch: 1", "micro_batch: 3", "placement: [[0]]", "gpu: {memory: 1 B}", "latency: 0 ps"};
+  static const std::vector<std::string> tokens{"-",
+                                               ":",
+                                               "{",
+                                               "}",
+                                               "[",
+                                               "]",
+                                               ",",
+                                               "\n",
+                                               " ",
+                                               "0",
+                                               "-1",
+                                               "1e308",
+                                               "999999999999",
+                                               "ms",
+                                               "GiB",
+                                               "Gbit/s",
+                                               "K",
+                                               "replicas: 3",
+                                               "layers: 0-0",
+                                               "repeat: 100000",
+                                               "nodes: 0",
+                                               "pipeline: 1",
+                                               "data: 7",
+                                               "&a",
+                                               "*a",
+                                               "~",
+                                               "''",
+                                               "global_batch: 1",
+                                               "micro_batch: 3",
+                                               "placement: [[0]]",
+                                               "gpu: {memory: 1 B}",
+                                               "latency: 0 ps"};
   const int edits = 1 + static_cast<int>(rng() % 4);
   for (int k = 0; k < edits && !s.empty(); ++k) {
     const size_t pos = rng() % s.size();
     switch (rng() % 6) {
-      case 0: s.erase(pos, 1 + rng() % 8); break;
-      case 1: s.insert(pos, tokens[rng() % tokens.size()]); break;
-      case 2: s[pos] = static_cast<char>(32 + rng() % 95); break;
+      case 0:
+        s.erase(pos, 1 + rng() % 8);
+        break;
+      case 1:
+        s.insert(pos, tokens[rng() % tokens.size()]);
+        break;
+      case 2:
+        s[pos] = static_cast<char>(32 + rng() % 95);
+        break;
       case 3: {  // duplicate a line
         const size_t a = s.rfind('\n', pos), b = s.find('\n', pos);
         if (a != std::string::npos && b != std::string::npos) s.insert(b, s.substr(a, b - a));
@@ -42,7 +77,9 @@ std::string mutate(std::string s, std::mt19937_64& rng) {
         if (d != std::string::npos) s.replace(d, 1, std::to_string(rng() % 1000));
         break;
       }
-      default: s.insert(pos, std::string(1, static_cast<char>(rng() % 256))); break;
+      default:
+        s.insert(pos, std::string(1, static_cast<char>(rng() % 256)));
+        break;
     }
   }
   return s;
@@ -78,16 +115,32 @@ TEST(Fuzz, MutatedScenariosNeverCrash) {
 
 TEST(Fuzz, RandomOverridesNeverCrash) {
   std::mt19937_64 rng(99);
-  const std::vector<std::string> keys{"cluster.nodes", "cluster.gpus_per_node", "cluster.gpu", "cluster.gpu.memory",
-                                      "cluster.intra_node", "cluster.inter_node.latency", "model.layers.0.forward",
-                                      "model.layers.1.repeat", "training.global_batch", "training.micro_batch",
-                                      "strategy.pipeline", "strategy.schedule", "strategy.data", "strategy.placement",
-                                      "model.layers.7", "strategy", "", "a..b"};
-  const std::vector<std::string> values{"0", "1", "2", "-3", "x", "[]", "{}", "[1, 2]", "1 ms", "8 GiB", "gpipe", "~",
-                                        "{kind: pcie}", "scatter-first", "100000", "\"", "[["};
-  for (int i = 0; i < 600; ++i) {
+  const std::vector<std::string> keys{"cluster.nodes",
+                                      "cluster.gpus_per_node",
+                                      "cluster.gpu",
+                                      "cluster.gpu.memory",
+                                      "cluster.intra_node",
+                                      "cluster.inter_node.latency",
+                                      "model.layers.0.forward",
+                                      "model.layers.1.repeat",
+                                      "training.global_batch",
+                                      "training.micro_batch",
+                                      "strategy.pipeline",
+                                      "strategy.schedule",
+                                      "strategy.data",
+                                      "strategy.placement",
+                                      "model.layers.7",
+                                      "strategy",
+                                      "",
+                                      "a..b"};
+  const std::vector<std::string> values{
+      "0",      "1",    "2",     "-3",    "x", "[]",           "{}",
+      "[1, 2]", "1 ms", "8 GiB", "gpipe", "~", "{kind: pcie}", "scatter-first",
+      "100000", "\"",   "[["};
+  for (int i = 0; i < 300; ++i) {
     std::vector<Override> o;
-    for (int k = 0; k < 2; ++k) o.push_back({keys[rng() % keys.size()], values[rng() % values.size()]});
+    for (int k = 0; k < 2; ++k)
+      o.push_back({keys[rng() % keys.size()], values[rng() % values.size()]});
     try {
       const Scenario s = load_default_scenario(o);
       (void)s;

@@ -44,7 +44,9 @@ struct Rule {
   std::string expected;  // a fragment of the error line (after "pipesim: error: ")
 };
 
-void PrintTo(const Rule& r, std::ostream* os) { *os << r.name; }
+void PrintTo(const Rule& r, std::ostream* os) {
+  *os << r.name;
+}
 
 class ValidationRule : public ::testing::TestWithParam<Rule> {};
 
@@ -56,7 +58,8 @@ TEST_P(ValidationRule, OneLineMessageAndExitCode2) {
   ASSERT_TRUE(r.err.starts_with("pipesim: error: " + path + ":")) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   const std::string line = r.err.substr(std::string("pipesim: error: ").size() + path.size());
-  EXPECT_NE(line.find(rule.expected), std::string::npos) << "got: " << line << "\nwant: " << rule.expected;
+  EXPECT_NE(line.find(rule.expected), std::string::npos)
+      << "got: " << line << "\nwant: " << rule.expected;
   EXPECT_TRUE(r.out.empty());
 }
 
@@ -75,84 +78,123 @@ strategy: {schedule: gpipe, pipeline: 2}
 
 const Rule kRules[] = {
     {"unknown_top_key", edit(kBase, "name: base", "nmae: base"),
-     ":1:1: nmae: unknown key; did you mean 'name'? (keys here: name, cluster, model, training, strategy)"},
+     ":1:1: nmae: unknown key; did you mean 'name'? (keys here: name, cluster, model, training, "
+     "strategy)"},
     {"unknown_nested_key", edit(kBase, "micro_batch: 2", "micro_bach: 2"),
      ":14:3: training.micro_bach: unknown key; did you mean 'micro_batch'?"},
     {"unknown_key_no_hint", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  colour: red"),
-     ":15:3: training.colour: unknown key (keys here: global_batch, micro_batch, precision, optimizer, iterations)"},
+     ":15:3: training.colour: unknown key (keys here: global_batch, micro_batch, precision, "
+     "optimizer, iterations)"},
     {"missing_section", edit(kBase, "training:\n  global_batch: 8\n  micro_batch: 2\n", ""),
      ":1:1: training: missing required key"},
     {"bare_number", edit(kBase, "{name: a, forward: 1 ms", "{name: a, forward: 1"),
      ":10:26: model.layers.0.forward: '1' has no unit (e.g. '1.5 ms'; units: ps, ns, us, ms, s)"},
-    {"unknown_unit", edit(kBase, "forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, params: 1M}",
-                          "forward: 1 ms, backward: 2 mins, activation: 1 MiB, output: 1 MiB, params: 1M}"),
+    {"unknown_unit",
+     edit(kBase, "forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, params: 1M}",
+          "forward: 1 ms, backward: 2 mins, activation: 1 MiB, output: 1 MiB, params: 1M}"),
      "model.layers.0.backward: unknown unit 'mins' in '2 mins' (units: ps, ns, us, ms, s)"},
-    {"negative", edit(kBase, "activation: 1 MiB", "activation: -1 MiB"), "model.layers.0.activation: '-1 MiB' is negative"},
-    {"bad_bandwidth_unit", edit(kBase, "25 Gbit/s", "25 Gbit"), "cluster.inter_node.bandwidth: unknown unit 'Gbit'"},
+    {"negative", edit(kBase, "activation: 1 MiB", "activation: -1 MiB"),
+     "model.layers.0.activation: '-1 MiB' is negative"},
+    {"bad_bandwidth_unit", edit(kBase, "25 Gbit/s", "25 Gbit"),
+     "cluster.inter_node.bandwidth: unknown unit 'Gbit'"},
     {"gpu_preset", edit(kBase, "gpu: v100-16gb", "gpu: v100-16g"),
      ":3:8: cluster.gpu: unknown GPU preset 'v100-16g'; did you mean 'v100-16gb'?"},
-    {"gpu_mapping_memory", edit(kBase, "gpu: v100-16gb", "gpu: {peak: 100 TFLOPS}"), "cluster.gpu.memory: missing required key"},
+    {"gpu_mapping_memory", edit(kBase, "gpu: v100-16gb", "gpu: {peak: 100 TFLOPS}"),
+     "cluster.gpu.memory: missing required key"},
     {"intra_kind", edit(kBase, "intra_node: nvlink", "intra_node: eth25"),
-     ":6:15: cluster.intra_node: link kind 'ethernet' is not allowed here (kinds: nvlink | nvswitch | pcie)"},
+     ":6:15: cluster.intra_node: link kind 'ethernet' is not allowed here (kinds: nvlink | "
+     "nvswitch | pcie)"},
     {"link_kind_unknown", edit(kBase, "kind: ethernet", "kind: ethernt"),
      "cluster.inter_node.kind: unknown link kind 'ethernt'; did you mean 'ethernet'?"},
-    {"inter_missing", edit(kBase, "  inter_node: {kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}\n", ""),
+    {"inter_missing",
+     edit(kBase, "  inter_node: {kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}\n", ""),
      "cluster.inter_node: missing required key (the cluster has several nodes)"},
     {"shorthand_and_devices", edit(kBase, "  nodes: 2\n", "  nodes: 2\n  devices: [{name: g0}]\n"),
      ":4:10: cluster.nodes: cannot be combined with cluster.devices"},
     {"link_endpoint", edit(kExplicit, "[g1, sw]", "[g2, sw]"),
      ":7:18: cluster.links.1.between.0: no device or switch named 'g2'"},
-    {"duplicate_device", edit(kExplicit, "{name: g1}", "{name: g0}"), "cluster.devices.1.name: name 'g0' is used twice"},
-    {"disconnected", edit(kExplicit, "    - {between: [g1, sw], kind: pcie, bandwidth: 16 GB/s}\n", ""),
+    {"duplicate_device", edit(kExplicit, "{name: g1}", "{name: g0}"),
+     "cluster.devices.1.name: name 'g0' is used twice"},
+    {"disconnected",
+     edit(kExplicit, "    - {between: [g1, sw], kind: pcie, bandwidth: 16 GB/s}\n", ""),
      "cluster: device 'g1' cannot reach device 'g0' (links that connect every GPU)"},
-    {"link_without_kind", edit(kExplicit, "[g0, sw], kind: pcie}", "[g0, sw]}"), "cluster.links.0.kind: missing required key"},
-    {"empty_layers", edit(edit(kBase, "    - {name: a, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, params: 1M}\n", ""),
-                          "    - {name: b, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, params: 1M, repeat: 3}\n", "    []\n"),
+    {"link_without_kind", edit(kExplicit, "[g0, sw], kind: pcie}", "[g0, sw]}"),
+     "cluster.links.0.kind: missing required key"},
+    {"empty_layers",
+     edit(edit(kBase,
+               "    - {name: a, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, "
+               "params: 1M}\n",
+               ""),
+          "    - {name: b, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, "
+          "params: 1M, repeat: 3}\n",
+          "    []\n"),
      "model.layers: expected a non-empty list of layers"},
-    {"both_backwards", edit(kBase, "{name: a, forward: 1 ms,", "{name: a, forward: 1 ms, backward_input: 1 ms,"),
+    {"both_backwards",
+     edit(kBase, "{name: a, forward: 1 ms,", "{name: a, forward: 1 ms, backward_input: 1 ms,"),
      "model.layers.0.backward: give backward or backward_input + backward_weight, not both"},
-    {"missing_backward", edit(kBase, "{name: a, forward: 1 ms, backward: 2 ms,", "{name: a, forward: 1 ms,"),
-     ":10:7: model.layers.0.backward: missing required key (backward, or backward_input + backward_weight)"},
-    {"half_split_backward", edit(kBase, "{name: a, forward: 1 ms, backward: 2 ms,", "{name: a, forward: 1 ms, backward_input: 2 ms,"),
+    {"missing_backward",
+     edit(kBase, "{name: a, forward: 1 ms, backward: 2 ms,", "{name: a, forward: 1 ms,"),
+     ":10:7: model.layers.0.backward: missing required key (backward, or backward_input + "
+     "backward_weight)"},
+    {"half_split_backward",
+     edit(kBase, "{name: a, forward: 1 ms, backward: 2 ms,",
+          "{name: a, forward: 1 ms, backward_input: 2 ms,"),
      "model.layers.0.backward_weight: missing required key"},
     {"repeat_zero", edit(kBase, "repeat: 3", "repeat: 0"),
      "model.layers.1.repeat: 0 is out of range (a whole number from 1 to 100000)"},
-    {"params_fraction", edit(kBase, "params: 1M}", "params: 1.5}"), "model.layers.0.params: '1.5' is not a whole number"},
+    {"params_fraction", edit(kBase, "params: 1M}", "params: 1.5}"),
+     "model.layers.0.params: '1.5' is not a whole number"},
     {"batch_not_divisible", edit(kBase, "global_batch: 8", "global_batch: 9"),
-     ":13:17: training.global_batch: global_batch 9 is not a multiple of micro_batch x data = 2 x 1 = 2"},
+     ":13:17: training.global_batch: global_batch 9 is not a multiple of micro_batch x data = 2 x "
+     "1 = 2"},
     {"not_whole", edit(kBase, "micro_batch: 2", "micro_batch: 2.5"),
-     ":14:16: training.micro_batch: '2.5' is not a whole number (a whole number from 1 to 1099511627776)"},
-    {"zero_batch", edit(kBase, "micro_batch: 2", "micro_batch: 0"), ":14:16: training.micro_batch: 0 is out of range (a whole number from 1 to 1099511627776)"},
+     ":14:16: training.micro_batch: '2.5' is not a whole number (a whole number from 1 to "
+     "1099511627776)"},
+    {"zero_batch", edit(kBase, "micro_batch: 2", "micro_batch: 0"),
+     ":14:16: training.micro_batch: 0 is out of range (a whole number from 1 to 1099511627776)"},
     {"precision", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  precision: fp16"),
      ":15:14: training.precision: unknown value 'fp16'; did you mean 'fp32'? (fp32 | mixed)"},
     {"optimizer", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  optimizer: adamw"),
      "training.optimizer: unknown value 'adamw'; did you mean 'adam'? (sgd | momentum | adam)"},
-    {"duplicate_key", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  micro_batch: 4"), ":15:3: training.micro_batch: duplicate key"},
+    {"duplicate_key", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  micro_batch: 4"),
+     ":15:3: training.micro_batch: duplicate key"},
     {"stage_gap", edit(kBase, "layers: 2-3", "layers: 3-3"),
      ":19:16: strategy.stages.1.layers: starts at layer 3 but the previous stage ended at layer 1"},
     {"stage_short", edit(kBase, "layers: 2-3", "layers: 2-2"),
      "strategy.stages: the stages end at layer 2 but the model has layers 0-3"},
-    {"stage_past_end", edit(kBase, "layers: 2-3", "layers: 2-9"), "strategy.stages.1.layers: range '2-9' goes past the last layer 3"},
-    {"stage_backwards", edit(kBase, "layers: 2-3", "layers: 3-2"), "strategy.stages.1.layers: range '3-2' runs backwards"},
-    {"stage_garbage", edit(kBase, "layers: 2-3", "layers: two"), "strategy.stages.1.layers: 'two' is not a layer range"},
-    {"pipeline_too_deep", edit(kBase, "  stages:\n    - {layers: 0-1}\n    - {layers: 2-3}\n", "  pipeline: 9\n"),
+    {"stage_past_end", edit(kBase, "layers: 2-3", "layers: 2-9"),
+     "strategy.stages.1.layers: range '2-9' goes past the last layer 3"},
+    {"stage_backwards", edit(kBase, "layers: 2-3", "layers: 3-2"),
+     "strategy.stages.1.layers: range '3-2' runs backwards"},
+    {"stage_garbage", edit(kBase, "layers: 2-3", "layers: two"),
+     "strategy.stages.1.layers: 'two' is not a layer range"},
+    {"pipeline_too_deep",
+     edit(kBase, "  stages:\n    - {layers: 0-1}\n    - {layers: 2-3}\n", "  pipeline: 9\n"),
      "strategy.pipeline: 9 stages but the model has 4 layers (at most one stage per layer)"},
-    {"stages_and_pipeline", edit(kBase, "  stages:\n", "  pipeline: 2\n  stages:\n"), "strategy.stages: give stages or pipeline, not both"},
+    {"stages_and_pipeline", edit(kBase, "  stages:\n", "  pipeline: 2\n  stages:\n"),
+     "strategy.stages: give stages or pipeline, not both"},
     {"too_many_gpus", edit(kBase, "- {layers: 0-1}", "- {layers: 0-1, replicas: 4}"),
      "strategy.placement: the strategy needs 5 GPUs but the cluster has 4"},
     {"schedule", edit(kBase, "schedule: dapple", "schedule: dapel"),
-     ":16:13: strategy.schedule: unknown or unavailable schedule 'dapel'; did you mean 'dapple'? (gpipe, dapple, 1f1b, pipedream-flush)"},
+     ":16:13: strategy.schedule: unknown or unavailable schedule 'dapel'; did you mean 'dapple'? "
+     "(gpipe, dapple, 1f1b, pipedream-flush)"},
     {"virtual_stages", edit(kBase, "schedule: dapple", "schedule: dapple\n  virtual_stages: 2"),
      "strategy.virtual_stages: 2 is out of range (a whole number from 1 to 1)"},
-    {"placement_policy", edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: fresh-frist"),
+    {"placement_policy",
+     edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: fresh-frist"),
      "strategy.placement: unknown value 'fresh-frist'; did you mean 'fresh-first'?"},
-    {"placement_count", edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: [[node0/gpu0]]"),
+    {"placement_count",
+     edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: [[node0/gpu0]]"),
      "strategy.placement: expected 2 device lists, got 1"},
-    {"placement_twice", edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: [[node0/gpu0], [node0/gpu0]]"),
+    {"placement_twice",
+     edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: [[node0/gpu0], [node0/gpu0]]"),
      "strategy.placement.1.0: device 'node0/gpu0' is given two stages (each device at most once)"},
-    {"placement_unknown_device", edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: [[node0/gpu0], [gpu9]]"),
+    {"placement_unknown_device",
+     edit(kBase, "schedule: dapple", "schedule: dapple\n  placement: [[node0/gpu0], [gpu9]]"),
      "strategy.placement.1.0: no device 'gpu9' (a device name or an index 0-3)"},
-    {"too_many_ops", edit(edit(kBase, "global_batch: 8", "global_batch: 80000000000"), "micro_batch: 2", "micro_batch: 1"),
+    {"too_many_ops",
+     edit(edit(kBase, "global_batch: 8", "global_batch: 80000000000"), "micro_batch: 2",
+          "micro_batch: 1"),
      "strategy: this run would simulate 320000000000 compute ops"},
     {"list_for_scalar", edit(kBase, "{name: a, forward: 1 ms", "{name: a, forward: [1 ms]"),
      "model.layers.0.forward: expected a single value, got a list"},
@@ -186,11 +228,12 @@ TEST(Loader, ExplicitGraphTakesLinkDefaultsFromTheKind) {
 }
 
 TEST(Loader, OverridesApplyBeforeValidation) {
-  const Scenario s = load_scenario_text(kBase, "base.yaml",
-                                        {{"cluster.intra_node.bandwidth", "100 GB/s"},  // preset becomes a mapping
-                                         {"strategy.stages.0.replicas", "2"},
-                                         {"training.iterations", "3"},
-                                         {"cluster.inter_node", "{kind: infiniband}"}});
+  const Scenario s =
+      load_scenario_text(kBase, "base.yaml",
+                         {{"cluster.intra_node.bandwidth", "100 GB/s"},  // preset becomes a mapping
+                          {"strategy.stages.0.replicas", "2"},
+                          {"training.iterations", "3"},
+                          {"cluster.inter_node", "{kind: infiniband}"}});
   EXPECT_DOUBLE_EQ(s.cluster.route(0, 1).bottleneck_bytes_per_s, 100e9);
   EXPECT_EQ(s.cluster.route(0, 1).latency, Time::us(2));  // still the nvlink preset's latency
   EXPECT_EQ(s.strategy.stages[0].replicas, 2);
@@ -199,15 +242,22 @@ TEST(Loader, OverridesApplyBeforeValidation) {
 }
 
 TEST(Loader, OverrideErrorsNameTheOverride) {
-  auto r = test::cli({"run", test::write_temp("ov.yaml", kBase), "--set", "training.micro_batch=x"});
+  auto r =
+      test::cli({"run", test::write_temp("ov.yaml", kBase), "--set", "training.micro_batch=x"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "pipesim: error: --set: training.micro_batch: 'x' is not a whole number (a whole number from 1 to 1099511627776)\n");
-  r = test::cli({"run", test::write_temp("ov.yaml", kBase), "--set", "strategy.stages.5.replicas=2"});
+  EXPECT_EQ(r.err,
+            "pipesim: error: --set: training.micro_batch: 'x' is not a whole number (a whole "
+            "number from 1 to 1099511627776)\n");
+  r = test::cli(
+      {"run", test::write_temp("ov.yaml", kBase), "--set", "strategy.stages.5.replicas=2"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "pipesim: error: --set: strategy.stages.5: no list item '5' (an index from 0 to 1)\n");
+  EXPECT_EQ(r.err,
+            "pipesim: error: --set: strategy.stages.5: no list item '5' (an index from 0 to 1)\n");
   r = test::cli({"run", "--set", "nonsense"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "pipesim: error: --set: 'nonsense' is not KEY=VALUE (e.g. --set cluster.inter_node.bandwidth=\"10 GB/s\")\n");
+  EXPECT_EQ(r.err,
+            "pipesim: error: --set: 'nonsense' is not KEY=VALUE (e.g. --set "
+            "cluster.inter_node.bandwidth=\"10 GB/s\")\n");
   r = test::cli({"run", "--set", "training.colour=red"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--set: training.colour: unknown key"), std::string::npos) << r.err;
@@ -216,7 +266,9 @@ TEST(Loader, OverrideErrorsNameTheOverride) {
 TEST(Loader, MissingFile) {
   const auto r = test::cli({"run", "/nonexistent/x.yaml"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "pipesim: error: /nonexistent/x.yaml: cannot read the scenario file (a readable YAML file)\n");
+  EXPECT_EQ(r.err,
+            "pipesim: error: /nonexistent/x.yaml: cannot read the scenario file (a readable YAML "
+            "file)\n");
 }
 
 }  // namespace

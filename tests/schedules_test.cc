@@ -37,7 +37,8 @@ TEST(Orders, OneFOneBCapsWarmupAtM) {
 }
 
 TEST(Orders, GpipeIsAllForwardsThenAllBackwards) {
-  EXPECT_EQ(format_order(gpipe_order(2, 3)), (std::vector<std::string>{"F0 F1 F2 B0 B1 B2", "F0 F1 F2 B0 B1 B2"}));
+  EXPECT_EQ(format_order(gpipe_order(2, 3)),
+            (std::vector<std::string>{"F0 F1 F2 B0 B1 B2", "F0 F1 F2 B0 B1 B2"}));
 }
 
 class OrderShape : public ::testing::TestWithParam<std::tuple<ScheduleKind, int, int>> {};
@@ -66,9 +67,10 @@ TEST_P(OrderShape, EveryMicroBatchOnceForwardBeforeBackward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, OrderShape,
-                         ::testing::Combine(::testing::Values(ScheduleKind::kGpipe, ScheduleKind::kDapple),
-                                            ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(1, 2, 5, 8, 16)));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, OrderShape,
+    ::testing::Combine(::testing::Values(ScheduleKind::kGpipe, ScheduleKind::kDapple),
+                       ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(1, 2, 5, 8, 16)));
 
 Model model_of(const std::vector<int>& fwd_ms) {
   Model m;
@@ -125,7 +127,8 @@ TEST(Partition, BoundIsOptimalOnRandomModels) {
     for (uint32_t mask = 0; mask < (1u << (n - 1)); ++mask) {
       if (std::popcount(mask) != S - 1) continue;
       std::vector<int> cuts;
-      for (int i = 0; i < n - 1; ++i) if (mask & (1u << i)) cuts.push_back(i + 1);
+      for (int i = 0; i < n - 1; ++i)
+        if (mask & (1u << i)) cuts.push_back(i + 1);
       optimum = std::min(optimum, worst(cuts));
     }
     EXPECT_EQ(worst(got), optimum);
@@ -139,10 +142,16 @@ TEST(TaskGraph, ValidatorNamesTheDeadlockCycle) {
   TaskGraphBuilder b(2);
   Op f;
   f.kind = OpKind::kForward;
-  f.device = 0; f.micro_batch = 1; const OpId d0f1 = b.add(f);
-  f.micro_batch = 0; const OpId d0f0 = b.add(f);
-  f.device = 1; f.micro_batch = 0; const OpId d1f0 = b.add(f);
-  f.micro_batch = 1; const OpId d1f1 = b.add(f);
+  f.device = 0;
+  f.micro_batch = 1;
+  const OpId d0f1 = b.add(f);
+  f.micro_batch = 0;
+  const OpId d0f0 = b.add(f);
+  f.device = 1;
+  f.micro_batch = 0;
+  const OpId d1f0 = b.add(f);
+  f.micro_batch = 1;
+  const OpId d1f1 = b.add(f);
   b.add_dep(d1f0, d0f0);
   b.add_dep(d0f1, d1f1);
   const TaskGraph g = std::move(b).build();
@@ -197,11 +206,15 @@ TEST(Lowering, ReplicasSplitWorkAndResplitOutputs) {
   int64_t grad_total = 0;
   for (const Op& op : g.ops()) {
     if (op.kind == OpKind::kForward) {
-      EXPECT_EQ(op.duration, op.stage == 0 ? Time::us(500) : Time::ps(333'333'334));  // 1 ms / r, rounded up
+      EXPECT_EQ(op.duration,
+                op.stage == 0 ? Time::us(500) : Time::ps(333'333'334));  // 1 ms / r, rounded up
       EXPECT_EQ(op.mem_at_start, op.stage == 0 ? 500 : 334);
     }
     if (op.kind != OpKind::kTransfer) continue;
-    if (op.stage == 0) fwd_bytes.push_back(op.bytes); else grad_total += op.bytes;
+    if (op.stage == 0)
+      fwd_bytes.push_back(op.bytes);
+    else
+      grad_total += op.bytes;
   }
   EXPECT_EQ(fwd_bytes, (std::vector<int64_t>{200, 100, 100, 200}));
   EXPECT_EQ(grad_total, 600);  // the gradient comes back the same way

@@ -1,8 +1,7 @@
 // The engine end to end: closed forms, reference tables, memory, and invariants on
 // random pipelines. Expected numbers are derived in the comments.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <random>
 
@@ -15,7 +14,9 @@ namespace {
 using test::PipeSpec;
 using test::SimRun;
 
-Time ms(double v) { return Time::ps(static_cast<int64_t>(v * 1e9 + 0.5)); }
+Time ms(double v) {
+  return Time::ps(static_cast<int64_t>(v * 1e9 + 0.5));
+}
 
 TEST(ClosedForm, OneFOneBReferenceS4M8) {
   // shared/reference/schedules.md: 22 with t_f = t_b = 1, 33 with t_b = 2.
@@ -43,16 +44,18 @@ TEST_P(UniformPipeline, MakespanBubbleAndActivations) {
   for (int s = 0; s < S; ++s) {
     const int live = schedule == "gpipe" ? M : std::min(S - s, M);
     EXPECT_EQ(test::peak_activation_bytes(r, s), int64_t{live} * 1024 * 1024) << "stage " << s;
-    EXPECT_EQ(r.report.devices[static_cast<size_t>(s)].at_peak[static_cast<size_t>(MemCategory::kActivations)],
+    EXPECT_EQ(r.report.devices[static_cast<size_t>(s)]
+                  .at_peak[static_cast<size_t>(MemCategory::kActivations)],
               int64_t{live} * 1024 * 1024);
   }
   // Throughput: M samples (micro_batch 1) per makespan.
   EXPECT_NEAR(r.report.throughput, M / r.timeline.makespan.seconds(), 1e-9 * r.report.throughput);
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, UniformPipeline,
-                         ::testing::Combine(::testing::Values("gpipe", "dapple", "1f1b", "pipedream-flush"),
-                                            ::testing::Values(1, 2, 4, 8), ::testing::Values(1, 3, 8, 16)));
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, UniformPipeline,
+    ::testing::Combine(::testing::Values("gpipe", "dapple", "1f1b", "pipedream-flush"),
+                       ::testing::Values(1, 2, 4, 8), ::testing::Values(1, 3, 8, 16)));
 
 TEST(ClosedForm, GpipeWithLinkLatencyAndBandwidth) {
   // Each stage boundary costs c = latency + bytes / bandwidth = 100 us + 4 MB / 10 GB/s
@@ -70,7 +73,8 @@ TEST(ClosedForm, GpipeWithLinkLatencyAndBandwidth) {
       p.bandwidth = "10 GB/s";
       p.latency = "100 us";
       const SimRun r = test::run_pipe(p);
-      EXPECT_EQ(r.timeline.makespan, Time::ms(3) * (M + S - 1) + ms(0.5) * (2 * (S - 1))) << S << " " << M;
+      EXPECT_EQ(r.timeline.makespan, Time::ms(3) * (M + S - 1) + ms(0.5) * (2 * (S - 1)))
+          << S << " " << M;
     }
   }
 }
@@ -94,7 +98,8 @@ TEST(HandWorked, OneFOneBWithCommunication) {
     if (r.graph.op(id).kind == OpKind::kOptimizer) continue;
     dev0.emplace_back(r.timeline.start[id].seconds() * 1e3, r.timeline.end[id].seconds() * 1e3);
   }
-  const std::vector<std::pair<double, double>> want{{0, 1}, {1, 2}, {4, 5}, {5, 6}, {6, 7}, {9, 10}};
+  const std::vector<std::pair<double, double>> want{{0, 1}, {1, 2}, {4, 5},
+                                                    {5, 6}, {6, 7}, {9, 10}};
   ASSERT_EQ(dev0.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(dev0[i].first, want[i].first, 1e-9);
@@ -116,7 +121,8 @@ TEST(Reference, HeterogeneousStagesOneFOneB) {
     p.tb_ms = row.tb;
     const SimRun r = test::run_pipe(p);
     EXPECT_EQ(r.timeline.makespan, Time::ms(row.makespan));
-    for (int s = 0; s < 4; ++s) EXPECT_EQ(test::device_finish(r, s), Time::ms(row.finish[static_cast<size_t>(s)]));
+    for (int s = 0; s < 4; ++s)
+      EXPECT_EQ(test::device_finish(r, s), Time::ms(row.finish[static_cast<size_t>(s)]));
   }
 }
 
@@ -128,8 +134,9 @@ TEST(Memory, StaticMemoryFollowsBytesPerParameter) {
     const char* optimizer;
     int64_t w, g, o;
   };
-  for (const Case& c : {Case{"fp32", "sgd", 4, 4, 0}, Case{"mixed", "adam", 2, 2, 12}, Case{"fp32", "momentum", 4, 4, 4},
-                        Case{"mixed", "sgd", 2, 2, 4}, Case{"fp32", "adam", 4, 4, 8}}) {
+  for (const Case& c : {Case{"fp32", "sgd", 4, 4, 0}, Case{"mixed", "adam", 2, 2, 12},
+                        Case{"fp32", "momentum", 4, 4, 4}, Case{"mixed", "sgd", 2, 2, 4},
+                        Case{"fp32", "adam", 4, 4, 8}}) {
     PipeSpec p;
     p.params = "10M";
     p.precision = c.precision;
@@ -159,7 +166,8 @@ TEST(Memory, PeakIsStaticPlusLiveActivations) {
     const SimRun r = test::run_pipe(p);
     for (int s = 0; s < 4; ++s) {
       const int live = std::string(schedule) == "gpipe" ? 8 : 4 - s;
-      EXPECT_EQ(r.report.devices[static_cast<size_t>(s)].peak_memory, 16'000'000 + live * 100LL * 1024 * 1024);
+      EXPECT_EQ(r.report.devices[static_cast<size_t>(s)].peak_memory,
+                16'000'000 + live * 100LL * 1024 * 1024);
     }
     EXPECT_FALSE(r.report.oom.oom);
   }
@@ -173,7 +181,8 @@ TEST(Memory, OutOfMemoryJustOverAndJustUnder) {
   yaml.replace(yaml.find("gpu: a100-80gb"), 14, "gpu: {memory: 1000 MiB}");
   auto with_activation = [&](const std::string& act) {
     std::string y = yaml;
-    for (size_t pos; (pos = y.find("activation: 1 MiB")) != std::string::npos;) y.replace(pos, 17, "activation: " + act);
+    for (size_t pos; (pos = y.find("activation: 1 MiB")) != std::string::npos;)
+      y.replace(pos, 17, "activation: " + act);
     return test::run_yaml(y);
   };
   const SimRun under = with_activation("250 MiB");
@@ -202,7 +211,8 @@ TEST(Iterations, SynchronousIterationsRepeatTheFlush) {
   const SimRun three = test::run_yaml(yaml);
   EXPECT_EQ(three.timeline.makespan, ms(22.5) * 3);
   EXPECT_EQ(three.report.iteration_time, ms(22.5));
-  EXPECT_EQ(three.graph.op(three.graph.stream(0)[17]).micro_batch, 8);  // second iteration's F0 is global 8
+  EXPECT_EQ(three.graph.op(three.graph.stream(0)[17]).micro_batch,
+            8);  // second iteration's F0 is global 8
 }
 
 // Longest path through deps and stream order with every op's own duration (transfers:
@@ -225,13 +235,16 @@ Time critical_path(const SimRun& r, bool include_stream_order) {
   }
   std::vector<Time> ready(g.size());
   std::vector<OpId> stack;
-  for (OpId id = 0; id < g.size(); ++id) if (indeg[id] == 0) stack.push_back(id);
+  for (OpId id = 0; id < g.size(); ++id)
+    if (indeg[id] == 0) stack.push_back(id);
   Time best;
   while (!stack.empty()) {
     const OpId id = stack.back();
     stack.pop_back();
     const Op& op = g.op(id);
-    const Time dur = op.kind == OpKind::kTransfer ? r.scenario.cluster.transfer_time(op.device, op.peer, op.bytes) : op.duration;
+    const Time dur = op.kind == OpKind::kTransfer
+                         ? r.scenario.cluster.transfer_time(op.device, op.peer, op.bytes)
+                         : op.duration;
     finish[id] = ready[id] + dur;
     best = max(best, finish[id]);
     auto relax = [&](OpId s) {
@@ -246,7 +259,9 @@ Time critical_path(const SimRun& r, bool include_stream_order) {
 
 TEST(Properties, RandomPipelines) {
   std::mt19937 rng(2024);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)); };
+  auto pick = [&](int lo, int hi) {
+    return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1));
+  };
   for (int trial = 0; trial < 60; ++trial) {
     PipeSpec p;
     p.schedule = trial % 2 == 0 ? "dapple" : "gpipe";
@@ -287,7 +302,9 @@ TEST(Properties, RandomPipelines) {
     int64_t expected_link_bytes = 0;
     for (const Op& op : r.graph.ops()) {
       if (op.kind == OpKind::kTransfer) {
-        expected_link_bytes += op.bytes * static_cast<int64_t>(r.scenario.cluster.route(op.device, op.peer).hops.size());
+        expected_link_bytes +=
+            op.bytes *
+            static_cast<int64_t>(r.scenario.cluster.route(op.device, op.peer).hops.size());
       }
     }
     int64_t link_bytes = 0;

@@ -12,11 +12,15 @@
 namespace pipesim::test {
 
 std::string to_yaml(const PipeSpec& p) {
-  auto at = [](const std::vector<double>& v, int s) { return v.size() == 1 ? v[0] : v.at(static_cast<size_t>(s)); };
+  auto at = [](const std::vector<double>& v, int s) {
+    return v.size() == 1 ? v[0] : v.at(static_cast<size_t>(s));
+  };
   std::string layers;
   for (int s = 0; s < p.stages; ++s) {
-    layers += fmt::format("    - {{name: l{}, forward: {} ms, backward: {} ms, activation: {}, output: {}, params: {}}}\n", s,
-                          at(p.tf_ms, s), at(p.tb_ms, s), p.activation, p.output, p.params);
+    layers += fmt::format(
+        "    - {{name: l{}, forward: {} ms, backward: {} ms, activation: {}, output: {}, params: "
+        "{}}}\n",
+        s, at(p.tf_ms, s), at(p.tb_ms, s), p.activation, p.output, p.params);
   }
   return fmt::format(R"(name: test
 cluster:
@@ -37,9 +41,10 @@ strategy:
   pipeline: {S}
 )",
                      fmt::arg("gpu", p.gpu), fmt::arg("S", p.stages), fmt::arg("bw", p.bandwidth),
-                     fmt::arg("lat", p.latency), fmt::arg("layers", layers), fmt::arg("M", p.micro_batches),
-                     fmt::arg("precision", p.precision), fmt::arg("optimizer", p.optimizer),
-                     fmt::arg("iters", p.iterations), fmt::arg("schedule", p.schedule));
+                     fmt::arg("lat", p.latency), fmt::arg("layers", layers),
+                     fmt::arg("M", p.micro_batches), fmt::arg("precision", p.precision),
+                     fmt::arg("optimizer", p.optimizer), fmt::arg("iters", p.iterations),
+                     fmt::arg("schedule", p.schedule));
 }
 
 SimRun run_yaml(const std::string& yaml, bool record_memory) {
@@ -48,12 +53,15 @@ SimRun run_yaml(const std::string& yaml, bool record_memory) {
   SimOptions o;
   o.record_memory = record_memory;
   Timeline tl = simulate(g, sc.cluster, o);
-  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch, sc.training.iterations, 0.0};
+  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch,
+               sc.training.iterations, 0.0};
   Report rep = make_report(g, sc.cluster, tl, info);
   return SimRun{std::move(sc), std::move(g), std::move(tl), std::move(rep)};
 }
 
-SimRun run_pipe(const PipeSpec& p) { return run_yaml(to_yaml(p), true); }
+SimRun run_pipe(const PipeSpec& p) {
+  return run_yaml(to_yaml(p), true);
+}
 
 Time device_finish(const SimRun& r, int device) {
   Time t;
@@ -83,7 +91,9 @@ CliResult cli(const std::vector<std::string>& args) {
 
 std::string temp_path(const std::string& name) {
   static const std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / fmt::format("pipesim-test-{}", getpid())).string();
+    std::string d =
+        (std::filesystem::temp_directory_path() / fmt::format("pipesim-test-{}", getpid()))
+            .string();
     std::filesystem::create_directories(d);
     return d;
   }();

@@ -9,7 +9,9 @@
 namespace pipesim {
 namespace {
 
-const GpuSpec& v100() { return *find_gpu_preset("v100-16gb"); }
+const GpuSpec& v100() {
+  return *find_gpu_preset("v100-16gb");
+}
 
 TEST(Presets, EveryNamedPresetExists) {
   for (const char* g : {"v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb"}) {
@@ -17,8 +19,8 @@ TEST(Presets, EveryNamedPresetExists) {
     EXPECT_GT(find_gpu_preset(g)->memory_bytes, 0);
     EXPECT_GT(find_gpu_preset(g)->peak_flops, 0);
   }
-  for (const char* l : {"nvlink2", "nvlink3", "nvlink4", "nvswitch", "pcie3", "pcie4", "pcie5", "eth10", "eth25",
-                        "eth100", "eth400", "ib-hdr", "ib-ndr"}) {
+  for (const char* l : {"nvlink2", "nvlink3", "nvlink4", "nvswitch", "pcie3", "pcie4", "pcie5",
+                        "eth10", "eth25", "eth100", "eth400", "ib-hdr", "ib-ndr"}) {
     ASSERT_NE(find_link_preset(l), nullptr) << l;
     EXPECT_GT(find_link_preset(l)->bytes_per_s, 0);
   }
@@ -28,11 +30,14 @@ TEST(Presets, EveryNamedPresetExists) {
   EXPECT_DOUBLE_EQ(find_link_preset("ib-ndr")->bytes_per_s, 50e9);
 }
 
-LinkSpec link(LinkKind k, double bw, Time lat) { return {"custom", k, bw, lat}; }
+LinkSpec link(LinkKind k, double bw, Time lat) {
+  return {"custom", k, bw, lat};
+}
 
 TEST(Cluster, ShorthandNamesAndCounts) {
-  const Cluster c = ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
-                                              link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
+  const Cluster c =
+      ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
+                                link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
   ASSERT_EQ(c.num_devices(), 8);
   EXPECT_EQ(c.device(0).name, "node0/gpu0");
   EXPECT_EQ(c.device(5).name, "node1/gpu1");
@@ -41,8 +46,9 @@ TEST(Cluster, ShorthandNamesAndCounts) {
 }
 
 TEST(Cluster, PointToPointCostIsLatencyPlusBytesOverBottleneck) {
-  const Cluster c = ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
-                                              link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
+  const Cluster c =
+      ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
+                                link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
   // Same node, NVLink mesh: one hop. 50 MB at 50 GB/s = 1 ms, plus 2 us.
   EXPECT_EQ(c.transfer_time(0, 1, 50'000'000), Time::ms(1) + Time::us(2));
   EXPECT_EQ(c.route(0, 1).hops.size(), 1u);
@@ -57,8 +63,9 @@ TEST(Cluster, PointToPointCostIsLatencyPlusBytesOverBottleneck) {
 TEST(Cluster, SwitchStarCarriesLatencyOnce) {
   // NVSwitch and PCIe shorthands are stars: two hops through a switch whose traversal is
   // the configured latency; the bandwidth is each GPU's port.
-  const Cluster c = ClusterBuilder::shorthand(1, 8, v100(), link(LinkKind::kNvSwitch, 300e9, Time::us(3)),
-                                              link(LinkKind::kEthernet, 1e9, Time::us(10)));
+  const Cluster c =
+      ClusterBuilder::shorthand(1, 8, v100(), link(LinkKind::kNvSwitch, 300e9, Time::us(3)),
+                                link(LinkKind::kEthernet, 1e9, Time::us(10)));
   EXPECT_EQ(c.route(0, 7).hops.size(), 2u);
   EXPECT_EQ(c.route(0, 7).latency, Time::us(3));
   EXPECT_EQ(c.transfer_time(0, 7, 300'000'000), Time::ms(1) + Time::us(3));
@@ -102,8 +109,9 @@ TEST(Cluster, RejectsDisconnectedAndDuplicateNames) {
 }
 
 TEST(Placement, PoliciesOnTwoNodes) {
-  const Cluster c = ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
-                                              link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
+  const Cluster c =
+      ClusterBuilder::shorthand(2, 4, v100(), link(LinkKind::kNvLink, 50e9, Time::us(2)),
+                                link(LinkKind::kEthernet, 3.125e9, Time::us(10)));
   using P = std::vector<std::vector<std::vector<int>>>;
   // Three stages with 2, 1, 2 replicas (5 of the 8 GPUs: node0 = 0-3, node1 = 4-7).
   // append-first fills node0 before opening node1.

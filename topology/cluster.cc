@@ -73,12 +73,11 @@ const Route& Cluster::route(int src_device, int dst_device) const {
     const Graph& g = impl_->graph;
     pred.resize(boost::num_vertices(g));
     std::vector<int64_t> dist(boost::num_vertices(g));
-    boost::dijkstra_shortest_paths(
-        g, static_cast<Graph::vertex_descriptor>(src),
-        boost::predecessor_map(pred.data())
-            .distance_map(dist.data())
-            .weight_map(boost::get(&EdgeProps::weight, g))
-            .distance_inf(std::numeric_limits<int64_t>::max()));
+    boost::dijkstra_shortest_paths(g, static_cast<Graph::vertex_descriptor>(src),
+                                   boost::predecessor_map(pred.data())
+                                       .distance_map(dist.data())
+                                       .weight_map(boost::get(&EdgeProps::weight, g))
+                                       .distance_inf(std::numeric_limits<int64_t>::max()));
   }
   Route r;
   r.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
@@ -120,7 +119,8 @@ Time Cluster::transfer_time(const Route& r, int64_t bytes) {
 int ClusterBuilder::add_gpu(std::string name, GpuSpec gpu, int node) {
   const int device = static_cast<int>(devices_.size());
   vertices_.push_back({name, device, Time::zero()});
-  devices_.push_back({std::move(name), std::move(gpu), node, static_cast<int>(vertices_.size()) - 1});
+  devices_.push_back(
+      {std::move(name), std::move(gpu), node, static_cast<int>(vertices_.size()) - 1});
   return device;
 }
 
@@ -148,7 +148,8 @@ Cluster ClusterBuilder::build() {
   std::set<std::string> names;
   for (const Vertex& v : vertices_) {
     if (!names.insert(v.name).second) {
-      throw InputError(fmt::format("name '{}' is used twice", v.name), "unique device and switch names");
+      throw InputError(fmt::format("name '{}' is used twice", v.name),
+                       "unique device and switch names");
     }
   }
   Cluster c;
@@ -157,21 +158,24 @@ Cluster ClusterBuilder::build() {
   for (size_t i = 0; i < links_.size(); ++i) {
     const Link& l = links_[i];
     if (l.a == l.b) {
-      throw InputError(fmt::format("link {} joins '{}' to itself", i, vertices_[static_cast<size_t>(l.a)].name),
-                       "two different endpoints");
+      throw InputError(
+          fmt::format("link {} joins '{}' to itself", i, vertices_[static_cast<size_t>(l.a)].name),
+          "two different endpoints");
     }
     const int64_t w = edge_weight(l.spec, vertices_[static_cast<size_t>(l.a)].latency,
                                   vertices_[static_cast<size_t>(l.b)].latency);
-    boost::add_edge(static_cast<Graph::vertex_descriptor>(l.a), static_cast<Graph::vertex_descriptor>(l.b),
-                    EdgeProps{static_cast<int>(i), w}, g);
+    boost::add_edge(static_cast<Graph::vertex_descriptor>(l.a),
+                    static_cast<Graph::vertex_descriptor>(l.b), EdgeProps{static_cast<int>(i), w},
+                    g);
   }
   std::vector<int> component(vertices_.size());
   boost::connected_components(g, component.data());
   const int first = component[static_cast<size_t>(devices_.front().vertex)];
   for (const Device& d : devices_) {
     if (component[static_cast<size_t>(d.vertex)] != first) {
-      throw InputError(fmt::format("device '{}' cannot reach device '{}'", d.name, devices_.front().name),
-                       "links that connect every GPU");
+      throw InputError(
+          fmt::format("device '{}' cannot reach device '{}'", d.name, devices_.front().name),
+          "links that connect every GPU");
     }
   }
   c.devices_ = devices_;
@@ -205,7 +209,8 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
         }
       } else {
         // A star: the switch carries the latency, each GPU's port the bandwidth.
-        const int sw = b.add_switch(fmt::format("node{}/{}", n, to_string(intra.kind)), intra.latency);
+        const int sw =
+            b.add_switch(fmt::format("node{}/{}", n, to_string(intra.kind)), intra.latency);
         LinkSpec port = intra;
         port.latency = Time::zero();
         for (int v : gv) b.add_link(v, sw, port);
@@ -216,7 +221,8 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
     const int fabric = b.add_switch("fabric", inter.latency);
     LinkSpec uplink = inter;
     uplink.latency = Time::zero();
-    const LinkSpec host{"host", LinkKind::kHost, std::numeric_limits<double>::infinity(), Time::zero()};
+    const LinkSpec host{"host", LinkKind::kHost, std::numeric_limits<double>::infinity(),
+                        Time::zero()};
     for (int n = 0; n < nodes; ++n) {
       const int nic = b.add_switch(fmt::format("node{}/nic", n));
       b.add_link(nic, fabric, uplink);

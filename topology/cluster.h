@@ -31,7 +31,7 @@ using LinkDirection = int32_t;
 
 struct Route {
   std::vector<LinkDirection> hops;
-  Time latency;             // sum of link latencies plus the switches crossed
+  Time latency;                       // sum of link latencies plus the switches crossed
   double bottleneck_bytes_per_s = 0;  // min over hops; +infinity when all hops are unlimited
 };
 
@@ -49,7 +49,9 @@ class Cluster {
   const Link& link(int i) const { return links_.at(static_cast<size_t>(i)); }
   const std::string& vertex_name(int v) const { return vertex_names_.at(static_cast<size_t>(v)); }
   std::string direction_name(LinkDirection d) const;  // "node0/gpu0->node0/gpu1"
-  double direction_bandwidth(LinkDirection d) const { return links_[static_cast<size_t>(d / 2)].spec.bytes_per_s; }
+  double direction_bandwidth(LinkDirection d) const {
+    return links_[static_cast<size_t>(d / 2)].spec.bytes_per_s;
+  }
   int device_index(const std::string& name) const;  // -1 when absent
 
   // Route between two GPUs: fewest hops, then least latency; host attachments (GPU to
@@ -74,9 +76,9 @@ class Cluster {
 
 class ClusterBuilder {
  public:
-  int add_gpu(std::string name, GpuSpec gpu, int node = 0);  // returns the device index
+  int add_gpu(std::string name, GpuSpec gpu, int node = 0);       // returns the device index
   int add_switch(std::string name, Time latency = Time::zero());  // returns the vertex
-  int vertex_of(const std::string& name) const;  // -1 when absent
+  int vertex_of(const std::string& name) const;                   // -1 when absent
   int gpu_vertex(int device) const { return devices_.at(static_cast<size_t>(device)).vertex; }
   void add_link(int vertex_a, int vertex_b, LinkSpec spec);
   // Throws InputError if a name repeats or some GPU cannot reach another.

@@ -10,9 +10,12 @@ namespace pipesim {
 
 std::string_view to_string(PlacementPolicy p) {
   switch (p) {
-    case PlacementPolicy::kFreshFirst: return "fresh-first";
-    case PlacementPolicy::kAppendFirst: return "append-first";
-    case PlacementPolicy::kScatterFirst: return "scatter-first";
+    case PlacementPolicy::kFreshFirst:
+      return "fresh-first";
+    case PlacementPolicy::kAppendFirst:
+      return "append-first";
+    case PlacementPolicy::kScatterFirst:
+      return "scatter-first";
   }
   return "?";
 }
@@ -45,7 +48,10 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
         if (policy == PlacementPolicy::kScatterFirst) {
           for (size_t k = 0; k < free.size(); ++k) {
             const size_t n = (scatter_cursor + k) % free.size();
-            if (remaining(n) > 0) { pick = n; break; }
+            if (remaining(n) > 0) {
+              pick = n;
+              break;
+            }
           }
           scatter_cursor = (pick + 1) % free.size();
         } else {
@@ -53,7 +59,10 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
           // append-first: the server with the fewest free GPUs that still has one.
           for (size_t n = 0; n < free.size(); ++n) {
             if (remaining(n) == 0) continue;
-            if (pick == free.size()) { pick = n; continue; }
+            if (pick == free.size()) {
+              pick = n;
+              continue;
+            }
             const bool better = policy == PlacementPolicy::kFreshFirst
                                     ? remaining(n) > remaining(pick)
                                     : remaining(n) < remaining(pick);

@@ -50,12 +50,18 @@ const std::array<LinkSpec, 19>& link_presets() {
 
 std::string_view to_string(LinkKind kind) {
   switch (kind) {
-    case LinkKind::kNvLink: return "nvlink";
-    case LinkKind::kNvSwitch: return "nvswitch";
-    case LinkKind::kPcie: return "pcie";
-    case LinkKind::kEthernet: return "ethernet";
-    case LinkKind::kInfiniBand: return "infiniband";
-    case LinkKind::kHost: return "host";
+    case LinkKind::kNvLink:
+      return "nvlink";
+    case LinkKind::kNvSwitch:
+      return "nvswitch";
+    case LinkKind::kPcie:
+      return "pcie";
+    case LinkKind::kEthernet:
+      return "ethernet";
+    case LinkKind::kInfiniBand:
+      return "infiniband";
+    case LinkKind::kHost:
+      return "host";
   }
   return "?";
 }
