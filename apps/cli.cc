@@ -87,8 +87,12 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   const Timeline tl = simulate(graph, sc.cluster, opts);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch,
-               sc.training.iterations, o.reproducible ? 0.0 : wall};
+  RunInfo info{sc.name,
+               std::string(to_string(sc.strategy.schedule)),
+               sc.training.global_batch,
+               sc.training.iterations,
+               is_async(sc.strategy.schedule),
+               o.reproducible ? 0.0 : wall};
   const Report report = make_report(graph, sc.cluster, tl, info);
   const std::string json = to_json(report);
   if (!o.json.empty() && o.json != "-") write_file(o.json, [&](std::ostream& f) { f << json; });
@@ -116,7 +120,8 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
       if (op.kind == OpKind::kOptimizer) continue;
       steps.push_back({op.kind, op.micro_batch, op.chunk});
     }
-    if (!steps.empty()) out << fmt::format("dev{}: {}\n", d, format_steps(steps, false));
+    const bool chunks = sc.strategy.schedule == ScheduleKind::kInterleaved;
+    if (!steps.empty()) out << fmt::format("dev{}: {}\n", d, format_steps(steps, chunks));
   }
   return kOk;
 }

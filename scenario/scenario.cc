@@ -405,9 +405,10 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
 }
 
 Model read_model(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "model", {"name", "layers"});
+  r.expect_map(n, "model", {"name", "layers", "input"});
   Model m;
   m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name") : "model";
+  if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
   const YAML::Node layers = r.require(n, "model", "layers");
   if (!layers.IsSequence() || layers.size() == 0)
     r.fail(layers, "model.layers", "expected a non-empty list of layers",
@@ -501,9 +502,50 @@ std::pair<int, int> read_range(const Reader& r, const YAML::Node& n, const std::
   return {first, last};
 }
 
+// strategy.order: one line per pipeline position in `pipesim order` notation. Each F and B
+// of every (micro-batch, chunk) exactly once; W and R at most once. Deadlocks are found
+// later, when the TaskGraph is validated.
+void read_order(const Reader& r, const YAML::Node& n, Scenario& sc) {
+  const Strategy& st = sc.strategy;
+  const int P = st.positions(), v = st.virtual_stages, M = static_cast<int>(sc.micro_batches);
+  const std::string allowed = fmt::format("{} lines like 'F0 F1 B0 B1', one per pipeline position", P);
+  if (is_async(st.schedule)) r.fail(n, "strategy.order", "hand-written orders are for synchronous schedules", allowed);
+  if (!n.IsSequence() || static_cast<int>(n.size()) != P) {
+    r.fail(n, "strategy.order", fmt::format("expected {} lines, got {}", P, n.IsSequence() ? n.size() : 0), allowed);
+  }
+  for (int p = 0; p < P; ++p) {
+    const std::string path = fmt::format("strategy.order.{}", p);
+    const YAML::Node line = n[static_cast<size_t>(p)];
+    StepList steps;
+    if (auto problem = parse_steps(r.scalar(line, path, allowed), steps)) r.fail(line, path, *problem, allowed);
+    std::vector<int> seen(static_cast<size_t>(4) * v * M, 0);
+    for (const Step& s : steps) {
+      if (s.micro_batch >= M || s.chunk >= v) {
+        r.fail(line, path, fmt::format("{} is out of range", format_steps({s}, v > 1)),
+               fmt::format("micro-batches 0-{}{}", M - 1, v > 1 ? fmt::format(", chunks 0-{}", v - 1) : ""));
+      }
+      int& count = seen[(static_cast<size_t>(s.kind) * v + s.chunk) * M + s.micro_batch];
+      if (++count > 1) r.fail(line, path, fmt::format("{} appears twice", format_steps({s}, v > 1)), "each step once");
+    }
+    for (OpKind k : {OpKind::kForward, OpKind::kBackward}) {
+      for (int c = 0; c < v; ++c) {
+        for (int m = 0; m < M; ++m) {
+          if (seen[(static_cast<size_t>(k) * v + c) * M + m] == 0) {
+            r.fail(line, path, fmt::format("{} is missing", format_steps({{k, m, c}}, v > 1)),
+                   "every forward and backward of the iteration");
+          }
+        }
+      }
+    }
+    sc.user_order.push_back(std::move(steps));
+  }
+  sc.user_order_at = r.where(n, "strategy.order");
+}
+
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
   r.expect_map(n, "strategy",
-               {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement"});
+               {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
+                "vertical_sync"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -522,7 +564,28 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     st.schedule = *kind;
   }
   if (n["virtual_stages"].IsDefined()) {
-    r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 1);
+    st.virtual_stages = static_cast<int>(r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 64));
+    if (st.virtual_stages > 1 && st.schedule != ScheduleKind::kInterleaved) {
+      r.fail(n["virtual_stages"], "strategy.virtual_stages",
+             fmt::format("{} model chunks per device need an interleaved schedule", st.virtual_stages),
+             "1, or schedule: interleaved");
+    }
+  }
+  const int v = st.virtual_stages;
+  if (n["vertical_sync"].IsDefined()) {
+    st.vertical_sync = r.choice<bool>(n["vertical_sync"], "strategy.vertical_sync", {{"true", true}, {"false", false}});
+    if (st.vertical_sync && st.schedule != ScheduleKind::kPipeDream) {
+      r.fail(n["vertical_sync"], "strategy.vertical_sync", "vertical sync is a PipeDream option", "schedule: pipedream");
+    }
+  }
+  if (needs_split_backward(st.schedule)) {
+    for (size_t i = 0; i < sc.model.layers.size(); ++i) {
+      if (sc.model.layers[i].split_backward) continue;
+      r.fail(n["schedule"], "strategy.schedule",
+             fmt::format("{} needs every layer's backward split, but layer {} ('{}') gives only backward",
+                         to_string(st.schedule), i, sc.model.layers[i].name),
+             "backward_input and backward_weight on every layer");
+    }
   }
   st.data = n["data"].IsDefined()
                 ? static_cast<int>(r.integer(n["data"], "strategy.data", 1, 1'000'000))
@@ -536,11 +599,12 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   }
   if (has_pipeline) {
     const int p = static_cast<int>(r.integer(n["pipeline"], "strategy.pipeline", 1, 1'000'000));
-    if (p > num_layers)
+    if (int64_t{p} * v > num_layers)
       r.fail(n["pipeline"], "strategy.pipeline",
-             fmt::format("{} stages but the model has {} layers", p, num_layers),
+             v == 1 ? fmt::format("{} stages but the model has {} layers", p, num_layers)
+                    : fmt::format("{} x {} chunks but the model has {} layers", p, v, num_layers),
              "at most one stage per layer");
-    st.stages = even_partition(sc.model, p);
+    st.stages = even_partition(sc.model, p * v);
   } else {
     const YAML::Node stages = n["stages"];
     if (!stages.IsSequence() || stages.size() == 0)
@@ -573,6 +637,20 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                          num_layers - 1),
              "consecutive ranges covering every layer exactly once");
     }
+    const int count = static_cast<int>(st.stages.size());
+    if (count % v != 0) {
+      r.fail(stages, "strategy.stages", fmt::format("{} stages cannot be dealt to devices as {} chunks each", count, v),
+             "a multiple of strategy.virtual_stages");
+    }
+    for (int g = count / v; g < count; ++g) {
+      const int p = g % (count / v);
+      if (st.stages[static_cast<size_t>(g)].replicas != st.stages[static_cast<size_t>(p)].replicas) {
+        r.fail(stages[static_cast<size_t>(g)], fmt::format("strategy.stages.{}.replicas", g),
+               fmt::format("stage {} shares devices with stage {} and needs its {} replicas", g, p,
+                           st.stages[static_cast<size_t>(p)].replicas),
+               "equal replicas for the chunks of one device");
+      }
+    }
   }
   // Micro-batches: SPEC M = global_batch / (micro_batch x data), a whole number.
   const Training& t = sc.training;
@@ -585,17 +663,26 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
         r.where(training["global_batch"], "training.global_batch"));
   }
   sc.micro_batches = t.global_batch / per;
+  const int P = st.positions();
+  if (st.schedule == ScheduleKind::kInterleaved && sc.micro_batches % P != 0) {
+    r.fail(n["schedule"], "strategy.schedule",
+           fmt::format("interleaved needs the micro-batches per iteration (M = {}) to be a multiple of the "
+                       "pipeline depth ({})",
+                       sc.micro_batches, P),
+           "global_batch / (micro_batch x data) divisible by the number of devices in the pipeline");
+  }
   int64_t replicas = 0;
   for (const auto& s : st.stages) replicas += s.replicas;
-  const int64_t ops = sc.micro_batches * replicas * st.data * t.iterations * 2;
+  const int64_t ops = sc.micro_batches * replicas * st.data * t.iterations * 3;
   if (ops > kMaxComputeOps) {
     r.fail(n, "strategy", fmt::format("this run would simulate {} compute ops", ops),
            fmt::format("at most {}; lower training.iterations or global_batch / micro_batch",
                        kMaxComputeOps));
   }
 
-  std::vector<int> reps;
-  for (const auto& s : st.stages) reps.push_back(s.replicas);
+  if (n["order"].IsDefined()) read_order(r, n["order"], sc);
+  std::vector<int> reps;  // per position
+  for (int p = 0; p < P; ++p) reps.push_back(st.stages[static_cast<size_t>(p)].replicas);
   const YAML::Node pl = n["placement"];
   if (!pl.IsDefined() || pl.IsScalar()) {
     if (pl.IsDefined()) {
@@ -739,7 +826,9 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .placement_policy = PlacementPolicy::kAppendFirst,
               .explicit_placement = false,
               .placement = {},
-              .micro_batches = 1};
+              .micro_batches = 1,
+              .user_order = {},
+              .user_order_at = {}};
   sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
                                      : std::filesystem::path(source).stem().string();
   sc.model = read_model(r, r.require(root, "", "model"));

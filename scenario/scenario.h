@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "schedules/model.h"
+#include "schedules/order.h"
 #include "topology/cluster.h"
 #include "topology/placement.h"
 
@@ -33,6 +35,8 @@ struct Scenario {
   // [copy][stage] -> device index per replica, resolved from the policy or the lists.
   std::vector<std::vector<std::vector<int>>> placement;
   int64_t micro_batches = 1;  // per iteration per pipeline copy
+  ScheduleOrder user_order;   // parsed strategy.order, one list per position; empty if none
+  Location user_order_at;     // where strategy.order was written, for deadlock reports
 };
 
 Scenario load_scenario_file(const std::string& path, const std::vector<Override>& overrides = {});

@@ -1,4 +1,4 @@
-// From a loaded scenario to what the backends consume: the schedule order and the TaskGraph.
+// From a loaded scenario to what the backends consume: the schedule orders and the TaskGraph.
 #pragma once
 
 #include "scenario/scenario.h"
@@ -7,7 +7,10 @@
 
 namespace pipesim {
 
-ScheduleOrder scenario_order(const Scenario& s);
+SlotOrders scenario_orders(const Scenario& s);
 TaskGraph scenario_task_graph(const Scenario& s);
+// Extra weight versions each position keeps: PipeDream stashes one per micro-batch in
+// flight beyond the current one (S - s - 1 on a straight pipeline), 2BW keeps one.
+std::vector<int> stashed_versions(const Scenario& s);
 
 }  // namespace pipesim

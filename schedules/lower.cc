@@ -1,6 +1,7 @@
 #include "schedules/lower.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 
@@ -20,6 +21,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.activation_bytes += layer.activation_bytes;
       p.params += layer.params;
     }
+    p.input_bytes = s.first_layer == 0 ? model.input_bytes
+                                       : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;
     p.output_bytes = model.layers.at(static_cast<size_t>(s.last_layer)).output_bytes;
     out.push_back(p);
   }
@@ -28,12 +31,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 
 namespace {
 
-Time split_time(Time t, int r) {
-  return Time::ps((t.ps_count() + r - 1) / r);
-}
-int64_t split_bytes(int64_t b, int r) {
-  return (b + r - 1) / r;
-}
+Time split_time(Time t, int r) { return Time::ps((t.ps_count() + r - 1) / r); }
+int64_t split_bytes(int64_t b, int r) { return (b + r - 1) / r; }
 
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
 // micro-batch: replica i covers [i * r2, (i + 1) * r2).
@@ -45,173 +44,223 @@ int64_t overlap(int i, int r1, int j, int r2) {
 
 constexpr OpId kNone = UINT32_MAX;
 
-}  // namespace
-
-TaskGraph lower(const LoweringInput& in) {
-  const int copies = static_cast<int>(in.placement.size());
-  PIPESIM_ASSERT(copies > 0, "at least one pipeline copy");
-  const int positions = static_cast<int>(in.placement[0].size());
-  const int num_stages = static_cast<int>(in.stages.size());
-  PIPESIM_ASSERT(positions > 0 && num_stages % positions == 0,
-                 "stages are a multiple of positions");
-  PIPESIM_ASSERT(static_cast<int>(in.order.size()) == positions, "one order per position");
-  const int M = in.micro_batches;
-  const int iters = in.iterations;
-  int max_r = 1;
-  for (const auto& pos : in.placement[0]) max_r = std::max(max_r, static_cast<int>(pos.size()));
-  auto replicas_of = [&](int g) {
-    return static_cast<int>(in.placement[0][static_cast<size_t>(g % positions)].size());
-  };
-  auto device_of = [&](int c, int g, int j) {
-    return in.placement[static_cast<size_t>(c)][static_cast<size_t>(g % positions)]
-                       [static_cast<size_t>(j)];
-  };
-  bool runs_w = false;
-  for (const auto& steps : in.order) {
-    for (const Step& s : steps) runs_w = runs_w || s.kind == OpKind::kWeightGrad;
+class Lowering {
+ public:
+  explicit Lowering(const LoweringInput& in)
+      : in_(in),
+        b_(in.num_devices),
+        copies_(static_cast<int>(in.placement.size())),
+        P_(copies_ > 0 ? static_cast<int>(in.placement[0].size()) : 0),
+        G_(static_cast<int>(in.stages.size())),
+        Mb_(in.orders.micro_batches),
+        blocks_(in.orders.blocks) {
+    PIPESIM_ASSERT(copies_ > 0 && P_ > 0 && G_ % P_ == 0, "stages are a multiple of positions");
+    PIPESIM_ASSERT(static_cast<int>(in.orders.steps.size()) == P_, "one order list per position");
+    for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
+    const size_t slots = static_cast<size_t>(copies_) * blocks_ * G_ * Mb_ * max_r_;
+    for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
   }
 
-  TaskGraphBuilder b(in.num_devices);
-  size_t steps_total = 0;
-  for (const auto& steps : in.order) steps_total += steps.size();
-  b.reserve(static_cast<size_t>(copies) * iters * max_r * (steps_total * 2 + positions),
-            static_cast<size_t>(copies) * iters * max_r * steps_total * 3);
-
-  // Static memory: every replica holds its stages' full weights.
-  for (int c = 0; c < copies; ++c) {
-    for (int g = 0; g < num_stages; ++g) {
-      for (int j = 0; j < replicas_of(g); ++j) {
-        const int d = device_of(c, g, j);
-        const int64_t p = in.stages[static_cast<size_t>(g)].params;
-        b.add_static_memory(d, MemCategory::kWeights, p * in.param_bytes.weights);
-        b.add_static_memory(d, MemCategory::kGradients, p * in.param_bytes.gradients);
-        b.add_static_memory(d, MemCategory::kOptimizer, p * in.param_bytes.optimizer);
+  TaskGraph run() {
+    size_t steps = 0;
+    for (const auto& pos : in_.orders.steps) {
+      for (const auto& list : pos) steps += list.size();
+    }
+    b_.reserve(static_cast<size_t>(copies_) * blocks_ * steps * 2, static_cast<size_t>(copies_) * blocks_ * steps * 3);
+    add_static_memory();
+    for (int c = 0; c < copies_; ++c) {
+      for (int p = 0; p < P_; ++p) {
+        for (int j = 0; j < replicas(p); ++j) add_compute(c, p, j);
       }
     }
-  }
-  for (size_t d = 0; d < in.reserved_bytes.size(); ++d) {
-    b.add_static_memory(static_cast<int>(d), MemCategory::kOther, in.reserved_bytes[d]);
+    add_pipeline_transfers();
+    add_allreduces();
+    TaskGraph graph = std::move(b_).build();
+    if (auto problem = graph.validate()) {
+      if (in_.user_order) throw InputError(*problem, "an order in which every op's inputs come before it", "strategy.order");
+      PIPESIM_ASSERT(false, problem->c_str());
+    }
+    return graph;
   }
 
-  // Compute ops, device by device in stream order. index[kind] maps
-  // (copy, iteration, stage, micro-batch, replica) to the op.
-  const size_t slots = static_cast<size_t>(copies) * iters * num_stages * M * max_r;
-  auto slot = [&](int c, int it, int g, int m, int j) {
-    return (((static_cast<size_t>(c) * iters + it) * num_stages + g) * M + m) * max_r + j;
+ private:
+  struct OptimizerStep {
+    OpId op = kNone;
+    OpId before = kNone;  // the slot's compute op just before it (the all-reduce waits for it)
   };
-  std::vector<OpId> fwd(slots, kNone), bwd(slots, kNone), wgt(slots, kNone), rec(slots, kNone);
-  for (int c = 0; c < copies; ++c) {
-    for (int p = 0; p < positions; ++p) {
-      const auto& devs = in.placement[static_cast<size_t>(c)][static_cast<size_t>(p)];
-      const int r = static_cast<int>(devs.size());
-      for (int j = 0; j < r; ++j) {
-        const int d = devs[static_cast<size_t>(j)];
-        for (int it = 0; it < iters; ++it) {
-          Time optimizer;
-          for (int g = p; g < num_stages; g += positions)
-            optimizer += in.stages[static_cast<size_t>(g)].optimizer;
-          for (const Step& s : in.order[static_cast<size_t>(p)]) {
-            const int g = s.chunk * positions + p;
-            PIPESIM_ASSERT(g < num_stages && s.micro_batch >= 0 && s.micro_batch < M,
-                           "step within range");
-            const StageProfile& sp = in.stages[static_cast<size_t>(g)];
-            const int64_t act = split_bytes(sp.activation_bytes, r);
-            Op op;
-            op.kind = s.kind;
-            op.chunk = static_cast<int16_t>(s.chunk);
-            op.device = d;
-            op.stage = g;
-            op.micro_batch = it * M + s.micro_batch;
-            op.iteration = it;
-            OpId* target = nullptr;
-            switch (s.kind) {
-              case OpKind::kForward:
-                op.duration = split_time(sp.forward, r);
-                op.mem_at_start = act;
-                target = &fwd[slot(c, it, g, s.micro_batch, j)];
-                break;
-              case OpKind::kBackward:
-                op.duration = split_time(
-                    runs_w ? sp.backward_input : sp.backward_input + sp.backward_weight, r);
-                if (!runs_w) op.mem_at_end = -act;
-                target = &bwd[slot(c, it, g, s.micro_batch, j)];
-                break;
-              case OpKind::kWeightGrad:
-                op.duration = split_time(sp.backward_weight, r);
-                op.mem_at_end = -act;
-                target = &wgt[slot(c, it, g, s.micro_batch, j)];
-                break;
-              case OpKind::kRecompute:
-                op.duration = split_time(sp.forward, r);
-                target = &rec[slot(c, it, g, s.micro_batch, j)];
-                break;
-              default:
-                PIPESIM_ASSERT(false, "orders hold F, B, W and R steps only");
-            }
-            PIPESIM_ASSERT(*target == kNone, "each step appears once per iteration");
-            *target = b.add(op);
-          }
-          Op opt;
-          opt.kind = OpKind::kOptimizer;
-          opt.device = d;
-          opt.stage = p;
-          opt.iteration = it;
-          opt.duration = optimizer;
-          b.add(opt);
+
+  int replicas(int p) const { return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size()); }
+  int device(int c, int g, int j) const {
+    return in_.placement[static_cast<size_t>(c)][static_cast<size_t>(g % P_)][static_cast<size_t>(j)];
+  }
+  size_t slot(int c, int blk, int g, int m, int j) const {
+    return ((((static_cast<size_t>(c) * blocks_ + blk) * G_ + g) * Mb_ + m) * max_r_) + j;
+  }
+  // Replica of stage g that holds micro-batch m in round-robin mode.
+  int rr_replica(int g, int m) const { return m % replicas(g % P_); }
+
+  void add_static_memory() {
+    for (int c = 0; c < copies_; ++c) {
+      for (int p = 0; p < P_; ++p) {
+        int64_t params = 0;
+        for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
+        const int extra = in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
+        for (int j = 0; j < replicas(p); ++j) {
+          const int d = device(c, p, j);
+          b_.add_static_memory(d, MemCategory::kWeights, params * in_.param_bytes.weights);
+          b_.add_static_memory(d, MemCategory::kGradients, params * in_.param_bytes.gradients);
+          b_.add_static_memory(d, MemCategory::kOptimizer, params * in_.param_bytes.optimizer);
+          b_.add_static_memory(d, MemCategory::kStashedWeights, extra * params * in_.param_bytes.weights);
         }
       }
     }
+    for (size_t d = 0; d < in_.reserved_bytes.size(); ++d) {
+      b_.add_static_memory(static_cast<int>(d), MemCategory::kOther, in_.reserved_bytes[d]);
+    }
   }
 
-  auto transfer = [&](OpId from, int src, int dst, int g, int mb, int it, int64_t bytes, OpId to) {
-    if (src == dst) {
-      b.add_dep(to, from);
-      return;
+  // Compute ops of one device, in its stream order, for every block.
+  void add_compute(int c, int p, int j) {
+    const int d = device(c, p, j);
+    const int split = in_.orders.round_robin ? 1 : replicas(p);
+    const StepList& steps = in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
+    const int chunks = G_ / P_;
+    // Which micro-batches this slot recomputes or runs a separate W for.
+    std::vector<char> has_r(static_cast<size_t>(chunks) * Mb_, 0), has_w(has_r.size(), 0);
+    for (const Step& s : steps) {
+      if (s.kind == OpKind::kRecompute) has_r[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
+      if (s.kind == OpKind::kWeightGrad) has_w[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
     }
+    Time optimizer;
+    for (int g = p; g < G_; g += P_) optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
+    const int M = in_.micro_batches_per_iteration;
+
+    for (int blk = 0; blk < blocks_; ++blk) {
+      OpId before = kNone;
+      for (const Step& s : steps) {
+        Op op;
+        op.kind = s.kind;
+        op.device = d;
+        if (s.kind == OpKind::kOptimizer) {
+          op.stage = p;
+          op.iteration = blk + s.micro_batch;  // one of the two is zero
+          op.duration = optimizer;
+          const OpId id = b_.add(op);
+          optimizers_[{p, op.iteration}].push_back({id, before});
+          continue;
+        }
+        const int g = s.chunk * P_ + p;
+        PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
+        const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
+        const size_t k = static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch;
+        const int64_t act = split_bytes(sp.activation_bytes, split);
+        const int64_t kept = std::min(act, split_bytes(sp.input_bytes, split));
+        op.chunk = static_cast<int16_t>(s.chunk);
+        op.stage = g;
+        op.micro_batch = blk * Mb_ + s.micro_batch;
+        op.iteration = op.micro_batch / M;
+        std::vector<OpId>* index = nullptr;
+        switch (s.kind) {
+          case OpKind::kForward:
+            op.duration = split_time(sp.forward, split);
+            op.mem_at_start = act;
+            if (has_r[k]) op.mem_at_end = -(act - kept);
+            index = &fwd_;
+            break;
+          case OpKind::kRecompute:
+            op.duration = split_time(sp.forward, split);
+            op.mem_at_start = act - kept;
+            index = &rec_;
+            break;
+          case OpKind::kBackward:
+            op.duration = split_time(has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, split);
+            if (!has_w[k]) op.mem_at_end = -act;
+            index = &bwd_;
+            break;
+          case OpKind::kWeightGrad:
+            op.duration = split_time(sp.backward_weight, split);
+            op.mem_at_end = -act;
+            index = &wgt_;
+            break;
+          default: PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
+        }
+        OpId& target = (*index)[slot(c, blk, g, s.micro_batch, j)];
+        PIPESIM_ASSERT(target == kNone, "each step appears once per block");
+        target = b_.add(op);
+        before = target;
+      }
+    }
+  }
+
+  OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes, CommKind kind) {
     Op t;
     t.kind = OpKind::kTransfer;
     t.mem_category = MemCategory::kOther;
+    t.comm = kind;
     t.device = src;
     t.peer = dst;
     t.stage = g;
     t.micro_batch = mb;
     t.iteration = it;
     t.bytes = bytes;
-    const OpId id = b.add(t);
-    b.add_dep(id, from);
-    b.add_dep(to, id);
-  };
+    const OpId id = b_.add(t);
+    if (from != kNone) b_.add_dep(id, from);
+    return id;
+  }
 
-  for (int c = 0; c < copies; ++c) {
-    for (int it = 0; it < iters; ++it) {
-      for (int g = 0; g < num_stages; ++g) {
-        const int r = replicas_of(g);
-        for (int m = 0; m < M; ++m) {
-          const int mb = it * M + m;
-          for (int j = 0; j < r; ++j) {
-            const OpId f = fwd[slot(c, it, g, m, j)];
-            const OpId bk = bwd[slot(c, it, g, m, j)];
-            PIPESIM_ASSERT(f != kNone && bk != kNone,
-                           "every micro-batch has F and B on every stage");
-            if (const OpId w = wgt[slot(c, it, g, m, j)]; w != kNone) b.add_dep(w, bk);
-            if (const OpId rc = rec[slot(c, it, g, m, j)]; rc != kNone) b.add_dep(bk, rc);
-            if (g == num_stages - 1) b.add_dep(bk, f);
-          }
-          if (g + 1 == num_stages) continue;
-          // Output of g to g+1 and the gradient back, between every overlapping pair.
-          const int r2 = replicas_of(g + 1);
-          const int64_t out = in.stages[static_cast<size_t>(g)].output_bytes;
-          for (int i = 0; i < r; ++i) {
-            for (int j = 0; j < r2; ++j) {
-              const int64_t share = overlap(i, r, j, r2);
-              if (share == 0) continue;
-              const int64_t bytes = out * share / (int64_t{r} * r2);
-              const int src = device_of(c, g, i);
-              const int dst = device_of(c, g + 1, j);
-              transfer(fwd[slot(c, it, g, m, i)], src, dst, g, mb, it, bytes,
-                       fwd[slot(c, it, g + 1, m, j)]);
-              transfer(bwd[slot(c, it, g + 1, m, j)], dst, src, g + 1, mb, it, bytes,
-                       bwd[slot(c, it, g, m, i)]);
+  // `from` on device src feeds `to` on device dst: directly on one device, else through a transfer.
+  void connect(OpId from, int src, OpId to, int dst, int g, int mb, int it, int64_t bytes, CommKind kind) {
+    if (src == dst) {
+      b_.add_dep(to, from);
+      return;
+    }
+    b_.add_dep(to, add_transfer(from, src, dst, g, mb, it, bytes, kind));
+  }
+
+  void add_pipeline_transfers() {
+    const bool rr = in_.orders.round_robin;
+    const int M = in_.micro_batches_per_iteration;
+    for (int c = 0; c < copies_; ++c) {
+      for (int blk = 0; blk < blocks_; ++blk) {
+        for (int g = 0; g < G_; ++g) {
+          const int r = replicas(g % P_);
+          for (int m = 0; m < Mb_; ++m) {
+            const int mb = blk * Mb_ + m;
+            for (int j = 0; j < r; ++j) {
+              if (rr && j != rr_replica(g, m)) continue;
+              const OpId f = fwd_[slot(c, blk, g, m, j)];
+              const OpId bk = bwd_[slot(c, blk, g, m, j)];
+              PIPESIM_ASSERT(f != kNone && bk != kNone, "every micro-batch has F and B on every stage");
+              if (const OpId w = wgt_[slot(c, blk, g, m, j)]; w != kNone) b_.add_dep(w, bk);
+              if (const OpId rc = rec_[slot(c, blk, g, m, j)]; rc != kNone) {
+                b_.add_dep(bk, rc);
+                b_.add_dep(rc, f);
+              }
+              if (g == G_ - 1) b_.add_dep(bk, f);
+            }
+            if (g + 1 == G_) continue;
+            // Output of g to g+1 and the gradient back.
+            const int r2 = replicas((g + 1) % P_);
+            const int64_t out = in_.stages[static_cast<size_t>(g)].output_bytes;
+            for (int i = 0; i < r; ++i) {
+              for (int j = 0; j < r2; ++j) {
+                int64_t bytes = 0;
+                if (rr) {
+                  if (i != rr_replica(g, m) || j != rr_replica(g + 1, m)) continue;
+                  bytes = out;
+                } else {
+                  const int64_t share = overlap(i, r, j, r2);
+                  if (share == 0) continue;
+                  bytes = out * share / (int64_t{r} * r2);
+                }
+                const int src = device(c, g, i), dst = device(c, g + 1, j);
+                connect(fwd_[slot(c, blk, g, m, i)], src, fwd_[slot(c, blk, g + 1, m, j)], dst, g, mb, mb / M, bytes,
+                        CommKind::kActivation);
+                const OpId rc = rec_[slot(c, blk, g, m, i)];
+                const OpId grad_target = rc != kNone ? rc : bwd_[slot(c, blk, g, m, i)];
+                connect(bwd_[slot(c, blk, g + 1, m, j)], dst, grad_target, src, g + 1, mb, mb / M, bytes,
+                        CommKind::kGradient);
+              }
             }
           }
         }
@@ -219,9 +268,45 @@ TaskGraph lower(const LoweringInput& in) {
     }
   }
 
-  TaskGraph graph = std::move(b).build();
-  if (auto problem = graph.validate()) PIPESIM_ASSERT(false, problem->c_str());
-  return graph;
-}
+  // Ring all-reduce among the devices of each position before each optimizer step.
+  void add_allreduces() {
+    for (auto& [key, members] : optimizers_) {
+      const auto [p, it] = key;
+      const int n = static_cast<int>(members.size());
+      int64_t params = 0;
+      for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
+      const int64_t bytes = params * in_.gradient_bytes_per_param;
+      if (n < 2 || bytes == 0) continue;
+      const int64_t chunk = split_bytes(bytes, n);
+      std::vector<int> devs;
+      for (const OptimizerStep& m : members) devs.push_back(b_.op(m.op).device);
+      // incoming[i]: the last transfer into member i so far.
+      std::vector<OpId> incoming(static_cast<size_t>(n), kNone);
+      for (int step = 0; step < 2 * (n - 1); ++step) {
+        std::vector<OpId> next(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          const int to = (i + 1) % n;
+          const OpId dep = step == 0 ? members[static_cast<size_t>(i)].before : incoming[static_cast<size_t>(i)];
+          next[static_cast<size_t>(to)] = add_transfer(dep, devs[static_cast<size_t>(i)], devs[static_cast<size_t>(to)],
+                                                       p, -1, it, chunk, CommKind::kAllReduce);
+        }
+        incoming = std::move(next);
+      }
+      for (int i = 0; i < n; ++i) b_.add_dep(members[static_cast<size_t>(i)].op, incoming[static_cast<size_t>(i)]);
+    }
+  }
+
+  const LoweringInput& in_;
+  TaskGraphBuilder b_;
+  int copies_, P_, G_, Mb_, blocks_;
+  int max_r_ = 1;
+  std::vector<OpId> fwd_, bwd_, wgt_, rec_;
+  // (position, iteration) -> the optimizer steps of its devices, copy-major then replica.
+  std::map<std::pair<int, int>, std::vector<OptimizerStep>> optimizers_;
+};
+
+}  // namespace
+
+TaskGraph lower(const LoweringInput& in) { return Lowering(in).run(); }
 
 }  // namespace pipesim

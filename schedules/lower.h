@@ -1,16 +1,23 @@
-// Lowering: schedule order + stage profiles + placement -> TaskGraph.
+// Lowering: schedule orders + stage profiles + placement -> TaskGraph.
 //
 // This is where the semantics of SPEC section 3 live, for every schedule alike:
 //  - F(g, m) waits for F(g-1, m)'s output to arrive; B(g, m) waits for the gradient from
-//    B(g+1, m) (on the last stage, for its own F(g, m)); W(g, m) waits for B(g, m).
-//  - A stage with r replicas splits each micro-batch r ways: each replica computes and
-//    stores 1/r of it, and an output is re-split across the next stage's replicas, each
-//    (sender, receiver) pair moving the bytes of the samples they share.
+//    B(g+1, m) (on the last stage, for its own F(g, m)); W(g, m) waits for B(g, m); a
+//    recompute R(g, m) takes the gradient's place as B's trigger and B follows it.
+//  - A stage with r replicas splits each micro-batch r ways (DAPPLE): each replica computes
+//    and stores 1/r of it, and an output is re-split across the next stage's replicas, each
+//    (sender, receiver) pair moving the bytes of the samples they share. In round-robin
+//    mode (PipeDream 1F1B-RR) replica m % r takes micro-batch m whole instead.
 //  - Activations are allocated when F starts and freed when the backward that consumes
-//    them ends (W when the profile is split and the schedule runs W).
-//  - Weights, gradients and optimizer state are resident from the start.
-//  - Each device ends an iteration with its optimizer step; the next iteration's ops
-//    follow it on the device's stream (the flush of synchronous schedules).
+//    them ends (W when the slot runs W for that micro-batch). With a recompute, F keeps only
+//    the stage input after it ends and R re-allocates the rest.
+//  - Weights, gradients, optimizer state and stashed weight versions are resident from the
+//    start.
+//  - Optimizer steps come from the orders. Before each one, the devices holding copies of
+//    the same position (replicas and data-parallel copies) all-reduce their gradients with
+//    a ring: 2(n - 1) steps of bytes / n between ring neighbours, as transfers, so the
+//    all-reduce overlaps every other device's work and costs 2(n-1)(alpha + bytes/(n beta))
+//    on idle links.
 #pragma once
 
 #include <vector>
@@ -25,6 +32,7 @@ namespace pipesim {
 struct StageProfile {
   Time forward, backward_input, backward_weight, optimizer;
   int64_t activation_bytes = 0;
+  int64_t input_bytes = 0;  // what arrives from the previous stage (model input on stage 0)
   int64_t output_bytes = 0;
   int64_t params = 0;
 };
@@ -32,17 +40,18 @@ struct StageProfile {
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages);
 
 struct LoweringInput {
-  ScheduleOrder order;               // [position] steps of one iteration
+  SlotOrders orders;
   std::vector<StageProfile> stages;  // [global stage]; stage g runs on position g % P
   std::vector<std::vector<std::vector<int>>> placement;  // [copy][position] -> device per replica
   int num_devices = 0;
-  int micro_batches = 1;
-  int iterations = 1;
+  int micro_batches_per_iteration = 1;  // M: Op::iteration = micro-batch / M
   ParamBytes param_bytes;
-  std::vector<int64_t> reserved_bytes;  // [device], counted as "other"; may be empty
+  int64_t gradient_bytes_per_param = 4;  // what the all-reduce moves per parameter
+  std::vector<int> stashed_versions;     // [position] extra weight versions; may be empty
+  std::vector<int64_t> reserved_bytes;   // [device], counted as "other"; may be empty
+  bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
 };
 
-// Asserts (InternalError) that the result passes TaskGraph::validate().
 TaskGraph lower(const LoweringInput& in);
 
 }  // namespace pipesim

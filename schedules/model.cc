@@ -29,11 +29,17 @@ ParamBytes bytes_per_param(Precision p, Optimizer o) {
 }
 
 namespace {
-constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kScheduleNames{{
+constexpr std::array<std::pair<std::string_view, ScheduleKind>, 10> kScheduleNames{{
     {"gpipe", ScheduleKind::kGpipe},
+    {"gpipe-recompute", ScheduleKind::kGpipeRecompute},
     {"dapple", ScheduleKind::kDapple},
     {"1f1b", ScheduleKind::kDapple},
     {"pipedream-flush", ScheduleKind::kDapple},
+    {"pipedream", ScheduleKind::kPipeDream},
+    {"pipedream-2bw", ScheduleKind::kPipeDream2BW},
+    {"interleaved", ScheduleKind::kInterleaved},
+    {"zb-h1", ScheduleKind::kZbH1},
+    {"zb-h2", ScheduleKind::kZbH2},
 }};
 }  // namespace
 
@@ -59,6 +65,10 @@ std::string schedule_names() {
   }
   return out;
 }
+
+bool is_async(ScheduleKind k) { return k == ScheduleKind::kPipeDream || k == ScheduleKind::kPipeDream2BW; }
+
+bool needs_split_backward(ScheduleKind k) { return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2; }
 
 int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);

@@ -29,6 +29,7 @@ struct Layer {
 struct Model {
   std::string name;
   std::vector<Layer> layers;
+  int64_t input_bytes = 0;  // one micro-batch of input samples (kept by gpipe-recompute on stage 0)
 };
 
 enum class Precision { kFp32, kMixed };
@@ -50,12 +51,24 @@ struct ParamBytes {
 };
 ParamBytes bytes_per_param(Precision p, Optimizer o);
 
-enum class ScheduleKind { kGpipe, kDapple };
+enum class ScheduleKind {
+  kGpipe,
+  kGpipeRecompute,
+  kDapple,
+  kPipeDream,
+  kPipeDream2BW,
+  kInterleaved,
+  kZbH1,
+  kZbH2,
+};
 
 std::string_view to_string(ScheduleKind k);
 // Accepts the SPEC names and aliases (1f1b, pipedream-flush).
 std::optional<ScheduleKind> parse_schedule(std::string_view name);
 std::string schedule_names();  // for error messages
+// Asynchronous schedules never flush: mini-batches follow each other through the pipeline.
+bool is_async(ScheduleKind k);
+bool needs_split_backward(ScheduleKind k);  // zero-bubble schedules
 
 struct StageSpec {
   int first_layer = 0;  // inclusive
@@ -65,8 +78,13 @@ struct StageSpec {
 
 struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
-  std::vector<StageSpec> stages;
+  std::vector<StageSpec> stages;  // global stages; stage g runs on pipeline position g % positions
   int data = 1;
+  int virtual_stages = 1;         // model chunks per device (interleaved)
+  bool vertical_sync = false;     // PipeDream: every stage uses the version the input stage used
+  std::vector<std::string> order; // hand-written order, one line per position (`pipesim order` notation)
+
+  int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
 };
 
 // Micro-batches per iteration per pipeline copy: global_batch / (micro_batch * data).

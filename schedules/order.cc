@@ -3,52 +3,247 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <numeric>
+
+#include "core/error.h"
 
 namespace pipesim {
+namespace {
+
+Step F(int m, int c = 0) { return {OpKind::kForward, m, c}; }
+Step B(int m, int c = 0) { return {OpKind::kBackward, m, c}; }
+Step W(int m, int c = 0) { return {OpKind::kWeightGrad, m, c}; }
+
+bool is_backward(const Step& s) { return s.kind == OpKind::kBackward || s.kind == OpKind::kWeightGrad; }
+
+// Warm-up forwards, then (forward, backward) pairs, then the remaining backwards, over
+// micro-batches 0..M-1 of chunk 0.
+StepList warmup_then_pairs(int micro_batches, int warmup) {
+  std::vector<int> mbs(static_cast<size_t>(micro_batches));
+  std::iota(mbs.begin(), mbs.end(), 0);
+  return pipedream_rank_order(mbs, warmup);
+}
+
+// W(m) right after B(m) of the same chunk: how a split backward runs in schedules that do
+// not place W themselves.
+StepList with_weight_grads(const StepList& in) {
+  StepList out;
+  for (const Step& s : in) {
+    out.push_back(s);
+    if (s.kind == OpKind::kBackward) out.push_back(W(s.micro_batch, s.chunk));
+  }
+  return out;
+}
+
+// Optimizer step k after the last backward of mini-batch k (micro-batches
+// [k * M, (k + 1) * M)); a mini-batch with no backward in this list gets its step right
+// after the previous one, so steps stay in order.
+StepList with_optimizer_steps(const StepList& in, int micro_batches_per_step, int steps) {
+  std::vector<int> after(static_cast<size_t>(steps), -1);  // insert after in[after[k]]
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!is_backward(in[i])) continue;
+    const int k = std::min(in[i].micro_batch / micro_batches_per_step, steps - 1);
+    after[static_cast<size_t>(k)] = static_cast<int>(i);
+  }
+  for (int k = 1; k < steps; ++k) {
+    after[static_cast<size_t>(k)] = std::max(after[static_cast<size_t>(k)], after[static_cast<size_t>(k) - 1]);
+  }
+  StepList out;
+  size_t k = 0;
+  for (; k < after.size() && after[k] < 0; ++k) out.push_back({OpKind::kOptimizer, static_cast<int>(k), 0});
+  for (size_t i = 0; i < in.size(); ++i) {
+    out.push_back(in[i]);
+    for (; k < after.size() && after[k] == static_cast<int>(i); ++k) {
+      out.push_back({OpKind::kOptimizer, static_cast<int>(k), 0});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StepList pipedream_rank_order(const std::vector<int>& micro_batches, int warmup) {
+  StepList steps;
+  const int n = static_cast<int>(micro_batches.size());
+  warmup = std::clamp(warmup, 0, n);
+  int next_f = 0, next_b = 0;
+  for (; next_f < warmup; ++next_f) steps.push_back(F(micro_batches[static_cast<size_t>(next_f)]));
+  while (next_f < n) {
+    steps.push_back(F(micro_batches[static_cast<size_t>(next_f++)]));
+    steps.push_back(B(micro_batches[static_cast<size_t>(next_b++)]));
+  }
+  while (next_b < n) steps.push_back(B(micro_batches[static_cast<size_t>(next_b++)]));
+  return steps;
+}
 
 ScheduleOrder gpipe_order(int stages, int micro_batches) {
   ScheduleOrder order(static_cast<size_t>(stages));
   for (auto& steps : order) {
-    for (int m = 0; m < micro_batches; ++m) steps.push_back({OpKind::kForward, m, 0});
-    for (int m = 0; m < micro_batches; ++m) steps.push_back({OpKind::kBackward, m, 0});
+    for (int m = 0; m < micro_batches; ++m) steps.push_back(F(m));
+    for (int m = 0; m < micro_batches; ++m) steps.push_back(B(m));
+  }
+  return order;
+}
+
+ScheduleOrder gpipe_recompute_order(int stages, int micro_batches) {
+  ScheduleOrder order(static_cast<size_t>(stages));
+  for (auto& steps : order) {
+    for (int m = 0; m < micro_batches; ++m) steps.push_back(F(m));
+    for (int m = 0; m < micro_batches; ++m) {
+      steps.push_back({OpKind::kRecompute, m, 0});
+      steps.push_back(B(m));
+    }
   }
   return order;
 }
 
 ScheduleOrder one_f_one_b_order(int stages, int micro_batches) {
-  ScheduleOrder order(static_cast<size_t>(stages));
-  for (int s = 0; s < stages; ++s) {
+  ScheduleOrder order;
+  // Megatron-LM schedules.py: num_warmup_microbatches = min(S - s - 1, M).
+  for (int s = 0; s < stages; ++s) order.push_back(warmup_then_pairs(micro_batches, stages - s - 1));
+  return order;
+}
+
+ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batches) {
+  PIPESIM_ASSERT(micro_batches % stages == 0, "callers check M % S == 0");
+  const int S = stages, v = virtual_stages, total = micro_batches * virtual_stages;
+  // The k-th forward (backward) of a device: micro-batches go in groups of S, each group
+  // through chunk 0, 1, ... (backwards through the chunks in reverse).
+  auto step = [&](int k, bool forward) {
+    const int group = k / (S * v), in_group = k % (S * v);
+    const int chunk = in_group / S;
+    const int mb = group * S + in_group % S;
+    return forward ? F(mb, chunk) : B(mb, v - 1 - chunk);
+  };
+  ScheduleOrder order(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s) {
+    const int warmup = micro_batches == S ? total : std::min((S - s - 1) * 2 + (v - 1) * S, total);
     auto& steps = order[static_cast<size_t>(s)];
-    // Megatron-LM schedules.py: num_warmup_microbatches = min(S - s - 1, M).
-    const int warmup = std::min(stages - s - 1, micro_batches);
-    int next_f = 0;
-    int next_b = 0;
-    for (; next_f < warmup; ++next_f) steps.push_back({OpKind::kForward, next_f, 0});
-    while (next_f < micro_batches) {
-      steps.push_back({OpKind::kForward, next_f++, 0});
-      steps.push_back({OpKind::kBackward, next_b++, 0});
+    for (int k = 0; k < warmup; ++k) steps.push_back(step(k, true));
+    for (int k = 0; k < total - warmup; ++k) {
+      steps.push_back(step(warmup + k, true));
+      steps.push_back(step(k, false));
     }
-    while (next_b < micro_batches) steps.push_back({OpKind::kBackward, next_b++, 0});
+    for (int k = total - warmup; k < total; ++k) steps.push_back(step(k, false));
   }
   return order;
 }
 
-ScheduleOrder schedule_order(ScheduleKind kind, int stages, int micro_batches) {
-  switch (kind) {
-    case ScheduleKind::kGpipe:
-      return gpipe_order(stages, micro_batches);
-    case ScheduleKind::kDapple:
-      return one_f_one_b_order(stages, micro_batches);
+ScheduleOrder zero_bubble_order(int stages, int micro_batches, int c) {
+  ScheduleOrder order;
+  for (int s = 0; s < stages; ++s) {
+    const StepList base = warmup_then_pairs(micro_batches, std::min((stages - s - 1) * c, micro_batches));
+    const int delay = c * s;
+    StepList steps;
+    int next_w = 0;
+    for (const Step& st : base) {
+      steps.push_back(st);
+      if (st.kind == OpKind::kBackward && st.micro_batch >= delay) steps.push_back(W(next_w++));
+    }
+    while (next_w < micro_batches) steps.push_back(W(next_w++));
+    order.push_back(std::move(steps));
   }
-  return {};
+  return order;
 }
 
-std::string format_steps(const std::vector<Step>& steps, bool show_chunks) {
+std::string format_steps(const StepList& steps, bool show_chunks) {
   std::string out;
   for (const Step& s : steps) {
     if (!out.empty()) out += ' ';
     out += fmt::format("{}{}", op_letter(s.kind), s.micro_batch);
     if (show_chunks) out += fmt::format(".c{}", s.chunk);
+  }
+  return out;
+}
+
+std::optional<std::string> parse_steps(std::string_view line, StepList& out) {
+  size_t i = 0;
+  auto number = [&](int& v) {
+    const auto [ptr, ec] = std::from_chars(line.data() + i, line.data() + line.size(), v);
+    if (ec != std::errc() || v < 0) return false;
+    i = static_cast<size_t>(ptr - line.data());
+    return true;
+  };
+  while (i < line.size()) {
+    if (line[i] == ' ' || line[i] == '\t') { ++i; continue; }
+    const size_t start = i;
+    Step s;
+    switch (line[i]) {
+      case 'F': s.kind = OpKind::kForward; break;
+      case 'B': s.kind = OpKind::kBackward; break;
+      case 'W': s.kind = OpKind::kWeightGrad; break;
+      case 'R': s.kind = OpKind::kRecompute; break;
+      default: return fmt::format("'{}' at column {} is not a step", line.substr(i, 1), i + 1);
+    }
+    ++i;
+    if (!number(s.micro_batch)) return fmt::format("step at column {} lacks a micro-batch number", start + 1);
+    if (line.substr(i, 2) == ".c") {
+      i += 2;
+      if (!number(s.chunk)) return fmt::format("step at column {} lacks a chunk number after '.c'", start + 1);
+    }
+    if (i < line.size() && line[i] != ' ' && line[i] != '\t') {
+      return fmt::format("unexpected '{}' at column {}", line.substr(i, 1), i + 1);
+    }
+    out.push_back(s);
+  }
+  return std::nullopt;
+}
+
+SlotOrders build_orders(const OrderSpec& spec) {
+  const int P = spec.positions, M = spec.micro_batches;
+  SlotOrders out;
+  out.steps.resize(static_cast<size_t>(P));
+  if (is_async(spec.kind)) {
+    // No flush: one block of all iterations' micro-batches, an optimizer step after
+    // every mini-batch.
+    const int N = M * spec.iterations;
+    out.blocks = 1;
+    out.micro_batches = N;
+    const int total_ranks = std::accumulate(spec.replicas.begin(), spec.replicas.end(), 0);
+    out.round_robin = spec.kind == ScheduleKind::kPipeDream &&
+                      std::any_of(spec.replicas.begin(), spec.replicas.end(), [](int r) { return r > 1; });
+    int ranks_before = 0;
+    for (int p = 0; p < P; ++p) {
+      const int r = spec.replicas[static_cast<size_t>(p)];
+      for (int j = 0; j < (out.round_robin ? r : 1); ++j) {
+        std::vector<int> mbs;
+        for (int m = out.round_robin ? j : 0; m < N; m += out.round_robin ? r : 1) mbs.push_back(m);
+        // PipeDream runtime: (num_ranks - 1 - ranks in earlier stages) // ranks in this stage.
+        const int warmup = out.round_robin ? (total_ranks - 1 - ranks_before) / r : P - p - 1;
+        StepList steps = pipedream_rank_order(mbs, warmup);
+        if (spec.split_backward) steps = with_weight_grads(steps);
+        out.steps[static_cast<size_t>(p)].push_back(with_optimizer_steps(steps, M, spec.iterations));
+      }
+      if (!out.round_robin) out.steps[static_cast<size_t>(p)].resize(static_cast<size_t>(r), out.steps[static_cast<size_t>(p)][0]);
+      ranks_before += r;
+    }
+    return out;
+  }
+
+  out.blocks = spec.iterations;
+  out.micro_batches = M;
+  ScheduleOrder base;
+  bool places_w = false;
+  if (spec.user != nullptr) {
+    base = *spec.user;
+    places_w = true;  // the user decides where (and whether) W runs
+  } else {
+    switch (spec.kind) {
+      case ScheduleKind::kGpipe: base = gpipe_order(P, M); break;
+      case ScheduleKind::kGpipeRecompute: base = gpipe_recompute_order(P, M); break;
+      case ScheduleKind::kDapple: base = one_f_one_b_order(P, M); break;
+      case ScheduleKind::kInterleaved: base = interleaved_order(P, spec.virtual_stages, M); break;
+      case ScheduleKind::kZbH1: base = zero_bubble_order(P, M, 1); places_w = true; break;
+      case ScheduleKind::kZbH2: base = zero_bubble_order(P, M, 2); places_w = true; break;
+      default: PIPESIM_ASSERT(false, "asynchronous schedules are handled above");
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    StepList steps = base[static_cast<size_t>(p)];
+    if (spec.split_backward && !places_w) steps = with_weight_grads(steps);
+    steps.push_back({OpKind::kOptimizer, 0, 0});
+    out.steps[static_cast<size_t>(p)].assign(static_cast<size_t>(spec.replicas[static_cast<size_t>(p)]), steps);
   }
   return out;
 }

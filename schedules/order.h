@@ -1,9 +1,15 @@
-// Schedule orders: for each pipeline position (a device slot; its replicas run the same
-// order), the sequence of compute steps for one iteration. A schedule is nothing more
-// than this function; lower.h turns an order into a TaskGraph.
+// Schedule orders: the sequence of compute steps each device runs. A schedule is nothing
+// more than this function; lower.h turns orders into a TaskGraph.
+//
+// The generators below produce one list per pipeline position for one iteration of M
+// micro-batches. build_orders() then adds what every schedule shares: weight-gradient
+// steps for split profiles, optimizer steps (once per iteration for synchronous
+// schedules, after every mini-batch for asynchronous ones), and per-replica lists.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedules/model.h"
@@ -12,25 +18,64 @@
 namespace pipesim {
 
 struct Step {
-  OpKind kind = OpKind::kForward;  // kForward, kBackward, kWeightGrad or kRecompute
-  int micro_batch = 0;             // 0 .. M-1 within the iteration
+  OpKind kind = OpKind::kForward;  // kForward, kBackward, kWeightGrad, kRecompute, kOptimizer
+  int micro_batch = 0;             // within the block; for kOptimizer the mini-batch index
   int chunk = 0;
   friend bool operator==(const Step&, const Step&) = default;
 };
 
-using ScheduleOrder = std::vector<std::vector<Step>>;  // [position][k]
+using StepList = std::vector<Step>;
+using ScheduleOrder = std::vector<StepList>;  // [position]
 
 // GPipe (Huang et al. 2019): all M forwards, then all M backwards, micro-batches in order
 // (PyTorch ScheduleGPipe).
 ScheduleOrder gpipe_order(int stages, int micro_batches);
 
+// GPipe with re-materialisation: the same, but each backward is preceded by a re-run of
+// the stage's forward (R), so only stage inputs stay alive between the two phases.
+ScheduleOrder gpipe_recompute_order(int stages, int micro_batches);
+
 // 1F1B with early backward (DAPPLE; Megatron-LM's PipeDream-Flush): stage s runs
 // min(S - s - 1, M) warm-up forwards, then one forward one backward, then drains.
 ScheduleOrder one_f_one_b_order(int stages, int micro_batches);
 
-ScheduleOrder schedule_order(ScheduleKind kind, int stages, int micro_batches);
+// Megatron-LM interleaved 1F1B (forward_backward_pipelining_with_interleaving): v model
+// chunks per device, micro-batches in groups of S; warm-up (S - s - 1) * 2 + (v - 1) * S,
+// or every forward first when M == S. Requires M % S == 0.
+ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batches);
 
-// "F0 F1 B0 ..." in `pipesim order` notation; chunk suffixes when `show_chunks`.
-std::string format_steps(const std::vector<Step>& steps, bool show_chunks);
+// Zero Bubble (Qi et al. 2024) handcrafted schedules: 1F1B with warm-up
+// min((S - s - 1) * c, M) and the weight gradient W(j) deferred to just after
+// B(j + c * s) (or to the end). c = 1 gives ZB-H1, c = 2 gives ZB-H2.
+ScheduleOrder zero_bubble_order(int stages, int micro_batches, int c);
+
+// PipeDream's runtime loop for one rank over its micro-batches (in arrival order):
+// `warmup` forwards, then forward/backward pairs, then the remaining backwards.
+StepList pipedream_rank_order(const std::vector<int>& micro_batches, int warmup);
+
+// "F0 F1 B0 ..." in `pipesim order` notation; chunk suffixes (".c1") when `show_chunks`.
+std::string format_steps(const StepList& steps, bool show_chunks);
+// Parses one line of that notation (F, B, W, R steps); returns the problem, if any.
+std::optional<std::string> parse_steps(std::string_view line, StepList& out);
+
+struct SlotOrders {
+  std::vector<std::vector<StepList>> steps;  // [position][replica]
+  int blocks = 1;            // how often the lists repeat (synchronous: once per iteration)
+  int micro_batches = 1;     // micro-batches one block covers
+  bool round_robin = false;  // replicas take whole micro-batches in turn (PipeDream 1F1B-RR)
+};
+
+struct OrderSpec {
+  ScheduleKind kind = ScheduleKind::kDapple;
+  int positions = 1;
+  int virtual_stages = 1;
+  int micro_batches = 1;  // per iteration (mini-batch)
+  int iterations = 1;
+  bool split_backward = false;
+  std::vector<int> replicas;            // [position]
+  const ScheduleOrder* user = nullptr;  // hand-written lists replace the generator
+};
+
+SlotOrders build_orders(const OrderSpec& spec);
 
 }  // namespace pipesim

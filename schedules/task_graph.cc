@@ -30,6 +30,16 @@ char op_letter(OpKind k) {
   return '?';
 }
 
+const char* to_string(CommKind c) {
+  switch (c) {
+    case CommKind::kNone: return "none";
+    case CommKind::kActivation: return "activation";
+    case CommKind::kGradient: return "gradient";
+    case CommKind::kAllReduce: return "allreduce";
+  }
+  return "?";
+}
+
 const char* to_string(MemCategory c) {
   switch (c) {
     case MemCategory::kWeights:

@@ -44,9 +44,14 @@ using MemBreakdown = std::array<int64_t, kMemCategories>;
 
 using OpId = uint32_t;
 
+// What a transfer carries.
+enum class CommKind : uint8_t { kNone, kActivation, kGradient, kAllReduce };
+const char* to_string(CommKind c);
+
 struct Op {
   OpKind kind = OpKind::kForward;
   MemCategory mem_category = MemCategory::kActivations;
+  CommKind comm = CommKind::kNone;
   int16_t chunk = 0;         // model chunk (interleaved schedules); 0 otherwise
   int32_t device = -1;       // compute device; for a transfer, the sender
   int32_t peer = -1;         // for a transfer, the receiver
@@ -104,6 +109,7 @@ class TaskGraphBuilder {
  public:
   explicit TaskGraphBuilder(int num_devices);
   OpId add(const Op& op);  // compute ops are appended to their device's stream in call order
+  const Op& op(OpId id) const { return ops_[id]; }
   void add_dep(OpId op, OpId dep);
   void add_static_memory(int device, MemCategory c, int64_t bytes);
   size_t size() const { return ops_.size(); }

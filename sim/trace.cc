@@ -70,9 +70,10 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
           op_label(op), op.device, ts, dur, op.stage, op.micro_batch, op.iteration));
       continue;
     }
-    const std::string name = fmt::format(
-        "{} s{} mb{}", graph.op(graph.deps(id)[0]).kind == OpKind::kForward ? "act" : "grad",
-        op.stage, op.micro_batch);
+    const std::string name =
+        op.comm == CommKind::kAllReduce
+            ? fmt::format("allreduce s{} it{}", op.stage, op.iteration)
+            : fmt::format("{} s{} mb{}", to_string(op.comm), op.stage, op.micro_batch);
     emit(fmt::format(
         R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{:.6f},"dur":{:.6f},"args":{{"bytes":{}}}}})",
         name, op.device, send_tid(op.peer), ts, dur, op.bytes));

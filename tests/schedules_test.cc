@@ -45,7 +45,7 @@ class OrderShape : public ::testing::TestWithParam<std::tuple<ScheduleKind, int,
 
 TEST_P(OrderShape, EveryMicroBatchOnceForwardBeforeBackward) {
   const auto [kind, S, M] = GetParam();
-  const ScheduleOrder o = schedule_order(kind, S, M);
+  const ScheduleOrder o = kind == ScheduleKind::kGpipe ? gpipe_order(S, M) : one_f_one_b_order(S, M);
   ASSERT_EQ(static_cast<int>(o.size()), S);
   for (int s = 0; s < S; ++s) {
     std::vector<int> f_pos(static_cast<size_t>(M), -1), b_pos(static_cast<size_t>(M), -1);
@@ -173,9 +173,14 @@ TEST(TaskGraph, ValidatorAcceptsGeneratedGraphsAndRejectsBadOnes) {
   EXPECT_TRUE(std::move(b).build().validate().has_value());
 }
 
-LoweringInput straight(int S, int M, const std::vector<int>& replicas) {
+LoweringInput straight(int S, int M, const std::vector<int>& replicas, int iterations = 1) {
   LoweringInput in;
-  in.order = one_f_one_b_order(S, M);
+  OrderSpec spec;
+  spec.positions = S;
+  spec.micro_batches = M;
+  spec.iterations = iterations;
+  spec.replicas = replicas;
+  in.orders = build_orders(spec);
   int next = 0;
   in.placement.resize(1);
   for (int s = 0; s < S; ++s) {
@@ -191,7 +196,7 @@ LoweringInput straight(int S, int M, const std::vector<int>& replicas) {
     in.placement[0].push_back(devs);
   }
   in.num_devices = next;
-  in.micro_batches = M;
+  in.micro_batches_per_iteration = M;
   in.param_bytes = bytes_per_param(Precision::kMixed, Optimizer::kAdam);
   return in;
 }
@@ -202,7 +207,7 @@ TEST(Lowering, ReplicasSplitWorkAndResplitOutputs) {
   // replica j of stage 1 covers [j/3, (j+1)/3): overlaps 1/3, 1/6 | 1/6, 1/3 of the
   // micro-batch, so 600 bytes move as 200, 100, 100, 200 (pairs 0-0, 0-1, 1-1, 1-2).
   const TaskGraph g = lower(straight(2, 1, {2, 3}));
-  std::vector<int64_t> fwd_bytes;
+  std::vector<int64_t> fwd_bytes, allreduce_stage0, allreduce_stage1;
   int64_t grad_total = 0;
   for (const Op& op : g.ops()) {
     if (op.kind == OpKind::kForward) {
@@ -210,14 +215,17 @@ TEST(Lowering, ReplicasSplitWorkAndResplitOutputs) {
                 op.stage == 0 ? Time::us(500) : Time::ps(333'333'334));  // 1 ms / r, rounded up
       EXPECT_EQ(op.mem_at_start, op.stage == 0 ? 500 : 334);
     }
-    if (op.kind != OpKind::kTransfer) continue;
-    if (op.stage == 0)
-      fwd_bytes.push_back(op.bytes);
-    else
-      grad_total += op.bytes;
+    if (op.comm == CommKind::kActivation) fwd_bytes.push_back(op.bytes);
+    if (op.comm == CommKind::kGradient) grad_total += op.bytes;
+    if (op.comm == CommKind::kAllReduce) (op.stage == 0 ? allreduce_stage0 : allreduce_stage1).push_back(op.bytes);
   }
   EXPECT_EQ(fwd_bytes, (std::vector<int64_t>{200, 100, 100, 200}));
   EXPECT_EQ(grad_total, 600);  // the gradient comes back the same way
+  // Ring all-reduce of 10 params x 4 bytes = 40 bytes among each stage's replicas:
+  // 2 (n - 1) steps, each rank sending 40 / n bytes to its neighbour.
+  // n = 2: 2 steps x 2 ranks of 20 bytes; n = 3: 4 steps x 3 ranks of ceil(40 / 3) = 14.
+  EXPECT_EQ(allreduce_stage0, std::vector<int64_t>(4, 20));
+  EXPECT_EQ(allreduce_stage1, std::vector<int64_t>(12, 14));
   // Static memory: 10 params x 16 bytes (mixed precision Adam: 2 + 2 + 4 + 8) per replica.
   for (int d = 0; d < 5; ++d) {
     const auto& m = g.static_memory(d);
@@ -226,8 +234,7 @@ TEST(Lowering, ReplicasSplitWorkAndResplitOutputs) {
 }
 
 TEST(Lowering, EveryIterationEndsWithAnOptimizerStepPerDevice) {
-  LoweringInput in = straight(3, 4, {1, 1, 1});
-  in.iterations = 3;
+  LoweringInput in = straight(3, 4, {1, 1, 1}, 3);
   const TaskGraph g = lower(in);
   for (int d = 0; d < 3; ++d) {
     int optimizer_steps = 0;

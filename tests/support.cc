@@ -54,7 +54,7 @@ SimRun run_yaml(const std::string& yaml, bool record_memory) {
   o.record_memory = record_memory;
   Timeline tl = simulate(g, sc.cluster, o);
   RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch,
-               sc.training.iterations, 0.0};
+               sc.training.iterations, is_async(sc.strategy.schedule), 0.0};
   Report rep = make_report(g, sc.cluster, tl, info);
   return SimRun{std::move(sc), std::move(g), std::move(tl), std::move(rep)};
 }
