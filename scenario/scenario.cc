@@ -508,24 +508,31 @@ std::pair<int, int> read_range(const Reader& r, const YAML::Node& n, const std::
 void read_order(const Reader& r, const YAML::Node& n, Scenario& sc) {
   const Strategy& st = sc.strategy;
   const int P = st.positions(), v = st.virtual_stages, M = static_cast<int>(sc.micro_batches);
-  const std::string allowed = fmt::format("{} lines like 'F0 F1 B0 B1', one per pipeline position", P);
-  if (is_async(st.schedule)) r.fail(n, "strategy.order", "hand-written orders are for synchronous schedules", allowed);
+  const std::string allowed =
+      fmt::format("{} lines like 'F0 F1 B0 B1', one per pipeline position", P);
+  if (is_async(st.schedule))
+    r.fail(n, "strategy.order", "hand-written orders are for synchronous schedules", allowed);
   if (!n.IsSequence() || static_cast<int>(n.size()) != P) {
-    r.fail(n, "strategy.order", fmt::format("expected {} lines, got {}", P, n.IsSequence() ? n.size() : 0), allowed);
+    r.fail(n, "strategy.order",
+           fmt::format("expected {} lines, got {}", P, n.IsSequence() ? n.size() : 0), allowed);
   }
   for (int p = 0; p < P; ++p) {
     const std::string path = fmt::format("strategy.order.{}", p);
     const YAML::Node line = n[static_cast<size_t>(p)];
     StepList steps;
-    if (auto problem = parse_steps(r.scalar(line, path, allowed), steps)) r.fail(line, path, *problem, allowed);
+    if (auto problem = parse_steps(r.scalar(line, path, allowed), steps))
+      r.fail(line, path, *problem, allowed);
     std::vector<int> seen(static_cast<size_t>(4) * v * M, 0);
     for (const Step& s : steps) {
       if (s.micro_batch >= M || s.chunk >= v) {
         r.fail(line, path, fmt::format("{} is out of range", format_steps({s}, v > 1)),
-               fmt::format("micro-batches 0-{}{}", M - 1, v > 1 ? fmt::format(", chunks 0-{}", v - 1) : ""));
+               fmt::format("micro-batches 0-{}{}", M - 1,
+                           v > 1 ? fmt::format(", chunks 0-{}", v - 1) : ""));
       }
       int& count = seen[(static_cast<size_t>(s.kind) * v + s.chunk) * M + s.micro_batch];
-      if (++count > 1) r.fail(line, path, fmt::format("{} appears twice", format_steps({s}, v > 1)), "each step once");
+      if (++count > 1)
+        r.fail(line, path, fmt::format("{} appears twice", format_steps({s}, v > 1)),
+               "each step once");
     }
     for (OpKind k : {OpKind::kForward, OpKind::kBackward}) {
       for (int c = 0; c < v; ++c) {
@@ -564,26 +571,31 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     st.schedule = *kind;
   }
   if (n["virtual_stages"].IsDefined()) {
-    st.virtual_stages = static_cast<int>(r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 64));
+    st.virtual_stages =
+        static_cast<int>(r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 64));
     if (st.virtual_stages > 1 && st.schedule != ScheduleKind::kInterleaved) {
-      r.fail(n["virtual_stages"], "strategy.virtual_stages",
-             fmt::format("{} model chunks per device need an interleaved schedule", st.virtual_stages),
-             "1, or schedule: interleaved");
+      r.fail(
+          n["virtual_stages"], "strategy.virtual_stages",
+          fmt::format("{} model chunks per device need an interleaved schedule", st.virtual_stages),
+          "1, or schedule: interleaved");
     }
   }
   const int v = st.virtual_stages;
   if (n["vertical_sync"].IsDefined()) {
-    st.vertical_sync = r.choice<bool>(n["vertical_sync"], "strategy.vertical_sync", {{"true", true}, {"false", false}});
+    st.vertical_sync = r.choice<bool>(n["vertical_sync"], "strategy.vertical_sync",
+                                      {{"true", true}, {"false", false}});
     if (st.vertical_sync && st.schedule != ScheduleKind::kPipeDream) {
-      r.fail(n["vertical_sync"], "strategy.vertical_sync", "vertical sync is a PipeDream option", "schedule: pipedream");
+      r.fail(n["vertical_sync"], "strategy.vertical_sync", "vertical sync is a PipeDream option",
+             "schedule: pipedream");
     }
   }
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;
       r.fail(n["schedule"], "strategy.schedule",
-             fmt::format("{} needs every layer's backward split, but layer {} ('{}') gives only backward",
-                         to_string(st.schedule), i, sc.model.layers[i].name),
+             fmt::format(
+                 "{} needs every layer's backward split, but layer {} ('{}') gives only backward",
+                 to_string(st.schedule), i, sc.model.layers[i].name),
              "backward_input and backward_weight on every layer");
     }
   }
@@ -639,12 +651,14 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     }
     const int count = static_cast<int>(st.stages.size());
     if (count % v != 0) {
-      r.fail(stages, "strategy.stages", fmt::format("{} stages cannot be dealt to devices as {} chunks each", count, v),
+      r.fail(stages, "strategy.stages",
+             fmt::format("{} stages cannot be dealt to devices as {} chunks each", count, v),
              "a multiple of strategy.virtual_stages");
     }
     for (int g = count / v; g < count; ++g) {
       const int p = g % (count / v);
-      if (st.stages[static_cast<size_t>(g)].replicas != st.stages[static_cast<size_t>(p)].replicas) {
+      if (st.stages[static_cast<size_t>(g)].replicas !=
+          st.stages[static_cast<size_t>(p)].replicas) {
         r.fail(stages[static_cast<size_t>(g)], fmt::format("strategy.stages.{}.replicas", g),
                fmt::format("stage {} shares devices with stage {} and needs its {} replicas", g, p,
                            st.stages[static_cast<size_t>(p)].replicas),
@@ -665,11 +679,13 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   sc.micro_batches = t.global_batch / per;
   const int P = st.positions();
   if (st.schedule == ScheduleKind::kInterleaved && sc.micro_batches % P != 0) {
-    r.fail(n["schedule"], "strategy.schedule",
-           fmt::format("interleaved needs the micro-batches per iteration (M = {}) to be a multiple of the "
-                       "pipeline depth ({})",
-                       sc.micro_batches, P),
-           "global_batch / (micro_batch x data) divisible by the number of devices in the pipeline");
+    r.fail(
+        n["schedule"], "strategy.schedule",
+        fmt::format(
+            "interleaved needs the micro-batches per iteration (M = {}) to be a multiple of the "
+            "pipeline depth ({})",
+            sc.micro_batches, P),
+        "global_batch / (micro_batch x data) divisible by the number of devices in the pipeline");
   }
   int64_t replicas = 0;
   for (const auto& s : st.stages) replicas += s.replicas;

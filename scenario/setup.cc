@@ -11,12 +11,14 @@ namespace pipesim {
 namespace {
 std::vector<int> position_replicas(const Scenario& s) {
   std::vector<int> r;
-  for (int p = 0; p < s.strategy.positions(); ++p) r.push_back(s.strategy.stages[static_cast<size_t>(p)].replicas);
+  for (int p = 0; p < s.strategy.positions(); ++p)
+    r.push_back(s.strategy.stages[static_cast<size_t>(p)].replicas);
   return r;
 }
 
 bool split_backward(const Model& m) {
-  return std::any_of(m.layers.begin(), m.layers.end(), [](const Layer& l) { return l.split_backward; });
+  return std::any_of(m.layers.begin(), m.layers.end(),
+                     [](const Layer& l) { return l.split_backward; });
 }
 }  // namespace
 

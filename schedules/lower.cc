@@ -21,8 +21,9 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.activation_bytes += layer.activation_bytes;
       p.params += layer.params;
     }
-    p.input_bytes = s.first_layer == 0 ? model.input_bytes
-                                       : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;
+    p.input_bytes = s.first_layer == 0
+                        ? model.input_bytes
+                        : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;
     p.output_bytes = model.layers.at(static_cast<size_t>(s.last_layer)).output_bytes;
     out.push_back(p);
   }
@@ -31,8 +32,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 
 namespace {
 
-Time split_time(Time t, int r) { return Time::ps((t.ps_count() + r - 1) / r); }
-int64_t split_bytes(int64_t b, int r) { return (b + r - 1) / r; }
+Time split_time(Time t, int r) {
+  return Time::ps((t.ps_count() + r - 1) / r);
+}
+int64_t split_bytes(int64_t b, int r) {
+  return (b + r - 1) / r;
+}
 
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
 // micro-batch: replica i covers [i * r2, (i + 1) * r2).
@@ -66,7 +71,8 @@ class Lowering {
     for (const auto& pos : in_.orders.steps) {
       for (const auto& list : pos) steps += list.size();
     }
-    b_.reserve(static_cast<size_t>(copies_) * blocks_ * steps * 2, static_cast<size_t>(copies_) * blocks_ * steps * 3);
+    b_.reserve(static_cast<size_t>(copies_) * blocks_ * steps * 2,
+               static_cast<size_t>(copies_) * blocks_ * steps * 3);
     add_static_memory();
     for (int c = 0; c < copies_; ++c) {
       for (int p = 0; p < P_; ++p) {
@@ -77,7 +83,9 @@ class Lowering {
     add_allreduces();
     TaskGraph graph = std::move(b_).build();
     if (auto problem = graph.validate()) {
-      if (in_.user_order) throw InputError(*problem, "an order in which every op's inputs come before it", "strategy.order");
+      if (in_.user_order)
+        throw InputError(*problem, "an order in which every op's inputs come before it",
+                         "strategy.order");
       PIPESIM_ASSERT(false, problem->c_str());
     }
     return graph;
@@ -89,9 +97,12 @@ class Lowering {
     OpId before = kNone;  // the slot's compute op just before it (the all-reduce waits for it)
   };
 
-  int replicas(int p) const { return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size()); }
+  int replicas(int p) const {
+    return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size());
+  }
   int device(int c, int g, int j) const {
-    return in_.placement[static_cast<size_t>(c)][static_cast<size_t>(g % P_)][static_cast<size_t>(j)];
+    return in_
+        .placement[static_cast<size_t>(c)][static_cast<size_t>(g % P_)][static_cast<size_t>(j)];
   }
   size_t slot(int c, int blk, int g, int m, int j) const {
     return ((((static_cast<size_t>(c) * blocks_ + blk) * G_ + g) * Mb_ + m) * max_r_) + j;
@@ -104,13 +115,15 @@ class Lowering {
       for (int p = 0; p < P_; ++p) {
         int64_t params = 0;
         for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
-        const int extra = in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
+        const int extra =
+            in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
         for (int j = 0; j < replicas(p); ++j) {
           const int d = device(c, p, j);
           b_.add_static_memory(d, MemCategory::kWeights, params * in_.param_bytes.weights);
           b_.add_static_memory(d, MemCategory::kGradients, params * in_.param_bytes.gradients);
           b_.add_static_memory(d, MemCategory::kOptimizer, params * in_.param_bytes.optimizer);
-          b_.add_static_memory(d, MemCategory::kStashedWeights, extra * params * in_.param_bytes.weights);
+          b_.add_static_memory(d, MemCategory::kStashedWeights,
+                               extra * params * in_.param_bytes.weights);
         }
       }
     }
@@ -128,8 +141,10 @@ class Lowering {
     // Which micro-batches this slot recomputes or runs a separate W for.
     std::vector<char> has_r(static_cast<size_t>(chunks) * Mb_, 0), has_w(has_r.size(), 0);
     for (const Step& s : steps) {
-      if (s.kind == OpKind::kRecompute) has_r[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
-      if (s.kind == OpKind::kWeightGrad) has_w[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
+      if (s.kind == OpKind::kRecompute)
+        has_r[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
+      if (s.kind == OpKind::kWeightGrad)
+        has_w[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
     }
     Time optimizer;
     for (int g = p; g < G_; g += P_) optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
@@ -173,7 +188,8 @@ class Lowering {
             index = &rec_;
             break;
           case OpKind::kBackward:
-            op.duration = split_time(has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, split);
+            op.duration = split_time(
+                has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, split);
             if (!has_w[k]) op.mem_at_end = -act;
             index = &bwd_;
             break;
@@ -182,7 +198,8 @@ class Lowering {
             op.mem_at_end = -act;
             index = &wgt_;
             break;
-          default: PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
+          default:
+            PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
         }
         OpId& target = (*index)[slot(c, blk, g, s.micro_batch, j)];
         PIPESIM_ASSERT(target == kNone, "each step appears once per block");
@@ -192,7 +209,8 @@ class Lowering {
     }
   }
 
-  OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes, CommKind kind) {
+  OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
+                    CommKind kind) {
     Op t;
     t.kind = OpKind::kTransfer;
     t.mem_category = MemCategory::kOther;
@@ -209,7 +227,8 @@ class Lowering {
   }
 
   // `from` on device src feeds `to` on device dst: directly on one device, else through a transfer.
-  void connect(OpId from, int src, OpId to, int dst, int g, int mb, int it, int64_t bytes, CommKind kind) {
+  void connect(OpId from, int src, OpId to, int dst, int g, int mb, int it, int64_t bytes,
+               CommKind kind) {
     if (src == dst) {
       b_.add_dep(to, from);
       return;
@@ -230,7 +249,8 @@ class Lowering {
               if (rr && j != rr_replica(g, m)) continue;
               const OpId f = fwd_[slot(c, blk, g, m, j)];
               const OpId bk = bwd_[slot(c, blk, g, m, j)];
-              PIPESIM_ASSERT(f != kNone && bk != kNone, "every micro-batch has F and B on every stage");
+              PIPESIM_ASSERT(f != kNone && bk != kNone,
+                             "every micro-batch has F and B on every stage");
               if (const OpId w = wgt_[slot(c, blk, g, m, j)]; w != kNone) b_.add_dep(w, bk);
               if (const OpId rc = rec_[slot(c, blk, g, m, j)]; rc != kNone) {
                 b_.add_dep(bk, rc);
@@ -254,12 +274,12 @@ class Lowering {
                   bytes = out * share / (int64_t{r} * r2);
                 }
                 const int src = device(c, g, i), dst = device(c, g + 1, j);
-                connect(fwd_[slot(c, blk, g, m, i)], src, fwd_[slot(c, blk, g + 1, m, j)], dst, g, mb, mb / M, bytes,
-                        CommKind::kActivation);
+                connect(fwd_[slot(c, blk, g, m, i)], src, fwd_[slot(c, blk, g + 1, m, j)], dst, g,
+                        mb, mb / M, bytes, CommKind::kActivation);
                 const OpId rc = rec_[slot(c, blk, g, m, i)];
                 const OpId grad_target = rc != kNone ? rc : bwd_[slot(c, blk, g, m, i)];
-                connect(bwd_[slot(c, blk, g + 1, m, j)], dst, grad_target, src, g + 1, mb, mb / M, bytes,
-                        CommKind::kGradient);
+                connect(bwd_[slot(c, blk, g + 1, m, j)], dst, grad_target, src, g + 1, mb, mb / M,
+                        bytes, CommKind::kGradient);
               }
             }
           }
@@ -286,13 +306,16 @@ class Lowering {
         std::vector<OpId> next(static_cast<size_t>(n));
         for (int i = 0; i < n; ++i) {
           const int to = (i + 1) % n;
-          const OpId dep = step == 0 ? members[static_cast<size_t>(i)].before : incoming[static_cast<size_t>(i)];
-          next[static_cast<size_t>(to)] = add_transfer(dep, devs[static_cast<size_t>(i)], devs[static_cast<size_t>(to)],
-                                                       p, -1, it, chunk, CommKind::kAllReduce);
+          const OpId dep =
+              step == 0 ? members[static_cast<size_t>(i)].before : incoming[static_cast<size_t>(i)];
+          next[static_cast<size_t>(to)] =
+              add_transfer(dep, devs[static_cast<size_t>(i)], devs[static_cast<size_t>(to)], p, -1,
+                           it, chunk, CommKind::kAllReduce);
         }
         incoming = std::move(next);
       }
-      for (int i = 0; i < n; ++i) b_.add_dep(members[static_cast<size_t>(i)].op, incoming[static_cast<size_t>(i)]);
+      for (int i = 0; i < n; ++i)
+        b_.add_dep(members[static_cast<size_t>(i)].op, incoming[static_cast<size_t>(i)]);
     }
   }
 
@@ -307,6 +330,8 @@ class Lowering {
 
 }  // namespace
 
-TaskGraph lower(const LoweringInput& in) { return Lowering(in).run(); }
+TaskGraph lower(const LoweringInput& in) {
+  return Lowering(in).run();
+}
 
 }  // namespace pipesim

@@ -66,9 +66,13 @@ std::string schedule_names() {
   return out;
 }
 
-bool is_async(ScheduleKind k) { return k == ScheduleKind::kPipeDream || k == ScheduleKind::kPipeDream2BW; }
+bool is_async(ScheduleKind k) {
+  return k == ScheduleKind::kPipeDream || k == ScheduleKind::kPipeDream2BW;
+}
 
-bool needs_split_backward(ScheduleKind k) { return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2; }
+bool needs_split_backward(ScheduleKind k) {
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
+}
 
 int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);

@@ -80,9 +80,10 @@ struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
   std::vector<StageSpec> stages;  // global stages; stage g runs on pipeline position g % positions
   int data = 1;
-  int virtual_stages = 1;         // model chunks per device (interleaved)
-  bool vertical_sync = false;     // PipeDream: every stage uses the version the input stage used
-  std::vector<std::string> order; // hand-written order, one line per position (`pipesim order` notation)
+  int virtual_stages = 1;      // model chunks per device (interleaved)
+  bool vertical_sync = false;  // PipeDream: every stage uses the version the input stage used
+  std::vector<std::string>
+      order;  // hand-written order, one line per position (`pipesim order` notation)
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
 };

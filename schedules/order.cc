@@ -11,11 +11,19 @@
 namespace pipesim {
 namespace {
 
-Step F(int m, int c = 0) { return {OpKind::kForward, m, c}; }
-Step B(int m, int c = 0) { return {OpKind::kBackward, m, c}; }
-Step W(int m, int c = 0) { return {OpKind::kWeightGrad, m, c}; }
+Step F(int m, int c = 0) {
+  return {OpKind::kForward, m, c};
+}
+Step B(int m, int c = 0) {
+  return {OpKind::kBackward, m, c};
+}
+Step W(int m, int c = 0) {
+  return {OpKind::kWeightGrad, m, c};
+}
 
-bool is_backward(const Step& s) { return s.kind == OpKind::kBackward || s.kind == OpKind::kWeightGrad; }
+bool is_backward(const Step& s) {
+  return s.kind == OpKind::kBackward || s.kind == OpKind::kWeightGrad;
+}
 
 // Warm-up forwards, then (forward, backward) pairs, then the remaining backwards, over
 // micro-batches 0..M-1 of chunk 0.
@@ -47,11 +55,13 @@ StepList with_optimizer_steps(const StepList& in, int micro_batches_per_step, in
     after[static_cast<size_t>(k)] = static_cast<int>(i);
   }
   for (int k = 1; k < steps; ++k) {
-    after[static_cast<size_t>(k)] = std::max(after[static_cast<size_t>(k)], after[static_cast<size_t>(k) - 1]);
+    after[static_cast<size_t>(k)] =
+        std::max(after[static_cast<size_t>(k)], after[static_cast<size_t>(k) - 1]);
   }
   StepList out;
   size_t k = 0;
-  for (; k < after.size() && after[k] < 0; ++k) out.push_back({OpKind::kOptimizer, static_cast<int>(k), 0});
+  for (; k < after.size() && after[k] < 0; ++k)
+    out.push_back({OpKind::kOptimizer, static_cast<int>(k), 0});
   for (size_t i = 0; i < in.size(); ++i) {
     out.push_back(in[i]);
     for (; k < after.size() && after[k] == static_cast<int>(i); ++k) {
@@ -101,7 +111,8 @@ ScheduleOrder gpipe_recompute_order(int stages, int micro_batches) {
 ScheduleOrder one_f_one_b_order(int stages, int micro_batches) {
   ScheduleOrder order;
   // Megatron-LM schedules.py: num_warmup_microbatches = min(S - s - 1, M).
-  for (int s = 0; s < stages; ++s) order.push_back(warmup_then_pairs(micro_batches, stages - s - 1));
+  for (int s = 0; s < stages; ++s)
+    order.push_back(warmup_then_pairs(micro_batches, stages - s - 1));
   return order;
 }
 
@@ -133,7 +144,8 @@ ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batche
 ScheduleOrder zero_bubble_order(int stages, int micro_batches, int c) {
   ScheduleOrder order;
   for (int s = 0; s < stages; ++s) {
-    const StepList base = warmup_then_pairs(micro_batches, std::min((stages - s - 1) * c, micro_batches));
+    const StepList base =
+        warmup_then_pairs(micro_batches, std::min((stages - s - 1) * c, micro_batches));
     const int delay = c * s;
     StepList steps;
     int next_w = 0;
@@ -166,21 +178,35 @@ std::optional<std::string> parse_steps(std::string_view line, StepList& out) {
     return true;
   };
   while (i < line.size()) {
-    if (line[i] == ' ' || line[i] == '\t') { ++i; continue; }
+    if (line[i] == ' ' || line[i] == '\t') {
+      ++i;
+      continue;
+    }
     const size_t start = i;
     Step s;
     switch (line[i]) {
-      case 'F': s.kind = OpKind::kForward; break;
-      case 'B': s.kind = OpKind::kBackward; break;
-      case 'W': s.kind = OpKind::kWeightGrad; break;
-      case 'R': s.kind = OpKind::kRecompute; break;
-      default: return fmt::format("'{}' at column {} is not a step", line.substr(i, 1), i + 1);
+      case 'F':
+        s.kind = OpKind::kForward;
+        break;
+      case 'B':
+        s.kind = OpKind::kBackward;
+        break;
+      case 'W':
+        s.kind = OpKind::kWeightGrad;
+        break;
+      case 'R':
+        s.kind = OpKind::kRecompute;
+        break;
+      default:
+        return fmt::format("'{}' at column {} is not a step", line.substr(i, 1), i + 1);
     }
     ++i;
-    if (!number(s.micro_batch)) return fmt::format("step at column {} lacks a micro-batch number", start + 1);
+    if (!number(s.micro_batch))
+      return fmt::format("step at column {} lacks a micro-batch number", start + 1);
     if (line.substr(i, 2) == ".c") {
       i += 2;
-      if (!number(s.chunk)) return fmt::format("step at column {} lacks a chunk number after '.c'", start + 1);
+      if (!number(s.chunk))
+        return fmt::format("step at column {} lacks a chunk number after '.c'", start + 1);
     }
     if (i < line.size() && line[i] != ' ' && line[i] != '\t') {
       return fmt::format("unexpected '{}' at column {}", line.substr(i, 1), i + 1);
@@ -201,8 +227,9 @@ SlotOrders build_orders(const OrderSpec& spec) {
     out.blocks = 1;
     out.micro_batches = N;
     const int total_ranks = std::accumulate(spec.replicas.begin(), spec.replicas.end(), 0);
-    out.round_robin = spec.kind == ScheduleKind::kPipeDream &&
-                      std::any_of(spec.replicas.begin(), spec.replicas.end(), [](int r) { return r > 1; });
+    out.round_robin =
+        spec.kind == ScheduleKind::kPipeDream &&
+        std::any_of(spec.replicas.begin(), spec.replicas.end(), [](int r) { return r > 1; });
     int ranks_before = 0;
     for (int p = 0; p < P; ++p) {
       const int r = spec.replicas[static_cast<size_t>(p)];
@@ -213,9 +240,12 @@ SlotOrders build_orders(const OrderSpec& spec) {
         const int warmup = out.round_robin ? (total_ranks - 1 - ranks_before) / r : P - p - 1;
         StepList steps = pipedream_rank_order(mbs, warmup);
         if (spec.split_backward) steps = with_weight_grads(steps);
-        out.steps[static_cast<size_t>(p)].push_back(with_optimizer_steps(steps, M, spec.iterations));
+        out.steps[static_cast<size_t>(p)].push_back(
+            with_optimizer_steps(steps, M, spec.iterations));
       }
-      if (!out.round_robin) out.steps[static_cast<size_t>(p)].resize(static_cast<size_t>(r), out.steps[static_cast<size_t>(p)][0]);
+      if (!out.round_robin)
+        out.steps[static_cast<size_t>(p)].resize(static_cast<size_t>(r),
+                                                 out.steps[static_cast<size_t>(p)][0]);
       ranks_before += r;
     }
     return out;
@@ -230,20 +260,36 @@ SlotOrders build_orders(const OrderSpec& spec) {
     places_w = true;  // the user decides where (and whether) W runs
   } else {
     switch (spec.kind) {
-      case ScheduleKind::kGpipe: base = gpipe_order(P, M); break;
-      case ScheduleKind::kGpipeRecompute: base = gpipe_recompute_order(P, M); break;
-      case ScheduleKind::kDapple: base = one_f_one_b_order(P, M); break;
-      case ScheduleKind::kInterleaved: base = interleaved_order(P, spec.virtual_stages, M); break;
-      case ScheduleKind::kZbH1: base = zero_bubble_order(P, M, 1); places_w = true; break;
-      case ScheduleKind::kZbH2: base = zero_bubble_order(P, M, 2); places_w = true; break;
-      default: PIPESIM_ASSERT(false, "asynchronous schedules are handled above");
+      case ScheduleKind::kGpipe:
+        base = gpipe_order(P, M);
+        break;
+      case ScheduleKind::kGpipeRecompute:
+        base = gpipe_recompute_order(P, M);
+        break;
+      case ScheduleKind::kDapple:
+        base = one_f_one_b_order(P, M);
+        break;
+      case ScheduleKind::kInterleaved:
+        base = interleaved_order(P, spec.virtual_stages, M);
+        break;
+      case ScheduleKind::kZbH1:
+        base = zero_bubble_order(P, M, 1);
+        places_w = true;
+        break;
+      case ScheduleKind::kZbH2:
+        base = zero_bubble_order(P, M, 2);
+        places_w = true;
+        break;
+      default:
+        PIPESIM_ASSERT(false, "asynchronous schedules are handled above");
     }
   }
   for (int p = 0; p < P; ++p) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);
     steps.push_back({OpKind::kOptimizer, 0, 0});
-    out.steps[static_cast<size_t>(p)].assign(static_cast<size_t>(spec.replicas[static_cast<size_t>(p)]), steps);
+    out.steps[static_cast<size_t>(p)].assign(
+        static_cast<size_t>(spec.replicas[static_cast<size_t>(p)]), steps);
   }
   return out;
 }

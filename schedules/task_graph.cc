@@ -32,10 +32,14 @@ char op_letter(OpKind k) {
 
 const char* to_string(CommKind c) {
   switch (c) {
-    case CommKind::kNone: return "none";
-    case CommKind::kActivation: return "activation";
-    case CommKind::kGradient: return "gradient";
-    case CommKind::kAllReduce: return "allreduce";
+    case CommKind::kNone:
+      return "none";
+    case CommKind::kActivation:
+      return "activation";
+    case CommKind::kGradient:
+      return "gradient";
+    case CommKind::kAllReduce:
+      return "allreduce";
   }
   return "?";
 }

@@ -14,7 +14,7 @@ std::string op_label(const Op& op) {
     case OpKind::kOptimizer:
       return "optimizer";
     case OpKind::kTransfer:
-      return op.bytes > 0 ? "send" : "signal";
+      return to_string(op.comm);
     default:
       break;
   }
@@ -29,9 +29,25 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
   r.info = info;
   r.makespan = timeline.makespan;
   r.iteration_time = info.iterations > 0 ? timeline.makespan / info.iterations : timeline.makespan;
+  if (info.asynchronous && info.iterations >= 2) {
+    // Steady state without flushes: the mean gap between the completions (last optimizer
+    // step anywhere) of consecutive mini-batches, from the first to the last.
+    std::vector<Time> done(static_cast<size_t>(info.iterations));
+    for (OpId id = 0; id < graph.size(); ++id) {
+      const Op& op = graph.op(id);
+      if (op.kind == OpKind::kOptimizer && op.iteration < info.iterations) {
+        auto& d = done[static_cast<size_t>(op.iteration)];
+        d = max(d, timeline.end[id]);
+      }
+    }
+    r.iteration_time = (done.back() - done.front()) / (info.iterations - 1);
+  }
   const double seconds = timeline.makespan.seconds();
-  r.throughput =
-      seconds > 0 ? static_cast<double>(info.samples_per_iteration) * info.iterations / seconds : 0;
+  if (info.asynchronous && r.iteration_time > Time::zero()) {
+    r.throughput = static_cast<double>(info.samples_per_iteration) / r.iteration_time.seconds();
+  } else if (seconds > 0) {
+    r.throughput = static_cast<double>(info.samples_per_iteration) * info.iterations / seconds;
+  }
   r.events = timeline.events;
   r.oom = timeline.oom;
 

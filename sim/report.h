@@ -16,8 +16,8 @@ struct RunInfo {
   std::string schedule;
   int64_t samples_per_iteration = 0;  // the global batch
   int iterations = 1;
-  bool asynchronous = false;          // iteration time is then the steady-state period
-  double wall_s = 0;  // how long the simulation took (0 for reproducible output)
+  bool asynchronous = false;  // iteration time is then the steady-state period
+  double wall_s = 0;          // how long the simulation took (0 for reproducible output)
 };
 
 struct DeviceReport {

@@ -177,35 +177,44 @@ const Rule kRules[] = {
      "strategy.placement: the strategy needs 5 GPUs but the cluster has 4"},
     {"schedule", edit(kBase, "schedule: dapple", "schedule: dapel"),
      ":16:13: strategy.schedule: unknown or unavailable schedule 'dapel'; did you mean 'dapple'? "
-     "(gpipe, gpipe-recompute, dapple, 1f1b, pipedream-flush, pipedream, pipedream-2bw, interleaved, zb-h1, "
+     "(gpipe, gpipe-recompute, dapple, 1f1b, pipedream-flush, pipedream, pipedream-2bw, "
+     "interleaved, zb-h1, "
      "zb-h2)"},
     {"virtual_stages", edit(kBase, "schedule: dapple", "schedule: dapple\n  virtual_stages: 2"),
-     ":17:19: strategy.virtual_stages: 2 model chunks per device need an interleaved schedule (1, or schedule: "
+     ":17:19: strategy.virtual_stages: 2 model chunks per device need an interleaved schedule (1, "
+     "or schedule: "
      "interleaved)"},
-    {"virtual_stages_range", edit(kBase, "schedule: dapple", "schedule: interleaved\n  virtual_stages: 0"),
+    {"virtual_stages_range",
+     edit(kBase, "schedule: dapple", "schedule: interleaved\n  virtual_stages: 0"),
      "strategy.virtual_stages: 0 is out of range (a whole number from 1 to 64)"},
     {"interleaved_stage_count",
-     edit(edit(kBase, "schedule: dapple", "schedule: interleaved\n  virtual_stages: 2"), "- {layers: 2-3}",
-          "- {layers: 2-2}\n    - {layers: 3-3}"),
+     edit(edit(kBase, "schedule: dapple", "schedule: interleaved\n  virtual_stages: 2"),
+          "- {layers: 2-3}", "- {layers: 2-2}\n    - {layers: 3-3}"),
      ":19:5: strategy.stages: 3 stages cannot be dealt to devices as 2 chunks each"},
     // 4 layers as 2 x 2 chunks; global_batch 6 / micro_batch 2 gives M = 3, not a multiple of 2.
     {"interleaved_m_multiple",
      edit(edit(edit(kBase, "schedule: dapple", "schedule: interleaved\n  virtual_stages: 2"),
                "  stages:\n    - {layers: 0-1}\n    - {layers: 2-3}\n", "  pipeline: 2\n"),
           "global_batch: 8", "global_batch: 6"),
-     ":16:13: strategy.schedule: interleaved needs the micro-batches per iteration (M = 3) to be a multiple of the "
+     ":16:13: strategy.schedule: interleaved needs the micro-batches per iteration (M = 3) to be a "
+     "multiple of the "
      "pipeline depth (2)"},
     {"zb_unsplit", edit(kBase, "schedule: dapple", "schedule: zb-h1"),
-     ":16:13: strategy.schedule: zb-h1 needs every layer's backward split, but layer 0 ('a') gives only backward"},
-    {"vertical_sync_not_pipedream", edit(kBase, "schedule: dapple", "schedule: dapple\n  vertical_sync: true"),
+     ":16:13: strategy.schedule: zb-h1 needs every layer's backward split, but layer 0 ('a') gives "
+     "only backward"},
+    {"vertical_sync_not_pipedream",
+     edit(kBase, "schedule: dapple", "schedule: dapple\n  vertical_sync: true"),
      "strategy.vertical_sync: vertical sync is a PipeDream option (schedule: pipedream)"},
     {"order_lines", edit(kBase, "schedule: dapple", "schedule: dapple\n  order: [F0 B0]"),
      "strategy.order: expected 2 lines, got 1"},
     {"order_token", edit(kBase, "schedule: dapple", "schedule: dapple\n  order: [F0 X1, F0 B0]"),
      "strategy.order.0: 'X' at column 4 is not a step"},
-    {"order_missing", edit(kBase, "schedule: dapple", "schedule: dapple\n  order: ['F0 F1 F2 F3 B0 B1 B2', 'F0 B0']"),
+    {"order_missing",
+     edit(kBase, "schedule: dapple",
+          "schedule: dapple\n  order: ['F0 F1 F2 F3 B0 B1 B2', 'F0 B0']"),
      "strategy.order.0: B3 is missing (every forward and backward of the iteration)"},
-    {"order_twice", edit(kBase, "schedule: dapple", "schedule: dapple\n  order: ['F0 F0', 'F0 B0']"),
+    {"order_twice",
+     edit(kBase, "schedule: dapple", "schedule: dapple\n  order: ['F0 F0', 'F0 B0']"),
      "strategy.order.0: F0 appears twice (each step once)"},
     {"order_range", edit(kBase, "schedule: dapple", "schedule: dapple\n  order: ['F9', 'F0 B0']"),
      "strategy.order.0: F9 is out of range (micro-batches 0-3)"},

@@ -45,7 +45,8 @@ class OrderShape : public ::testing::TestWithParam<std::tuple<ScheduleKind, int,
 
 TEST_P(OrderShape, EveryMicroBatchOnceForwardBeforeBackward) {
   const auto [kind, S, M] = GetParam();
-  const ScheduleOrder o = kind == ScheduleKind::kGpipe ? gpipe_order(S, M) : one_f_one_b_order(S, M);
+  const ScheduleOrder o =
+      kind == ScheduleKind::kGpipe ? gpipe_order(S, M) : one_f_one_b_order(S, M);
   ASSERT_EQ(static_cast<int>(o.size()), S);
   for (int s = 0; s < S; ++s) {
     std::vector<int> f_pos(static_cast<size_t>(M), -1), b_pos(static_cast<size_t>(M), -1);
@@ -217,7 +218,8 @@ TEST(Lowering, ReplicasSplitWorkAndResplitOutputs) {
     }
     if (op.comm == CommKind::kActivation) fwd_bytes.push_back(op.bytes);
     if (op.comm == CommKind::kGradient) grad_total += op.bytes;
-    if (op.comm == CommKind::kAllReduce) (op.stage == 0 ? allreduce_stage0 : allreduce_stage1).push_back(op.bytes);
+    if (op.comm == CommKind::kAllReduce)
+      (op.stage == 0 ? allreduce_stage0 : allreduce_stage1).push_back(op.bytes);
   }
   EXPECT_EQ(fwd_bytes, (std::vector<int64_t>{200, 100, 100, 200}));
   EXPECT_EQ(grad_total, 600);  // the gradient comes back the same way

@@ -15,36 +15,57 @@ std::string to_yaml(const PipeSpec& p) {
   auto at = [](const std::vector<double>& v, int s) {
     return v.size() == 1 ? v[0] : v.at(static_cast<size_t>(s));
   };
+  const int layers_count = p.stages * p.virtual_stages;
   std::string layers;
-  for (int s = 0; s < p.stages; ++s) {
+  for (int s = 0; s < layers_count; ++s) {
+    const std::string backward = p.tw_ms.empty()
+                                     ? fmt::format("backward: {} ms", at(p.tb_ms, s))
+                                     : fmt::format("backward_input: {} ms, backward_weight: {} ms",
+                                                   at(p.tb_ms, s), at(p.tw_ms, s));
     layers += fmt::format(
-        "    - {{name: l{}, forward: {} ms, backward: {} ms, activation: {}, output: {}, params: "
-        "{}}}\n",
-        s, at(p.tf_ms, s), at(p.tb_ms, s), p.activation, p.output, p.params);
+        "    - {{name: l{}, forward: {} ms, {}, activation: {}, output: {}, params: {}}}\n", s,
+        at(p.tf_ms, s), backward, p.activation, p.output, p.params);
   }
+  int gpus = 0;
+  std::string stages;
+  if (p.replicas.empty()) {
+    gpus = p.stages;
+    stages = fmt::format("  pipeline: {}\n", p.stages);
+  } else {
+    stages = "  stages:\n";
+    for (int s = 0; s < p.stages; ++s) {
+      stages += fmt::format("    - {{layers: {}-{}, replicas: {}}}\n", s, s,
+                            p.replicas.at(static_cast<size_t>(s)));
+      gpus += p.replicas.at(static_cast<size_t>(s));
+    }
+  }
+  gpus *= p.data;
   return fmt::format(R"(name: test
 cluster:
   gpu: {gpu}
   nodes: 1
-  gpus_per_node: {S}
+  gpus_per_node: {gpus}
   intra_node: {{kind: nvlink, bandwidth: {bw}, latency: {lat}}}
 model:
   layers:
 {layers}training:
-  global_batch: {M}
+  global_batch: {batch}
   micro_batch: 1
   precision: {precision}
   optimizer: {optimizer}
   iterations: {iters}
 strategy:
   schedule: {schedule}
-  pipeline: {S}
-)",
-                     fmt::arg("gpu", p.gpu), fmt::arg("S", p.stages), fmt::arg("bw", p.bandwidth),
+  data: {data}
+  virtual_stages: {v}
+{stages}{extra})",
+                     fmt::arg("gpu", p.gpu), fmt::arg("gpus", gpus), fmt::arg("bw", p.bandwidth),
                      fmt::arg("lat", p.latency), fmt::arg("layers", layers),
-                     fmt::arg("M", p.micro_batches), fmt::arg("precision", p.precision),
-                     fmt::arg("optimizer", p.optimizer), fmt::arg("iters", p.iterations),
-                     fmt::arg("schedule", p.schedule));
+                     fmt::arg("batch", p.micro_batches * p.data),
+                     fmt::arg("precision", p.precision), fmt::arg("optimizer", p.optimizer),
+                     fmt::arg("iters", p.iterations), fmt::arg("schedule", p.schedule),
+                     fmt::arg("data", p.data), fmt::arg("v", p.virtual_stages),
+                     fmt::arg("stages", stages), fmt::arg("extra", p.strategy_extra));
 }
 
 SimRun run_yaml(const std::string& yaml, bool record_memory) {
@@ -53,8 +74,12 @@ SimRun run_yaml(const std::string& yaml, bool record_memory) {
   SimOptions o;
   o.record_memory = record_memory;
   Timeline tl = simulate(g, sc.cluster, o);
-  RunInfo info{sc.name, std::string(to_string(sc.strategy.schedule)), sc.training.global_batch,
-               sc.training.iterations, is_async(sc.strategy.schedule), 0.0};
+  RunInfo info{sc.name,
+               std::string(to_string(sc.strategy.schedule)),
+               sc.training.global_batch,
+               sc.training.iterations,
+               is_async(sc.strategy.schedule),
+               0.0};
   Report rep = make_report(g, sc.cluster, tl, info);
   return SimRun{std::move(sc), std::move(g), std::move(tl), std::move(rep)};
 }

@@ -11,14 +11,20 @@
 
 namespace pipesim::test {
 
-// A straight pipeline, one layer per stage, on one node of S GPUs joined by NVLink.
-// Times are in milliseconds; equal times per stage unless lists are given.
+// A pipeline, one layer per stage (chunk), on one node of as many GPUs as it needs, joined
+// by an NVLink mesh. Times are in milliseconds; equal times per stage unless lists are given.
 struct PipeSpec {
   int stages = 4;
   int micro_batches = 8;
   std::string schedule = "dapple";
   std::vector<double> tf_ms{1.0};  // one value for every stage, or one per stage
   std::vector<double> tb_ms{1.0};
+  std::vector<double>
+      tw_ms;               // non-empty: split backward (backward_input = tb, backward_weight = tw)
+  int virtual_stages = 1;  // layers = stages x virtual_stages, one per chunk
+  std::vector<int> replicas;  // per stage; empty = one GPU each
+  int data = 1;
+  std::string strategy_extra;  // more strategy lines, e.g. "  vertical_sync: true\n"
   std::string activation = "1 MiB";
   std::string output = "0 B";
   std::string latency = "0 us";
@@ -59,3 +65,10 @@ std::string write_temp(const std::string& name, const std::string& text);
 std::string read_file(const std::string& path);
 
 }  // namespace pipesim::test
+
+namespace pipesim {
+// Readable Time values in GoogleTest failure messages.
+inline void PrintTo(Time t, std::ostream* os) {
+  *os << t.ps_count() << " ps (" << t.seconds() * 1e3 << " ms)";
+}
+}  // namespace pipesim
