@@ -61,18 +61,24 @@ Scenario load(const std::string& file, const std::vector<std::string>& sets) {
 }
 
 std::string placement_table(const Scenario& s) {
+  // One line per pipeline position (and data-parallel copy): its stages (several chunks
+  // for interleaved schedules), their layers and the GPUs of its replicas.
   std::string out = "placement   ";
+  const int positions = s.strategy.positions();
   for (size_t c = 0; c < s.placement.size(); ++c) {
-    for (size_t g = 0; g < s.placement[c].size(); ++g) {
-      std::string devs;
-      for (int d : s.placement[c][g]) {
+    for (int p = 0; p < positions; ++p) {
+      std::string devs, stages, layers;
+      for (int d : s.placement[c][static_cast<size_t>(p)]) {
         if (!devs.empty()) devs += ',';
         devs += s.cluster.device(d).name;
       }
-      const auto& st = s.strategy.stages[g];
-      out += fmt::format("{}stage {}{} (layers {}-{}) -> {}\n", c + g == 0 ? "" : "            ", g,
-                         s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", st.first_layer,
-                         st.last_layer, devs);
+      for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size(); g += static_cast<size_t>(positions)) {
+        const StageSpec& st = s.strategy.stages[g];
+        stages += fmt::format("{}{}", stages.empty() ? "" : ",", g);
+        layers += fmt::format("{}{}-{}", layers.empty() ? "" : ", ", st.first_layer, st.last_layer);
+      }
+      out += fmt::format("{}stage {}{} (layers {}) -> {}\n", c + p == 0 ? "" : "            ", stages,
+                         s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", layers, devs);
     }
   }
   return out;
