@@ -1,17 +1,30 @@
 #include "sim/engine.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "sim/event_queue.h"
+#include "sim/network.h"
 
 namespace pipesim {
 namespace {
 
+// What an event means: its payload is an op id plus one of these in the top two bits.
+enum EventKind : uint32_t {
+  kOpEnd = 0,        // a compute op ends
+  kLatencyDone = 1,  // a transfer's latency has elapsed: its bytes start to flow
+  kFlowDone = 2,     // a flow's projected completion (stale if re-rated since)
+};
+constexpr uint32_t kKindShift = 30;
+constexpr uint32_t kIdMask = (1u << kKindShift) - 1;
+
 class Engine {
  public:
   Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
-      : graph_(g), cluster_(c), options_(o) {
+      : graph_(g), cluster_(c), options_(o), network_(c, g.size()) {
     const size_t n = g.size();
     PIPESIM_ASSERT(g.num_devices() == c.num_devices(), "TaskGraph built for this cluster");
+    PIPESIM_ASSERT(n <= kIdMask, "fewer than 2^30 ops");
     tl_.start.assign(n, Time::max());
     tl_.end.assign(n, Time::max());
     tl_.devices.resize(static_cast<size_t>(c.num_devices()));
@@ -23,14 +36,14 @@ class Engine {
     for (OpId id = 0; id < n; ++id) waiting_[id] = static_cast<uint32_t>(g.deps(id).size());
     cursor_.assign(static_cast<size_t>(c.num_devices()), 0);
     running_.assign(static_cast<size_t>(c.num_devices()), false);
+    stream_free_.assign(static_cast<size_t>(c.num_devices()), Time::zero());
     memory_.resize(static_cast<size_t>(c.num_devices()));
     queue_.reserve(static_cast<size_t>(c.num_devices()) * 2 + 64);
   }
 
   Timeline run() {
     for (int d = 0; d < cluster_.num_devices(); ++d) {
-      auto& mem = memory_[static_cast<size_t>(d)];
-      mem = graph_.static_memory(d);
+      memory_[static_cast<size_t>(d)] = graph_.static_memory(d);
       note_memory(d, Time::zero(), UINT32_MAX);
     }
     for (OpId id = 0; id < graph_.size(); ++id) {
@@ -44,17 +57,38 @@ class Engine {
       const Event e = queue_.pop();
       PIPESIM_ASSERT(e.time >= now, "time never goes backwards");
       now = e.time;
-      ++tl_.events;
-      finish(e.payload, now);
+      const OpId id = e.payload & kIdMask;
+      switch (e.payload >> kKindShift) {
+        case kOpEnd:
+          ++tl_.events;
+          finish(id, now);
+          break;
+        case kLatencyDone:
+          ++tl_.events;
+          start_flow(id, now);
+          break;
+        case kFlowDone:
+          if (!network_.is_current(id, now)) break;  // re-rated since; a newer event stands
+          ++tl_.events;
+          end_flow(id, now);
+          break;
+        default:
+          PIPESIM_ASSERT(false, "known event kind");
+      }
     }
+    // The end of the last op (stale flow projections may have been popped later).
     for (OpId id = 0; id < graph_.size(); ++id) {
       PIPESIM_ASSERT(tl_.end[id] != Time::max(), "every op of a validated TaskGraph runs");
+      tl_.makespan = max(tl_.makespan, tl_.end[id]);
     }
-    tl_.makespan = now;
     return std::move(tl_);
   }
 
  private:
+  void push(Time t, OpId id, EventKind kind) {
+    queue_.push(t, id | (static_cast<uint32_t>(kind) << kKindShift));
+  }
+
   void try_start_head(int d, Time now) {
     const auto du = static_cast<size_t>(d);
     if (running_[du]) return;
@@ -65,31 +99,89 @@ class Engine {
     running_[du] = true;
     const Op& op = graph_.op(head);
     tl_.start[head] = now;
+    account_exposed_comm(head, d, now);
     apply_memory(head, op.mem_at_start, now, false);
-    queue_.push(now + op.duration, head);
+    push(now + op.duration, head, kOpEnd);
+  }
+
+  // The part of the idle gap before `head` that waited for a transfer: from when the
+  // stream and every compute dependency were ready to when the op could start.
+  void account_exposed_comm(OpId head, int d, Time now) {
+    Time compute_ready = stream_free_[static_cast<size_t>(d)];
+    Time last_transfer_end;
+    CommKind last_kind = CommKind::kNone;
+    for (OpId dep : graph_.deps(head)) {
+      const Op& o = graph_.op(dep);
+      if (o.kind != OpKind::kTransfer) {
+        compute_ready = max(compute_ready, tl_.end[dep]);
+      } else if (tl_.end[dep] >= last_transfer_end) {
+        last_transfer_end = tl_.end[dep];
+        last_kind = o.comm;
+      }
+    }
+    if (now <= compute_ready || last_kind == CommKind::kNone) return;
+    DeviceStats& ds = tl_.devices[static_cast<size_t>(d)];
+    (last_kind == CommKind::kAllReduce ? ds.exposed_allreduce : ds.exposed_pipeline_comm) +=
+        now - compute_ready;
   }
 
   void start_transfer(OpId id, Time now) {
     const Op& op = graph_.op(id);
     const Route& route = cluster_.route(op.device, op.peer);
     routes_[id] = &route;
-    for (LinkDirection h : route.hops) {
-      auto& stats = tl_.links[static_cast<size_t>(h)];
-      stats.bytes += op.bytes;
-      if (link_active_[static_cast<size_t>(h)]++ == 0) link_since_[static_cast<size_t>(h)] = now;
-    }
     tl_.start[id] = now;
-    queue_.push(now + Cluster::transfer_time(route, op.bytes), id);
+    for (LinkDirection h : route.hops) tl_.links[static_cast<size_t>(h)].bytes += op.bytes;
+    if (route.latency > Time::zero()) {
+      push(now + route.latency, id, kLatencyDone);
+    } else {
+      start_flow(id, now);
+    }
+  }
+
+  void start_flow(OpId id, Time now) {
+    const Route& route = *routes_[id];
+    for (LinkDirection h : route.hops) {
+      const auto hu = static_cast<size_t>(h);
+      if (link_active_[hu]++ == 0) link_since_[hu] = now;
+      tl_.links[hu].peak_flows =
+          std::max(tl_.links[hu].peak_flows, static_cast<int>(link_active_[hu]));
+    }
+    changed_.clear();
+    network_.add(id, route, graph_.op(id).bytes, now, changed_);
+    after_rerate(now);
+  }
+
+  void end_flow(OpId id, Time now) {
+    changed_.clear();
+    network_.remove(id, now, changed_);
+    for (LinkDirection h : routes_[id]->hops) {
+      const auto hu = static_cast<size_t>(h);
+      if (--link_active_[hu] == 0) tl_.links[hu].busy += now - link_since_[hu];
+    }
+    after_rerate(now);
+    finish(id, now);
+  }
+
+  void after_rerate(Time now) {
+    for (const FlowNetwork::Update& u : changed_) push(u.finish, u.flow, kFlowDone);
+    if (!options_.record_links) return;
+    for (const FlowNetwork::Update& u : changed_) {
+      for (LinkDirection h : routes_[u.flow]->hops) record_link(h, now);
+    }
+  }
+
+  void record_link(LinkDirection h, Time now) {
+    const double cap = cluster_.direction_bandwidth(h);
+    if (!std::isfinite(cap)) return;
+    tl_.link_samples.push_back({now, h, static_cast<float>(network_.load(h) / cap)});
   }
 
   void finish(OpId id, Time now) {
     const Op& op = graph_.op(id);
     tl_.end[id] = now;
     if (op.kind == OpKind::kTransfer) {
-      for (LinkDirection h : routes_[id]->hops) {
-        if (--link_active_[static_cast<size_t>(h)] == 0) {
-          tl_.links[static_cast<size_t>(h)].busy += now - link_since_[static_cast<size_t>(h)];
-        }
+      if (options_.record_links) {
+        for (LinkDirection h : routes_[id]->hops) record_link(h, now);
       }
     } else {
       const auto d = static_cast<size_t>(op.device);
@@ -97,6 +189,7 @@ class Engine {
       tl_.devices[d].busy += op.duration;
       ++tl_.devices[d].ops;
       running_[d] = false;
+      stream_free_[d] = now;
       ++cursor_[d];
     }
     for (OpId s : graph_.successors(id)) {
@@ -134,23 +227,24 @@ class Engine {
       ds.peak_time = now;
     }
     const int64_t capacity = cluster_.device(d).gpu.memory_bytes;
-    if (!tl_.oom.oom && total > capacity) {
-      tl_.oom = {true, d, cause, now, total, capacity};
-    }
+    if (!tl_.oom.oom && total > capacity) tl_.oom = {true, d, cause, now, total, capacity};
   }
 
   const TaskGraph& graph_;
   const Cluster& cluster_;
   SimOptions options_;
+  FlowNetwork network_;
   Timeline tl_;
   EventQueue queue_;
   std::vector<uint32_t> waiting_;  // deps not yet ended, per op
   std::vector<uint32_t> cursor_;   // next op of each device's stream
   std::vector<bool> running_;
+  std::vector<Time> stream_free_;  // when each device's stream last became free
   std::vector<MemBreakdown> memory_;
   std::vector<const Route*> routes_;  // route of each transfer while it runs
   std::vector<uint32_t> link_active_;
   std::vector<Time> link_since_;
+  std::vector<FlowNetwork::Update> changed_;
 };
 
 }  // namespace

@@ -2,8 +2,9 @@
 //
 // It knows nothing of GPipe or DAPPLE: ops start when their stream predecessor and their
 // deps have ended; compute ops take their duration on their device's compute stream;
-// transfers take the link time of their route (latency + bytes / bottleneck bandwidth on
-// an idle path) and never occupy a compute stream.
+// transfers never occupy a compute stream: each waits its route's latency, then sends its
+// bytes as a flow sharing every link direction it crosses max-min fairly with the other
+// flows there (FlowNetwork). On an idle path that is latency + bytes / bottleneck.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,10 @@ namespace pipesim {
 
 struct DeviceStats {
   Time busy;  // total compute-stream time
+  // Exposed communication: time the compute stream sat idle with its next op ready except
+  // for a transfer (pipeline activations/gradients, or gradient all-reduce) not yet in.
+  Time exposed_pipeline_comm;
+  Time exposed_allreduce;
   int64_t peak_memory = 0;
   MemBreakdown at_peak{};  // breakdown at the moment of the peak
   Time peak_time;
@@ -25,7 +30,15 @@ struct DeviceStats {
 
 struct LinkStats {
   int64_t bytes = 0;
-  Time busy;  // time with at least one transfer on this link direction
+  Time busy;           // time with at least one flow sending on this link direction
+  int peak_flows = 0;  // most flows sending on it at once
+};
+
+// Utilisation of a link direction from `time` on (sum of its flows' rates / capacity).
+struct LinkSample {
+  Time time;
+  LinkDirection link;
+  float utilisation;
 };
 
 // A change of a device's memory, in the order the engine applied it.
@@ -50,12 +63,14 @@ struct Timeline {
   std::vector<DeviceStats> devices;          // [device]
   std::vector<LinkStats> links;              // [link direction]
   std::vector<MemoryChange> memory_changes;  // only with SimOptions::record_memory
+  std::vector<LinkSample> link_samples;      // only with SimOptions::record_links
   OomInfo oom;
   uint64_t events = 0;
 };
 
 struct SimOptions {
   bool record_memory = false;  // keep every memory change (for traces)
+  bool record_links = false;   // keep every change of link utilisation (for traces)
 };
 
 Timeline simulate(const TaskGraph& graph, const Cluster& cluster, const SimOptions& options = {});

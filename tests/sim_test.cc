@@ -216,7 +216,7 @@ TEST(Iterations, SynchronousIterationsRepeatTheFlush) {
 }
 
 // Longest path through deps and stream order with every op's own duration (transfers:
-// their idle-path link time). With no contention, the engine is an as-soon-as-possible
+// their idle-path link time). Without contention the engine is an as-soon-as-possible
 // scheduler of exactly this graph, so the makespan must equal it.
 Time critical_path(const SimRun& r, bool include_stream_order) {
   const TaskGraph& g = r.graph;
@@ -284,7 +284,15 @@ TEST(Properties, RandomPipelines) {
     // == the longest path once stream order is included.
     for (const DeviceReport& d : r.report.devices) EXPECT_LE(d.busy, makespan);
     EXPECT_LE(critical_path(r, false), makespan);
-    EXPECT_EQ(critical_path(r, true), makespan);
+    // Contention only slows transfers down: the makespan is at least the longest path
+    // with idle-path transfer costs, and equal to it when no link ever carried two flows.
+    bool contended = false;
+    for (const LinkStats& l : r.timeline.links) contended = contended || l.peak_flows > 1;
+    if (contended) {
+      EXPECT_LE(critical_path(r, true), makespan);
+    } else {
+      EXPECT_EQ(critical_path(r, true), makespan);
+    }
     // Memory returns to the static level after a synchronous run and never goes
     // negative on the way (the engine asserts the latter).
     for (int d = 0; d < p.stages; ++d) {
