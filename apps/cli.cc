@@ -72,13 +72,15 @@ std::string placement_table(const Scenario& s) {
         if (!devs.empty()) devs += ',';
         devs += s.cluster.device(d).name;
       }
-      for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size(); g += static_cast<size_t>(positions)) {
+      for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size();
+           g += static_cast<size_t>(positions)) {
         const StageSpec& st = s.strategy.stages[g];
         stages += fmt::format("{}{}", stages.empty() ? "" : ",", g);
         layers += fmt::format("{}{}-{}", layers.empty() ? "" : ", ", st.first_layer, st.last_layer);
       }
-      out += fmt::format("{}stage {}{} (layers {}) -> {}\n", c + p == 0 ? "" : "            ", stages,
-                         s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", layers, devs);
+      out +=
+          fmt::format("{}stage {}{} (layers {}) -> {}\n", c + p == 0 ? "" : "            ", stages,
+                      s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", layers, devs);
     }
   }
   return out;
@@ -90,6 +92,7 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   const TaskGraph graph = scenario_task_graph(sc);
   SimOptions opts;
   opts.record_memory = !o.trace.empty();
+  opts.record_links = !o.trace.empty();
   const Timeline tl = simulate(graph, sc.cluster, opts);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -27,19 +27,23 @@ model:
 training: {{global_batch: {M}, micro_batch: 1}}
 strategy: {{schedule: {schedule}, pipeline: {S}, virtual_stages: {v}}}
 )",
-                     fmt::arg("nodes", (stages + 7) / 8), fmt::arg("S", stages), fmt::arg("M", micro_batches),
-                     fmt::arg("layers", stages * v), fmt::arg("v", v), fmt::arg("schedule", schedule),
-                     fmt::arg("backward", split ? "backward_input: 1 ms, backward_weight: 1 ms" : "backward: 2 ms"));
+                     fmt::arg("nodes", (stages + 7) / 8), fmt::arg("S", stages),
+                     fmt::arg("M", micro_batches), fmt::arg("layers", stages * v), fmt::arg("v", v),
+                     fmt::arg("schedule", schedule),
+                     fmt::arg("backward", split ? "backward_input: 1 ms, backward_weight: 1 ms"
+                                                : "backward: 2 ms"));
 }
 
 // The graph's own footprint: ops, dependency arrays (both directions) and streams.
 size_t graph_bytes(const TaskGraph& g) {
-  return g.size() * (sizeof(Op) + 2 * sizeof(uint32_t) + sizeof(OpId)) + g.num_deps() * 2 * sizeof(OpId);
+  return g.size() * (sizeof(Op) + 2 * sizeof(uint32_t) + sizeof(OpId)) +
+         g.num_deps() * 2 * sizeof(OpId);
 }
 
 void BM_GenerateAndSimulate(benchmark::State& state, const std::string& schedule) {
   const Scenario sc = load_scenario_text(
-      pipeline_yaml(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), schedule), "bench.yaml");
+      pipeline_yaml(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), schedule),
+      "bench.yaml");
   size_t ops = 0, bytes = 0;
   for (auto _ : state) {
     const TaskGraph g = scenario_task_graph(sc);
@@ -62,8 +66,8 @@ void BM_SimulateOnlyDapple(benchmark::State& state) {
 BENCHMARK(BM_SimulateOnlyDapple)->Unit(benchmark::kMillisecond);
 
 const int kRegistered = [] {
-  for (const char* s : {"dapple", "gpipe", "gpipe-recompute", "pipedream", "pipedream-2bw", "interleaved", "zb-h1",
-                        "zb-h2"}) {
+  for (const char* s : {"dapple", "gpipe", "gpipe-recompute", "pipedream", "pipedream-2bw",
+                        "interleaved", "zb-h1", "zb-h2"}) {
     benchmark::RegisterBenchmark(fmt::format("BM_GenerateAndSimulate/{}", s).c_str(),
                                  [s](benchmark::State& st) { BM_GenerateAndSimulate(st, s); })
         ->Args({64, 1024})

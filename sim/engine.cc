@@ -104,25 +104,32 @@ class Engine {
     push(now + op.duration, head, kOpEnd);
   }
 
-  // The part of the idle gap before `head` that waited for a transfer: from when the
-  // stream and every compute dependency were ready to when the op could start.
+  // The part of the idle gap before `head` spent waiting on a transfer itself: from when
+  // the stream, every compute dependency and the last-arriving transfer's own producer were
+  // done, to when the op could start. Waiting for a neighbour's computation (the pipeline
+  // bubble) is not communication and does not count.
   void account_exposed_comm(OpId head, int d, Time now) {
-    Time compute_ready = stream_free_[static_cast<size_t>(d)];
-    Time last_transfer_end;
-    CommKind last_kind = CommKind::kNone;
+    Time ready = stream_free_[static_cast<size_t>(d)];
+    OpId last = UINT32_MAX;
     for (OpId dep : graph_.deps(head)) {
-      const Op& o = graph_.op(dep);
-      if (o.kind != OpKind::kTransfer) {
-        compute_ready = max(compute_ready, tl_.end[dep]);
-      } else if (tl_.end[dep] >= last_transfer_end) {
-        last_transfer_end = tl_.end[dep];
-        last_kind = o.comm;
+      if (graph_.op(dep).kind != OpKind::kTransfer) {
+        ready = max(ready, tl_.end[dep]);
+      } else if (last == UINT32_MAX || tl_.end[dep] > tl_.end[last]) {
+        last = dep;
       }
     }
-    if (now <= compute_ready || last_kind == CommKind::kNone) return;
+    if (last == UINT32_MAX) return;
+    // A collective is a chain of transfers (a ring's steps): wait from its first link.
+    OpId first = last;
+    while (!graph_.deps(first).empty() &&
+           graph_.op(graph_.deps(first)[0]).kind == OpKind::kTransfer) {
+      first = graph_.deps(first)[0];
+    }
+    ready = max(ready, tl_.start[first]);
+    if (now <= ready) return;
     DeviceStats& ds = tl_.devices[static_cast<size_t>(d)];
-    (last_kind == CommKind::kAllReduce ? ds.exposed_allreduce : ds.exposed_pipeline_comm) +=
-        now - compute_ready;
+    (graph_.op(last).comm == CommKind::kAllReduce ? ds.exposed_allreduce
+                                                  : ds.exposed_pipeline_comm) += now - ready;
   }
 
   void start_transfer(OpId id, Time now) {

@@ -66,6 +66,8 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
     dr.stage = dr.stages.empty() ? -1 : dr.stages.front();
     const DeviceStats& ds = timeline.devices[static_cast<size_t>(d)];
     dr.busy = ds.busy;
+    dr.exposed_pipeline_comm = ds.exposed_pipeline_comm;
+    dr.exposed_allreduce = ds.exposed_allreduce;
     dr.peak_memory = ds.peak_memory;
     dr.at_peak = ds.at_peak;
     dr.capacity = cluster.device(d).gpu.memory_bytes;
@@ -81,7 +83,8 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
   for (size_t l = 0; l < timeline.links.size(); ++l) {
     const LinkStats& ls = timeline.links[l];
     if (ls.bytes == 0 && ls.busy == Time::zero()) continue;
-    r.links.push_back({cluster.direction_name(static_cast<LinkDirection>(l)), ls.bytes, ls.busy});
+    r.links.push_back(
+        {cluster.direction_name(static_cast<LinkDirection>(l)), ls.bytes, ls.busy, ls.peak_flows});
   }
   if (r.oom.oom) {
     const std::string& dev = cluster.device(r.oom.device).name;
@@ -127,6 +130,9 @@ std::string to_json(const Report& r) {
     dj["stage"] = d.stage >= 0 ? ordered_json(d.stage) : ordered_json(nullptr);
     dj["stages"] = d.stages;
     dj["busy_s"] = d.busy.seconds();
+    dj["exposed_comm_s"] = {{"pipeline", d.exposed_pipeline_comm.seconds()},
+                            {"allreduce", d.exposed_allreduce.seconds()},
+                            {"total", (d.exposed_pipeline_comm + d.exposed_allreduce).seconds()}};
     dj["peak_memory_bytes"] = d.peak_memory;
     dj["capacity_bytes"] = d.capacity;
     ordered_json mem;
@@ -138,8 +144,10 @@ std::string to_json(const Report& r) {
   j["devices"] = devices;
   ordered_json links = ordered_json::array();
   for (const LinkReport& l : r.links) {
-    links.push_back(
-        ordered_json{{"name", l.name}, {"bytes", l.bytes}, {"busy_s", l.busy.seconds()}});
+    links.push_back(ordered_json{{"name", l.name},
+                                 {"bytes", l.bytes},
+                                 {"busy_s", l.busy.seconds()},
+                                 {"peak_flows", l.peak_flows}});
   }
   j["links"] = links;
   j["events"] = r.events;
@@ -157,8 +165,9 @@ std::string summary_table(const Report& r) {
   out += fmt::format("bubble      {:.1f} %\n", r.bubble_fraction * 100);
   out += fmt::format("oom         {}\n", r.oom.oom ? "YES: " + r.oom_message : "no");
   out += fmt::format("events      {}\n\n", r.events);
-  out += fmt::format("{:<16} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12}\n", "device", "stage", "busy",
-                     "busy %", "peak mem", "activations", "capacity");
+  out += fmt::format("{:<16} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device",
+                     "stage", "busy", "busy %", "exposed p2p", "exposed AR", "peak mem",
+                     "activations", "capacity");
   for (const DeviceReport& d : r.devices) {
     if (d.stages.empty()) continue;
     std::string stages;
@@ -168,8 +177,9 @@ std::string summary_table(const Report& r) {
     }
     const double pct =
         r.makespan > Time::zero() ? 100.0 * d.busy.seconds() / r.makespan.seconds() : 0.0;
-    out += fmt::format("{:<16} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12}\n", d.name, stages,
-                       format_time(d.busy), pct, format_bytes(d.peak_memory),
+    out += fmt::format("{:<16} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12} {:>12} {:>12}\n", d.name,
+                       stages, format_time(d.busy), pct, format_time(d.exposed_pipeline_comm),
+                       format_time(d.exposed_allreduce), format_bytes(d.peak_memory),
                        format_bytes(d.at_peak[static_cast<size_t>(MemCategory::kActivations)]),
                        format_bytes(d.capacity));
   }

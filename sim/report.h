@@ -25,6 +25,8 @@ struct DeviceReport {
   int stage = -1;           // first stage it runs; -1 when it runs none
   std::vector<int> stages;  // every stage it runs
   Time busy;
+  Time exposed_pipeline_comm;  // idle, waiting for activations or gradients from a neighbour
+  Time exposed_allreduce;      // idle, waiting for the gradient all-reduce
   int64_t peak_memory = 0;
   MemBreakdown at_peak{};
   int64_t capacity = 0;
@@ -34,6 +36,7 @@ struct LinkReport {
   std::string name;
   int64_t bytes = 0;
   Time busy;
+  int peak_flows = 0;
 };
 
 struct Report {

@@ -108,6 +108,18 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
         c.at_end ? op.mem_at_end : op.mem_at_start;
     counter(op.device, c.time);
   }
+  // Link utilisation: one counter per link direction, in a "network" process after the GPUs.
+  if (!tl.link_samples.empty()) {
+    emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":"network"}}}})",
+                     n));
+    emit(fmt::format(
+        R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", n, n));
+  }
+  for (const LinkSample& s : tl.link_samples) {
+    emit(fmt::format(
+        R"({{"ph":"C","name":{},"pid":{},"ts":{:.6f},"args":{{"utilisation":{:.4f}}}}})",
+        quoted("util " + cluster.direction_name(s.link)), n, s.time.microseconds(), s.utilisation));
+  }
   out << "\n]}\n";
 }
 

@@ -66,21 +66,23 @@ TEST(Cli, RunDefaultWritesEveryReport) {
               64 / report["makespan_s"].get<double>(), 1e-6);
 
   const json trace = json::parse(test::read_file(t));
-  int complete = 0, flow_start = 0, flow_end = 0, counters = 0, processes = 0;
+  int complete = 0, flow_start = 0, flow_end = 0, counters = 0, processes = 0, link_counters = 0;
   for (const auto& e : trace["traceEvents"]) {
     const std::string ph = e["ph"];
     complete += ph == "X";
     flow_start += ph == "s";
     flow_end += ph == "f";
     counters += ph == "C";
+    link_counters += ph == "C" && e["name"].get<std::string>().starts_with("util ");
     processes += ph == "M" && e["name"] == "process_name";
   }
-  EXPECT_EQ(processes, 16);
+  EXPECT_EQ(processes, 16 + 1);  // one per GPU, plus "network" for link utilisation
   EXPECT_GT(complete, 0);
   EXPECT_EQ(flow_start, flow_end);
   // 15 stage boundaries x 32 micro-batches x 2 directions = 960 transfers.
   EXPECT_EQ(flow_start, 960);
   EXPECT_GT(counters, 0);
+  EXPECT_GT(link_counters, 0);
 
   const std::string csv = test::read_file(c);
   EXPECT_TRUE(csv.starts_with("device,stream,op,micro_batch,start_s,end_s\n"));
