@@ -65,6 +65,14 @@ void BM_SimulateOnlyDapple(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateOnlyDapple)->Unit(benchmark::kMillisecond);
 
+void BM_GenerateOnlyDapple(benchmark::State& state) {
+  const Scenario sc = load_scenario_text(pipeline_yaml(64, 1024, "dapple"), "bench.yaml");
+  size_t ops = 0;
+  for (auto _ : state) ops = scenario_task_graph(sc).size();
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * ops));
+}
+BENCHMARK(BM_GenerateOnlyDapple)->Unit(benchmark::kMillisecond);
+
 const int kRegistered = [] {
   for (const char* s : {"dapple", "gpipe", "gpipe-recompute", "pipedream", "pipedream-2bw",
                         "interleaved", "zb-h1", "zb-h2"}) {

@@ -74,11 +74,7 @@ class Lowering {
     b_.reserve(static_cast<size_t>(copies_) * blocks_ * steps * 2,
                static_cast<size_t>(copies_) * blocks_ * steps * 3);
     add_static_memory();
-    for (int c = 0; c < copies_; ++c) {
-      for (int p = 0; p < P_; ++p) {
-        for (int j = 0; j < replicas(p); ++j) add_compute(c, p, j);
-      }
-    }
+    add_compute();
     add_pipeline_transfers();
     add_allreduces();
     TaskGraph graph = std::move(b_).build();
@@ -133,80 +129,114 @@ class Lowering {
   }
 
   // Compute ops of one device, in its stream order, for every block.
-  void add_compute(int c, int p, int j) {
-    const int d = device(c, p, j);
-    const int split = in_.orders.round_robin ? 1 : replicas(p);
-    const StepList& steps = in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
-    const int chunks = G_ / P_;
-    // Which micro-batches this slot recomputes or runs a separate W for.
-    std::vector<char> has_r(static_cast<size_t>(chunks) * Mb_, 0), has_w(has_r.size(), 0);
-    for (const Step& s : steps) {
-      if (s.kind == OpKind::kRecompute)
-        has_r[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
-      if (s.kind == OpKind::kWeightGrad)
-        has_w[static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch] = 1;
-    }
+  // The compute ops of one device slot, emitted one step at a time.
+  struct Cursor {
+    int c = 0, p = 0, j = 0, d = 0, split = 1;
+    const StepList* steps = nullptr;
+    std::vector<char> has_r, has_w;  // [chunk * Mb + m]: this slot recomputes / runs a separate W
     Time optimizer;
-    for (int g = p; g < G_; g += P_) optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
-    const int M = in_.micro_batches_per_iteration;
+    int blk = 0;
+    size_t idx = 0;
+    OpId before = kNone;  // the slot's last compute op, for the all-reduce
+  };
 
-    for (int blk = 0; blk < blocks_; ++blk) {
-      OpId before = kNone;
-      for (const Step& s : steps) {
-        Op op;
-        op.kind = s.kind;
-        op.device = d;
-        if (s.kind == OpKind::kOptimizer) {
-          op.stage = p;
-          op.iteration = blk + s.micro_batch;  // one of the two is zero
-          op.duration = optimizer;
-          const OpId id = b_.add(op);
-          optimizers_[{p, op.iteration}].push_back({id, before});
-          continue;
-        }
-        const int g = s.chunk * P_ + p;
-        PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
-        const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
-        const size_t k = static_cast<size_t>(s.chunk) * Mb_ + s.micro_batch;
-        const int64_t act = split_bytes(sp.activation_bytes, split);
-        const int64_t kept = std::min(act, split_bytes(sp.input_bytes, split));
-        op.chunk = static_cast<int16_t>(s.chunk);
-        op.stage = g;
-        op.micro_batch = blk * Mb_ + s.micro_batch;
-        op.iteration = op.micro_batch / M;
-        std::vector<OpId>* index = nullptr;
-        switch (s.kind) {
-          case OpKind::kForward:
-            op.duration = split_time(sp.forward, split);
-            op.mem_at_start = act;
-            if (has_r[k]) op.mem_at_end = -(act - kept);
-            index = &fwd_;
-            break;
-          case OpKind::kRecompute:
-            op.duration = split_time(sp.forward, split);
-            op.mem_at_start = act - kept;
-            index = &rec_;
-            break;
-          case OpKind::kBackward:
-            op.duration = split_time(
-                has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, split);
-            if (!has_w[k]) op.mem_at_end = -act;
-            index = &bwd_;
-            break;
-          case OpKind::kWeightGrad:
-            op.duration = split_time(sp.backward_weight, split);
-            op.mem_at_end = -act;
-            index = &wgt_;
-            break;
-          default:
-            PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
-        }
-        OpId& target = (*index)[slot(c, blk, g, s.micro_batch, j)];
-        PIPESIM_ASSERT(target == kNone, "each step appears once per block");
-        target = b_.add(op);
-        before = target;
+  Cursor make_cursor(int c, int p, int j) {
+    Cursor cur;
+    cur.c = c;
+    cur.p = p;
+    cur.j = j;
+    cur.d = device(c, p, j);
+    cur.split = in_.orders.round_robin ? 1 : replicas(p);
+    cur.steps = &in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
+    cur.has_r.assign(static_cast<size_t>(G_ / P_) * Mb_, 0);
+    cur.has_w.assign(cur.has_r.size(), 0);
+    for (const Step& s : *cur.steps) {
+      const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
+      if (s.kind == OpKind::kRecompute) cur.has_r[k] = 1;
+      if (s.kind == OpKind::kWeightGrad) cur.has_w[k] = 1;
+    }
+    for (int g = p; g < G_; g += P_) cur.optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
+    return cur;
+  }
+
+  // Compute ops of all slots, one step of each slot in turn, so that ops which run at
+  // about the same time get nearby ids (the engine then touches memory in order). Each
+  // device's stream order is its own steps' order.
+  void add_compute() {
+    std::vector<Cursor> cursors;
+    for (int c = 0; c < copies_; ++c) {
+      for (int p = 0; p < P_; ++p) {
+        for (int j = 0; j < replicas(p); ++j) cursors.push_back(make_cursor(c, p, j));
       }
     }
+    for (bool any = true; any;) {
+      any = false;
+      for (Cursor& cur : cursors) any = emit_step(cur) || any;
+    }
+  }
+
+  // Emits the slot's next step; false when it has none left.
+  bool emit_step(Cursor& cur) {
+    if (cur.idx == cur.steps->size()) {
+      if (++cur.blk >= blocks_) return false;
+      cur.idx = 0;
+      cur.before = kNone;
+    }
+    const Step& s = (*cur.steps)[cur.idx++];
+    const int M = in_.micro_batches_per_iteration;
+    Op op;
+    op.kind = s.kind;
+    op.device = cur.d;
+    if (s.kind == OpKind::kOptimizer) {
+      op.stage = cur.p;
+      op.iteration = cur.blk + s.micro_batch;  // one of the two is zero
+      op.duration = cur.optimizer;
+      const OpId id = b_.add(op);
+      optimizers_[{cur.p, op.iteration}].push_back({id, cur.before});
+      return true;
+    }
+    const int g = s.chunk * P_ + cur.p;
+    PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
+    const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
+    const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
+    const int64_t act = split_bytes(sp.activation_bytes, cur.split);
+    const int64_t kept = std::min(act, split_bytes(sp.input_bytes, cur.split));
+    op.chunk = static_cast<int16_t>(s.chunk);
+    op.stage = g;
+    op.micro_batch = cur.blk * Mb_ + s.micro_batch;
+    op.iteration = op.micro_batch / M;
+    std::vector<OpId>* index = nullptr;
+    switch (s.kind) {
+      case OpKind::kForward:
+        op.duration = split_time(sp.forward, cur.split);
+        op.mem_at_start = act;
+        if (cur.has_r[k]) op.mem_at_end = -(act - kept);
+        index = &fwd_;
+        break;
+      case OpKind::kRecompute:
+        op.duration = split_time(sp.forward, cur.split);
+        op.mem_at_start = act - kept;
+        index = &rec_;
+        break;
+      case OpKind::kBackward:
+        op.duration = split_time(
+            cur.has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, cur.split);
+        if (!cur.has_w[k]) op.mem_at_end = -act;
+        index = &bwd_;
+        break;
+      case OpKind::kWeightGrad:
+        op.duration = split_time(sp.backward_weight, cur.split);
+        op.mem_at_end = -act;
+        index = &wgt_;
+        break;
+      default:
+        PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
+    }
+    OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.j)];
+    PIPESIM_ASSERT(target == kNone, "each step appears once per block");
+    target = b_.add(op);
+    cur.before = target;
+    return true;
   }
 
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,

@@ -119,6 +119,7 @@ class TaskGraphBuilder {
  private:
   int num_devices_;
   std::vector<Op> ops_;
+
   std::vector<std::pair<OpId, OpId>> edges_;  // (op, dep)
   std::vector<std::vector<OpId>> streams_;
   std::vector<MemBreakdown> static_memory_;

@@ -8,18 +8,17 @@
 
 namespace pipesim {
 
-FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flows)
-    : flows_(max_flows),
-      links_(static_cast<size_t>(cluster.num_links()) * 2),
-      flow_mark_(max_flows, 0) {
+FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id)
+    : slot_of_(max_flow_id, kNoSlot), links_(static_cast<size_t>(cluster.num_links()) * 2) {
   for (size_t d = 0; d < links_.size(); ++d) {
     links_[d].capacity = cluster.direction_bandwidth(static_cast<LinkDirection>(d));
+    links_[d].finite = std::isfinite(links_[d].capacity);
   }
 }
 
 double FlowNetwork::load(LinkDirection d) const {
   double sum = 0;
-  for (uint32_t f : links_[static_cast<size_t>(d)].flows) sum += flows_[f].rate;
+  for (uint32_t s : links_[static_cast<size_t>(d)].flows) sum += slots_[s].rate;
   return sum;
 }
 
@@ -34,71 +33,95 @@ Time FlowNetwork::finish_time(const Flow& f, Time now) const {
 
 void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
                       std::vector<Update>& changed) {
-  Flow& f = flows_[id];
-  PIPESIM_ASSERT(!f.active, "a flow starts once");
-  f.links.clear();
-  for (LinkDirection h : route.hops) {
-    if (std::isfinite(links_[static_cast<size_t>(h)].capacity)) f.links.push_back(h);
+  PIPESIM_ASSERT(slot_of_[id] == kNoSlot, "a flow starts once");
+  uint32_t s;
+  if (free_.empty()) {
+    s = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  } else {
+    s = free_.back();
+    free_.pop_back();
   }
+  slot_of_[id] = s;
+  Flow& f = slots_[s];
+  f = Flow{};
+  f.id = id;
+  f.route = &route;
   f.remaining = static_cast<double>(bytes);
   f.updated = now;
-  f.active = true;
-  f.exact = true;
   f.rate = std::numeric_limits<double>::infinity();
-  if (bytes == 0 || f.links.empty()) {
-    f.links.clear();  // it never joins the links' flow lists
+  for (LinkDirection h : route.hops) f.constrained = f.constrained || finite(h);
+  if (bytes == 0 || !f.constrained) {
+    f.constrained = false;  // it never joins the links' flow lists
     f.finish = now;
     changed.push_back({id, now});
     return;
   }
-  for (LinkDirection h : f.links) links_[static_cast<size_t>(h)].flows.push_back(id);
+  bool alone = true;
+  double bottleneck = std::numeric_limits<double>::infinity();
+  for (LinkDirection h : route.hops) {
+    if (!finite(h)) continue;
+    Link& l = links_[static_cast<size_t>(h)];
+    alone = alone && l.flows.empty();
+    bottleneck = std::min(bottleneck, l.capacity);
+    l.flows.push_back(s);
+  }
+  if (alone) {  // its own component: it gets the bottleneck and nobody else changes
+    f.rate = bottleneck;
+    f.finish = finish_time(f, now);
+    changed.push_back({id, f.finish});
+    return;
+  }
   f.rate = 0;  // marks it as changed in rerate
-  rerate(f.links, now, changed);
+  rerate(route, now, changed);
 }
 
 void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
-  Flow& f = flows_[id];
-  PIPESIM_ASSERT(f.active, "only active flows end");
-  f.active = false;
-  f.remaining = 0;
-  for (LinkDirection h : f.links) {
+  const uint32_t s = slot_of_[id];
+  PIPESIM_ASSERT(s != kNoSlot, "only active flows end");
+  slot_of_[id] = kNoSlot;
+  free_.push_back(s);
+  const Flow& f = slots_[s];
+  if (!f.constrained) return;
+  bool others = false;
+  for (LinkDirection h : f.route->hops) {
+    if (!finite(h)) continue;
     auto& v = links_[static_cast<size_t>(h)].flows;
-    v.erase(std::find(v.begin(), v.end(), id));
+    v.erase(std::find(v.begin(), v.end(), s));
+    others = others || !v.empty();
   }
-  if (!f.links.empty()) rerate(f.links, now, changed);
+  if (others) rerate(*f.route, now, changed);
 }
 
-// Progressive filling over the component of flows reachable from `seeds` through shared
-// links: repeatedly take the link whose remaining capacity per unfrozen flow is smallest,
-// fix its unfrozen flows at that share, and take their rate off every link they cross.
-void FlowNetwork::rerate(const std::vector<LinkDirection>& seeds, Time now,
-                         std::vector<Update>& changed) {
+// Progressive filling over the component of flows reachable from the seed route's links
+// through shared links: repeatedly take the link whose remaining capacity per unfrozen
+// flow is smallest, fix its unfrozen flows at that share, and take their rate off every
+// link they cross.
+void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& changed) {
   ++epoch_;
   comp_links_.clear();
   comp_flows_.clear();
-  for (LinkDirection s : seeds) {
-    if (links_[static_cast<size_t>(s)].mark != epoch_) {
-      links_[static_cast<size_t>(s)].mark = epoch_;
-      comp_links_.push_back(s);
+  auto visit_link = [&](LinkDirection h) {
+    Link& l = links_[static_cast<size_t>(h)];
+    if (l.finite && l.mark != epoch_) {
+      l.mark = epoch_;
+      comp_links_.push_back(h);
     }
-  }
+  };
+  for (LinkDirection h : seeds.hops) visit_link(h);
   for (size_t i = 0; i < comp_links_.size(); ++i) {
-    for (uint32_t fid : links_[static_cast<size_t>(comp_links_[i])].flows) {
-      if (flow_mark_[fid] == epoch_) continue;
-      flow_mark_[fid] = epoch_;
-      comp_flows_.push_back(fid);
-      for (LinkDirection h : flows_[fid].links) {
-        if (links_[static_cast<size_t>(h)].mark != epoch_) {
-          links_[static_cast<size_t>(h)].mark = epoch_;
-          comp_links_.push_back(h);
-        }
-      }
+    for (uint32_t s : links_[static_cast<size_t>(comp_links_[i])].flows) {
+      Flow& f = slots_[s];
+      if (f.mark == epoch_) continue;
+      f.mark = epoch_;
+      comp_flows_.push_back(s);
+      for (LinkDirection h : f.route->hops) visit_link(h);
     }
   }
   // Bring every flow of the component up to date at the old rates.
   old_rate_.resize(comp_flows_.size());
   for (size_t i = 0; i < comp_flows_.size(); ++i) {
-    Flow& f = flows_[comp_flows_[i]];
+    Flow& f = slots_[comp_flows_[i]];
     const double sent = f.rate * (now - f.updated).seconds();
     if (f.rate > 0 && f.finish <= now) {
       f.remaining = 0;  // its last byte goes through now; no rounding residue
@@ -111,43 +134,44 @@ void FlowNetwork::rerate(const std::vector<LinkDirection>& seeds, Time now,
     old_rate_[i] = f.rate;
     f.rate = -1;  // unfrozen
   }
-  for (LinkDirection l : comp_links_) {
-    LinkState& ls = links_[static_cast<size_t>(l)];
-    ls.left = ls.capacity;
-    ls.unfrozen = static_cast<int>(ls.flows.size());
+  for (LinkDirection h : comp_links_) {
+    Link& l = links_[static_cast<size_t>(h)];
+    l.left = l.capacity;
+    l.unfrozen = static_cast<int>(l.flows.size());
   }
   size_t frozen = 0;
   while (frozen < comp_flows_.size()) {
     LinkDirection best = -1;
     double best_share = std::numeric_limits<double>::infinity();
-    for (LinkDirection l : comp_links_) {
-      const LinkState& ls = links_[static_cast<size_t>(l)];
-      if (ls.unfrozen == 0) continue;
-      const double share = std::max(0.0, ls.left) / ls.unfrozen;
+    for (LinkDirection h : comp_links_) {
+      const Link& l = links_[static_cast<size_t>(h)];
+      if (l.unfrozen == 0) continue;
+      const double share = std::max(0.0, l.left) / l.unfrozen;
       if (share < best_share) {
         best_share = share;
-        best = l;
+        best = h;
       }
     }
     PIPESIM_ASSERT(best >= 0, "an unfrozen flow crosses some link of its component");
-    for (uint32_t fid : links_[static_cast<size_t>(best)].flows) {
-      Flow& f = flows_[fid];
+    for (uint32_t s : links_[static_cast<size_t>(best)].flows) {
+      Flow& f = slots_[s];
       if (f.rate >= 0) continue;
       f.rate = best_share;
       ++frozen;
-      for (LinkDirection h : f.links) {
-        LinkState& ls = links_[static_cast<size_t>(h)];
-        ls.left -= best_share;
-        --ls.unfrozen;
+      for (LinkDirection h : f.route->hops) {
+        if (!finite(h)) continue;
+        Link& l = links_[static_cast<size_t>(h)];
+        l.left -= best_share;
+        --l.unfrozen;
       }
     }
   }
   for (size_t i = 0; i < comp_flows_.size(); ++i) {
-    Flow& f = flows_[comp_flows_[i]];
+    Flow& f = slots_[comp_flows_[i]];
     if (f.rate == old_rate_[i] && f.rate > 0) continue;  // projection unchanged
     PIPESIM_ASSERT(f.rate > 0, "max-min shares are positive");
     f.finish = finish_time(f, now);
-    changed.push_back({comp_flows_[i], f.finish});
+    changed.push_back({f.id, f.finish});
   }
 }
 
