@@ -1,6 +1,7 @@
 #include "scenario/setup.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "core/error.h"
@@ -51,6 +52,98 @@ std::vector<int> stashed_versions(const Scenario& s) {
   return out;
 }
 
+namespace {
+// One step in which every member of `ring` sends `chunk` bytes to the next, as slow as its
+// slowest pair; `sharing` flows leave each sender at once and share its path.
+Time slowest_step(const Cluster& c, const std::vector<int>& ring, int64_t chunk, int64_t sharing) {
+  Time worst;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    const int a = ring[i], b = ring[(i + 1) % ring.size()];
+    if (a != b) worst = max(worst, Cluster::transfer_time(c.route(a, b), chunk * sharing));
+  }
+  return worst;
+}
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+}  // namespace
+
+Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64_t bytes,
+                        AllReduceAlgo algo) {
+  const auto n = static_cast<int64_t>(devices.size());
+  if (n < 2 || bytes <= 0) return Time::zero();
+  switch (algo) {
+    case AllReduceAlgo::kRing:
+      return slowest_step(c, devices, ceil_div(bytes, n), 1) * (2 * (n - 1));
+    case AllReduceAlgo::kTree: {
+      // Two trees of depth D, each pipelining kTreeChunks chunks of bytes / (2 K) up and
+      // down; a member's links carry both trees' chunks.
+      int64_t depth = 0;
+      while ((int64_t{1} << (depth + 1)) <= n) ++depth;
+      Time edge;
+      for (int64_t pos = 1; pos < n; ++pos) {
+        const int a = devices[static_cast<size_t>(pos)],
+                  b = devices[static_cast<size_t>((pos - 1) / 2)];
+        if (a != b)
+          edge = max(edge,
+                     Cluster::transfer_time(c.route(a, b), 2 * ceil_div(bytes, 2 * kTreeChunks)));
+      }
+      return edge * (2 * (depth + kTreeChunks - 1));
+    }
+    case AllReduceAlgo::kHierarchical: {
+      std::map<int, std::vector<int>> nodes;
+      for (int d : devices) nodes[c.device(d).node].push_back(d);
+      const auto N = static_cast<int64_t>(nodes.size());
+      const auto g = static_cast<int64_t>(nodes.begin()->second.size());
+      bool even = true;
+      for (const auto& [node, local] : nodes)
+        even = even && static_cast<int64_t>(local.size()) == g;
+      if (!even || N < 2 || g < 2)
+        return allreduce_estimate(c, devices, bytes, AllReduceAlgo::kRing);
+      std::vector<int> across;
+      for (const auto& [node, local] : nodes) across.push_back(local.front());
+      const Time intra = slowest_step(c, nodes.begin()->second, ceil_div(bytes, g), 1) * (g - 1);
+      // g rings (one per local rank) cross the nodes' links at once.
+      const Time inter = slowest_step(c, across, ceil_div(bytes, g * N), g) * (2 * (N - 1));
+      return intra * 2 + inter;
+    }
+  }
+  return Time::zero();
+}
+
+std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
+  const int P = s.strategy.positions();
+  std::vector<AllReduceAlgo> out(static_cast<size_t>(P), AllReduceAlgo::kRing);
+  const ParamBytes pb = bytes_per_param(s.training.precision, s.training.optimizer);
+  for (int p = 0; p < P; ++p) {
+    if (s.strategy.allreduce) {
+      out[static_cast<size_t>(p)] = *s.strategy.allreduce;
+      continue;
+    }
+    std::vector<int> devices;
+    for (const auto& copy : s.placement) {
+      for (int d : copy[static_cast<size_t>(p)]) devices.push_back(d);
+    }
+    int64_t params = 0;
+    for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size();
+         g += static_cast<size_t>(P)) {
+      for (int l = s.strategy.stages[g].first_layer; l <= s.strategy.stages[g].last_layer; ++l) {
+        params += s.model.layers[static_cast<size_t>(l)].params;
+      }
+    }
+    Time best = Time::max();
+    for (AllReduceAlgo a :
+         {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
+      const Time t = allreduce_estimate(s.cluster, devices, params * pb.gradients, a);
+      if (t < best) {
+        best = t;
+        out[static_cast<size_t>(p)] = a;
+      }
+    }
+  }
+  return out;
+}
+
 TaskGraph scenario_task_graph(const Scenario& s) {
   LoweringInput in;
   in.orders = scenario_orders(s);
@@ -63,6 +156,8 @@ TaskGraph scenario_task_graph(const Scenario& s) {
   in.stashed_versions = stashed_versions(s);
   for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
   in.user_order = !s.user_order.empty();
+  in.allreduce = allreduce_algorithms(s);
+  for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
   try {
     return lower(in);
   } catch (InputError& e) {  // a deadlocking hand-written order

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "schedules/collectives.h"
 
 namespace pipesim {
 
@@ -318,34 +319,21 @@ class Lowering {
     }
   }
 
-  // Ring all-reduce among the devices of each position before each optimizer step.
+  // Gradient all-reduce among the devices of each position before each optimizer step.
   void add_allreduces() {
     for (auto& [key, members] : optimizers_) {
       const auto [p, it] = key;
-      const int n = static_cast<int>(members.size());
       int64_t params = 0;
       for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
-      const int64_t bytes = params * in_.gradient_bytes_per_param;
-      if (n < 2 || bytes == 0) continue;
-      const int64_t chunk = split_bytes(bytes, n);
-      std::vector<int> devs;
-      for (const OptimizerStep& m : members) devs.push_back(b_.op(m.op).device);
-      // incoming[i]: the last transfer into member i so far.
-      std::vector<OpId> incoming(static_cast<size_t>(n), kNone);
-      for (int step = 0; step < 2 * (n - 1); ++step) {
-        std::vector<OpId> next(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) {
-          const int to = (i + 1) % n;
-          const OpId dep =
-              step == 0 ? members[static_cast<size_t>(i)].before : incoming[static_cast<size_t>(i)];
-          next[static_cast<size_t>(to)] =
-              add_transfer(dep, devs[static_cast<size_t>(i)], devs[static_cast<size_t>(to)], p, -1,
-                           it, chunk, CommKind::kAllReduce);
-        }
-        incoming = std::move(next);
+      std::vector<CollectiveMember> group;
+      for (const OptimizerStep& m : members) {
+        const int d = b_.op(m.op).device;
+        const int node = in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
+        group.push_back({d, node, m.before, m.op});
       }
-      for (int i = 0; i < n; ++i)
-        b_.add_dep(members[static_cast<size_t>(i)].op, incoming[static_cast<size_t>(i)]);
+      const AllReduceAlgo algo =
+          in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
+      add_allreduce(b_, algo, group, params * in_.gradient_bytes_per_param, {p, it});
     }
   }
 

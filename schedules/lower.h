@@ -22,6 +22,7 @@
 
 #include <vector>
 
+#include "schedules/collectives.h"
 #include "schedules/model.h"
 #include "schedules/order.h"
 #include "schedules/task_graph.h"
@@ -49,6 +50,8 @@ struct LoweringInput {
   int64_t gradient_bytes_per_param = 4;  // what the all-reduce moves per parameter
   std::vector<int> stashed_versions;     // [position] extra weight versions; may be empty
   std::vector<int64_t> reserved_bytes;   // [device], counted as "other"; may be empty
+  std::vector<AllReduceAlgo> allreduce;  // [position]; empty: ring
+  std::vector<int> device_node;          // [device] server, for hierarchical all-reduce
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
 };
 

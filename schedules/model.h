@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/time.h"
+#include "schedules/collectives.h"
 
 namespace pipesim {
 
@@ -82,8 +83,8 @@ struct Strategy {
   int data = 1;
   int virtual_stages = 1;      // model chunks per device (interleaved)
   bool vertical_sync = false;  // PipeDream: every stage uses the version the input stage used
-  std::vector<std::string>
-      order;  // hand-written order, one line per position (`pipesim order` notation)
+  // Gradient all-reduce algorithm; empty means auto: the cheapest for each group and size.
+  std::optional<AllReduceAlgo> allreduce;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
 };

@@ -215,6 +215,7 @@ TEST(Replication, TwoStagePipelineWithStageZeroOnTwoGpus) {
   p.tf_ms = {2, 1};
   p.tb_ms = {4, 2};
   p.params = "1M";
+  p.strategy_extra = "  allreduce: ring\n";
   const SimRun r = test::run_pipe(p);
   auto times = [&](int d) {
     std::vector<std::pair<Time, Time>> out;
@@ -246,6 +247,7 @@ TEST(Replication, DataParallelRingAllReduceCost) {
   p.params = "10M";
   p.latency = "5 us";
   p.bandwidth = "10 GB/s";
+  p.strategy_extra = "  allreduce: ring\n";
   const SimRun r = test::run_pipe(p);
   EXPECT_EQ(r.timeline.makespan, Time::ms(6) + Time::us(6030));
   // Bytes sent = bytes received: 4 ranks x 6 steps x 10 MB over single-hop links.

@@ -1,0 +1,43 @@
+// Collectives as transfers: an all-reduce becomes the point-to-point transfers NCCL's
+// algorithms perform, so the network model shares links between them and the pipeline's
+// own traffic exactly where they meet.
+//
+//   ring          reduce-scatter + all-gather around a ring: 2(n - 1) steps, each member
+//                 sending bytes / n to the next; on idle links
+//                 2(n - 1)(alpha + bytes / (n beta)).
+//   tree          NCCL's double binary tree: two binary trees (the second mirrored, so a
+//                 member is interior in at most one) each reduce half the data up to their
+//                 root and broadcast it back down, in kTreeChunks pipelined chunks.
+//   hierarchical  reduce-scatter inside each node, a ring all-reduce of each shard across
+//                 nodes (one ring per local rank), all-gather inside each node. Needs the
+//                 same number of members on every node; otherwise it runs as a ring.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "schedules/task_graph.h"
+
+namespace pipesim {
+
+enum class AllReduceAlgo { kRing, kTree, kHierarchical };
+std::string_view to_string(AllReduceAlgo a);
+
+inline constexpr int kTreeChunks = 4;
+
+struct CollectiveMember {
+  int device = -1;
+  int node = 0;
+  OpId ready = UINT32_MAX;  // the member's data is ready when this op ends (none: at once)
+  OpId done = UINT32_MAX;   // this op waits for the member's result
+};
+
+struct CollectiveTag {
+  int stage = -1;
+  int iteration = 0;
+};
+
+void add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
+                   const std::vector<CollectiveMember>& members, int64_t bytes, CollectiveTag tag);
+
+}  // namespace pipesim

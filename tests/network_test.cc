@@ -1,0 +1,227 @@
+// The flow-level network and collectives: max-min sharing worked by hand, contention
+// against disjoint paths, all-reduce closed forms, and conservation of bytes.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/units.h"
+#include "scenario/setup.h"
+#include "schedules/collectives.h"
+#include "sim/engine.h"
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+LinkSpec link(double bw, Time lat, LinkKind k = LinkKind::kPcie) {
+  return {"custom", k, bw, lat};
+}
+const GpuSpec& gpu() {
+  return *find_gpu_preset("a100-80gb");
+}
+
+// Transfers that all start at time 0 (no deps), returning their op ids.
+struct Flows {
+  explicit Flows(int devices) : b(devices) {}
+  OpId add(int src, int dst, int64_t bytes) {
+    Op t;
+    t.kind = OpKind::kTransfer;
+    t.mem_category = MemCategory::kOther;
+    t.comm = CommKind::kActivation;
+    t.device = src;
+    t.peer = dst;
+    t.bytes = bytes;
+    return b.add(t);
+  }
+  TaskGraphBuilder b;
+};
+
+TEST(MaxMin, TwoFlowsOnOneLinkEachGetHalf) {
+  // 10 MB each over one 10 GB/s link: alone 1 ms; together 5 GB/s each: both end at 2 ms
+  // (plus the 1 us latency, paid once).
+  ClusterBuilder cb;
+  const int a = cb.add_gpu("a", gpu()), b = cb.add_gpu("b", gpu());
+  cb.add_link(cb.gpu_vertex(a), cb.gpu_vertex(b), link(10e9, Time::us(1)));
+  const Cluster c = cb.build();
+  Flows f(2);
+  const OpId x = f.add(0, 1, 10'000'000), y = f.add(0, 1, 10'000'000);
+  const TaskGraph g = std::move(f.b).build();
+  const Timeline tl = simulate(g, c);
+  EXPECT_EQ(tl.end[x], Time::ms(2) + Time::us(1));
+  EXPECT_EQ(tl.end[y], Time::ms(2) + Time::us(1));
+  EXPECT_EQ(tl.links[0].peak_flows, 2);
+  EXPECT_EQ(tl.links[1].peak_flows, 0);  // the other direction stays idle
+}
+
+TEST(MaxMin, ThreeFlowsTwoLinksByHand) {
+  // Star through switch s; bandwidths a-s 10 GB/s, s-b 4 GB/s, others 100 GB/s.
+  //   f1: a -> c crosses a->s        (L1, 10)
+  //   f2: a -> b crosses a->s, s->b  (L1 and L2)
+  //   f3: d -> b crosses s->b        (L2, 4)
+  // Progressive filling: L2 offers 4/2 = 2 each, L1 10/2 = 5: L2 is the bottleneck, so
+  // f2 = f3 = 2 GB/s; L1 has 10 - 2 = 8 left for f1. With 8, 4 and 2 MB: f1 and f3 end at
+  // 1 ms (8 MB at 8, 2 MB at 2). f2 has 2 MB left and alone gets min(10, 4) = 4 GB/s:
+  // it ends 0.5 ms later, at 1.5 ms.
+  ClusterBuilder cb;
+  const int a = cb.add_gpu("a", gpu()), b = cb.add_gpu("b", gpu()), cc = cb.add_gpu("c", gpu()),
+            d = cb.add_gpu("d", gpu());
+  const int s = cb.add_switch("s");
+  cb.add_link(cb.gpu_vertex(a), s, link(10e9, Time::zero()));
+  cb.add_link(s, cb.gpu_vertex(b), link(4e9, Time::zero()));
+  cb.add_link(s, cb.gpu_vertex(cc), link(100e9, Time::zero()));
+  cb.add_link(cb.gpu_vertex(d), s, link(100e9, Time::zero()));
+  const Cluster c = cb.build();
+  Flows f(4);
+  const OpId f1 = f.add(a, cc, 8'000'000), f2 = f.add(a, b, 4'000'000), f3 = f.add(d, b, 2'000'000);
+  const TaskGraph g = std::move(f.b).build();
+  const Timeline tl = simulate(g, c);
+  EXPECT_EQ(tl.end[f1], Time::ms(1));
+  EXPECT_EQ(tl.end[f3], Time::ms(1));
+  EXPECT_EQ(tl.end[f2], Time::us(1500));
+}
+
+TEST(MaxMin, FlowLimitedByItsBottleneckHop) {
+  // a -(10 GB/s)- s -(2 GB/s)- b: 2 MB takes 1 ms, whatever the first hop offers.
+  ClusterBuilder cb;
+  const int a = cb.add_gpu("a", gpu()), b = cb.add_gpu("b", gpu());
+  const int s = cb.add_switch("s");
+  cb.add_link(cb.gpu_vertex(a), s, link(10e9, Time::zero()));
+  cb.add_link(s, cb.gpu_vertex(b), link(2e9, Time::zero()));
+  const Cluster c = cb.build();
+  Flows f(2);
+  const OpId x = f.add(a, b, 2'000'000);
+  const TaskGraph g = std::move(f.b).build();
+  EXPECT_EQ(simulate(g, c).end[x], Time::ms(1));
+}
+
+Cluster two_nodes(int per_node, double intra_bw, Time intra_lat, double inter_bw, Time inter_lat) {
+  return ClusterBuilder::shorthand(2, per_node, gpu(), link(intra_bw, intra_lat, LinkKind::kNvLink),
+                                   link(inter_bw, inter_lat, LinkKind::kEthernet));
+}
+
+TEST(Contention, SharedNicSlowsBothDisjointPathsDoNot) {
+  // 2 nodes x 2 GPUs, 10 GB/s per node uplink, 10 us. node0/gpu0 -> node1/gpu0 (pipeline
+  // activations) and node0/gpu1 -> node1/gpu1 (an all-reduce step) both leave through
+  // node0's uplink: 5 GB/s each, so 10 MB takes 10 us + 2 ms instead of 10 us + 1 ms.
+  // node1/gpu1 -> node0/gpu1 instead goes the other way on every link: no slowdown.
+  const Cluster c = two_nodes(2, 100e9, Time::us(1), 10e9, Time::us(10));
+  {
+    Flows f(4);
+    const OpId act = f.add(0, 2, 10'000'000), ar = f.add(1, 3, 10'000'000);
+    const TaskGraph g = std::move(f.b).build();
+    const Timeline tl = simulate(g, c);
+    EXPECT_EQ(tl.end[act], Time::us(10) + Time::ms(2));
+    EXPECT_EQ(tl.end[ar], Time::us(10) + Time::ms(2));
+  }
+  {
+    Flows f(4);
+    const OpId act = f.add(0, 2, 10'000'000), ar = f.add(3, 1, 10'000'000);
+    const TaskGraph g = std::move(f.b).build();
+    const Timeline tl = simulate(g, c);
+    EXPECT_EQ(tl.end[act], Time::us(10) + Time::ms(1));
+    EXPECT_EQ(tl.end[ar], Time::us(10) + Time::ms(1));
+  }
+}
+
+// An all-reduce of `bytes` among `devices`, alone on the cluster: its makespan.
+Time allreduce_time(const Cluster& c, const std::vector<int>& devices, int64_t bytes,
+                    AllReduceAlgo algo, int64_t* link_bytes = nullptr, int64_t* sent = nullptr) {
+  TaskGraphBuilder b(c.num_devices());
+  std::vector<CollectiveMember> members;
+  for (int d : devices) members.push_back({d, c.device(d).node, UINT32_MAX, UINT32_MAX});
+  add_allreduce(b, algo, members, bytes, {0, 0});
+  const TaskGraph g = std::move(b).build();
+  EXPECT_FALSE(g.validate().has_value());
+  const Timeline tl = simulate(g, c);
+  if (link_bytes != nullptr) {
+    *link_bytes = 0;
+    for (const LinkStats& l : tl.links) *link_bytes += l.bytes;
+  }
+  if (sent != nullptr) {
+    *sent = 0;
+    for (const Op& op : g.ops())
+      *sent += op.bytes * static_cast<int64_t>(c.route(op.device, op.peer).hops.size());
+  }
+  return tl.makespan;
+}
+
+TEST(AllReduce, RingClosedForm) {
+  // 2(n - 1) alpha + 2(n - 1)/n S/B on an NVLink mesh (every ring hop its own link).
+  for (int n : {2, 3, 4, 8}) {
+    const Cluster c =
+        ClusterBuilder::shorthand(1, n, gpu(), link(10e9, Time::us(5), LinkKind::kNvLink),
+                                  link(1e9, Time::us(10), LinkKind::kEthernet));
+    std::vector<int> devs(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) devs[static_cast<size_t>(i)] = i;
+    const int64_t S = 24'000'000;  // divisible by every n here
+    const Time expect =
+        Time::us(5) * (2 * (n - 1)) + serialization_time(S / n, 10e9) * (2 * (n - 1));
+    int64_t carried = 0, sent = 0;
+    EXPECT_EQ(allreduce_time(c, devs, S, AllReduceAlgo::kRing, &carried, &sent), expect) << n;
+    EXPECT_EQ(carried, sent);  // bytes sent = bytes received on every link
+    EXPECT_EQ(sent, int64_t{n} * 2 * (n - 1) * (S / n));
+  }
+}
+
+TEST(AllReduce, HierarchicalClosedForm) {
+  // N = 2 nodes x g = 4 GPUs; intra 100 GB/s, 2 us; inter 10 GB/s per node, 20 us.
+  // Reduce-scatter: (g-1)(2 us + S/(g 100 GB/s)); across nodes, the g rings share each
+  // node's uplink (10/g GB/s each): 2(N-1)(20 us + (S/(gN)) / (10/g GB/s)); all-gather as
+  // reduce-scatter. S = 80 MB: RS = 3 (2 us + 0.2 ms), AR = 2 (20 us + 4 ms).
+  const Cluster c = two_nodes(4, 100e9, Time::us(2), 10e9, Time::us(20));
+  std::vector<int> devs{0, 1, 2, 3, 4, 5, 6, 7};
+  const Time rs = (Time::us(2) + Time::us(200)) * 3;
+  const Time ar = (Time::us(20) + Time::ms(4)) * 2;
+  int64_t carried = 0, sent = 0;
+  EXPECT_EQ(allreduce_time(c, devs, 80'000'000, AllReduceAlgo::kHierarchical, &carried, &sent),
+            rs + ar + rs);
+  EXPECT_EQ(carried, sent);
+  // The estimate auto uses agrees with the simulation on idle links.
+  EXPECT_EQ(allreduce_estimate(c, devs, 80'000'000, AllReduceAlgo::kHierarchical), rs + ar + rs);
+}
+
+TEST(AllReduce, TreeBeatsRingWhenLatencyDominates) {
+  // 16 GPUs on an NVSwitch (one 10 GB/s port each, 10 us through the switch), 1 KB: the
+  // ring pays 2(n - 1) = 30 latencies; the double binary tree 2(depth + chunks - 1) =
+  // 2 (4 + 3) = 14. With 160 MB the ring's bandwidth-optimal 2(n - 1)/n S/B wins, because a
+  // tree's interior member pushes every chunk through its one port to two children.
+  const Cluster c =
+      ClusterBuilder::shorthand(1, 16, gpu(), link(10e9, Time::us(10), LinkKind::kNvSwitch),
+                                link(1e9, Time::us(10), LinkKind::kEthernet));
+  std::vector<int> devs(16);
+  for (int i = 0; i < 16; ++i) devs[static_cast<size_t>(i)] = i;
+  const Time tree_small = allreduce_time(c, devs, 1000, AllReduceAlgo::kTree);
+  const Time ring_small = allreduce_time(c, devs, 1000, AllReduceAlgo::kRing);
+  EXPECT_LT(tree_small, ring_small);
+  EXPECT_GE(ring_small, Time::us(10) * 30);
+  const Time tree_big = allreduce_time(c, devs, 160'000'000, AllReduceAlgo::kTree);
+  const Time ring_big = allreduce_time(c, devs, 160'000'000, AllReduceAlgo::kRing);
+  EXPECT_LT(ring_big, tree_big);
+  int64_t carried = 0, sent = 0;
+  allreduce_time(c, devs, 1'000'000, AllReduceAlgo::kTree, &carried, &sent);
+  EXPECT_EQ(carried, sent);
+  // Each tree moves half the data, in K chunks, up and down every edge: 2 trees x 2 x
+  // (n - 1) edges x S / 2, each crossing two hops (GPU -> switch -> GPU).
+  EXPECT_EQ(sent, 2 * 2 * 15 * (1'000'000 / 2) * 2);
+}
+
+TEST(AllReduce, AutoPicksTheCheapestPerGroup) {
+  // A data-parallel scenario where 16 copies of a tiny model sync 1 KB: auto must not be
+  // slower than any fixed choice.
+  test::PipeSpec p;
+  p.stages = 1;
+  p.micro_batches = 1;
+  p.data = 16;
+  p.params = "250";  // 1000 bytes of fp32 gradients
+  p.latency = "10 us";
+  p.bandwidth = "10 GB/s";
+  Time best = Time::max();
+  for (const char* algo : {"ring", "tree", "hierarchical"}) {
+    p.strategy_extra = fmt::format("  allreduce: {}\n", algo);
+    best = min(best, test::run_pipe(p).timeline.makespan);
+  }
+  p.strategy_extra = "  allreduce: auto\n";
+  EXPECT_EQ(test::run_pipe(p).timeline.makespan, best);
+}
+
+}  // namespace
+}  // namespace pipesim
