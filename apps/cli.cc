@@ -126,7 +126,7 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
     std::vector<Step> steps;
     for (OpId id : graph.stream(d)) {
       const Op& op = graph.op(id);
-      if (op.kind == OpKind::kOptimizer) continue;
+      if (op.kind == OpKind::kOptimizer || op.part > 0) continue;  // a split backward is one step
       steps.push_back({op.kind, op.micro_batch, op.chunk});
     }
     const bool chunks = sc.strategy.schedule == ScheduleKind::kInterleaved;

@@ -552,7 +552,7 @@ void read_order(const Reader& r, const YAML::Node& n, Scenario& sc) {
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
-                "vertical_sync", "allreduce"});
+                "vertical_sync", "allreduce", "bucket"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -586,6 +586,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                                  {{"ring", 0}, {"tree", 1}, {"hierarchical", 2}, {"auto", 3}});
     if (a < 3) st.allreduce = static_cast<AllReduceAlgo>(a);
   }
+  if (n["bucket"].IsDefined()) st.bucket_bytes = r.bytes(n["bucket"], "strategy.bucket");
   if (n["vertical_sync"].IsDefined()) {
     st.vertical_sync = r.choice<bool>(n["vertical_sync"], "strategy.vertical_sync",
                                       {{"true", true}, {"false", false}});

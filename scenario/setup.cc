@@ -157,6 +157,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
   for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
   in.user_order = !s.user_order.empty();
   in.allreduce = allreduce_algorithms(s);
+  in.bucket_bytes = s.strategy.bucket_bytes;
   for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
   try {
     return lower(in);

@@ -22,6 +22,7 @@ std::string_view to_string(AllReduceAlgo a) {
 namespace {
 
 constexpr OpId kNone = UINT32_MAX;
+using Deps = std::vector<OpId>;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -32,7 +33,7 @@ class Builder {
   Builder(TaskGraphBuilder& b, const std::vector<CollectiveMember>& m, CollectiveTag tag)
       : b_(b), m_(m), tag_(tag) {}
 
-  OpId send(int from, int to, int64_t bytes, std::initializer_list<OpId> deps) {
+  OpId send(int from, int to, int64_t bytes, const Deps& deps, OpId extra = kNone) {
     Op t;
     t.kind = OpKind::kTransfer;
     t.mem_category = MemCategory::kOther;
@@ -46,29 +47,30 @@ class Builder {
     for (OpId d : deps) {
       if (d != kNone) b_.add_dep(id, d);
     }
+    if (extra != kNone) b_.add_dep(id, extra);
     return id;
   }
 
   // `steps` rounds around the ring `ranks` (member indices), each member sending `chunk`
   // bytes to the next once it has received the previous round's. incoming[r] (indexed by
   // member) is what the member's first send waits for; on return, the last transfer into it.
-  void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<OpId>& incoming) {
+  void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<Deps>& incoming) {
     const size_t n = ranks.size();
     if (n < 2) return;
     for (int s = 0; s < steps; ++s) {
       std::vector<OpId> next(n);
       for (size_t i = 0; i < n; ++i) {
-        const int from = ranks[i], to = ranks[(i + 1) % n];
-        next[(i + 1) % n] = send(from, to, chunk, {incoming[static_cast<size_t>(from)]});
+        next[(i + 1) % n] =
+            send(ranks[i], ranks[(i + 1) % n], chunk, incoming[static_cast<size_t>(ranks[i])]);
       }
-      for (size_t i = 0; i < n; ++i) incoming[static_cast<size_t>(ranks[i])] = next[i];
+      for (size_t i = 0; i < n; ++i) incoming[static_cast<size_t>(ranks[i])] = {next[i]};
     }
   }
 
-  void tree(int64_t bytes, std::vector<OpId>& incoming) {
+  void tree(int64_t bytes, std::vector<Deps>& incoming) {
     const int n = static_cast<int>(m_.size());
     const int64_t chunk = ceil_div(bytes, 2 * kTreeChunks);
-    std::vector<std::vector<OpId>> finals(static_cast<size_t>(n));  // what member i waits for
+    std::vector<Deps> finals(static_cast<size_t>(n));
     for (int t = 0; t < 2; ++t) {
       // Tree 0 is heap-shaped over ranks 0..n-1; tree 1 the same over the reversed ranks.
       auto rank = [&](int pos) { return t == 0 ? pos : n - 1 - pos; };
@@ -76,37 +78,35 @@ class Builder {
           down_prev(static_cast<size_t>(n), kNone);
       for (int k = 0; k < kTreeChunks; ++k) {
         std::vector<OpId> up(static_cast<size_t>(n), kNone), down(static_cast<size_t>(n), kNone);
-        // Reduce: children before parents (positions from the last up).
+        // Reduce: children before parents.
         for (int pos = n - 1; pos >= 1; --pos) {
           const int r = rank(pos), parent = rank((pos - 1) / 2);
-          const OpId id =
-              send(r, parent, chunk,
-                   {incoming[static_cast<size_t>(r)], up_prev[static_cast<size_t>(pos)]});
+          const OpId id = send(r, parent, chunk, incoming[static_cast<size_t>(r)],
+                               up_prev[static_cast<size_t>(pos)]);
           for (int c : {2 * pos + 1, 2 * pos + 2}) {
             if (c < n) b_.add_dep(id, up[static_cast<size_t>(c)]);
           }
           up[static_cast<size_t>(pos)] = id;
         }
-        // Broadcast: parents before children.
+        // Broadcast: parents before children; the root once its children's chunk is in.
         for (int pos = 1; pos < n; ++pos) {
           const int r = rank(pos), ppos = (pos - 1) / 2, parent = rank(ppos);
-          const OpId id = send(parent, r, chunk, {down_prev[static_cast<size_t>(pos)]});
+          Deps deps{down_prev[static_cast<size_t>(pos)]};
           if (ppos == 0) {
-            if (incoming[static_cast<size_t>(rank(0))] != kNone)
-              b_.add_dep(id, incoming[static_cast<size_t>(rank(0))]);
+            for (OpId d : incoming[static_cast<size_t>(rank(0))]) deps.push_back(d);
             for (int c : {1, 2}) {
-              if (c < n) b_.add_dep(id, up[static_cast<size_t>(c)]);
+              if (c < n) deps.push_back(up[static_cast<size_t>(c)]);
             }
           } else {
-            b_.add_dep(id, down[static_cast<size_t>(ppos)]);
+            deps.push_back(down[static_cast<size_t>(ppos)]);
           }
-          down[static_cast<size_t>(pos)] = id;
+          down[static_cast<size_t>(pos)] = send(parent, r, chunk, deps);
         }
         up_prev = up;
         down_prev = down;
       }
       for (int pos = 0; pos < n; ++pos) {
-        auto& f = finals[static_cast<size_t>(rank(pos))];
+        Deps& f = finals[static_cast<size_t>(rank(pos))];
         if (pos > 0) {
           f.push_back(down_prev[static_cast<size_t>(pos)]);
         } else {
@@ -116,13 +116,7 @@ class Builder {
         }
       }
     }
-    for (int i = 0; i < n; ++i) {
-      for (OpId f : finals[static_cast<size_t>(i)]) {
-        if (m_[static_cast<size_t>(i)].done != kNone)
-          b_.add_dep(m_[static_cast<size_t>(i)].done, f);
-      }
-      incoming[static_cast<size_t>(i)] = kNone;  // already wired to `done`
-    }
+    incoming = std::move(finals);
   }
 
   // Members grouped by node, in order; empty if nodes hold different numbers of members.
@@ -150,41 +144,44 @@ class Builder {
 
 }  // namespace
 
-void add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
-                   const std::vector<CollectiveMember>& members, int64_t bytes, CollectiveTag tag) {
+std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
+                                             const std::vector<CollectiveMember>& members,
+                                             int64_t bytes, CollectiveTag tag) {
   const int n = static_cast<int>(members.size());
-  if (n < 2 || bytes <= 0) return;
-  Builder build(b, members, tag);
-  std::vector<OpId> incoming;
+  std::vector<Deps> incoming;
   for (const CollectiveMember& m : members) incoming.push_back(m.ready);
-  std::vector<int> all(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-
-  std::vector<std::vector<int>> nodes;
-  if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
-  if (algo == AllReduceAlgo::kHierarchical && !nodes.empty() && nodes.size() > 1 &&
-      nodes.front().size() > 1) {
-    const int64_t g = static_cast<int64_t>(nodes.front().size());
-    const int64_t N = static_cast<int64_t>(nodes.size());
-    for (const auto& local : nodes)
-      build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
-    for (size_t l = 0; l < static_cast<size_t>(g); ++l) {
-      std::vector<int> across;
-      for (const auto& local : nodes) across.push_back(local[l]);
-      build.ring(across, static_cast<int>(2 * (N - 1)), ceil_div(bytes, g * N), incoming);
+  if (n >= 2 && bytes > 0) {
+    Builder build(b, members, tag);
+    std::vector<int> all(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    std::vector<std::vector<int>> nodes;
+    if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
+    if (algo == AllReduceAlgo::kHierarchical && nodes.size() > 1 && nodes.front().size() > 1) {
+      const auto g = static_cast<int64_t>(nodes.front().size());
+      const auto N = static_cast<int64_t>(nodes.size());
+      for (const auto& local : nodes)
+        build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
+      for (size_t l = 0; l < static_cast<size_t>(g); ++l) {
+        std::vector<int> across;
+        for (const auto& local : nodes) across.push_back(local[l]);
+        build.ring(across, static_cast<int>(2 * (N - 1)), ceil_div(bytes, g * N), incoming);
+      }
+      for (const auto& local : nodes)
+        build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
+    } else if (algo == AllReduceAlgo::kTree) {
+      build.tree(bytes, incoming);
+    } else {
+      build.ring(all, 2 * (n - 1), ceil_div(bytes, n), incoming);
     }
-    for (const auto& local : nodes)
-      build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
-  } else if (algo == AllReduceAlgo::kTree) {
-    build.tree(bytes, incoming);
-  } else {
-    build.ring(all, 2 * (n - 1), ceil_div(bytes, n), incoming);
   }
   for (int i = 0; i < n; ++i) {
     const CollectiveMember& m = members[static_cast<size_t>(i)];
-    if (m.done != kNone && incoming[static_cast<size_t>(i)] != kNone)
-      b.add_dep(m.done, incoming[static_cast<size_t>(i)]);
+    if (m.done == kNone) continue;
+    for (OpId d : incoming[static_cast<size_t>(i)]) {
+      if (d != kNone) b.add_dep(m.done, d);
+    }
   }
+  return incoming;
 }
 
 }  // namespace pipesim

@@ -28,8 +28,8 @@ inline constexpr int kTreeChunks = 4;
 struct CollectiveMember {
   int device = -1;
   int node = 0;
-  OpId ready = UINT32_MAX;  // the member's data is ready when this op ends (none: at once)
-  OpId done = UINT32_MAX;   // this op waits for the member's result
+  std::vector<OpId> ready;  // the member's data is ready when these ops end
+  OpId done = UINT32_MAX;   // this op waits for the member's result (none: nobody)
 };
 
 struct CollectiveTag {
@@ -37,7 +37,10 @@ struct CollectiveTag {
   int iteration = 0;
 };
 
-void add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
-                   const std::vector<CollectiveMember>& members, int64_t bytes, CollectiveTag tag);
+// Returns, per member, the transfers whose end means the member holds the result (what a
+// following collective on the same members should wait for).
+std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
+                                             const std::vector<CollectiveMember>& members,
+                                             int64_t bytes, CollectiveTag tag);
 
 }  // namespace pipesim

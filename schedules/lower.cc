@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "schedules/collectives.h"
@@ -21,6 +22,7 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.optimizer += layer.optimizer;
       p.activation_bytes += layer.activation_bytes;
       p.params += layer.params;
+      p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params});
     }
     p.input_bytes = s.first_layer == 0
                         ? model.input_bytes
@@ -91,8 +93,36 @@ class Lowering {
  private:
   struct OptimizerStep {
     OpId op = kNone;
-    OpId before = kNone;  // the slot's compute op just before it (the all-reduce waits for it)
+    OpId before = kNone;         // the slot's compute op just before it
+    std::vector<OpId> buckets;   // ops after which each gradient bucket is ready, in order
+    std::vector<int64_t> bytes;  // each bucket's gradient bytes
   };
+
+  // Gradient buckets of stage g: layer ranges [first, last] in backward order (last layer
+  // first), each closing once it holds bucket_bytes of gradients.
+  std::vector<std::pair<int, int>> buckets_of(int g) const {
+    const auto& layers = in_.stages[static_cast<size_t>(g)].layers;
+    std::vector<std::pair<int, int>> out;
+    int64_t acc = 0;
+    int end = static_cast<int>(layers.size()) - 1;
+    for (int l = end; l >= 0; --l) {
+      acc += layers[static_cast<size_t>(l)].params * in_.gradient_bytes_per_param;
+      if ((in_.bucket_bytes > 0 && acc >= in_.bucket_bytes) || l == 0) {
+        out.emplace_back(l, end);
+        end = l - 1;
+        acc = 0;
+      }
+    }
+    return out;
+  }
+
+  // The position's gradients are all-reduced (it has several copies or replicas).
+  bool syncs_gradients(int p) const { return copies_ * replicas(p) >= 2; }
+
+  OpId tail(OpId id) const {
+    const auto it = last_part_.find(id);
+    return it == last_part_.end() ? id : it->second;
+  }
 
   int replicas(int p) const {
     return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size());
@@ -135,10 +165,14 @@ class Lowering {
     int c = 0, p = 0, j = 0, d = 0, split = 1;
     const StepList* steps = nullptr;
     std::vector<char> has_r, has_w;  // [chunk * Mb + m]: this slot recomputes / runs a separate W
+    std::vector<char> last_grad;     // [step]: the last step computing a chunk's weight gradients
+                                     // before an optimizer step (split into gradient buckets)
     Time optimizer;
     int blk = 0;
     size_t idx = 0;
     OpId before = kNone;  // the slot's last compute op, for the all-reduce
+    std::vector<OpId> buckets;
+    std::vector<int64_t> bucket_bytes;
   };
 
   Cursor make_cursor(int c, int p, int j) {
@@ -157,6 +191,23 @@ class Lowering {
       if (s.kind == OpKind::kWeightGrad) cur.has_w[k] = 1;
     }
     for (int g = p; g < G_; g += P_) cur.optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
+    cur.last_grad.assign(cur.steps->size(), 0);
+    if (syncs_gradients(p)) {
+      std::vector<long> last(static_cast<size_t>(G_ / P_),
+                             -1);  // per chunk, since the last optimizer step
+      for (size_t i = 0; i < cur.steps->size(); ++i) {
+        const Step& s = (*cur.steps)[i];
+        const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
+        if (s.kind == OpKind::kWeightGrad || (s.kind == OpKind::kBackward && !cur.has_w[k])) {
+          last[static_cast<size_t>(s.chunk)] = static_cast<long>(i);
+        } else if (s.kind == OpKind::kOptimizer) {
+          for (long& l : last) {
+            if (l >= 0) cur.last_grad[static_cast<size_t>(l)] = 1;
+            l = -1;
+          }
+        }
+      }
+    }
     return cur;
   }
 
@@ -193,7 +244,10 @@ class Lowering {
       op.iteration = cur.blk + s.micro_batch;  // one of the two is zero
       op.duration = cur.optimizer;
       const OpId id = b_.add(op);
-      optimizers_[{cur.p, op.iteration}].push_back({id, cur.before});
+      optimizers_[{cur.p, op.iteration}].push_back(
+          {id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes)});
+      cur.buckets.clear();
+      cur.bucket_bytes.clear();
       return true;
     }
     const int g = s.chunk * P_ + cur.p;
@@ -235,8 +289,37 @@ class Lowering {
     }
     OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.j)];
     PIPESIM_ASSERT(target == kNone, "each step appears once per block");
-    target = b_.add(op);
-    cur.before = target;
+    if (!cur.last_grad[cur.idx - 1] || sp.layers.empty()) {  // (no per-layer costs: one bucket)
+      target = b_.add(op);
+      cur.before = target;
+      return true;
+    }
+    // The stage's last weight-gradient computation before the optimizer: one op per
+    // gradient bucket, layers in backward order, so each bucket's all-reduce can start as
+    // soon as its layers are done. Deps into the op go to the first part, deps out of it
+    // leave from the last.
+    const auto buckets = buckets_of(g);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      Op part = op;
+      part.part = static_cast<int16_t>(b);
+      Time t;
+      int64_t params = 0;
+      for (int l = buckets[b].first; l <= buckets[b].second; ++l) {
+        const auto& lc = sp.layers[static_cast<size_t>(l)];
+        t += s.kind == OpKind::kWeightGrad || cur.has_w[k] ? lc.backward_weight
+                                                           : lc.backward_input + lc.backward_weight;
+        params += lc.params;
+      }
+      part.duration = split_time(t, cur.split);
+      part.mem_at_start = b == 0 ? op.mem_at_start : 0;
+      part.mem_at_end = b + 1 == buckets.size() ? op.mem_at_end : 0;
+      const OpId id = b_.add(part);
+      if (b == 0) target = id;
+      if (b + 1 == buckets.size() && b > 0) last_part_[target] = id;
+      cur.buckets.push_back(id);
+      cur.bucket_bytes.push_back(params * in_.gradient_bytes_per_param);
+      cur.before = id;
+    }
     return true;
   }
 
@@ -282,7 +365,7 @@ class Lowering {
               const OpId bk = bwd_[slot(c, blk, g, m, j)];
               PIPESIM_ASSERT(f != kNone && bk != kNone,
                              "every micro-batch has F and B on every stage");
-              if (const OpId w = wgt_[slot(c, blk, g, m, j)]; w != kNone) b_.add_dep(w, bk);
+              if (const OpId w = wgt_[slot(c, blk, g, m, j)]; w != kNone) b_.add_dep(w, tail(bk));
               if (const OpId rc = rec_[slot(c, blk, g, m, j)]; rc != kNone) {
                 b_.add_dep(bk, rc);
                 b_.add_dep(rc, f);
@@ -309,8 +392,8 @@ class Lowering {
                         mb, mb / M, bytes, CommKind::kActivation);
                 const OpId rc = rec_[slot(c, blk, g, m, i)];
                 const OpId grad_target = rc != kNone ? rc : bwd_[slot(c, blk, g, m, i)];
-                connect(bwd_[slot(c, blk, g + 1, m, j)], dst, grad_target, src, g + 1, mb, mb / M,
-                        bytes, CommKind::kGradient);
+                connect(tail(bwd_[slot(c, blk, g + 1, m, j)]), dst, grad_target, src, g + 1, mb,
+                        mb / M, bytes, CommKind::kGradient);
               }
             }
           }
@@ -323,17 +406,35 @@ class Lowering {
   void add_allreduces() {
     for (auto& [key, members] : optimizers_) {
       const auto [p, it] = key;
-      int64_t params = 0;
-      for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
+      const AllReduceAlgo algo =
+          in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
       std::vector<CollectiveMember> group;
       for (const OptimizerStep& m : members) {
         const int d = b_.op(m.op).device;
         const int node = in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
-        group.push_back({d, node, m.before, m.op});
+        group.push_back({d, node, {m.before}, m.op});
       }
-      const AllReduceAlgo algo =
-          in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
-      add_allreduce(b_, algo, group, params * in_.gradient_bytes_per_param, {p, it});
+      const OptimizerStep& first = members.front();
+      if (first.buckets.empty()) {  // gradients all ready at once
+        int64_t params = 0;
+        for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
+        add_allreduce(b_, algo, group, params * in_.gradient_bytes_per_param, {p, it});
+        continue;
+      }
+      // One all-reduce per bucket, each once its layers are done on a member and the
+      // previous bucket's has finished there (one communication stream per device, as
+      // PyTorch DDP with NCCL); the optimizer waits for the last.
+      std::vector<std::vector<OpId>> previous(members.size());
+      for (size_t b = 0; b < first.buckets.size(); ++b) {
+        for (size_t i = 0; i < members.size(); ++i) {
+          PIPESIM_ASSERT(members[i].buckets.size() == first.buckets.size(),
+                         "replicas share the bucket layout");
+          group[i].ready = previous[i];
+          group[i].ready.push_back(members[i].buckets[b]);
+          group[i].done = b + 1 == first.buckets.size() ? members[i].op : kNone;
+        }
+        previous = add_allreduce(b_, algo, group, first.bytes[b], {p, it});
+      }
     }
   }
 
@@ -344,6 +445,7 @@ class Lowering {
   std::vector<OpId> fwd_, bwd_, wgt_, rec_;
   // (position, iteration) -> the optimizer steps of its devices, copy-major then replica.
   std::map<std::pair<int, int>, std::vector<OptimizerStep>> optimizers_;
+  std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
 };
 
 }  // namespace

@@ -36,6 +36,11 @@ struct StageProfile {
   int64_t input_bytes = 0;  // what arrives from the previous stage (model input on stage 0)
   int64_t output_bytes = 0;
   int64_t params = 0;
+  struct LayerCost {
+    Time backward_input, backward_weight;
+    int64_t params = 0;
+  };
+  std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
 
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages);
@@ -52,6 +57,9 @@ struct LoweringInput {
   std::vector<int64_t> reserved_bytes;   // [device], counted as "other"; may be empty
   std::vector<AllReduceAlgo> allreduce;  // [position]; empty: ring
   std::vector<int> device_node;          // [device] server, for hierarchical all-reduce
+  // Gradients are all-reduced in buckets of about this many bytes (layers in backward
+  // order), each as soon as its layers' last backward is done; <= 0: one per stage.
+  int64_t bucket_bytes = 0;
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
 };
 

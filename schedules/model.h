@@ -85,6 +85,9 @@ struct Strategy {
   bool vertical_sync = false;  // PipeDream: every stage uses the version the input stage used
   // Gradient all-reduce algorithm; empty means auto: the cheapest for each group and size.
   std::optional<AllReduceAlgo> allreduce;
+  // Gradients sync in buckets of about this size as their layers finish the backward
+  // (PyTorch DDP's default bucket_cap_mb = 25).
+  int64_t bucket_bytes = 25LL * 1024 * 1024;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
 };

@@ -53,6 +53,7 @@ struct Op {
   MemCategory mem_category = MemCategory::kActivations;
   CommKind comm = CommKind::kNone;
   int16_t chunk = 0;         // model chunk (interleaved schedules); 0 otherwise
+  int16_t part = 0;          // piece of a backward split at gradient-bucket boundaries
   int32_t device = -1;       // compute device; for a transfer, the sender
   int32_t peer = -1;         // for a transfer, the receiver
   int32_t stage = -1;        // global pipeline stage

@@ -20,6 +20,7 @@ std::string op_label(const Op& op) {
   }
   std::string s = fmt::format("{}{}", op_letter(op.kind), op.micro_batch);
   if (op.chunk > 0) s += fmt::format(".c{}", op.chunk);
+  if (op.part > 0) s += fmt::format(".p{}", op.part);
   return s;
 }
 

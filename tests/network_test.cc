@@ -127,7 +127,7 @@ Time allreduce_time(const Cluster& c, const std::vector<int>& devices, int64_t b
                     AllReduceAlgo algo, int64_t* link_bytes = nullptr, int64_t* sent = nullptr) {
   TaskGraphBuilder b(c.num_devices());
   std::vector<CollectiveMember> members;
-  for (int d : devices) members.push_back({d, c.device(d).node, UINT32_MAX, UINT32_MAX});
+  for (int d : devices) members.push_back({d, c.device(d).node, {}, UINT32_MAX});
   add_allreduce(b, algo, members, bytes, {0, 0});
   const TaskGraph g = std::move(b).build();
   EXPECT_FALSE(g.validate().has_value());
@@ -221,6 +221,46 @@ TEST(AllReduce, AutoPicksTheCheapestPerGroup) {
   }
   p.strategy_extra = "  allreduce: auto\n";
   EXPECT_EQ(test::run_pipe(p).timeline.makespan, best);
+}
+
+}  // namespace
+}  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(Buckets, GradientSyncOverlapsTheRestOfTheBackward) {
+  // One stage of 4 layers (t_f = t_b = 1 ms each, 1 M fp32 params = 4 MB of gradients),
+  // two data-parallel copies on GPUs joined at 8 GB/s with no latency; M = 1.
+  // bucket 8 MB: the backward runs layers 3, 2 (bucket 0) then 1, 0 (bucket 1).
+  //   F [0,4]; B part 0 [4,6]; its all-reduce: 2 ring steps of 4 MB at 8 GB/s = [6,7];
+  //   B part 1 [6,8]; its all-reduce [8,9]; optimizer at 9 ms.
+  // One bucket (bucket: 1 GB): B [4,8], then 2 steps of 8 MB = 2 ms: optimizer at 10 ms.
+  const std::string yaml = R"(cluster:
+  gpu: a100-80gb
+  nodes: 1
+  gpus_per_node: 2
+  intra_node: {kind: nvlink, bandwidth: 8 GB/s, latency: 0 us}
+model:
+  layers: [{name: l, repeat: 4, forward: 1 ms, backward: 1 ms, params: 1M}]
+training: {global_batch: 2, micro_batch: 1}
+strategy: {schedule: dapple, pipeline: 1, data: 2, allreduce: ring, bucket: 8 MB}
+)";
+  const test::SimRun r = test::run_yaml(yaml);
+  EXPECT_EQ(r.timeline.makespan, Time::ms(9));
+  std::vector<std::pair<Time, Time>> parts;
+  for (OpId id : r.graph.stream(0)) {
+    if (r.graph.op(id).kind == OpKind::kBackward)
+      parts.emplace_back(r.timeline.start[id], r.timeline.end[id]);
+  }
+  EXPECT_EQ(parts, (std::vector<std::pair<Time, Time>>{{Time::ms(4), Time::ms(6)},
+                                                       {Time::ms(6), Time::ms(8)}}));
+  std::string one = yaml;
+  one.replace(one.find("bucket: 8 MB"), 12, "bucket: 1 GB");
+  EXPECT_EQ(test::run_yaml(one).timeline.makespan, Time::ms(10));
+  // `pipesim order` still shows one backward.
+  const auto o = test::cli({"order", test::write_temp("buckets.yaml", yaml)});
+  EXPECT_EQ(o.out, "dev0: F0 B0\ndev1: F0 B0\n");
 }
 
 }  // namespace
