@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -288,8 +289,8 @@ const std::vector<LinkKind> kAllKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, Li
 Cluster read_cluster(const Reader& r, const YAML::Node& n) {
   const std::string path = "cluster";
   r.expect_map(n, path,
-               {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "devices", "switches",
-                "links"});
+               {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "fabric", "devices",
+                "switches", "links"});
   if (!n["devices"].IsDefined()) {
     for (const char* k : {"switches", "links"}) {
       if (n[k].IsDefined())
@@ -307,9 +308,56 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
     if (int64_t{nodes} * per > 1'000'000)
       r.fail(n["nodes"], "cluster.nodes", "more than 1,000,000 GPUs",
              "nodes x gpus_per_node <= 1000000");
-    const LinkSpec intra = n["intra_node"].IsDefined()
-                               ? read_link(r, n["intra_node"], "cluster.intra_node", kIntraKinds)
-                               : *find_link_preset("nvlink");
+    ClusterBuilder::ShorthandOptions opts;
+    LinkSpec intra = *find_link_preset("nvlink");
+    if (const YAML::Node in = n["intra_node"]; in.IsDefined()) {
+      // The link keys go to read_link; the layout keys are the shorthand's.
+      // (Node::operator= would write through `link` into `in`: rebind with reset().)
+      YAML::Node link;
+      link.reset(in);
+      if (in.IsMap()) {
+        link.reset(YAML::Node(YAML::NodeType::Map));
+        for (auto it = in.begin(); it != in.end(); ++it) {
+          const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+          if (key != "topology" && key != "gpus_per_switch") link[key] = it->second;
+        }
+        if (in["topology"].IsDefined()) {
+          using T = ClusterBuilder::IntraTopology;
+          opts.intra = r.choice<T>(in["topology"], "cluster.intra_node.topology",
+                                   {{"mesh", T::kMesh},
+                                    {"switch", T::kSwitch},
+                                    {"hybrid-cube-mesh", T::kHybridCubeMesh},
+                                    {"tree", T::kTree}});
+        }
+        if (in["gpus_per_switch"].IsDefined()) {
+          opts.gpus_per_switch = static_cast<int>(
+              r.integer(in["gpus_per_switch"], "cluster.intra_node.gpus_per_switch", 1, 1024));
+        }
+      }
+      intra = r.at(in, "cluster.intra_node", [&] {
+        return read_link(r, link.IsMap() && link.size() == 0 ? in : link, "cluster.intra_node",
+                         kIntraKinds);
+      });
+    }
+    if (const YAML::Node f = n["fabric"]; f.IsDefined()) {
+      r.expect_map(f, "cluster.fabric", {"nodes_per_leaf", "oversubscription", "spine_latency"});
+      opts.nodes_per_leaf =
+          static_cast<int>(r.integer(r.require(f, "cluster.fabric", "nodes_per_leaf"),
+                                     "cluster.fabric.nodes_per_leaf", 1, 1'000'000));
+      if (f["oversubscription"].IsDefined()) {
+        const std::string s =
+            r.scalar(f["oversubscription"], "cluster.fabric.oversubscription", "a number >= 1");
+        char* end = nullptr;
+        opts.oversubscription = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !(opts.oversubscription >= 1.0) ||
+            opts.oversubscription > 1e6) {
+          r.fail(f["oversubscription"], "cluster.fabric.oversubscription",
+                 fmt::format("'{}' is not a ratio >= 1", s), "a number >= 1, e.g. 2 for 2:1");
+        }
+      }
+      if (f["spine_latency"].IsDefined())
+        opts.spine_latency = r.time(f["spine_latency"], "cluster.fabric.spine_latency");
+    }
     LinkSpec inter = default_link_preset(LinkKind::kEthernet);
     if (n["inter_node"].IsDefined()) {
       inter = read_link(r, n["inter_node"], "cluster.inter_node", kInterKinds);
@@ -317,9 +365,10 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
       r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)",
              "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");
     }
-    return r.at(n, path, [&] { return ClusterBuilder::shorthand(nodes, per, gpu, intra, inter); });
+    return r.at(n, path,
+                [&] { return ClusterBuilder::shorthand(nodes, per, gpu, intra, inter, opts); });
   }
-  for (const char* k : {"nodes", "gpus_per_node", "intra_node", "inter_node"}) {
+  for (const char* k : {"nodes", "gpus_per_node", "intra_node", "inter_node", "fabric"}) {
     if (n[k].IsDefined())
       r.fail(n[k], child_path(path, k), "cannot be combined with cluster.devices",
              "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");

@@ -265,3 +265,32 @@ strategy: {schedule: dapple, pipeline: 1, data: 2, allreduce: ring, bucket: 8 MB
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(Contention, OversubscribedSpine) {
+  // 8 single-GPU nodes, 4 per leaf, 10 GB/s each, 2:1: a leaf's uplink carries 20 GB/s.
+  // Four flows from leaf 0's nodes to leaf 1's share it: 5 GB/s each, so 10 MB takes
+  // 2 ms (+ 2 + 1 + 2 us of latency); one flow alone is held to its node's 10 GB/s: 1 ms.
+  ClusterBuilder::ShorthandOptions o;
+  o.nodes_per_leaf = 4;
+  o.oversubscription = 2.0;
+  o.spine_latency = Time::us(1);
+  const Cluster c =
+      ClusterBuilder::shorthand(8, 1, gpu(), *find_link_preset("nvlink3"),
+                                {"custom", LinkKind::kInfiniBand, 10e9, Time::us(2)}, o);
+  Flows four(8);
+  std::vector<OpId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(four.add(i, 4 + i, 10'000'000));
+  const TaskGraph g = std::move(four.b).build();
+  const Timeline tl = simulate(g, c);
+  for (OpId id : ids) EXPECT_EQ(tl.end[id], Time::us(5) + Time::ms(2));
+  Flows one(8);
+  const OpId x = one.add(0, 4, 10'000'000);
+  const TaskGraph g1 = std::move(one.b).build();
+  EXPECT_EQ(simulate(g1, c).end[x], Time::us(5) + Time::ms(1));
+}
+
+}  // namespace
+}  // namespace pipesim

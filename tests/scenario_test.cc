@@ -242,6 +242,19 @@ const Rule kRules[] = {
      "strategy: this run would simulate 480000000000 compute ops"},
     {"list_for_scalar", edit(kBase, "{name: a, forward: 1 ms", "{name: a, forward: [1 ms]"),
      "model.layers.0.forward: expected a single value, got a list"},
+    {"intra_topology",
+     edit(kBase, "intra_node: nvlink", "intra_node: {kind: nvlink, topology: torus}"),
+     ":6:40: cluster.intra_node.topology: unknown value 'torus' (mesh | switch | hybrid-cube-mesh "
+     "| tree)"},
+    {"cube_mesh_size",
+     edit(kBase, "intra_node: nvlink", "intra_node: {kind: nvlink, topology: hybrid-cube-mesh}"),
+     "cluster: a hybrid cube-mesh joins 8 GPUs, not 2 (gpus_per_node: 8)"},
+    {"oversubscription",
+     edit(kBase, "  nodes: 2\n",
+          "  nodes: 2\n  fabric: {nodes_per_leaf: 1, oversubscription: 0.5}\n"),
+     "cluster.fabric.oversubscription: '0.5' is not a ratio >= 1 (a number >= 1, e.g. 2 for 2:1)"},
+    {"allreduce_algo", edit(kBase, "schedule: dapple", "schedule: dapple\n  allreduce: butterfly"),
+     "strategy.allreduce: unknown value 'butterfly' (ring | tree | hierarchical | auto)"},
     {"not_a_mapping", "- just\n- a list\n", ":1:1: a scenario must be a mapping, got a list"},
     {"invalid_yaml", edit(kBase, "model:\n", "model: [\n"), "invalid YAML"},
 };
@@ -283,6 +296,19 @@ TEST(Loader, OverridesApplyBeforeValidation) {
   EXPECT_EQ(s.strategy.stages[0].replicas, 2);
   EXPECT_EQ(s.training.iterations, 3);
   EXPECT_DOUBLE_EQ(s.cluster.route(0, 2).bottleneck_bytes_per_s, 25e9);  // HDR: 200 Gbit/s
+}
+
+TEST(Loader, TopologyAndFabricKeys) {
+  const Scenario s = load_scenario_text(
+      edit(edit(kBase, "intra_node: nvlink",
+                "intra_node: {kind: pcie, topology: tree, gpus_per_switch: 1}"),
+           "  nodes: 2\n",
+           "  nodes: 2\n  fabric: {nodes_per_leaf: 1, oversubscription: 2, spine_latency: 1 us}\n"),
+      "topo.yaml");
+  // One GPU per PCIe switch: GPU0 -> GPU1 crosses switch, host bridge, switch (3 x 3 us,
+  // the pcie3 preset's latency); across nodes the spine adds its 1 us.
+  EXPECT_EQ(s.cluster.route(0, 1).latency, Time::us(9));
+  EXPECT_EQ(s.cluster.route(0, 2).latency, Time::us(3 + 3 + 10 + 1 + 10 + 3 + 3));
 }
 
 TEST(Loader, OverrideErrorsNameTheOverride) {

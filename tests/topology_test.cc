@@ -127,3 +127,81 @@ TEST(Placement, PoliciesOnTwoNodes) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+using Opts = ClusterBuilder::ShorthandOptions;
+
+TEST(Topologies, Dgx1HybridCubeMesh) {
+  // nvidia-smi topo of a DGX-1V: GPU0-GPU3 and GPU0-GPU4 are double NVLink bricks (2 x
+  // 25 GB/s), GPU0-GPU1 a single one; GPU0 and GPU5 have no NVLink and meet over PCIe.
+  Opts o;
+  o.intra = ClusterBuilder::IntraTopology::kHybridCubeMesh;
+  const Cluster c = ClusterBuilder::shorthand(1, 8, *find_gpu_preset("v100-16gb"),
+                                              {"nvlink2", LinkKind::kNvLink, 25e9, Time::us(2)},
+                                              *find_link_preset("eth25"), o);
+  EXPECT_EQ(c.route(0, 3).hops.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.route(0, 3).bottleneck_bytes_per_s, 50e9);
+  EXPECT_DOUBLE_EQ(c.route(0, 4).bottleneck_bytes_per_s, 50e9);
+  EXPECT_DOUBLE_EQ(c.route(0, 1).bottleneck_bytes_per_s, 25e9);
+  EXPECT_DOUBLE_EQ(c.route(0, 5).bottleneck_bytes_per_s, 15.75e9);  // PCIe 3 x16
+  EXPECT_EQ(c.route(0, 5).latency, Time::us(3));
+  // Every GPU has 6 bricks: 150 GB/s of NVLink per direction.
+  for (int g = 0; g < 8; ++g) {
+    double total = 0;
+    for (int h = 0; h < 8; ++h) {
+      if (h != g && c.route(g, h).hops.size() == 1) total += c.route(g, h).bottleneck_bytes_per_s;
+    }
+    EXPECT_DOUBLE_EQ(total, 150e9) << g;
+  }
+  EXPECT_THROW(
+      ClusterBuilder::shorthand(1, 4, *find_gpu_preset("v100-16gb"), *find_link_preset("nvlink2"),
+                                *find_link_preset("eth25"), o),
+      InputError);
+}
+
+TEST(Topologies, PcieTreeSharesTheHostBridgeAndNic) {
+  // 2 nodes x 4 GPUs, two GPUs per PCIe switch, 16 GB/s links, 1 us per traversal; the NIC
+  // sits on the host bridge. GPU0 -> GPU1: one switch (1 us); GPU0 -> GPU2: switch, bridge,
+  // switch (3 us); GPU0 -> node1/GPU0: plx, host, fabric (10 us), host, plx = 14 us, and
+  // its bottleneck is the 12.5 GB/s NIC.
+  Opts o;
+  o.intra = ClusterBuilder::IntraTopology::kTree;
+  const Cluster c = ClusterBuilder::shorthand(
+      2, 4, *find_gpu_preset("a100-40gb"), {"custom", LinkKind::kPcie, 16e9, Time::us(1)},
+      {"custom", LinkKind::kEthernet, 12.5e9, Time::us(10)}, o);
+  EXPECT_EQ(c.route(0, 1).latency, Time::us(1));
+  EXPECT_EQ(c.route(0, 2).latency, Time::us(3));
+  EXPECT_EQ(c.route(0, 4).latency, Time::us(14));
+  EXPECT_DOUBLE_EQ(c.route(0, 4).bottleneck_bytes_per_s, 12.5e9);
+  // GPU0 and GPU1 reach the NIC through the same switch-to-bridge link.
+  const auto& a = c.route(0, 4).hops;
+  const auto& b = c.route(1, 5).hops;
+  EXPECT_EQ(a[1], b[1]);
+}
+
+TEST(Topologies, LeafSpineOversubscription) {
+  // 8 nodes, 4 per leaf, 10 GB/s per node, 2:1 oversubscribed: each leaf's uplink carries
+  // 4 x 10 / 2 = 20 GB/s. Within a leaf: NIC, leaf, NIC; across: leaf, spine, leaf.
+  Opts o;
+  o.nodes_per_leaf = 4;
+  o.oversubscription = 2.0;
+  o.spine_latency = Time::us(1);
+  const Cluster c =
+      ClusterBuilder::shorthand(8, 1, *find_gpu_preset("a100-40gb"), *find_link_preset("nvlink3"),
+                                {"custom", LinkKind::kInfiniBand, 10e9, Time::us(2)}, o);
+  EXPECT_EQ(c.route(0, 1).latency, Time::us(2));
+  EXPECT_EQ(c.route(0, 4).latency, Time::us(2 + 1 + 2));
+  bool found = false;
+  for (LinkDirection d : c.route(0, 4).hops) {
+    if (c.direction_name(d) == "leaf0->spine") {
+      found = true;
+      EXPECT_DOUBLE_EQ(c.direction_bandwidth(d), 20e9);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace pipesim

@@ -190,8 +190,25 @@ Cluster ClusterBuilder::build() {
   return c;
 }
 
+namespace {
+// nvidia-smi topo -m of a DGX-1 (V100): NVLink bricks between GPU pairs (0 = none).
+constexpr int kDgx1Bricks[8][8] = {
+    {0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0},
+    {2, 1, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+    {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0},
+};
+}  // namespace
+
 Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu,
-                                  const LinkSpec& intra, const LinkSpec& inter) {
+                                  const LinkSpec& intra, const LinkSpec& inter,
+                                  const ShorthandOptions& o) {
+  using T = IntraTopology;
+  T topo = o.intra;
+  if (topo == T::kDefault) topo = intra.kind == LinkKind::kNvLink ? T::kMesh : T::kSwitch;
+  if (topo == T::kHybridCubeMesh && gpus_per_node != 8) {
+    throw InputError(fmt::format("a hybrid cube-mesh joins 8 GPUs, not {}", gpus_per_node),
+                     "gpus_per_node: 8");
+  }
   ClusterBuilder b;
   std::vector<std::vector<int>> gpu_vertices(static_cast<size_t>(nodes));
   for (int n = 0; n < nodes; ++n) {
@@ -200,33 +217,92 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
       gpu_vertices[static_cast<size_t>(n)].push_back(b.gpu_vertex(dev));
     }
   }
+  std::vector<int> host_bridge(static_cast<size_t>(nodes), -1);  // where a tree's NIC hangs
+  LinkSpec port = intra;
+  port.latency = Time::zero();
   for (int n = 0; n < nodes; ++n) {
     const auto& gv = gpu_vertices[static_cast<size_t>(n)];
-    if (gpus_per_node > 1) {
-      if (intra.kind == LinkKind::kNvLink) {
+    switch (topo) {
+      case T::kMesh:
         for (size_t i = 0; i < gv.size(); ++i) {
           for (size_t j = i + 1; j < gv.size(); ++j) b.add_link(gv[i], gv[j], intra);
         }
-      } else {
-        // A star: the switch carries the latency, each GPU's port the bandwidth.
-        const int sw =
-            b.add_switch(fmt::format("node{}/{}", n, to_string(intra.kind)), intra.latency);
-        LinkSpec port = intra;
-        port.latency = Time::zero();
-        for (int v : gv) b.add_link(v, sw, port);
+        break;
+      case T::kSwitch:
+        if (gv.size() > 1) {
+          // A star: the switch carries the latency, each GPU's port the bandwidth.
+          const int sw =
+              b.add_switch(fmt::format("node{}/{}", n, to_string(intra.kind)), intra.latency);
+          for (int v : gv) b.add_link(v, sw, port);
+        }
+        break;
+      case T::kHybridCubeMesh: {
+        for (size_t i = 0; i < 8; ++i) {
+          for (size_t j = i + 1; j < 8; ++j) {
+            if (kDgx1Bricks[i][j] == 0) continue;
+            LinkSpec l = intra;
+            l.bytes_per_s *= kDgx1Bricks[i][j];
+            b.add_link(gv[i], gv[j], l);
+          }
+        }
+        const LinkSpec& pcie = *find_link_preset("pcie3");
+        const int host = b.add_switch(fmt::format("node{}/pcie", n), pcie.latency);
+        LinkSpec pport = pcie;
+        pport.latency = Time::zero();
+        for (int v : gv) b.add_link(v, host, pport);
+        break;
       }
+      case T::kTree: {
+        const int bridge = b.add_switch(fmt::format("node{}/host", n), intra.latency);
+        host_bridge[static_cast<size_t>(n)] = bridge;
+        for (size_t i = 0; i < gv.size(); i += static_cast<size_t>(o.gpus_per_switch)) {
+          const int sw = b.add_switch(
+              fmt::format("node{}/plx{}", n, i / static_cast<size_t>(o.gpus_per_switch)),
+              intra.latency);
+          b.add_link(sw, bridge, port);
+          for (size_t k = i; k < std::min(gv.size(), i + static_cast<size_t>(o.gpus_per_switch));
+               ++k) {
+            b.add_link(gv[k], sw, port);
+          }
+        }
+        break;
+      }
+      case T::kDefault:
+        break;
     }
   }
   if (nodes > 1) {
-    const int fabric = b.add_switch("fabric", inter.latency);
     LinkSpec uplink = inter;
     uplink.latency = Time::zero();
     const LinkSpec host{"host", LinkKind::kHost, std::numeric_limits<double>::infinity(),
                         Time::zero()};
+    std::vector<int> nic_parent(static_cast<size_t>(nodes));
+    if (o.nodes_per_leaf > 0) {
+      const int spine = b.add_switch("spine", o.spine_latency);
+      LinkSpec leaf_up = inter;
+      leaf_up.latency = Time::zero();
+      leaf_up.bytes_per_s = inter.bytes_per_s * o.nodes_per_leaf / o.oversubscription;
+      int leaf = -1;
+      for (int n = 0; n < nodes; ++n) {
+        if (n % o.nodes_per_leaf == 0) {
+          leaf = b.add_switch(fmt::format("leaf{}", n / o.nodes_per_leaf), inter.latency);
+          b.add_link(leaf, spine, leaf_up);
+        }
+        nic_parent[static_cast<size_t>(n)] = leaf;
+      }
+    } else {
+      const int fabric = b.add_switch("fabric", inter.latency);
+      std::fill(nic_parent.begin(), nic_parent.end(), fabric);
+    }
     for (int n = 0; n < nodes; ++n) {
       const int nic = b.add_switch(fmt::format("node{}/nic", n));
-      b.add_link(nic, fabric, uplink);
-      for (int v : gpu_vertices[static_cast<size_t>(n)]) b.add_link(v, nic, host);
+      b.add_link(nic, nic_parent[static_cast<size_t>(n)], uplink);
+      if (host_bridge[static_cast<size_t>(n)] >= 0) {
+        b.add_link(nic, host_bridge[static_cast<size_t>(n)],
+                   port);  // GPUs reach it through the tree
+      } else {
+        for (int v : gpu_vertices[static_cast<size_t>(n)]) b.add_link(v, nic, host);
+      }
     }
   }
   return b.build();

@@ -84,11 +84,35 @@ class ClusterBuilder {
   // Throws InputError if a name repeats or some GPU cannot reach another.
   Cluster build();
 
-  // nodes x gpus_per_node: intra-node links of `intra` (a full mesh for NVLink, a star
-  // through a node switch for NVSwitch/PCIe) and, with several nodes, one NIC per node of
-  // `inter` bandwidth into one fabric switch whose traversal is `inter.latency`.
+  // nodes x gpus_per_node. Inside a node (ShorthandOptions::intra):
+  //   mesh              a link between every pair of GPUs (NVLink's default);
+  //   switch            a star through one node switch whose traversal is the latency and
+  //                     whose ports carry the bandwidth (NVSwitch's and PCIe's default);
+  //   hybrid-cube-mesh  DGX-1 (8 GPUs): NVLink bricks of `intra` bandwidth between the
+  //                     nvidia-smi topo pairs (some doubled), other pairs through a PCIe
+  //                     host switch (pcie3);
+  //   tree              PCIe: gpus_per_switch GPUs under each PCIe switch, the switches
+  //                     under a host bridge, which also holds the NIC; each traversal is the
+  //                     latency, every link the bandwidth.
+  // With several nodes, one NIC per node of `inter` bandwidth into one fabric switch whose
+  // traversal is `inter.latency`; or, with nodes_per_leaf > 0, a leaf/spine fabric: nodes
+  // under leaf switches (traversal `inter.latency`), each leaf's uplink to one logical
+  // spine carrying nodes_per_leaf x inter bandwidth / oversubscription (crossing the spine
+  // adds spine_latency).
+  enum class IntraTopology { kDefault, kMesh, kSwitch, kHybridCubeMesh, kTree };
+  struct ShorthandOptions {
+    IntraTopology intra = IntraTopology::kDefault;
+    int gpus_per_switch = 2;
+    int nodes_per_leaf = 0;  // 0: one fabric switch
+    double oversubscription = 1.0;
+    Time spine_latency;
+  };
   static Cluster shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu, const LinkSpec& intra,
-                           const LinkSpec& inter);
+                           const LinkSpec& inter, const ShorthandOptions& options);
+  static Cluster shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu, const LinkSpec& intra,
+                           const LinkSpec& inter) {
+    return shorthand(nodes, gpus_per_node, gpu, intra, inter, ShorthandOptions{});
+  }
 
  private:
   struct Vertex {
