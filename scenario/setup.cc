@@ -76,7 +76,7 @@ Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64
     case AllReduceAlgo::kRing:
       return slowest_step(c, devices, ceil_div(bytes, n), 1) * (2 * (n - 1));
     case AllReduceAlgo::kTree: {
-      // Two trees of depth D, each pipelining kTreeChunks chunks of bytes / (2 K) up and
+      // Two trees of depth D, each pipelining tree_chunks(bytes) = K chunks of bytes / (2 K) up and
       // down; a member's links carry both trees' chunks.
       int64_t depth = 0;
       while ((int64_t{1} << (depth + 1)) <= n) ++depth;
@@ -85,10 +85,11 @@ Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64
         const int a = devices[static_cast<size_t>(pos)],
                   b = devices[static_cast<size_t>((pos - 1) / 2)];
         if (a != b)
-          edge = max(edge,
-                     Cluster::transfer_time(c.route(a, b), 2 * ceil_div(bytes, 2 * kTreeChunks)));
+          edge =
+              max(edge, Cluster::transfer_time(
+                            c.route(a, b), 2 * ceil_div(bytes, 2 * int64_t{tree_chunks(bytes)})));
       }
-      return edge * (2 * (depth + kTreeChunks - 1));
+      return edge * (2 * (depth + tree_chunks(bytes) - 1));
     }
     case AllReduceAlgo::kHierarchical: {
       std::map<int, std::vector<int>> nodes;

@@ -69,14 +69,15 @@ class Builder {
 
   void tree(int64_t bytes, std::vector<Deps>& incoming) {
     const int n = static_cast<int>(m_.size());
-    const int64_t chunk = ceil_div(bytes, 2 * kTreeChunks);
+    const int K = tree_chunks(bytes);
+    const int64_t chunk = ceil_div(bytes, 2 * int64_t{K});
     std::vector<Deps> finals(static_cast<size_t>(n));
     for (int t = 0; t < 2; ++t) {
       // Tree 0 is heap-shaped over ranks 0..n-1; tree 1 the same over the reversed ranks.
       auto rank = [&](int pos) { return t == 0 ? pos : n - 1 - pos; };
       std::vector<OpId> up_prev(static_cast<size_t>(n), kNone),
           down_prev(static_cast<size_t>(n), kNone);
-      for (int k = 0; k < kTreeChunks; ++k) {
+      for (int k = 0; k < K; ++k) {
         std::vector<OpId> up(static_cast<size_t>(n), kNone), down(static_cast<size_t>(n), kNone);
         // Reduce: children before parents.
         for (int pos = n - 1; pos >= 1; --pos) {

@@ -7,7 +7,7 @@
 //                 2(n - 1)(alpha + bytes / (n beta)).
 //   tree          NCCL's double binary tree: two binary trees (the second mirrored, so a
 //                 member is interior in at most one) each reduce half the data up to their
-//                 root and broadcast it back down, in kTreeChunks pipelined chunks.
+//                 root and broadcast it back down, pipelined in tree_chunks(bytes) chunks.
 //   hierarchical  reduce-scatter inside each node, a ring all-reduce of each shard across
 //                 nodes (one ring per local rank), all-gather inside each node. Needs the
 //                 same number of members on every node; otherwise it runs as a ring.
@@ -23,7 +23,14 @@ namespace pipesim {
 enum class AllReduceAlgo { kRing, kTree, kHierarchical };
 std::string_view to_string(AllReduceAlgo a);
 
-inline constexpr int kTreeChunks = 4;
+// Pipelining depth of the tree: chunks of at least 4 MiB per tree, at most 8 of them.
+// NCCL pipelines in finer chunks; deeper pipelines here mean many more concurrent flows in
+// one contended component, and max-min re-rating cost grows with its size.
+inline int tree_chunks(int64_t bytes) {
+  const int64_t per_tree = (bytes + 1) / 2;
+  const int64_t k = (per_tree + (int64_t{4} << 20) - 1) / (int64_t{4} << 20);
+  return static_cast<int>(k < 1 ? 1 : (k > 8 ? 8 : k));
+}
 
 struct CollectiveMember {
   int device = -1;

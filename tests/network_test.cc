@@ -182,8 +182,9 @@ TEST(AllReduce, HierarchicalClosedForm) {
 TEST(AllReduce, TreeBeatsRingWhenLatencyDominates) {
   // 16 GPUs on an NVSwitch (one 10 GB/s port each, 10 us through the switch), 1 KB: the
   // ring pays 2(n - 1) = 30 latencies; the double binary tree 2(depth + chunks - 1) =
-  // 2 (4 + 3) = 14. With 160 MB the ring's bandwidth-optimal 2(n - 1)/n S/B wins, because a
-  // tree's interior member pushes every chunk through its one port to two children.
+  // 2 (4 + 1 - 1) = 8 (one chunk for so little data). With 160 MB the ring's bandwidth-optimal 2(n
+  // - 1)/n S/B wins, because a tree's interior member pushes every chunk through its one port to
+  // two children.
   const Cluster c =
       ClusterBuilder::shorthand(1, 16, gpu(), link(10e9, Time::us(10), LinkKind::kNvSwitch),
                                 link(1e9, Time::us(10), LinkKind::kEthernet));

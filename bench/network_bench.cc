@@ -1,0 +1,79 @@
+// Network scale. Targets (issue: network) on a 2-core CI machine:
+//  - 1024 GPUs (128 nodes x 8): one 1 GiB all-reduce, each algorithm: <= 2 s, <= 2 GiB RAM;
+//  - 1024 GPUs, pipeline 16 x data 64, M = 64, one iteration with bucketed gradient sync:
+//    <= 5 s, <= 4 GiB RAM.
+// peak_rss_mib is the process's high-water mark so far (benchmarks run in the order below).
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include "scenario/scenario.h"
+#include "scenario/setup.h"
+#include "schedules/collectives.h"
+#include "sim/engine.h"
+
+namespace pipesim {
+namespace {
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+Cluster big_cluster() {
+  return ClusterBuilder::shorthand(128, 8, *find_gpu_preset("h100-80gb"),
+                                   *find_link_preset("nvswitch"), *find_link_preset("ib-ndr"));
+}
+
+void BM_AllReduce1GiB1024Gpus(benchmark::State& state) {
+  const auto algo = static_cast<AllReduceAlgo>(state.range(0));
+  const Cluster c = big_cluster();
+  size_t ops = 0;
+  Time t;
+  for (auto _ : state) {
+    TaskGraphBuilder b(c.num_devices());
+    std::vector<CollectiveMember> members;
+    for (int d = 0; d < c.num_devices(); ++d)
+      members.push_back({d, c.device(d).node, {}, UINT32_MAX});
+    add_allreduce(b, algo, members, int64_t{1} << 30, {0, 0});
+    const TaskGraph g = std::move(b).build();
+    t = simulate(g, c).makespan;
+    ops = g.size();
+  }
+  state.SetLabel(std::string(to_string(algo)));
+  state.counters["transfers"] = static_cast<double>(ops);
+  state.counters["simulated_ms"] = t.seconds() * 1e3;
+  state.counters["peak_rss_mib"] = peak_rss_mib();
+}
+BENCHMARK(BM_AllReduce1GiB1024Gpus)->DenseRange(0, 2)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_Pipeline16xData64(benchmark::State& state) {
+  // A GPT-style model of 32 layers (2 per stage), 50 M params each, mixed-precision Adam.
+  const std::string yaml = R"(cluster:
+  gpu: h100-80gb
+  nodes: 128
+  gpus_per_node: 8
+  intra_node: nvswitch
+  inter_node: ib-ndr
+model:
+  layers: [{name: block, repeat: 32, forward: 1 ms, backward: 2 ms, activation: 500 MiB, output: 16 MiB, params: 50M}]
+training: {global_batch: 4096, micro_batch: 1, precision: mixed, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 16, data: 64}
+)";
+  const Scenario sc = load_scenario_text(yaml, "bench.yaml");
+  size_t ops = 0;
+  Time t;
+  for (auto _ : state) {
+    const TaskGraph g = scenario_task_graph(sc);
+    t = simulate(g, sc.cluster).makespan;
+    ops = g.size();
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  state.counters["simulated_ms"] = t.seconds() * 1e3;
+  state.counters["peak_rss_mib"] = peak_rss_mib();
+}
+BENCHMARK(BM_Pipeline16xData64)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pipesim
