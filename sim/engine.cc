@@ -36,7 +36,6 @@ class Engine {
     for (OpId id = 0; id < n; ++id) waiting_[id] = static_cast<uint32_t>(g.deps(id).size());
     cursor_.assign(static_cast<size_t>(c.num_devices()), 0);
     running_.assign(static_cast<size_t>(c.num_devices()), false);
-    stream_free_.assign(static_cast<size_t>(c.num_devices()), Time::zero());
     memory_.resize(static_cast<size_t>(c.num_devices()));
     queue_.reserve(static_cast<size_t>(c.num_devices()) * 2 + 64);
   }
@@ -99,37 +98,8 @@ class Engine {
     running_[du] = true;
     const Op& op = graph_.op(head);
     tl_.start[head] = now;
-    account_exposed_comm(head, d, now);
     apply_memory(head, op.mem_at_start, now, false);
     push(now + op.duration, head, kOpEnd);
-  }
-
-  // The part of the idle gap before `head` spent waiting on a transfer itself: from when
-  // the stream, every compute dependency and the last-arriving transfer's own producer were
-  // done, to when the op could start. Waiting for a neighbour's computation (the pipeline
-  // bubble) is not communication and does not count.
-  void account_exposed_comm(OpId head, int d, Time now) {
-    Time ready = stream_free_[static_cast<size_t>(d)];
-    OpId last = UINT32_MAX;
-    for (OpId dep : graph_.deps(head)) {
-      if (graph_.op(dep).kind != OpKind::kTransfer) {
-        ready = max(ready, tl_.end[dep]);
-      } else if (last == UINT32_MAX || tl_.end[dep] > tl_.end[last]) {
-        last = dep;
-      }
-    }
-    if (last == UINT32_MAX) return;
-    // A collective is a chain of transfers (a ring's steps): wait from its first link.
-    OpId first = last;
-    while (!graph_.deps(first).empty() &&
-           graph_.op(graph_.deps(first)[0]).kind == OpKind::kTransfer) {
-      first = graph_.deps(first)[0];
-    }
-    ready = max(ready, tl_.start[first]);
-    if (now <= ready) return;
-    DeviceStats& ds = tl_.devices[static_cast<size_t>(d)];
-    (graph_.op(last).comm == CommKind::kAllReduce ? ds.exposed_allreduce
-                                                  : ds.exposed_pipeline_comm) += now - ready;
   }
 
   void start_transfer(OpId id, Time now) {
@@ -196,7 +166,6 @@ class Engine {
       tl_.devices[d].busy += op.duration;
       ++tl_.devices[d].ops;
       running_[d] = false;
-      stream_free_[d] = now;
       ++cursor_[d];
     }
     for (OpId s : graph_.successors(id)) {
@@ -246,7 +215,6 @@ class Engine {
   std::vector<uint32_t> waiting_;  // deps not yet ended, per op
   std::vector<uint32_t> cursor_;   // next op of each device's stream
   std::vector<bool> running_;
-  std::vector<Time> stream_free_;  // when each device's stream last became free
   std::vector<MemBreakdown> memory_;
   std::vector<const Route*> routes_;  // route of each transfer while it runs
   std::vector<uint32_t> link_active_;

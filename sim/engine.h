@@ -18,10 +18,6 @@ namespace pipesim {
 
 struct DeviceStats {
   Time busy;  // total compute-stream time
-  // Exposed communication: time the compute stream sat idle with its next op ready except
-  // for a transfer (pipeline activations/gradients, or gradient all-reduce) not yet in.
-  Time exposed_pipeline_comm;
-  Time exposed_allreduce;
   int64_t peak_memory = 0;
   MemBreakdown at_peak{};  // breakdown at the moment of the peak
   Time peak_time;

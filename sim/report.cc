@@ -24,6 +24,41 @@ std::string op_label(const Op& op) {
   return s;
 }
 
+namespace {
+
+// Exposed communication of device d: for each compute op, the part of the idle gap before
+// it spent waiting on a transfer itself, from when the stream, every compute dependency and
+// the last-arriving transfer's first link were done to when the op started. Waiting for a
+// neighbour's computation (the pipeline bubble) is not communication and does not count.
+void add_exposed_comm(const TaskGraph& graph, const Timeline& tl, int d, DeviceReport& dr) {
+  Time stream_free;
+  for (OpId id : graph.stream(d)) {
+    Time ready = stream_free;
+    OpId last = UINT32_MAX;
+    for (OpId dep : graph.deps(id)) {
+      if (graph.op(dep).kind != OpKind::kTransfer) {
+        ready = max(ready, tl.end[dep]);
+      } else if (last == UINT32_MAX || tl.end[dep] > tl.end[last]) {
+        last = dep;
+      }
+    }
+    stream_free = tl.end[id];
+    if (last == UINT32_MAX) continue;
+    // A collective is a chain of transfers (a ring's steps): wait from its first link.
+    OpId first = last;
+    while (!graph.deps(first).empty() && graph.op(graph.deps(first)[0]).kind == OpKind::kTransfer) {
+      first = graph.deps(first)[0];
+    }
+    ready = max(ready, tl.start[first]);
+    if (tl.start[id] <= ready) continue;
+    (graph.op(last).comm == CommKind::kAllReduce ? dr.exposed_allreduce
+                                                 : dr.exposed_pipeline_comm) +=
+        tl.start[id] - ready;
+  }
+}
+
+}  // namespace
+
 Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timeline& timeline,
                    const RunInfo& info) {
   Report r;
@@ -67,8 +102,7 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
     dr.stage = dr.stages.empty() ? -1 : dr.stages.front();
     const DeviceStats& ds = timeline.devices[static_cast<size_t>(d)];
     dr.busy = ds.busy;
-    dr.exposed_pipeline_comm = ds.exposed_pipeline_comm;
-    dr.exposed_allreduce = ds.exposed_allreduce;
+    add_exposed_comm(graph, timeline, d, dr);
     dr.peak_memory = ds.peak_memory;
     dr.at_peak = ds.at_peak;
     dr.capacity = cluster.device(d).gpu.memory_bytes;

@@ -14,9 +14,7 @@ namespace {
 using test::PipeSpec;
 using test::SimRun;
 
-Time ms(double v) {
-  return Time::ps(static_cast<int64_t>(v * 1e9 + 0.5));
-}
+using test::ms;
 
 TEST(ClosedForm, OneFOneBReferenceS4M8) {
   // shared/reference/schedules.md: 22 with t_f = t_b = 1, 33 with t_b = 2.
@@ -98,6 +96,13 @@ TEST(HandWorked, OneFOneBWithCommunication) {
     if (r.graph.op(id).kind == OpKind::kOptimizer) continue;
     dev0.emplace_back(r.timeline.start[id].seconds() * 1e3, r.timeline.end[id].seconds() * 1e3);
   }
+  // Exposed communication: the waits that were transfers in flight. dev0's B0 waits from
+  // 3.5 (dev1's B0 done, transfer starts) to 4, and B2 from 8.5 to 9 (its stream was free
+  // at 7, dev1's B2 ends at 8.5): 1 ms. dev1's F0 waits 1 -> 1.5 and F2 6 -> 6.5: 1 ms;
+  // its B0 waits for nothing but its own F0.
+  EXPECT_EQ(r.report.devices[0].exposed_pipeline_comm, Time::ms(1));
+  EXPECT_EQ(r.report.devices[1].exposed_pipeline_comm, Time::ms(1));
+  EXPECT_EQ(r.report.devices[0].exposed_allreduce, Time::zero());
   const std::vector<std::pair<double, double>> want{{0, 1}, {1, 2}, {4, 5},
                                                     {5, 6}, {6, 7}, {9, 10}};
   ASSERT_EQ(dev0.size(), want.size());

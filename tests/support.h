@@ -38,6 +38,11 @@ struct PipeSpec {
 
 std::string to_yaml(const PipeSpec& p);
 
+// Milliseconds with a fraction, to the nearest picosecond (1.5 -> 1.5 ms).
+inline Time ms(double v) {
+  return Time::ps(static_cast<int64_t>(v * 1e9 + 0.5));
+}
+
 struct SimRun {
   Scenario scenario;
   TaskGraph graph;
