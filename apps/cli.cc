@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
@@ -135,6 +137,59 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
   return kOk;
 }
 
+// Per-layer table of the model: FLOPs, parameters, activation and output bytes, times and
+// where they come from; totals last.
+int cmd_model(const std::string& file, const std::vector<std::string>& sets,
+              const std::string& json_path, std::ostream& out) {
+  const Scenario sc = load(file, sets);
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  std::string table =
+      fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>9}\n", "layer", "fwd FLOPs",
+                  "params", "activation", "output", "forward", "backward", "source");
+  double flops = 0;
+  int64_t params = 0, activation = 0;
+  Time fwd, bwd;
+  for (const Layer& l : sc.model.layers) {
+    table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>9}\n", l.name,
+                         l.forward_flops, l.params, format_bytes(l.activation_bytes),
+                         format_bytes(l.output_bytes), format_time(l.forward),
+                         format_time(l.backward()), l.source);
+    layers.push_back({{"name", l.name},
+                      {"forward_flops", l.forward_flops},
+                      {"params", l.params},
+                      {"activation_bytes", l.activation_bytes},
+                      {"output_bytes", l.output_bytes},
+                      {"forward_s", l.forward.seconds()},
+                      {"backward_input_s", l.backward_input.seconds()},
+                      {"backward_weight_s", l.backward_weight.seconds()},
+                      {"source", l.source}});
+    flops += l.forward_flops;
+    params += l.params;
+    activation += l.activation_bytes;
+    fwd += l.forward;
+    bwd += l.backward();
+  }
+  table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11}\n", "total", flops,
+                       params, format_bytes(activation), "", format_time(fwd), format_time(bwd));
+  nlohmann::ordered_json j;
+  j["model"] = sc.model.name;
+  j["micro_batch"] = sc.training.micro_batch;
+  j["layers"] = layers;
+  j["total"] = {{"forward_flops", flops},
+                {"params", params},
+                {"activation_bytes", activation},
+                {"forward_s", fwd.seconds()},
+                {"backward_s", bwd.seconds()}};
+  const std::string text = j.dump(2) + "\n";
+  if (json_path == "-") {
+    out << text;
+  } else {
+    if (!json_path.empty()) write_file(json_path, [&](std::ostream& f) { f << text; });
+    out << table;
+  }
+  return kOk;
+}
+
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -166,6 +221,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   order_cmd->add_option("scenario", order_file, "scenario YAML file")->required();
   order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")->expected(1);
 
+  std::string model_file, model_json;
+  std::vector<std::string> model_sets;
+  auto* model_cmd =
+      app.add_subcommand("model", "print the model's per-layer costs, sizes and their sources");
+  model_cmd->add_option("scenario", model_file, "scenario YAML file")->required();
+  model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)");
+  model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
+
   try {
     try {
       app.parse(argc, argv);
@@ -177,6 +240,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (run_cmd->parsed()) return cmd_run(run, out);
     if (order_cmd->parsed()) return cmd_order(order_file, order_sets, out);
+    if (model_cmd->parsed()) return cmd_model(model_file, model_sets, model_json, out);
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";

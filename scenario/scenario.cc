@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "scenario/default_scenario.h"
+#include "scenario/models.h"
 #include "schedules/partition.h"
 
 namespace pipesim {
@@ -204,8 +205,9 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
              allowed);
     return *g;
   }
-  r.expect_map(n, path,
-               {"preset", "name", "memory", "peak", "peak_fp32", "hbm_bandwidth", "reserved"});
+  r.expect_map(
+      n, path,
+      {"preset", "name", "memory", "peak", "peak_fp32", "hbm_bandwidth", "reserved", "efficiency"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined())
     g = read_gpu(r, p, child_path(path, "preset"));
@@ -223,6 +225,15 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
   if (const auto v = n["reserved"]; v.IsDefined())
     g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
+  if (const auto v = n["efficiency"]; v.IsDefined()) {
+    const std::string e = r.scalar(v, child_path(path, "efficiency"), "a number in (0, 1]");
+    char* end = nullptr;
+    g.efficiency = std::strtod(e.c_str(), &end);
+    if (end == e.c_str() || *end != '\0' || !(g.efficiency > 0 && g.efficiency <= 1)) {
+      r.fail(v, child_path(path, "efficiency"), fmt::format("'{}' is not a share of the peak", e),
+             "a number in (0, 1], e.g. 0.45");
+    }
+  }
   if (g.memory_bytes <= 0)
     r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
   return g;
@@ -453,8 +464,40 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
   return r.at(n, path, [&] { return b.build(); });
 }
 
+// model: {generator: transformer, layers, hidden, heads, ffn, sequence, vocab, ...}
+Model read_generated_model(const Reader& r, const YAML::Node& n, const Training& t,
+                           const GpuSpec& gpu) {
+  r.expect_map(n, "model",
+               {"name", "generator", "layers", "hidden", "heads", "ffn", "sequence", "vocab",
+                "flash_attention", "tie_embeddings"});
+  r.choice<int>(n["generator"], "model.generator", {{"transformer", 0}});
+  TransformerShape shape;
+  shape.layers =
+      static_cast<int>(r.integer(r.require(n, "model", "layers"), "model.layers", 1, 100'000));
+  shape.hidden = r.integer(r.require(n, "model", "hidden"), "model.hidden", 1, int64_t{1} << 24);
+  shape.heads = r.integer(r.require(n, "model", "heads"), "model.heads", 1, int64_t{1} << 16);
+  if (shape.hidden % shape.heads != 0) {
+    r.fail(n["heads"], "model.heads",
+           fmt::format("{} heads do not divide hidden {}", shape.heads, shape.hidden),
+           "a divisor of model.hidden");
+  }
+  shape.ffn = n["ffn"].IsDefined() ? r.integer(n["ffn"], "model.ffn", 1, int64_t{1} << 26)
+                                   : 4 * shape.hidden;
+  shape.sequence =
+      r.integer(r.require(n, "model", "sequence"), "model.sequence", 1, int64_t{1} << 24);
+  shape.vocab = r.integer(r.require(n, "model", "vocab"), "model.vocab", 1, int64_t{1} << 26);
+  const std::vector<std::pair<std::string, bool>> yes_no{{"true", true}, {"false", false}};
+  if (n["flash_attention"].IsDefined())
+    shape.flash_attention = r.choice<bool>(n["flash_attention"], "model.flash_attention", yes_no);
+  if (n["tie_embeddings"].IsDefined())
+    shape.tie_embeddings = r.choice<bool>(n["tie_embeddings"], "model.tie_embeddings", yes_no);
+  Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
+  if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
+  return m;
+}
+
 Model read_model(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "model", {"name", "layers", "input"});
+  r.expect_map(n, "model", {"name", "layers", "input", "generator"});
   Model m;
   m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name") : "model";
   if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
@@ -902,9 +945,12 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .user_order_at = {}};
   sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
                                      : std::filesystem::path(source).stem().string();
-  sc.model = read_model(r, r.require(root, "", "model"));
   const YAML::Node training = r.require(root, "", "training");
   sc.training = read_training(r, training);
+  const YAML::Node model = r.require(root, "", "model");
+  sc.model = model.IsMap() && model["generator"].IsDefined()
+                 ? read_generated_model(r, model, sc.training, sc.cluster.device(0).gpu)
+                 : read_model(r, model);
   read_strategy(r, r.require(root, "", "strategy"), training, sc);
   return sc;
 }

@@ -23,6 +23,8 @@ struct Layer {
   int64_t activation_bytes = 0;  // kept from forward until backward
   int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;
+  double forward_flops = 0;        // for one micro-batch; 0 when not known
+  std::string source = "profile";  // where the times come from: profile | analytic
 
   Time backward() const { return backward_input + backward_weight; }
 };

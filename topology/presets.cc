@@ -10,11 +10,13 @@ constexpr int64_t kGiB = 1024LL * 1024 * 1024;
 // Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM parts.
 const std::array<GpuSpec, 5>& gpu_presets() {
   static const std::array<GpuSpec, 5> table{{
-      {"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 900e9, 0},
-      {"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 900e9, 0},
-      {"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 1555e9, 0},
-      {"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 2039e9, 0},
-      {"h100-80gb", 80 * kGiB, 989e12, 67e12, 3350e9, 0},
+      // Efficiency: model FLOPs utilisation reported for large transformer training
+      // (docs/presets.md gives the sources).
+      {"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 900e9, 0, 0.30},
+      {"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 900e9, 0, 0.30},
+      {"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 1555e9, 0, 0.50},
+      {"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 2039e9, 0, 0.50},
+      {"h100-80gb", 80 * kGiB, 989e12, 67e12, 3350e9, 0, 0.45},
   }};
   return table;
 }

@@ -19,6 +19,8 @@ struct GpuSpec {
   double peak_fp32_flops = 0;  // dense fp32 rate (fp32 training without TF32)
   double hbm_bytes_per_s = 0;
   int64_t reserved_bytes = 0;  // framework/context overhead the user asks us to count
+  // Share of the peak that analytic layer costs assume (FLOPs / (peak x efficiency)).
+  double efficiency = 0.5;
 };
 
 enum class LinkKind { kNvLink, kNvSwitch, kPcie, kEthernet, kInfiniBand, kHost };

@@ -1,0 +1,71 @@
+#include "scenario/models.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace pipesim {
+
+Time analytic_time(double flops, const GpuSpec& gpu, Precision p) {
+  const double peak = p == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
+  if (!(peak > 0) || !(gpu.efficiency > 0)) {
+    throw InputError(
+        fmt::format("GPU '{}' has no {} peak or efficiency to turn FLOPs into time", gpu.name,
+                    p == Precision::kMixed ? "16-bit" : "fp32"),
+        "a GPU preset, or a mapping with peak (and peak_fp32 for fp32) and efficiency");
+  }
+  return Time::ps(static_cast<int64_t>(std::ceil(flops / (peak * gpu.efficiency) * 1e12)));
+}
+
+Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {
+  const double b = static_cast<double>(training.micro_batch);
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn),
+               V = static_cast<double>(t.vocab);
+  const int64_t elem = training.precision == Precision::kMixed ? 2 : 4;
+  auto layer = [&](std::string name, double fwd_flops, int64_t params, int64_t activation,
+                   int64_t output) {
+    Layer l;
+    l.name = std::move(name);
+    l.forward_flops = fwd_flops;
+    l.forward = analytic_time(fwd_flops, gpu, training.precision);
+    // Backward: 2x the forward, split evenly into input and weight gradients.
+    l.backward_input = l.forward;
+    l.backward_weight = l.forward;
+    l.split_backward = true;
+    l.params = params;
+    l.activation_bytes = activation;
+    l.output_bytes = output;
+    l.source = "analytic";
+    return l;
+  };
+  const auto sbh = static_cast<int64_t>(s * b * h);
+  const auto as2b = static_cast<int64_t>(a * s * s * b);
+  Model m;
+  m.name = fmt::format("transformer-{}x{}", t.layers, t.hidden);
+  m.input_bytes = static_cast<int64_t>(s * b) * 8;  // token ids (int64)
+  const int64_t embed_params = t.vocab * t.hidden + t.sequence * t.hidden;
+  m.layers.push_back(layer("embedding", 2 * s * b * h, embed_params, sbh * elem + sbh, sbh * elem));
+  const int64_t layer_params = 4 * t.hidden * t.hidden + 4 * t.hidden + 2 * t.hidden * t.ffn +
+                               t.ffn + t.hidden + 4 * t.hidden;
+  const double layer_flops =
+      2 * b * s * h * 3 * h + 4 * b * s * s * h + 2 * b * s * h * h + 4 * b * s * h * f;
+  const int64_t tensors = t.flash_attention ? 32 * sbh : 32 * sbh + 4 * as2b;
+  const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
+  const int64_t activation = tensors * elem / 2 + masks;
+  for (int i = 0; i < t.layers; ++i) {
+    m.layers.push_back(
+        layer(fmt::format("layer{}", i), layer_flops, layer_params, activation, sbh * elem));
+  }
+  // Output head: final layer norm, the projection to the vocabulary, the loss. Logits in
+  // the training precision plus their fp32 softmax.
+  const auto logits = static_cast<int64_t>(s * b * V);
+  m.layers.push_back(layer("head", 2 * b * s * h * V,
+                           (t.tie_embeddings ? 0 : t.vocab * t.hidden) + 2 * t.hidden,
+                           logits * (elem + 4), 0));
+  return m;
+}
+
+}  // namespace pipesim

@@ -1,0 +1,106 @@
+// Generated models: parameter counts against published figures, the activation formula,
+// analytic times, and `pipesim model`.
+#include "scenario/models.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+int64_t total_params(const Model& m) {
+  int64_t p = 0;
+  for (const Layer& l : m.layers) p += l.params;
+  return p;
+}
+
+Training mixed(int64_t micro_batch) {
+  Training t;
+  t.micro_batch = micro_batch;
+  t.precision = Precision::kMixed;
+  return t;
+}
+
+const GpuSpec& a100() {
+  return *find_gpu_preset("a100-80gb");
+}
+
+TEST(Transformer, ParameterCountsMatchPublishedModels) {
+  // GPT-3 175B (Brown et al. 2020): 96 layers, h = 12288, 96 heads, seq 2048, vocab 50257,
+  // tied embeddings: 96 (12 h^2 + 13 h) + 50257 h + 2048 h (+ 2h final norm) = 174.6 B.
+  TransformerShape gpt3{96, 12288, 96, 4 * 12288, 2048, 50257, false, true};
+  EXPECT_NEAR(static_cast<double>(total_params(transformer_model(gpt3, mixed(1), a100()))), 174.6e9,
+              0.01 * 174.6e9);
+  // GPT-2 XL: 48 layers, h = 1600, 25 heads, seq 1024: 1.56 B.
+  TransformerShape gpt2xl{48, 1600, 25, 6400, 1024, 50257, false, true};
+  EXPECT_NEAR(static_cast<double>(total_params(transformer_model(gpt2xl, mixed(1), a100()))),
+              1.558e9, 0.01 * 1.558e9);
+  // BERT-large: 24 layers, h = 1024, 16 heads, seq 512, vocab 30522: about 335 M without
+  // the pooler and segment embeddings (340 M as usually quoted).
+  TransformerShape bert{24, 1024, 16, 4096, 512, 30522, false, true};
+  EXPECT_NEAR(static_cast<double>(total_params(transformer_model(bert, mixed(1), a100()))), 340e6,
+              0.02 * 340e6);
+}
+
+TEST(Transformer, ActivationBytesFollowKorthikanti) {
+  // 16-bit: s b h (34 + 5 a s / h). s = 2048, b = 2, h = 4096, a = 32:
+  // 16777216 x (34 + 80) = 1912602624 bytes. Flash attention: 34 s b h = 570425344.
+  // fp32: 16-bit tensors doubled, one-byte masks unchanged: 66 sbh + 9 a s^2 b.
+  TransformerShape t{2, 4096, 32, 16384, 2048, 32000, false, true};
+  const int64_t sbh = 2048LL * 2 * 4096, as2b = 32LL * 2048 * 2048 * 2;
+  EXPECT_EQ(transformer_model(t, mixed(2), a100()).layers[1].activation_bytes,
+            sbh * (34 + 5 * 32 * 2048 / 4096));
+  t.flash_attention = true;
+  EXPECT_EQ(transformer_model(t, mixed(2), a100()).layers[1].activation_bytes, 34 * sbh);
+  t.flash_attention = false;
+  Training fp32 = mixed(2);
+  fp32.precision = Precision::kFp32;
+  EXPECT_EQ(transformer_model(t, fp32, a100()).layers[1].activation_bytes, 66 * sbh + 9 * as2b);
+}
+
+TEST(Transformer, TimesAreFlopsOverPeakTimesEfficiency) {
+  // Layer forward FLOPs 24 b s h^2 + 4 b s^2 h with f = 4h: b = 1, s = 1024, h = 1024:
+  // 24 x 2^30 + 4 x 2^30 = 28 x 2^30. On an A100 (312 TFLOPS, efficiency 0.5): / 156e12 s.
+  // The backward is twice that, split evenly into B and W.
+  TransformerShape t{1, 1024, 16, 4096, 1024, 1000, false, true};
+  const Layer l = transformer_model(t, mixed(1), a100()).layers[1];
+  const double flops = 28.0 * 1024 * 1024 * 1024;
+  EXPECT_DOUBLE_EQ(l.forward_flops, flops);
+  EXPECT_EQ(l.forward, Time::ps(static_cast<int64_t>(std::ceil(flops / 156e12 * 1e12))));
+  EXPECT_EQ(l.backward_input, l.forward);
+  EXPECT_EQ(l.backward_weight, l.forward);
+  EXPECT_EQ(l.source, "analytic");
+}
+
+TEST(Transformer, ScenarioAndModelCommand) {
+  const std::string yaml =
+      R"(cluster: {gpu: {preset: a100-80gb, efficiency: 0.25}, nodes: 1, gpus_per_node: 4, intra_node: nvswitch2}
+model: {generator: transformer, layers: 8, hidden: 1024, heads: 16, sequence: 1024, vocab: 50257}
+training: {global_batch: 16, micro_batch: 2, precision: mixed, optimizer: adam}
+strategy: {schedule: zb-h1, pipeline: 4}
+)";
+  const std::string path = test::write_temp("gen.yaml", yaml);
+  auto r = test::cli({"model", path, "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 10u);  // embedding, 8 layers, head
+  // Efficiency 0.25 halves the rate: 2 x (28 x 2^30) FLOPs for b = 2 at 78 TFLOPS.
+  EXPECT_NEAR(j["layers"][1]["forward_s"].get<double>(), 2 * 28.0 * 1024 * 1024 * 1024 / 78e12,
+              1e-12);
+  // The split backward makes zero-bubble schedules available to generated models.
+  r = test::cli({"run", path, "--json", "-"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = test::cli({"model", path});
+  EXPECT_NE(r.out.find("analytic"), std::string::npos);
+  EXPECT_NE(r.out.find("total"), std::string::npos);
+  r = test::cli({"model", path, "--set", "model.heads=7"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("model.heads: 7 heads do not divide hidden 1024"), std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace pipesim
