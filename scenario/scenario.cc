@@ -550,8 +550,9 @@ Model read_model(const Reader& r, const YAML::Node& n) {
 }
 
 Training read_training(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "training",
-               {"global_batch", "micro_batch", "precision", "optimizer", "iterations"});
+  r.expect_map(
+      n, "training",
+      {"global_batch", "micro_batch", "precision", "optimizer", "iterations", "optimizer_step"});
   Training t;
   constexpr int64_t kMax = int64_t{1} << 40;
   t.global_batch =
@@ -567,6 +568,8 @@ Training read_training(const Reader& r, const YAML::Node& n) {
         n["optimizer"], "training.optimizer",
         {{"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}, {"adam", Optimizer::kAdam}});
   }
+  if (n["optimizer_step"].IsDefined())
+    t.optimizer_step = r.time(n["optimizer_step"], "training.optimizer_step");
   if (n["iterations"].IsDefined())
     t.iterations = static_cast<int>(r.integer(n["iterations"], "training.iterations", 1, 100'000));
   return t;
@@ -858,6 +861,25 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   }
 }
 
+// training.optimizer_step, when given, is spread over the layers in proportion to their
+// parameters; a generated model otherwise gets the memory-bound update time,
+// params x optimizer_bytes_per_param / HBM bandwidth, per layer.
+void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu) {
+  int64_t total = 0;
+  for (const Layer& l : m.layers) total += l.params;
+  for (Layer& l : m.layers) {
+    if (t.optimizer_step) {
+      if (total > 0) {
+        l.optimizer = Time::ps(static_cast<int64_t>(
+            static_cast<long double>(t.optimizer_step->ps_count()) * l.params / total));
+      }
+    } else if (l.source == "analytic" && gpu.hbm_bytes_per_s > 0) {
+      l.optimizer = serialization_time(
+          l.params * optimizer_bytes_per_param(t.precision, t.optimizer), gpu.hbm_bytes_per_s);
+    }
+  }
+}
+
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   try {
     return YAML::Load(text);
@@ -951,6 +973,7 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
   sc.model = model.IsMap() && model["generator"].IsDefined()
                  ? read_generated_model(r, model, sc.training, sc.cluster.device(0).gpu)
                  : read_model(r, model);
+  set_optimizer_step(sc.model, sc.training, sc.cluster.device(0).gpu);
   read_strategy(r, r.require(root, "", "strategy"), training, sc);
   return sc;
 }

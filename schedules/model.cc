@@ -74,6 +74,13 @@ bool needs_split_backward(ScheduleKind k) {
   return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
 }
 
+int64_t optimizer_bytes_per_param(Precision p, Optimizer o) {
+  const int64_t states = o == Optimizer::kSgd ? 0 : (o == Optimizer::kMomentum ? 1 : 2);
+  // fp32: gradient 4 + weight read and write 8 + each state read and write 8.
+  // mixed: gradient 2 + fp32 master read and write 8 + each state 8 + 16-bit weight write 2.
+  return p == Precision::kFp32 ? 4 + 8 + 8 * states : 2 + 8 + 8 * states + 2;
+}
+
 int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }

@@ -44,7 +44,14 @@ struct Training {
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kSgd;
   int iterations = 1;
+  std::optional<Time>
+      optimizer_step;  // the whole model's optimizer step, spread over layers by params
 };
+
+// Bytes of HBM traffic per parameter in one optimizer step (a memory-bound update): read
+// the gradient, read and write the weights (fp32 master copy under mixed precision, plus
+// writing the 16-bit weights) and every optimizer state.
+int64_t optimizer_bytes_per_param(Precision p, Optimizer o);
 
 // SPEC section 3: bytes per parameter kept resident for the whole run.
 struct ParamBytes {

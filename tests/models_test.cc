@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/units.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -100,6 +101,38 @@ strategy: {schedule: zb-h1, pipeline: 4}
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("model.heads: 7 heads do not divide hidden 1024"), std::string::npos)
       << r.err;
+}
+
+}  // namespace
+}  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(OptimizerStep, MemoryBoundForGeneratedModelsOrAsGiven) {
+  // Mixed-precision Adam touches 2 (grad) + 4 + 4 (master) + 2 x 8 (moments) + 2 (fp16
+  // weights) = 28 bytes per parameter; on an A100-80GB (2039 GB/s) a transformer layer of
+  // 12 h^2 + 13 h params (h = 1024) takes params x 28 / 2039e9 s.
+  EXPECT_EQ(optimizer_bytes_per_param(Precision::kMixed, Optimizer::kAdam), 28);
+  EXPECT_EQ(optimizer_bytes_per_param(Precision::kFp32, Optimizer::kSgd), 12);
+  const std::string yaml =
+      R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch2}
+model: {generator: transformer, layers: 2, hidden: 1024, heads: 16, sequence: 512, vocab: 1000}
+training: {global_batch: 4, micro_batch: 1, precision: mixed, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 2}
+)";
+  const Scenario s = load_scenario_text(yaml, "opt.yaml");
+  const int64_t p = 12 * 1024 * 1024 + 13 * 1024;
+  EXPECT_EQ(s.model.layers[1].params, p);
+  EXPECT_EQ(s.model.layers[1].optimizer, serialization_time(p * 28, 2039e9));
+  // Given for the whole model: spread by parameters.
+  const Scenario given =
+      load_scenario_text(yaml, "opt.yaml", {{"training.optimizer_step", "10 ms"}});
+  int64_t total = 0;
+  for (const Layer& l : given.model.layers) total += l.params;
+  EXPECT_EQ(given.model.layers[1].optimizer,
+            Time::ps(static_cast<int64_t>(static_cast<long double>(Time::ms(10).ps_count()) * p /
+                                          total)));
 }
 
 }  // namespace
