@@ -51,7 +51,7 @@ void write_file(const std::string& path, const std::function<void(std::ostream&)
 
 struct RunOptions {
   std::string scenario;
-  std::string json, trace, csv;
+  std::string json, trace, csv, memory_csv;
   std::vector<std::string> sets;
   bool reproducible = false;
 };
@@ -93,7 +93,7 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const TaskGraph graph = scenario_task_graph(sc);
   SimOptions opts;
-  opts.record_memory = !o.trace.empty();
+  opts.record_memory = !o.trace.empty() || !o.memory_csv.empty();
   opts.record_links = !o.trace.empty();
   const Timeline tl = simulate(graph, sc.cluster, opts);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -111,6 +111,9 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
     write_file(o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
   if (!o.csv.empty())
     write_file(o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
+  if (!o.memory_csv.empty()) {
+    write_file(o.memory_csv, [&](std::ostream& f) { write_memory_csv(f, graph, sc.cluster, tl); });
+  }
   if (o.json == "-") {
     out << json;
   } else {
@@ -207,6 +210,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   run_cmd->add_option("--trace", run.trace,
                       "write a Chrome trace (Perfetto, chrome://tracing) to F");
   run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F");
+  run_cmd->add_option("--memory-csv", run.memory_csv, "write every GPU's memory timeline, by category, to F");
   run_cmd
       ->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")
       ->take_all()

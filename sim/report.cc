@@ -225,6 +225,32 @@ std::string summary_table(const Report& r) {
   return out;
 }
 
+void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster, const Timeline& tl) {
+  out << "time_s,device,op";
+  for (int c = 0; c < kMemCategories; ++c) out << ',' << to_string(static_cast<MemCategory>(c));
+  out << ",total\n";
+  std::vector<MemBreakdown> mem(static_cast<size_t>(cluster.num_devices()));
+  auto row = [&](Time t, int d, const std::string& what) {
+    const MemBreakdown& m = mem[static_cast<size_t>(d)];
+    int64_t total = 0;
+    out << fmt::format("{:.12g},{},{}", t.seconds(), cluster.device(d).name, what);
+    for (int64_t v : m) {
+      out << ',' << v;
+      total += v;
+    }
+    out << ',' << total << '\n';
+  };
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    mem[static_cast<size_t>(d)] = graph.static_memory(d);
+    row(Time::zero(), d, "static");
+  }
+  for (const MemoryChange& c : tl.memory_changes) {
+    const Op& op = graph.op(c.op);
+    mem[static_cast<size_t>(op.device)][static_cast<size_t>(op.mem_category)] += c.at_end ? op.mem_at_end : op.mem_at_start;
+    row(c.time, op.device, op_label(op) + (c.at_end ? " end" : " start"));
+  }
+}
+
 void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster,
                const Timeline& tl) {
   out << "device,stream,op,micro_batch,start_s,end_s\n";
