@@ -210,7 +210,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   run_cmd->add_option("--trace", run.trace,
                       "write a Chrome trace (Perfetto, chrome://tracing) to F");
   run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F");
-  run_cmd->add_option("--memory-csv", run.memory_csv, "write every GPU's memory timeline, by category, to F");
+  run_cmd->add_option("--memory-csv", run.memory_csv,
+                      "write every GPU's memory timeline, by category, to F");
   run_cmd
       ->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")
       ->take_all()

@@ -496,8 +496,130 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
   return m;
 }
 
+// model: {profile: layers.csv}: one row per layer with a header naming the columns
+// (name, forward, backward or backward_input + backward_weight, activation, output,
+// params, optimizer, repeat); every cell with its unit, as in the YAML form. The path is
+// relative to the scenario file. Errors point at the CSV's line and column.
+Model read_profile_csv(const Reader& r, const YAML::Node& n) {
+  r.expect_map(n, "model", {"name", "profile", "input"});
+  const std::string rel = r.scalar(n["profile"], "model.profile", "a CSV file path");
+  std::filesystem::path path(rel);
+  if (path.is_relative() && r.file() != "<default>")
+    path = std::filesystem::path(r.file()).parent_path() / path;
+  std::ifstream in(path);
+  if (!in)
+    r.fail(n["profile"], "model.profile", fmt::format("cannot read '{}'", path.string()),
+           "a readable CSV file");
+  const std::string file = path.string();
+  const std::vector<std::string> known{
+      "name",       "forward", "backward", "backward_input", "backward_weight",
+      "activation", "output",  "params",   "optimizer",      "repeat"};
+  auto split = [](const std::string& line) {
+    std::vector<std::pair<std::string, int>> cells;  // text, 1-based column
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = line.find(',', start);
+      std::string cell =
+          line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const size_t b = cell.find_first_not_of(" \t\r"), e = cell.find_last_not_of(" \t\r");
+      cells.emplace_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1),
+                         static_cast<int>(start + (b == std::string::npos ? 0 : b)) + 1);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return cells;
+  };
+  std::string line;
+  int lineno = 1;
+  if (!std::getline(in, line))
+    throw InputError("the profile is empty", "a header row, then one row per layer",
+                     "model.profile", {file});
+  const auto header = split(line);
+  std::vector<std::string> columns;
+  for (const auto& [name, col] : header) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      throw InputError(fmt::format("unknown column '{}'{}", name, suggestion(name, known)),
+                       "columns: " + join(known), "model.profile", {file, lineno, col});
+    }
+    columns.push_back(name);
+  }
+  auto has = [&](const char* c) {
+    return std::find(columns.begin(), columns.end(), c) != columns.end();
+  };
+  if (!has("forward") || !(has("backward") || (has("backward_input") && has("backward_weight")))) {
+    throw InputError("the header lacks forward and backward columns",
+                     "forward, and backward or backward_input + backward_weight", "model.profile",
+                     {file, 1, 1});
+  }
+  Model m;
+  m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name")
+                                 : std::filesystem::path(rel).stem().string();
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto cells = split(line);
+    if (cells.size() != columns.size()) {
+      throw InputError(fmt::format("{} cells for {} columns", cells.size(), columns.size()),
+                       "one cell per column", "model.profile", {file, lineno, 1});
+    }
+    Layer l;
+    l.name = fmt::format("layer{}", m.layers.size());
+    int64_t repeat = 1;
+    for (size_t k = 0; k < cells.size(); ++k) {
+      const std::string& c = columns[k];
+      const std::string& v = cells[k].first;
+      try {
+        if (c == "name")
+          l.name = v;
+        else if (c == "forward")
+          l.forward = parse_time(v);
+        else if (c == "backward")
+          l.backward_input = parse_time(v);
+        else if (c == "backward_input") {
+          l.backward_input = parse_time(v);
+          l.split_backward = true;
+        } else if (c == "backward_weight") {
+          l.backward_weight = parse_time(v);
+          l.split_backward = true;
+        } else if (c == "activation")
+          l.activation_bytes = parse_bytes(v);
+        else if (c == "output")
+          l.output_bytes = parse_bytes(v);
+        else if (c == "params")
+          l.params = parse_count(v);
+        else if (c == "optimizer")
+          l.optimizer = parse_time(v);
+        else if (c == "repeat") {
+          repeat = parse_count(v);
+          if (repeat < 1 || repeat > 100'000)
+            throw InputError(fmt::format("repeat {} is out of range", repeat), "1 to 100000");
+        }
+      } catch (InputError& e) {
+        e.set_key_if_empty(fmt::format("model.profile.{}", c));
+        e.set_location_if_empty({file, lineno, cells[k].second});
+        throw;
+      }
+    }
+    if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000) {
+      throw InputError("the model would have more than 1,000,000 layers",
+                       "fewer rows or a smaller repeat", "model.profile", {file, lineno, 1});
+    }
+    for (int64_t k = 0; k < repeat; ++k) {
+      Layer copy = l;
+      if (repeat > 1) copy.name = fmt::format("{}.{}", l.name, k);
+      m.layers.push_back(std::move(copy));
+    }
+  }
+  if (m.layers.empty())
+    throw InputError("the profile has no layers", "one row per layer", "model.profile",
+                     {file, lineno, 1});
+  if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
+  return m;
+}
+
 Model read_model(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "model", {"name", "layers", "input", "generator"});
+  if (n.IsMap() && n["profile"].IsDefined()) return read_profile_csv(r, n);
+  r.expect_map(n, "model", {"name", "layers", "input", "generator", "profile"});
   Model m;
   m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name") : "model";
   if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");

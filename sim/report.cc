@@ -225,7 +225,8 @@ std::string summary_table(const Report& r) {
   return out;
 }
 
-void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster, const Timeline& tl) {
+void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster,
+                      const Timeline& tl) {
   out << "time_s,device,op";
   for (int c = 0; c < kMemCategories; ++c) out << ',' << to_string(static_cast<MemCategory>(c));
   out << ",total\n";
@@ -246,7 +247,8 @@ void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& 
   }
   for (const MemoryChange& c : tl.memory_changes) {
     const Op& op = graph.op(c.op);
-    mem[static_cast<size_t>(op.device)][static_cast<size_t>(op.mem_category)] += c.at_end ? op.mem_at_end : op.mem_at_start;
+    mem[static_cast<size_t>(op.device)][static_cast<size_t>(op.mem_category)] +=
+        c.at_end ? op.mem_at_end : op.mem_at_start;
     row(c.time, op.device, op_label(op) + (c.at_end ? " end" : " start"));
   }
 }

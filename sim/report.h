@@ -65,7 +65,8 @@ void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster
 // One row per change of a device's memory: time_s, device, op, then every category and the
 // total after the change. Starts with each device's static memory at time 0. The timeline
 // must have been simulated with SimOptions::record_memory.
-void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster, const Timeline& timeline);
+void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster,
+                      const Timeline& timeline);
 
 // "F3", "B0.c1", "optimizer", "send" - the op's name in reports.
 std::string op_label(const Op& op);

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/support.h"
 
@@ -166,14 +166,16 @@ TEST(Cli, MemoryCsvPeaksMatchTheReport) {
   // The memory timeline replays the same changes as the engine: its largest total per
   // device is the report's peak, and every device starts at its static memory.
   const std::string m = test::temp_path("mem.csv"), j = test::temp_path("mem.json");
-  const auto r = test::cli({"run", std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/zero-bubble.yaml",
-                            "--memory-csv", m, "--json", j});
+  const auto r =
+      test::cli({"run", std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/zero-bubble.yaml",
+                 "--memory-csv", m, "--json", j});
   ASSERT_EQ(r.code, 0) << r.err;
   std::map<std::string, int64_t> peak;
   std::istringstream in(test::read_file(m));
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "time_s,device,op,weights,gradients,optimizer,activations,stashed_weights,other,total");
+  EXPECT_EQ(line,
+            "time_s,device,op,weights,gradients,optimizer,activations,stashed_weights,other,total");
   while (std::getline(in, line)) {
     const auto first = line.find(','), second = line.find(',', first + 1);
     const std::string device = line.substr(first + 1, second - first - 1);
@@ -181,7 +183,8 @@ TEST(Cli, MemoryCsvPeaksMatchTheReport) {
     peak[device] = std::max(peak[device], total);
   }
   const json report = json::parse(test::read_file(j));
-  for (const auto& d : report["devices"]) EXPECT_EQ(peak[d["name"].get<std::string>()], d["peak_memory_bytes"].get<int64_t>());
+  for (const auto& d : report["devices"])
+    EXPECT_EQ(peak[d["name"].get<std::string>()], d["peak_memory_bytes"].get<int64_t>());
 }
 
 }  // namespace

@@ -137,3 +137,41 @@ strategy: {schedule: dapple, pipeline: 2}
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(Profile, CsvLayersWithUnitsAndLocatedErrors) {
+  const std::string csv =
+      "name, forward, backward_input, backward_weight, activation, output, params, repeat\n"
+      "embed, 0.2 ms, 0.2 ms, 0.2 ms, 16 MiB, 8 MiB, 30M, 1\n"
+      "block, 1.5 ms, 1.5 ms, 1.5 ms, 200 MiB, 8 MiB, 12.6M, 3\n";
+  test::write_temp("prof.csv", csv);
+  const std::string yaml =
+      R"(cluster: {gpu: a100-40gb, nodes: 1, gpus_per_node: 2, intra_node: nvlink3}
+model: {profile: prof.csv}
+training: {global_batch: 8, micro_batch: 4}
+strategy: {schedule: zb-h1, pipeline: 2}
+)";
+  const Scenario s = load_scenario_file(test::write_temp("prof.yaml", yaml));
+  ASSERT_EQ(s.model.layers.size(), 4u);  // embed + 3 blocks
+  EXPECT_EQ(s.model.layers[2].name, "block.1");
+  EXPECT_EQ(s.model.layers[2].backward_weight, Time::us(1500));
+  EXPECT_TRUE(s.model.layers[2].split_backward);  // so zero-bubble schedules accept it
+  EXPECT_EQ(s.model.layers[3].params, 12'600'000);
+  EXPECT_EQ(s.model.name, "prof");
+  // A bad cell names the CSV file, its line and column, and the column's key.
+  test::write_temp("prof.csv", "name, forward, backward\nx, 1 ms, 2 parsecs\n");
+  const auto r = test::cli({"run", test::temp_path("prof.yaml")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("prof.csv:2:10: model.profile.backward: unknown unit 'parsecs'"),
+            std::string::npos)
+      << r.err;
+  test::write_temp("prof.csv", "name, forwrd, backward\n");
+  EXPECT_NE(test::cli({"run", test::temp_path("prof.yaml")})
+                .err.find("unknown column 'forwrd'; did you mean 'forward'?"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipesim
