@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/checked.h"
+
 namespace pipesim {
 
 InputError::InputError(std::string what, std::string allowed, std::string key, Location where)
@@ -38,6 +40,11 @@ void InputError::refresh() {
   out += problem_;
   if (!allowed_.empty()) out += fmt::format(" ({})", allowed_);
   message_ = std::move(out);
+}
+
+void too_large(std::string_view what) {
+  throw InputError(fmt::format("{} is too large to simulate", what),
+                   "totals below 9.2e18 bytes, parameters or picoseconds (106 days)");
 }
 
 void assertion_failed(const char* expr, const char* file, int line, const char* msg) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace pipesim {
@@ -115,11 +116,12 @@ Time serialization_time(int64_t bytes, double bytes_per_s) {
     const auto bw = static_cast<Int128>(bytes_per_s);
     const Int128 num = static_cast<Int128>(bytes) * 1'000'000'000'000;
     const Int128 q = (num + bw - 1) / bw;
-    PIPESIM_ASSERT(q < std::numeric_limits<int64_t>::max(), "transfer time overflows");
+    if (q >= std::numeric_limits<int64_t>::max())
+      too_large(fmt::format("a transfer of {} bytes", bytes));
     return Time::ps(static_cast<int64_t>(q));
   }
   const long double ps = std::ceil(static_cast<long double>(bytes) * 1e12L / bytes_per_s);
-  PIPESIM_ASSERT(ps < 9.2e18L, "transfer time overflows");
+  if (!(ps < 9.2e18L)) too_large(fmt::format("a transfer of {} bytes", bytes));
   return Time::ps(static_cast<int64_t>(ps));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace pipesim {
@@ -16,7 +17,9 @@ Time analytic_time(double flops, const GpuSpec& gpu, Precision p) {
                     p == Precision::kMixed ? "16-bit" : "fp32"),
         "a GPU preset, or a mapping with peak (and peak_fp32 for fp32) and efficiency");
   }
-  return Time::ps(static_cast<int64_t>(std::ceil(flops / (peak * gpu.efficiency) * 1e12)));
+  const double ps = std::ceil(flops / (peak * gpu.efficiency) * 1e12);
+  if (!(ps < 9.2e18)) too_large(fmt::format("a layer of {:.3g} FLOPs", flops));
+  return Time::ps(static_cast<int64_t>(ps));
 }
 
 Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "scenario/default_scenario.h"
@@ -997,7 +998,9 @@ void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu) {
       }
     } else if (l.source == "analytic" && gpu.hbm_bytes_per_s > 0) {
       l.optimizer = serialization_time(
-          l.params * optimizer_bytes_per_param(t.precision, t.optimizer), gpu.hbm_bytes_per_s);
+          checked_mul(l.params, optimizer_bytes_per_param(t.precision, t.optimizer),
+                      "an optimizer step"),
+          gpu.hbm_bytes_per_s);
     }
   }
 }

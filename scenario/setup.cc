@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "schedules/lower.h"
 
@@ -64,8 +65,9 @@ Time slowest_step(const Cluster& c, const std::vector<int>& ring, int64_t chunk,
   return worst;
 }
 int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
+  return a / b + (a % b != 0);
 }
+constexpr const char* kWhat = "an all-reduce estimate";
 }  // namespace
 
 Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64_t bytes,
@@ -74,7 +76,7 @@ Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64
   if (n < 2 || bytes <= 0) return Time::zero();
   switch (algo) {
     case AllReduceAlgo::kRing:
-      return slowest_step(c, devices, ceil_div(bytes, n), 1) * (2 * (n - 1));
+      return checked_mul(slowest_step(c, devices, ceil_div(bytes, n), 1), 2 * (n - 1), kWhat);
     case AllReduceAlgo::kTree: {
       // Two trees of depth D, each pipelining tree_chunks(bytes) = K chunks of bytes / (2 K) up and
       // down; a member's links carry both trees' chunks.
@@ -85,11 +87,12 @@ Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64
         const int a = devices[static_cast<size_t>(pos)],
                   b = devices[static_cast<size_t>((pos - 1) / 2)];
         if (a != b)
-          edge =
-              max(edge, Cluster::transfer_time(
-                            c.route(a, b), 2 * ceil_div(bytes, 2 * int64_t{tree_chunks(bytes)})));
+          edge = max(edge,
+                     Cluster::transfer_time(
+                         c.route(a, b),
+                         checked_mul(2, ceil_div(bytes, 2 * int64_t{tree_chunks(bytes)}), kWhat)));
       }
-      return edge * (2 * (depth + tree_chunks(bytes) - 1));
+      return checked_mul(edge, 2 * (depth + tree_chunks(bytes) - 1), kWhat);
     }
     case AllReduceAlgo::kHierarchical: {
       std::map<int, std::vector<int>> nodes;
@@ -103,10 +106,12 @@ Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64
         return allreduce_estimate(c, devices, bytes, AllReduceAlgo::kRing);
       std::vector<int> across;
       for (const auto& [node, local] : nodes) across.push_back(local.front());
-      const Time intra = slowest_step(c, nodes.begin()->second, ceil_div(bytes, g), 1) * (g - 1);
+      const Time intra =
+          checked_mul(slowest_step(c, nodes.begin()->second, ceil_div(bytes, g), 1), g - 1, kWhat);
       // g rings (one per local rank) cross the nodes' links at once.
-      const Time inter = slowest_step(c, across, ceil_div(bytes, g * N), g) * (2 * (N - 1));
-      return intra * 2 + inter;
+      const Time inter =
+          checked_mul(slowest_step(c, across, ceil_div(bytes, g * N), g), 2 * (N - 1), kWhat);
+      return checked_add(checked_mul(intra, 2, kWhat), inter, kWhat);
     }
   }
   return Time::zero();
@@ -129,13 +134,15 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
     for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size();
          g += static_cast<size_t>(P)) {
       for (int l = s.strategy.stages[g].first_layer; l <= s.strategy.stages[g].last_layer; ++l) {
-        params += s.model.layers[static_cast<size_t>(l)].params;
+        params = checked_add(params, s.model.layers[static_cast<size_t>(l)].params,
+                             "a gradient all-reduce");
       }
     }
     Time best = Time::max();
     for (AllReduceAlgo a :
          {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
-      const Time t = allreduce_estimate(s.cluster, devices, params * pb.gradients, a);
+      const Time t = allreduce_estimate(
+          s.cluster, devices, checked_mul(params, pb.gradients, "a gradient all-reduce"), a);
       if (t < best) {
         best = t;
         out[static_cast<size_t>(p)] = a;
@@ -146,24 +153,27 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
 }
 
 TaskGraph scenario_task_graph(const Scenario& s) {
-  LoweringInput in;
-  in.orders = scenario_orders(s);
-  in.stages = stage_profiles(s.model, s.strategy.stages);
-  in.placement = s.placement;
-  in.num_devices = s.cluster.num_devices();
-  in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
-  in.param_bytes = bytes_per_param(s.training.precision, s.training.optimizer);
-  in.gradient_bytes_per_param = in.param_bytes.gradients;
-  in.stashed_versions = stashed_versions(s);
-  for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
-  in.user_order = !s.user_order.empty();
-  in.allreduce = allreduce_algorithms(s);
-  in.bucket_bytes = s.strategy.bucket_bytes;
-  for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
   try {
+    LoweringInput in;
+    in.orders = scenario_orders(s);
+    in.stages = stage_profiles(s.model, s.strategy.stages);
+    in.placement = s.placement;
+    in.num_devices = s.cluster.num_devices();
+    in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
+    in.param_bytes = bytes_per_param(s.training.precision, s.training.optimizer);
+    in.gradient_bytes_per_param = in.param_bytes.gradients;
+    in.stashed_versions = stashed_versions(s);
+    for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
+    in.user_order = !s.user_order.empty();
+    in.allreduce = allreduce_algorithms(s);
+    in.bucket_bytes = s.strategy.bucket_bytes;
+    for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
     return lower(in);
-  } catch (InputError& e) {  // a deadlocking hand-written order
-    e.set_location_if_empty(s.user_order_at);
+  } catch (InputError& e) {
+    // A deadlocking hand-written order points at strategy.order; anything else (a total too
+    // large to simulate) at the scenario file.
+    e.set_location_if_empty(e.key() == "strategy.order" ? s.user_order_at
+                                                        : Location{s.source, 0, 0});
     throw;
   }
 }

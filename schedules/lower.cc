@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "schedules/collectives.h"
 
@@ -16,12 +17,15 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
     StageProfile p;
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
       const Layer& layer = model.layers.at(static_cast<size_t>(l));
-      p.forward += layer.forward;
-      p.backward_input += layer.backward_input;
-      p.backward_weight += layer.backward_weight;
-      p.optimizer += layer.optimizer;
-      p.activation_bytes += layer.activation_bytes;
-      p.params += layer.params;
+      p.forward = checked_add(p.forward, layer.forward, "a stage's forward time");
+      p.backward_input =
+          checked_add(p.backward_input, layer.backward_input, "a stage's backward time");
+      p.backward_weight =
+          checked_add(p.backward_weight, layer.backward_weight, "a stage's backward time");
+      p.optimizer = checked_add(p.optimizer, layer.optimizer, "a stage's optimizer time");
+      p.activation_bytes =
+          checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
+      p.params = checked_add(p.params, layer.params, "a stage's parameter count");
       p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params});
     }
     p.input_bytes = s.first_layer == 0
@@ -106,7 +110,10 @@ class Lowering {
     int64_t acc = 0;
     int end = static_cast<int>(layers.size()) - 1;
     for (int l = end; l >= 0; --l) {
-      acc += layers[static_cast<size_t>(l)].params * in_.gradient_bytes_per_param;
+      acc = checked_add(acc,
+                        checked_mul(layers[static_cast<size_t>(l)].params,
+                                    in_.gradient_bytes_per_param, "a gradient bucket"),
+                        "a gradient bucket");
       if ((in_.bucket_bytes > 0 && acc >= in_.bucket_bytes) || l == 0) {
         out.emplace_back(l, end);
         end = l - 1;
@@ -141,16 +148,23 @@ class Lowering {
     for (int c = 0; c < copies_; ++c) {
       for (int p = 0; p < P_; ++p) {
         int64_t params = 0;
-        for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
+        for (int g = p; g < G_; g += P_)
+          params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
+                               "a device's parameter count");
         const int extra =
             in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
         for (int j = 0; j < replicas(p); ++j) {
           const int d = device(c, p, j);
-          b_.add_static_memory(d, MemCategory::kWeights, params * in_.param_bytes.weights);
-          b_.add_static_memory(d, MemCategory::kGradients, params * in_.param_bytes.gradients);
-          b_.add_static_memory(d, MemCategory::kOptimizer, params * in_.param_bytes.optimizer);
-          b_.add_static_memory(d, MemCategory::kStashedWeights,
-                               extra * params * in_.param_bytes.weights);
+          const char* what = "a device's parameter memory";
+          b_.add_static_memory(d, MemCategory::kWeights,
+                               checked_mul(params, in_.param_bytes.weights, what));
+          b_.add_static_memory(d, MemCategory::kGradients,
+                               checked_mul(params, in_.param_bytes.gradients, what));
+          b_.add_static_memory(d, MemCategory::kOptimizer,
+                               checked_mul(params, in_.param_bytes.optimizer, what));
+          b_.add_static_memory(
+              d, MemCategory::kStashedWeights,
+              checked_mul(extra, checked_mul(params, in_.param_bytes.weights, what), what));
         }
       }
     }
@@ -317,7 +331,8 @@ class Lowering {
       if (b == 0) target = id;
       if (b + 1 == buckets.size() && b > 0) last_part_[target] = id;
       cur.buckets.push_back(id);
-      cur.bucket_bytes.push_back(params * in_.gradient_bytes_per_param);
+      cur.bucket_bytes.push_back(
+          checked_mul(params, in_.gradient_bytes_per_param, "a gradient bucket"));
       cur.before = id;
     }
     return true;
@@ -417,8 +432,12 @@ class Lowering {
       const OptimizerStep& first = members.front();
       if (first.buckets.empty()) {  // gradients all ready at once
         int64_t params = 0;
-        for (int g = p; g < G_; g += P_) params += in_.stages[static_cast<size_t>(g)].params;
-        add_allreduce(b_, algo, group, params * in_.gradient_bytes_per_param, {p, it});
+        for (int g = p; g < G_; g += P_)
+          params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
+                               "a gradient all-reduce");
+        add_allreduce(b_, algo, group,
+                      checked_mul(params, in_.gradient_bytes_per_param, "a gradient all-reduce"),
+                      {p, it});
         continue;
       }
       // One all-reduce per bucket, each once its layers are done on a member and the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace pipesim {
@@ -184,7 +185,8 @@ void TaskGraphBuilder::add_dep(OpId op, OpId dep) {
 }
 
 void TaskGraphBuilder::add_static_memory(int device, MemCategory c, int64_t bytes) {
-  static_memory_[static_cast<size_t>(device)][static_cast<size_t>(c)] += bytes;
+  auto& slot = static_memory_[static_cast<size_t>(device)][static_cast<size_t>(c)];
+  slot = checked_add(slot, bytes, "a device's resident memory");
 }
 
 TaskGraph TaskGraphBuilder::build() && {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "sim/event_queue.h"
 #include "sim/network.h"
@@ -99,7 +100,7 @@ class Engine {
     const Op& op = graph_.op(head);
     tl_.start[head] = now;
     apply_memory(head, op.mem_at_start, now, false);
-    push(now + op.duration, head, kOpEnd);
+    push(checked_add(now, op.duration, "the simulated time"), head, kOpEnd);
   }
 
   void start_transfer(OpId id, Time now) {
@@ -107,9 +108,12 @@ class Engine {
     const Route& route = cluster_.route(op.device, op.peer);
     routes_[id] = &route;
     tl_.start[id] = now;
-    for (LinkDirection h : route.hops) tl_.links[static_cast<size_t>(h)].bytes += op.bytes;
+    for (LinkDirection h : route.hops) {
+      auto& bytes = tl_.links[static_cast<size_t>(h)].bytes;
+      bytes = checked_add(bytes, op.bytes, "the bytes a link carries");
+    }
     if (route.latency > Time::zero()) {
-      push(now + route.latency, id, kLatencyDone);
+      push(checked_add(now, route.latency, "the simulated time"), id, kLatencyDone);
     } else {
       start_flow(id, now);
     }
@@ -185,7 +189,7 @@ class Engine {
     const Op& op = graph_.op(id);
     auto& mem = memory_[static_cast<size_t>(op.device)];
     auto& slot = mem[static_cast<size_t>(op.mem_category)];
-    slot += delta;
+    slot = checked_add(slot, delta, "a device's memory");
     PIPESIM_ASSERT(slot >= 0, "memory never goes negative");
     if (options_.record_memory) tl_.memory_changes.push_back({now, id, at_end});
     if (delta > 0) note_memory(op.device, now, id);
@@ -195,7 +199,7 @@ class Engine {
     const auto du = static_cast<size_t>(d);
     const auto& mem = memory_[du];
     int64_t total = 0;
-    for (int64_t v : mem) total += v;
+    for (int64_t v : mem) total = checked_add(total, v, "a device's memory");
     DeviceStats& ds = tl_.devices[du];
     if (total > ds.peak_memory) {
       ds.peak_memory = total;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/units.h"
 
@@ -25,10 +26,13 @@ double FlowNetwork::load(LinkDirection d) const {
 Time FlowNetwork::finish_time(const Flow& f, Time now) const {
   if (f.remaining <= 0 || std::isinf(f.rate)) return now;
   // Exact integer arithmetic while the flow still has all its (whole) bytes to send.
-  if (f.exact && f.remaining < 9e18)
-    return now + serialization_time(static_cast<int64_t>(f.remaining), f.rate);
+  if (f.exact && f.remaining < 9e18) {
+    return checked_add(now, serialization_time(static_cast<int64_t>(f.remaining), f.rate),
+                       "the simulated time");
+  }
   const long double ps = std::ceil(static_cast<long double>(f.remaining) * 1e12L / f.rate);
-  return now + Time::ps(static_cast<int64_t>(std::min<long double>(ps, 9e18L)));
+  return checked_add(now, Time::ps(static_cast<int64_t>(std::min<long double>(ps, 9e18L))),
+                     "the simulated time");
 }
 
 void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,

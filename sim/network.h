@@ -56,8 +56,9 @@ class FlowNetwork {
     bool exact = true;         // `remaining` is still the whole transfer (integral bytes)
     bool constrained = false;  // crosses at least one finite link
   };
-  struct LinkState {
+  struct Link {
     double capacity = 0;
+    bool finite = false;          // unlimited links never constrain a rate
     std::vector<uint32_t> flows;  // slots
     // scratch for progressive filling
     double left = 0;
@@ -69,13 +70,9 @@ class FlowNetwork {
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed);
   Time finish_time(const Flow& f, Time now) const;
 
-  struct LinkInfo {
-    bool finite = false;
-  };
   std::vector<Flow> slots_;
   std::vector<uint32_t> free_;
   std::vector<uint32_t> slot_of_;  // [op id]
-  struct Link : LinkState, LinkInfo {};
   std::vector<Link> links_;
   uint64_t epoch_ = 0;
   // scratch

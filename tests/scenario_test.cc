@@ -255,6 +255,9 @@ const Rule kRules[] = {
      "cluster.fabric.oversubscription: '0.5' is not a ratio >= 1 (a number >= 1, e.g. 2 for 2:1)"},
     {"allreduce_algo", edit(kBase, "schedule: dapple", "schedule: dapple\n  allreduce: butterfly"),
      "strategy.allreduce: unknown value 'butterfly' (ring | tree | hierarchical | auto)"},
+    // Found by the loader fuzzer: 3e18 parameters x 4 bytes overflows 64 bits.
+    {"too_large", edit(kBase, "params: 1M}", "params: 3000000000000000000}"),
+     "is too large to simulate"},
     {"not_a_mapping", "- just\n- a list\n", ":1:1: a scenario must be a mapping, got a list"},
     {"invalid_yaml", edit(kBase, "model:\n", "model: [\n"), "invalid YAML"},
 };

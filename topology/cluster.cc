@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/units.h"
 
@@ -113,7 +114,8 @@ Time Cluster::transfer_time(int src_device, int dst_device, int64_t bytes) const
 
 Time Cluster::transfer_time(const Route& r, int64_t bytes) {
   if (std::isinf(r.bottleneck_bytes_per_s)) return r.latency;
-  return r.latency + serialization_time(bytes, r.bottleneck_bytes_per_s);
+  return checked_add(r.latency, serialization_time(bytes, r.bottleneck_bytes_per_s),
+                     "a transfer time");
 }
 
 int ClusterBuilder::add_gpu(std::string name, GpuSpec gpu, int node) {

@@ -1,0 +1,36 @@
+// Arithmetic on user-sized quantities (bytes, parameters, picoseconds). A scenario can
+// ask for more than 64 bits hold (a layer of 3e18 parameters, a 1 PB transfer at 1 B/s);
+// that is bad input, reported as InputError, never undefined behaviour.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/time.h"
+
+namespace pipesim {
+
+[[noreturn]] void too_large(std::string_view what);
+
+inline int64_t checked_add(int64_t a, int64_t b, std::string_view what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) too_large(what);
+  return r;
+}
+
+inline int64_t checked_mul(int64_t a, int64_t b, std::string_view what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) too_large(what);
+  return r;
+}
+
+inline Time checked_mul(Time a, int64_t k, std::string_view what) {
+  return Time::ps(checked_mul(a.ps_count(), k, what));
+}
+
+inline Time checked_add(Time a, Time b, std::string_view what) {
+  return Time::ps(checked_add(a.ps_count(), b.ps_count(), what));
+}
+
+}  // namespace pipesim
