@@ -44,6 +44,11 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     l.source = "analytic";
     return l;
   };
+  // Bytes are products of the shape and the micro-batch: check them in floating point
+  // before they become integers (the largest, fp32 logits and the s^2 attention terms).
+  for (const double v : {66 * s * b * h + 9 * a * s * s * b, s * b * V * 8, 2 * b * s * h * V}) {
+    if (!(v < 4e18)) too_large("the generated model's activations or FLOPs");
+  }
   const auto sbh = static_cast<int64_t>(s * b * h);
   const auto as2b = static_cast<int64_t>(a * s * s * b);
   Model m;

@@ -913,9 +913,12 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   }
   int64_t replicas = 0;
   for (const auto& s : st.stages) replicas += s.replicas;
-  const int64_t ops = sc.micro_batches * replicas * st.data * t.iterations * 3;
+  // In floating point: the product of large batches, replicas and copies overflows 64 bits.
+  const long double ops =
+      static_cast<long double>(sc.micro_batches) * replicas * st.data * t.iterations * 3;
   if (ops > kMaxComputeOps) {
-    r.fail(n, "strategy", fmt::format("this run would simulate {} compute ops", ops),
+    r.fail(n, "strategy",
+           fmt::format("this run would simulate {:.0f} compute ops", static_cast<double>(ops)),
            fmt::format("at most {}; lower training.iterations or global_batch / micro_batch",
                        kMaxComputeOps));
   }

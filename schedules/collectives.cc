@@ -25,7 +25,7 @@ constexpr OpId kNone = UINT32_MAX;
 using Deps = std::vector<OpId>;
 
 int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
+  return a / b + (a % b != 0);
 }
 
 class Builder {

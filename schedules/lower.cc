@@ -39,11 +39,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 
 namespace {
 
+// Ceiling division without the overflow of (a + r - 1) / r near the top of the range.
 Time split_time(Time t, int r) {
-  return Time::ps((t.ps_count() + r - 1) / r);
+  return Time::ps(t.ps_count() / r + (t.ps_count() % r != 0));
 }
 int64_t split_bytes(int64_t b, int r) {
-  return (b + r - 1) / r;
+  return b / r + (b % r != 0);
 }
 
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a

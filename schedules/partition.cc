@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace pipesim {
@@ -78,9 +79,11 @@ std::vector<StageSpec> even_partition(const Model& model, int stages, int replic
   std::vector<int64_t> cost;
   int64_t lo = 0, hi = 0;
   for (const Layer& l : model.layers) {
-    cost.push_back((l.forward + l.backward()).ps_count());
+    cost.push_back(checked_add(checked_add(l.forward, l.backward_input, "a layer's time"),
+                               l.backward_weight, "a layer's time")
+                       .ps_count());
     lo = std::max(lo, cost.back());
-    hi += cost.back();
+    hi = checked_add(hi, cost.back(), "the model's compute time");
   }
   // Binary search on the bound: the smallest achievable slowest-stage time.
   while (lo < hi) {
