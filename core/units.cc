@@ -145,10 +145,4 @@ std::string format_time(Time t) {
   return fmt::format("{:.3f} us", s * 1e6);
 }
 
-std::string format_bandwidth(double bytes_per_s) {
-  if (bytes_per_s >= 1e9) return fmt::format("{:.3g} GB/s", bytes_per_s / 1e9);
-  if (bytes_per_s >= 1e6) return fmt::format("{:.3g} MB/s", bytes_per_s / 1e6);
-  return fmt::format("{:.3g} B/s", bytes_per_s);
-}
-
 }  // namespace pipesim

@@ -34,6 +34,5 @@ Time serialization_time(int64_t bytes, double bytes_per_s);
 // Human-readable forms for tables (never parsed back).
 std::string format_bytes(int64_t bytes);  // "1.50 GiB"
 std::string format_time(Time t);          // "12.345 ms"
-std::string format_bandwidth(double bytes_per_s);
 
 }  // namespace pipesim

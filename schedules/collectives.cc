@@ -34,16 +34,9 @@ class Builder {
       : b_(b), m_(m), tag_(tag) {}
 
   OpId send(int from, int to, int64_t bytes, const Deps& deps, OpId extra = kNone) {
-    Op t;
-    t.kind = OpKind::kTransfer;
-    t.mem_category = MemCategory::kOther;
-    t.comm = CommKind::kAllReduce;
-    t.device = m_[static_cast<size_t>(from)].device;
-    t.peer = m_[static_cast<size_t>(to)].device;
-    t.stage = tag_.stage;
-    t.iteration = tag_.iteration;
-    t.bytes = bytes;
-    const OpId id = b_.add(t);
+    const OpId id =
+        b_.add(transfer_op(m_[static_cast<size_t>(from)].device, m_[static_cast<size_t>(to)].device,
+                           bytes, CommKind::kAllReduce, tag_.stage, -1, tag_.iteration));
     for (OpId d : deps) {
       if (d != kNone) b_.add_dep(id, d);
     }

@@ -341,17 +341,7 @@ class Lowering {
 
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
                     CommKind kind) {
-    Op t;
-    t.kind = OpKind::kTransfer;
-    t.mem_category = MemCategory::kOther;
-    t.comm = kind;
-    t.device = src;
-    t.peer = dst;
-    t.stage = g;
-    t.micro_batch = mb;
-    t.iteration = it;
-    t.bytes = bytes;
-    const OpId id = b_.add(t);
+    const OpId id = b_.add(transfer_op(src, dst, bytes, kind, g, mb, it));
     if (from != kNone) b_.add_dep(id, from);
     return id;
   }

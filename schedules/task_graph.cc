@@ -63,6 +63,21 @@ const char* to_string(MemCategory c) {
   return "?";
 }
 
+Op transfer_op(int src, int dst, int64_t bytes, CommKind comm, int stage, int micro_batch,
+               int iteration) {
+  Op t;
+  t.kind = OpKind::kTransfer;
+  t.mem_category = MemCategory::kOther;
+  t.comm = comm;
+  t.device = src;
+  t.peer = dst;
+  t.stage = stage;
+  t.micro_batch = micro_batch;
+  t.iteration = iteration;
+  t.bytes = bytes;
+  return t;
+}
+
 std::string TaskGraph::describe(OpId id) const {
   const Op& o = ops_[id];
   if (o.kind == OpKind::kTransfer) {

@@ -65,6 +65,10 @@ struct Op {
   int64_t mem_at_end = 0;    // ... and when it ends
 };
 
+// A transfer of `bytes` from device `src` to `dst` (link time only, no memory effect).
+Op transfer_op(int src, int dst, int64_t bytes, CommKind comm, int stage, int micro_batch,
+               int iteration);
+
 class TaskGraph {
  public:
   size_t size() const { return ops_.size(); }
@@ -113,7 +117,6 @@ class TaskGraphBuilder {
   const Op& op(OpId id) const { return ops_[id]; }
   void add_dep(OpId op, OpId dep);
   void add_static_memory(int device, MemCategory c, int64_t bytes);
-  size_t size() const { return ops_.size(); }
   void reserve(size_t ops, size_t deps);
   TaskGraph build() &&;
 

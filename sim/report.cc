@@ -104,6 +104,7 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
     dr.busy = ds.busy;
     add_exposed_comm(graph, timeline, d, dr);
     dr.peak_memory = ds.peak_memory;
+    dr.peak_time = ds.peak_time;
     dr.at_peak = ds.at_peak;
     dr.capacity = cluster.device(d).gpu.memory_bytes;
     if (!dr.stages.empty()) {
@@ -169,6 +170,7 @@ std::string to_json(const Report& r) {
                             {"allreduce", d.exposed_allreduce.seconds()},
                             {"total", (d.exposed_pipeline_comm + d.exposed_allreduce).seconds()}};
     dj["peak_memory_bytes"] = d.peak_memory;
+    dj["peak_time_s"] = d.peak_time.seconds();
     dj["capacity_bytes"] = d.capacity;
     ordered_json mem;
     for (int c = 0; c < kMemCategories; ++c)

@@ -28,6 +28,7 @@ struct DeviceReport {
   Time exposed_pipeline_comm;  // idle, waiting for activations or gradients from a neighbour
   Time exposed_allreduce;      // idle, waiting for the gradient all-reduce
   int64_t peak_memory = 0;
+  Time peak_time;  // when the peak was first reached
   MemBreakdown at_peak{};
   int64_t capacity = 0;
 };

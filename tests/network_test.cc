@@ -23,14 +23,7 @@ const GpuSpec& gpu() {
 struct Flows {
   explicit Flows(int devices) : b(devices) {}
   OpId add(int src, int dst, int64_t bytes) {
-    Op t;
-    t.kind = OpKind::kTransfer;
-    t.mem_category = MemCategory::kOther;
-    t.comm = CommKind::kActivation;
-    t.device = src;
-    t.peer = dst;
-    t.bytes = bytes;
-    return b.add(t);
+    return b.add(transfer_op(src, dst, bytes, CommKind::kActivation, -1, -1, 0));
   }
   TaskGraphBuilder b;
 };

@@ -171,6 +171,11 @@ TEST(Memory, PeakIsStaticPlusLiveActivations) {
     const SimRun r = test::run_pipe(p);
     for (int s = 0; s < 4; ++s) {
       const int live = std::string(schedule) == "gpipe" ? 8 : 4 - s;
+      // The peak is reached when the last live forward starts: F(live - 1) at (live - 1) t_f
+      // on stage 0 (t_f = 1 ms) for both schedules.
+      if (s == 0) {
+        EXPECT_EQ(r.report.devices[0].peak_time, Time::ms(live - 1));
+      }
       EXPECT_EQ(r.report.devices[static_cast<size_t>(s)].peak_memory,
                 16'000'000 + live * 100LL * 1024 * 1024);
     }
