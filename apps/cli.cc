@@ -146,7 +146,10 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
               const std::string& json_path, std::ostream& out) {
   const Scenario sc = load(file, sets);
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  std::string table =
+  std::string table = fmt::format("model {}: {} layers, per micro-batch of {} ({})\n",
+                                  sc.model.name, sc.model.layers.size(), sc.training.micro_batch,
+                                  sc.training.precision == Precision::kMixed ? "mixed" : "fp32");
+  table +=
       fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>9}\n", "layer", "fwd FLOPs",
                   "params", "activation", "output", "forward", "backward", "source");
   double flops = 0;

@@ -39,7 +39,15 @@ void InputError::refresh() {
   if (!key_.empty()) out += key_ + ": ";
   out += problem_;
   if (!allowed_.empty()) out += fmt::format(" ({})", allowed_);
-  message_ = std::move(out);
+  // One line whatever the input held: control characters are written as escapes.
+  message_.clear();
+  for (const char c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      message_ += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      message_ += c;
+    }
+  }
 }
 
 void too_large(std::string_view what) {

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
+#include <queue>
 #include <set>
 #include <sstream>
 
@@ -17,6 +20,8 @@
 #include "core/units.h"
 #include "scenario/default_scenario.h"
 #include "scenario/models.h"
+#include "scenario/shapes.h"
+#include "scenario/zoo.h"
 #include "schedules/partition.h"
 
 namespace pipesim {
@@ -465,6 +470,16 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
   return r.at(n, path, [&] { return b.build(); });
 }
 
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(
+        fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",
+        {source, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1});
+  }
+}
+
 // model: {generator: transformer, layers, hidden, heads, ffn, sequence, vocab, ...}
 Model read_generated_model(const Reader& r, const YAML::Node& n, const Training& t,
                            const GpuSpec& gpu) {
@@ -501,17 +516,7 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
 // (name, forward, backward or backward_input + backward_weight, activation, output,
 // params, optimizer, repeat); every cell with its unit, as in the YAML form. The path is
 // relative to the scenario file. Errors point at the CSV's line and column.
-Model read_profile_csv(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "model", {"name", "profile", "input"});
-  const std::string rel = r.scalar(n["profile"], "model.profile", "a CSV file path");
-  std::filesystem::path path(rel);
-  if (path.is_relative() && r.file() != "<default>")
-    path = std::filesystem::path(r.file()).parent_path() / path;
-  std::ifstream in(path);
-  if (!in)
-    r.fail(n["profile"], "model.profile", fmt::format("cannot read '{}'", path.string()),
-           "a readable CSV file");
-  const std::string file = path.string();
+Model read_profile_csv(std::istream& in, const std::string& file) {
   const std::vector<std::string> known{
       "name",       "forward", "backward", "backward_input", "backward_weight",
       "activation", "output",  "params",   "optimizer",      "repeat"};
@@ -553,8 +558,7 @@ Model read_profile_csv(const Reader& r, const YAML::Node& n) {
                      {file, 1, 1});
   }
   Model m;
-  m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name")
-                                 : std::filesystem::path(rel).stem().string();
+  m.name = std::filesystem::path(file).stem().string();
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -614,23 +618,414 @@ Model read_profile_csv(const Reader& r, const YAML::Node& n) {
   if (m.layers.empty())
     throw InputError("the profile has no layers", "one row per layer", "model.profile",
                      {file, lineno, 1});
+  return m;
+}
+
+// PipeDream's profile graph (graph/graph.py): one line per node,
+//   ID -- DESCRIPTION -- forward_compute_time=MS, backward_compute_time=MS,
+//         activation_size=BYTES, parameter_size=BYTES[ -- stage_id=N]
+// and one indented line per edge, "ID -- ID". Nodes become layers in topological order
+// (ties in file order); source nodes described as "Input..." are the model's input. Times
+// are milliseconds; activation_size (a node's output, a list "[a; b]" summed) is what the
+// layer keeps for its backward; a layer's output is every node's activation that crosses
+// the cut after it; parameter_size counts fp32 bytes, 4 per parameter.
+Model read_profile_graph(std::istream& in, const std::string& file) {
+  struct Node {
+    std::string id, desc;
+    double fwd_ms = 0, bwd_ms = 0, activation = 0, param_bytes = 0;
+    int line = 0;
+  };
+  std::vector<Node> nodes;
+  std::map<std::string, size_t> index;
+  std::vector<std::vector<size_t>> succ;
+  std::vector<int> indeg;
+  const std::string allowed =
+      "'ID -- DESCRIPTION -- forward_compute_time=MS, backward_compute_time=MS, "
+      "activation_size=BYTES, parameter_size=BYTES' or an indented edge 'ID -- ID'";
+  auto split = [](std::string_view s, std::string_view sep) {
+    std::vector<std::string> out;
+    for (size_t start = 0;;) {
+      const size_t at = s.find(sep, start);
+      out.emplace_back(s.substr(start, at == std::string_view::npos ? s.npos : at - start));
+      if (at == std::string_view::npos) return out;
+      start = at + sep.size();
+    }
+  };
+  auto trim = [](std::string s) {
+    const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  std::vector<std::pair<std::pair<std::string, std::string>, int>> edges;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (trim(line).empty()) continue;
+    const bool edge = line[0] == ' ' || line[0] == '\t';
+    const auto parts = split(trim(line), " -- ");
+    if (edge) {
+      if (parts.size() != 2)
+        throw InputError("malformed edge", allowed, "model.profile", {file, lineno, 1});
+      edges.push_back({{trim(parts[0]), trim(parts[1])}, lineno});
+      continue;
+    }
+    if (parts.size() < 3 || parts.size() > 4)
+      throw InputError("malformed node", allowed, "model.profile", {file, lineno, 1});
+    Node nd;
+    nd.id = trim(parts[0]);
+    nd.desc = trim(parts[1]);
+    nd.line = lineno;
+    int seen = 0;
+    for (const std::string& field : split(parts[2], ", ")) {
+      const size_t eq = field.find('=');
+      const std::string key = trim(field.substr(0, eq));
+      std::string value = eq == std::string::npos ? "" : trim(field.substr(eq + 1));
+      double v = 0;
+      bool ok = !value.empty();
+      if (ok && value.front() == '[' && value.back() == ']') {  // several outputs
+        for (const std::string& x : split(value.substr(1, value.size() - 2), "; ")) {
+          const std::string t = trim(x);
+          double part = 0;
+          const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), part);
+          ok = ok && ec == std::errc() && ptr == t.data() + t.size() && part >= 0;
+          v += part;
+        }
+      } else if (ok) {
+        const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        ok = ec == std::errc() && ptr == value.data() + value.size() && v >= 0 && v < 1e15;
+      }
+      double* slot = key == "forward_compute_time"    ? &nd.fwd_ms
+                     : key == "backward_compute_time" ? &nd.bwd_ms
+                     : key == "activation_size"       ? &nd.activation
+                     : key == "parameter_size"        ? &nd.param_bytes
+                                                      : nullptr;
+      if (slot == nullptr || !ok)
+        throw InputError(fmt::format("'{}' is not a known field with a non-negative number", field),
+                         allowed, "model.profile", {file, lineno, 1});
+      *slot = v;
+      ++seen;
+    }
+    if (seen != 4)
+      throw InputError("a node needs all four fields", allowed, "model.profile", {file, lineno, 1});
+    if (!index.emplace(nd.id, nodes.size()).second)
+      throw InputError(fmt::format("node '{}' is defined twice", nd.id), "each node once",
+                       "model.profile", {file, lineno, 1});
+    nodes.push_back(std::move(nd));
+  }
+  succ.resize(nodes.size());
+  indeg.resize(nodes.size());
+  for (const auto& [e, lineno] : edges) {
+    const auto a = index.find(e.first), b = index.find(e.second);
+    if (a == index.end() || b == index.end())
+      throw InputError(
+          fmt::format("edge names an unknown node '{}'", a == index.end() ? e.first : e.second),
+          "nodes defined on their own lines", "model.profile", {file, lineno, 1});
+    succ[a->second].push_back(b->second);
+    ++indeg[b->second];
+  }
+  // Kahn's algorithm, the earliest-defined ready node first.
+  std::vector<size_t> order;
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (indeg[i] == 0) ready.push(i);
+  while (!ready.empty()) {
+    const size_t i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (const size_t j : succ[i])
+      if (--indeg[j] == 0) ready.push(j);
+  }
+  if (order.size() != nodes.size()) {
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (indeg[i] > 0)
+        throw InputError(fmt::format("the graph has a cycle through node '{}'", nodes[i].id),
+                         "a directed acyclic graph", "model.profile", {file, nodes[i].line, 1});
+  }
+  std::vector<size_t> position(nodes.size());
+  for (size_t k = 0; k < order.size(); ++k) position[order[k]] = k;
+  // Node i's output is live from its position to the latest position reading it.
+  std::vector<double> ends_at(nodes.size());
+  std::vector<char> has_pred(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    size_t last = position[i];
+    for (const size_t j : succ[i]) {
+      last = std::max(last, position[j]);
+      has_pred[j] = 1;
+    }
+    ends_at[last] += nodes[i].activation;
+  }
+  auto bytes = [&](double v, const Node& nd) {
+    if (!(v < 4e18)) too_large(fmt::format("node '{}'", nd.id));
+    return static_cast<int64_t>(std::llround(v));
+  };
+  auto ms = [&](double v, const Node& nd) {
+    if (!(v < 9e9)) too_large(fmt::format("node '{}'", nd.id));
+    return Time::ps(static_cast<int64_t>(std::llround(v * 1e9)));
+  };
+  Model m;
+  m.name = std::filesystem::path(file).stem().string();
+  double live = 0;  // outputs made at or before position k and read after it
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& nd = nodes[order[k]];
+    live += nd.activation - ends_at[k];
+    if (!has_pred[order[k]] && nd.desc.starts_with("Input")) {
+      m.input_bytes += bytes(nd.activation, nd);
+      continue;
+    }
+    Layer l;
+    l.name = nd.id;
+    l.forward = ms(nd.fwd_ms, nd);
+    l.backward_input = ms(nd.bwd_ms, nd);
+    l.activation_bytes = bytes(nd.activation, nd);
+    l.params = bytes(nd.param_bytes / 4, nd);
+    l.source = "profile";
+    l.output_bytes = bytes(std::max(live, 0.0), nd);
+    m.layers.push_back(std::move(l));
+  }
+  if (m.layers.empty())
+    throw InputError("the profile graph has no layers", allowed, "model.profile", {file});
+  return m;
+}
+
+const std::vector<std::string> kShapeOps{"conv",        "pool",      "linear", "bottleneck",
+                                         "amoeba_cell", "embedding", "lstm",   "attention"};
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+bool read_flag(const Reader& r, const YAML::Node& n, const std::string& p, bool fallback) {
+  if (!n.IsDefined()) return fallback;
+  return r.choice<bool>(n, p, {{"true", true}, {"false", false}});
+}
+
+// One op of a shape-described layer: `kind: {field: value, ...}`.
+ShapeOp read_shape_op(const Reader& r, const YAML::Node& n, const std::string& p,
+                      const std::string& kind) {
+  auto dim = [&](const char* key, std::optional<int64_t> fallback, int64_t lo = 1) {
+    const YAML::Node v = n[key];
+    if (!v.IsDefined() && fallback) return *fallback;
+    return r.integer(r.require(n, p, key), child_path(p, key), lo, kMaxDim);
+  };
+  auto flag = [&](const char* key, bool fallback) {
+    return read_flag(r, n[key], child_path(p, key), fallback);
+  };
+  if (kind == "pool" && n.IsScalar() && n.Scalar() == "global") return PoolOp{.global = true};
+  if (kind == "attention" && n.IsNull()) return AttentionOp{};
+  if (kind == "conv") {
+    r.expect_map(n, p, {"out", "kernel", "stride", "padding", "bias", "batch_norm"});
+    ConvOp o;
+    o.out = dim("out", {});
+    o.kernel = dim("kernel", 3);
+    o.stride = dim("stride", 1);
+    o.padding = dim("padding", o.kernel / 2, 0);
+    o.bias = flag("bias", true);
+    o.batch_norm = flag("batch_norm", false);
+    return o;
+  }
+  if (kind == "pool") {
+    r.expect_map(n, p, {"kind", "kernel", "stride", "padding"});
+    PoolOp o;
+    if (n["kind"].IsDefined())
+      o.max = r.choice<bool>(n["kind"], p + ".kind", {{"max", true}, {"avg", false}});
+    o.kernel = dim("kernel", 2);
+    o.stride = dim("stride", o.kernel);
+    o.padding = dim("padding", 0, 0);
+    return o;
+  }
+  if (kind == "linear") {
+    r.expect_map(n, p, {"out", "bias"});
+    return LinearOp{.out = dim("out", {}), .bias = flag("bias", true)};
+  }
+  if (kind == "bottleneck") {
+    r.expect_map(n, p, {"mid", "out", "stride"});
+    return BottleneckOp{.mid = dim("mid", {}), .out = dim("out", {}), .stride = dim("stride", 1)};
+  }
+  if (kind == "amoeba_cell") {
+    r.expect_map(n, p, {"channels", "reduction"});
+    return AmoebaCellOp{.channels = dim("channels", {}), .reduction = flag("reduction", false)};
+  }
+  if (kind == "embedding") {
+    r.expect_map(n, p, {"vocab", "dim", "tokens"});
+    return EmbeddingOp{
+        .vocab = dim("vocab", {}), .dim = dim("dim", {}), .tokens = dim("tokens", 0, 0)};
+  }
+  if (kind == "lstm") {
+    r.expect_map(n, p, {"hidden", "bidirectional", "context"});
+    return LstmOp{.hidden = dim("hidden", {}),
+                  .bidirectional = flag("bidirectional", false),
+                  .context = flag("context", false)};
+  }
+  PIPESIM_ASSERT(kind == "attention", "every shape op is read");
+  r.expect_map(n, p, {"hidden"});
+  return AttentionOp{.hidden = dim("hidden", 0, 0)};
+}
+
+// model.input of a shape-described model: {image: [C, H, W]}, {tokens: N} or
+// {sequence: [tokens, features]}.
+TensorShape read_input_shape(const Reader& r, const YAML::Node& n) {
+  const std::string allowed = "{image: [C, H, W]}, {tokens: N} or {sequence: [N, features]}";
+  r.expect_map(n, "model.input", {"image", "tokens", "sequence"});
+  if (n.size() != 1) r.fail(n, "model.input", "give exactly one input shape", allowed);
+  const std::string key = n.begin()->first.Scalar();
+  const YAML::Node v = n.begin()->second;
+  const std::string p = "model.input." + key;
+  auto dims = [&](size_t count) {
+    if (!v.IsSequence() || v.size() != count)
+      r.fail(v, p, fmt::format("expected a list of {} sizes", count), allowed);
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < count; ++i)
+      out.push_back(r.integer(v[i], fmt::format("{}.{}", p, i), 1, kMaxDim));
+    return out;
+  };
+  TensorShape t;
+  if (key == "image") {
+    const auto d = dims(3);
+    t.kind = TensorShape::Kind::kImage;
+    t.channels = d[0];
+    t.height = d[1];
+    t.width = d[2];
+  } else if (key == "tokens") {
+    t.kind = TensorShape::Kind::kTokens;
+    t.tokens = r.integer(v, p, 1, kMaxDim);
+  } else {
+    const auto d = dims(2);
+    t.kind = TensorShape::Kind::kSequence;
+    t.tokens = d[0];
+    t.features = d[1];
+  }
+  return t;
+}
+
+std::filesystem::path relative_to(const Reader& r, const std::string& rel) {
+  std::filesystem::path path(rel);
+  if (path.is_relative() && !r.file().starts_with("<"))
+    path = std::filesystem::path(r.file()).parent_path() / path;
+  return path;
+}
+
+std::string read_text(const Reader& r, const YAML::Node& n, const std::string& key,
+                      const std::filesystem::path& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || std::filesystem::is_directory(path))
+    r.fail(n, key, fmt::format("cannot read '{}'", path.string()), "a readable " + what);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t,
+                         const GpuSpec& gpu, bool nested);
+
+// Reads a model mapping from another YAML file (an include, or a profile in YAML form)
+// with that file's own locations in errors.
+Model read_model_file(const std::string& text, const std::string& file, const Training& t,
+                      const GpuSpec& gpu) {
+  const YAML::Node root = parse_yaml(text, file);
+  const Reader inner(file, {});
+  return read_model_section(inner, root, t, gpu, true);
+}
+
+// model: {include: NAME}: a model of the built-in zoo (scenarios/models/NAME.yaml,
+// compiled in) or, when NAME looks like a path, a YAML file relative to the scenario.
+Model read_included_model(const Reader& r, const YAML::Node& n, const Training& t,
+                          const GpuSpec& gpu) {
+  r.expect_map(n, "model", {"include", "name"});
+  const std::string name = r.scalar(n["include"], "model.include", "a model name or YAML file");
+  Model m;
+  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) {
+    const auto path = relative_to(r, name);
+    m = read_model_file(read_text(r, n["include"], "model.include", path, "YAML file"),
+                        path.string(), t, gpu);
+  } else {
+    const char* text = find_zoo_model(name);
+    if (text == nullptr) {
+      r.fail(n["include"], "model.include",
+             fmt::format("unknown model '{}'{}", name, suggestion(name, zoo_model_names())),
+             "a built-in model (" + join(zoo_model_names()) + ") or a YAML file path");
+    }
+    m = read_model_file(text, fmt::format("scenarios/models/{}.yaml", name), t, gpu);
+  }
+  if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
+  return m;
+}
+
+// model: {profile: FILE}: measured per-layer costs from a CSV table, PipeDream's profile
+// graph (recognised by its "ID -- DESCRIPTION -- ..." lines) or a YAML model (.yaml).
+Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
+  r.expect_map(n, "model", {"name", "profile", "input"});
+  const std::string rel = r.scalar(n["profile"], "model.profile", "a file path");
+  const auto path = relative_to(r, rel);
+  const std::string text = read_text(r, n["profile"], "model.profile", path, "profile file");
+  Model m;
+  if (rel.ends_with(".yaml") || rel.ends_with(".yml")) {
+    m = read_model_file(text, path.string(), t, gpu);
+  } else {
+    std::istringstream in(text);
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    const size_t eol = text.find('\n', first);
+    const bool graph =
+        first != std::string::npos &&
+        text.substr(first, eol == std::string::npos ? eol : eol - first).find(" -- ") !=
+            std::string::npos;
+    m = graph ? read_profile_graph(in, path.string()) : read_profile_csv(in, path.string());
+  }
+  if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
   return m;
 }
 
-Model read_model(const Reader& r, const YAML::Node& n) {
-  if (n.IsMap() && n["profile"].IsDefined()) return read_profile_csv(r, n);
-  r.expect_map(n, "model", {"name", "layers", "input", "generator", "profile"});
+Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
+  r.expect_map(n, "model", {"name", "layers", "input", "generator", "profile", "include"});
   Model m;
   m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name") : "model";
-  if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
+  const bool shaped = n["input"].IsDefined() && n["input"].IsMap();
+  ShapeState state;
+  if (shaped) {
+    state.current = read_input_shape(r, n["input"]);
+    m.input_bytes =
+        r.at(n["input"], "model.input", [&] { return shape_input_bytes(state.current, t); });
+  } else if (n["input"].IsDefined()) {
+    m.input_bytes = r.bytes(n["input"], "model.input");
+  }
   const YAML::Node layers = r.require(n, "model", "layers");
   if (!layers.IsSequence() || layers.size() == 0)
     r.fail(layers, "model.layers", "expected a non-empty list of layers",
            "e.g. '- {forward: 1 ms, backward: 2 ms}'");
+  std::vector<std::string> shape_keys{"name", "repeat", "drop_carried"};
+  shape_keys.insert(shape_keys.end(), kShapeOps.begin(), kShapeOps.end());
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string p = fmt::format("model.layers.{}", i);
     const YAML::Node l = layers[i];
+    if (shaped) {
+      r.expect_map(l, p, shape_keys);
+      std::string kind;
+      for (const auto& k : kShapeOps) {
+        if (!l[k].IsDefined()) continue;
+        if (!kind.empty())
+          r.fail(l[k], p + "." + k,
+                 fmt::format("a layer has one op, but this one also has '{}'", kind),
+                 "one of: " + join(kShapeOps));
+        kind = k;
+      }
+      if (kind.empty()) r.fail(l, p, "the layer names no op", "one of: " + join(kShapeOps));
+      const ShapeOp op = read_shape_op(r, l[kind], p + "." + kind, kind);
+      const std::string base = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
+                                                     : fmt::format("layer{}", m.layers.size());
+      const int64_t repeat =
+          l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
+      if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000)
+        r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers",
+               "a smaller repeat");
+      const bool drop = read_flag(r, l["drop_carried"], p + ".drop_carried", false);
+      for (int64_t k = 0; k < repeat; ++k) {
+        std::string name = repeat > 1 ? fmt::format("{}.{}", base, k) : base;
+        m.layers.push_back(r.at(l[kind], p + "." + kind, [&] {
+          return shape_layer(std::move(name), op, drop, state, t, gpu);
+        }));
+      }
+      continue;
+    }
+    for (const auto& k : kShapeOps) {
+      if (l.IsMap() && l[k].IsDefined())
+        r.fail(l[k], p + "." + k, "a layer given by its shape needs the model's input shape",
+               "model.input: {image: [C, H, W]}, {tokens: N} or {sequence: [N, features]}");
+    }
     r.expect_map(l, p,
                  {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
                   "output", "params", "optimizer", "repeat"});
@@ -670,6 +1065,21 @@ Model read_model(const Reader& r, const YAML::Node& n) {
     }
   }
   return m;
+}
+
+// The model section in any of its forms; `nested` for a model read from another file,
+// which may not include a third.
+Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t,
+                         const GpuSpec& gpu, bool nested) {
+  if (n.IsMap() && n["include"].IsDefined()) {
+    if (nested)
+      r.fail(n["include"], "model.include", "an included model cannot include another",
+             "layers, generator or profile");
+    return read_included_model(r, n, t, gpu);
+  }
+  if (n.IsMap() && n["generator"].IsDefined()) return read_generated_model(r, n, t, gpu);
+  if (n.IsMap() && n["profile"].IsDefined()) return read_profile(r, n, t, gpu);
+  return read_model(r, n, t, gpu);
 }
 
 Training read_training(const Reader& r, const YAML::Node& n) {
@@ -770,7 +1180,7 @@ void read_order(const Reader& r, const YAML::Node& n, Scenario& sc) {
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
-                "vertical_sync", "allreduce", "bucket"});
+                "vertical_sync", "allreduce", "bucket", "bucket_buffers"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -805,6 +1215,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     if (a < 3) st.allreduce = static_cast<AllReduceAlgo>(a);
   }
   if (n["bucket"].IsDefined()) st.bucket_bytes = r.bytes(n["bucket"], "strategy.bucket");
+  st.bucket_buffers = read_flag(r, n["bucket_buffers"], "strategy.bucket_buffers", false);
   if (n["vertical_sync"].IsDefined()) {
     st.vertical_sync = r.choice<bool>(n["vertical_sync"], "strategy.vertical_sync",
                                       {{"true", true}, {"false", false}});
@@ -1008,16 +1419,6 @@ void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu) {
   }
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(
-        fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",
-        {source, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1});
-  }
-}
-
 // Walks `root` along a dotted path, creating mappings for missing keys, and puts `value`
 // at its end. A scalar met on the way (a preset name) becomes {preset: name}.
 void apply_override(YAML::Node& root, const Override& o) {
@@ -1098,9 +1499,7 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
   const YAML::Node training = r.require(root, "", "training");
   sc.training = read_training(r, training);
   const YAML::Node model = r.require(root, "", "model");
-  sc.model = model.IsMap() && model["generator"].IsDefined()
-                 ? read_generated_model(r, model, sc.training, sc.cluster.device(0).gpu)
-                 : read_model(r, model);
+  sc.model = read_model_section(r, model, sc.training, sc.cluster.device(0).gpu, false);
   set_optimizer_step(sc.model, sc.training, sc.cluster.device(0).gpu);
   read_strategy(r, r.require(root, "", "strategy"), training, sc);
   return sc;

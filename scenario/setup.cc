@@ -167,6 +167,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
     in.user_order = !s.user_order.empty();
     in.allreduce = allreduce_algorithms(s);
     in.bucket_bytes = s.strategy.bucket_bytes;
+    in.bucket_buffers = s.strategy.bucket_buffers;
     for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
     return lower(in);
   } catch (InputError& e) {

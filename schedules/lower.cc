@@ -166,6 +166,10 @@ class Lowering {
           b_.add_static_memory(
               d, MemCategory::kStashedWeights,
               checked_mul(extra, checked_mul(params, in_.param_bytes.weights, what), what));
+          if (in_.bucket_buffers && (replicas(p) > 1 || copies_ > 1)) {
+            b_.add_static_memory(d, MemCategory::kOther,
+                                 checked_mul(params, in_.gradient_bytes_per_param, what));
+          }
         }
       }
     }

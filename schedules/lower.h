@@ -60,6 +60,8 @@ struct LoweringInput {
   // Gradients are all-reduced in buckets of about this many bytes (layers in backward
   // order), each as soon as its layers' last backward is done; <= 0: one per stage.
   int64_t bucket_bytes = 0;
+  // Each all-reduced device keeps a separate buffer as big as its gradients ("other").
+  bool bucket_buffers = false;
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
 };
 

@@ -97,6 +97,10 @@ struct Strategy {
   // Gradients sync in buckets of about this size as their layers finish the backward
   // (PyTorch DDP's default bucket_cap_mb = 25).
   int64_t bucket_bytes = 25LL * 1024 * 1024;
+  // Gradients are copied into bucket buffers of their own (PyTorch DDP without
+  // gradient_as_bucket_view): one more gradient copy on every device whose gradients are
+  // all-reduced, counted as "other". Off: gradients are views of the buckets (Megatron).
+  bool bucket_buffers = false;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
 };

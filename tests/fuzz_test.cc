@@ -16,7 +16,20 @@ std::vector<std::string> seeds() {
   std::vector<std::string> out{default_scenario_yaml()};
   for (const auto& e : std::filesystem::recursive_directory_iterator(
            std::string(PIPESIM_SOURCE_DIR) + "/scenarios")) {
-    if (e.path().extension() == ".yaml") out.push_back(test::read_file(e.path().string()));
+    if (e.path().extension() != ".yaml") continue;
+    const std::string text = test::read_file(e.path().string());
+    if (e.path().parent_path().filename() != "models") {
+      out.push_back(text);
+      continue;
+    }
+    // A zoo model inlined into a small scenario, so mutations reach the shape layers.
+    std::string model = "model:\n";
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) model += "  " + line + "\n";
+    out.push_back("cluster: {gpu: v100-32gb, nodes: 1, gpus_per_node: 2, intra_node: nvlink}\n" +
+                  model +
+                  "training: {global_batch: 4, micro_batch: 2, precision: mixed}\n"
+                  "strategy: {schedule: dapple, pipeline: 2}\n");
   }
   return out;
 }

@@ -183,6 +183,94 @@ TEST(Memory, PeakIsStaticPlusLiveActivations) {
   }
 }
 
+TEST(Memory, BreakdownAtThePeakPerSchedule) {
+  // S = 4, M = 8, one layer per stage (per chunk) of 1 M parameters, 100 MiB of
+  // activations, 10 MiB of output. Bytes per parameter: mixed Adam 2 + 2 + 12 (fp32
+  // master copy and two moments), fp32 SGD 4 + 4 + 0. At the peak of stage s:
+  //   gpipe             8 live activations (all micro-batches before the first backward)
+  //   dapple, pipedream, pipedream-2bw   4 - s live (1F1B's warm-up depth)
+  //   gpipe-recompute   stage 0 keeps no input (no model.input): one full 100 MiB while it
+  //                     recomputes; stage s > 0: 8 x 10 MiB inputs + the other 90 MiB
+  //   interleaved v = 2 11, 9, 7, 5 live chunk activations, 2 M parameters per device
+  //   zb-h1             4 on stage 0 (as 1F1B); zb-h2: 2S - 1 = 7 on stage 0
+  // Stashed weight versions (of the weight bytes): pipedream S - s - 1, 2bw 1.
+  constexpr int64_t MiB = 1024 * 1024, A = 100 * MiB, P = 1'000'000;
+  struct Bytes {
+    const char* precision;
+    const char* optimizer;
+    int64_t w, g, o;
+  };
+  struct Schedule {
+    const char* name;
+    std::vector<int64_t> activations;  // per stage; -1: not derived here
+    std::vector<int> stashed;
+    int chunks = 1;
+    bool split = false;
+  };
+  const std::vector<Schedule> schedules{
+      {"gpipe", {8 * A, 8 * A, 8 * A, 8 * A}, {0, 0, 0, 0}},
+      {"dapple", {4 * A, 3 * A, 2 * A, 1 * A}, {0, 0, 0, 0}},
+      {"pipedream", {4 * A, 3 * A, 2 * A, 1 * A}, {3, 2, 1, 0}},
+      {"pipedream-2bw", {4 * A, 3 * A, 2 * A, 1 * A}, {1, 1, 1, 1}},
+      {"gpipe-recompute",
+       {A, 80 * MiB + 90 * MiB, 80 * MiB + 90 * MiB, 80 * MiB + 90 * MiB},
+       {0, 0, 0, 0}},
+      {"interleaved", {11 * A, 9 * A, 7 * A, 5 * A}, {0, 0, 0, 0}, 2},
+      {"zb-h1", {4 * A, -1, -1, -1}, {0, 0, 0, 0}, 1, true},
+      {"zb-h2", {7 * A, -1, -1, -1}, {0, 0, 0, 0}, 1, true}};
+  for (const Bytes& c : {Bytes{"mixed", "adam", 2, 2, 12}, Bytes{"fp32", "sgd", 4, 4, 0}}) {
+    for (const Schedule& sc : schedules) {
+      PipeSpec p;
+      p.schedule = sc.name;
+      p.virtual_stages = sc.chunks;
+      if (sc.chunks > 1) {
+        p.tf_ms = {0.5};
+        p.tb_ms = {0.5};
+      }
+      if (sc.split) p.tw_ms = {1.0};
+      p.params = "1M";
+      p.precision = c.precision;
+      p.optimizer = c.optimizer;
+      p.activation = "100 MiB";
+      p.output = "10 MiB";
+      const SimRun r = test::run_pipe(p);
+      const int64_t params = sc.chunks * P;
+      for (size_t s = 0; s < 4; ++s) {
+        const DeviceReport& d = r.report.devices[s];
+        const std::string what = fmt::format("{} {} stage {}", sc.name, c.precision, s);
+        EXPECT_EQ(d.at_peak[0], params * c.w) << what;
+        EXPECT_EQ(d.at_peak[1], params * c.g) << what;
+        EXPECT_EQ(d.at_peak[2], params * c.o) << what;
+        EXPECT_EQ(d.at_peak[4], sc.stashed[s] * params * c.w) << what;
+        EXPECT_EQ(d.at_peak[5], 0) << what;
+        if (sc.activations[s] < 0) continue;
+        EXPECT_EQ(d.at_peak[3], sc.activations[s]) << what;
+        EXPECT_EQ(d.peak_memory,
+                  params * (c.w + c.g + c.o) + sc.stashed[s] * params * c.w + sc.activations[s])
+            << what;
+      }
+    }
+  }
+}
+
+TEST(Memory, SeparateBucketBuffersOnAllReducedDevices) {
+  // Stage 0 on two replicas, stage 1 alone, 1 M parameters each, fp32: with
+  // bucket_buffers, the replicas keep another 4 MB gradient copy as "other"; stage 1,
+  // whose gradients are not all-reduced, does not.
+  PipeSpec p;
+  p.stages = 2;
+  p.replicas = {2, 1};
+  p.params = "1M";
+  p.strategy_extra = "  bucket_buffers: true\n";
+  const SimRun r = test::run_pipe(p);
+  ASSERT_EQ(r.report.devices.size(), 3u);
+  EXPECT_EQ(r.report.devices[0].at_peak[5], 4'000'000);
+  EXPECT_EQ(r.report.devices[1].at_peak[5], 4'000'000);
+  EXPECT_EQ(r.report.devices[2].at_peak[5], 0);
+  p.strategy_extra.clear();
+  EXPECT_EQ(test::run_pipe(p).report.devices[0].at_peak[5], 0);
+}
+
 TEST(Memory, OutOfMemoryJustOverAndJustUnder) {
   // A custom GPU of 1000 MiB; 1F1B stage 0 of S = 4 peaks at 4 activations. With 250 MiB
   // each it peaks at exactly 1000 MiB (fits: the peak may equal the capacity); with
