@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "planner/planner.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
@@ -196,6 +197,27 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
   return kOk;
 }
 
+// Ranked strategies for the scenario; exit 1 when none fits in memory.
+int cmd_plan(const std::string& file, const std::vector<std::string>& sets, int top,
+             const std::string& json_path, std::ostream& out) {
+  std::vector<Override> overrides;
+  for (const auto& s : sets) overrides.push_back(parse_override(s));
+  PlanOptions options;
+  options.top = top;
+  const Plan p = plan(file, overrides, options);
+  const std::string text = to_json(p).dump(2) + "\n";
+  if (json_path == "-") {
+    out << text;
+  } else {
+    if (!json_path.empty()) write_file(json_path, [&](std::ostream& f) { f << text; });
+    out << plan_table(p);
+  }
+  if (p.candidates.empty())
+    throw SimulationProblem("no strategy could be simulated for this scenario");
+  if (p.candidates.front().oom) throw SimulationProblem("every strategy tried runs out of memory");
+  return kOk;
+}
+
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -237,6 +259,18 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)");
   model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
 
+  std::string plan_file, plan_json;
+  std::vector<std::string> plan_sets;
+  int plan_top = 10;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "search pipeline x replica x data splits and schedules by simulating each");
+  plan_cmd->add_option("scenario", plan_file, "scenario YAML file (the default without one)");
+  plan_cmd->add_option("--top", plan_top, "keep the K best candidates (default 10)")
+      ->check(CLI::Range(1, 100000));
+  plan_cmd->add_option("--json", plan_json,
+                       "write {candidates, best} as JSON to F ('-' for stdout)");
+  plan_cmd->add_option("--set", plan_sets, "override a scenario key (repeatable)")->expected(1);
+
   try {
     try {
       app.parse(argc, argv);
@@ -249,6 +283,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (run_cmd->parsed()) return cmd_run(run, out);
     if (order_cmd->parsed()) return cmd_order(order_file, order_sets, out);
     if (model_cmd->parsed()) return cmd_model(model_file, model_sets, model_json, out);
+    if (plan_cmd->parsed()) return cmd_plan(plan_file, plan_sets, plan_top, plan_json, out);
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";

@@ -189,3 +189,64 @@ TEST(Cli, MemoryCsvPeaksMatchTheReport) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+using nlohmann::json;
+
+TEST(Plan, SearchesEverySplitAndRanksByThroughput) {
+  // toy-gpipe: 4 GPUs, global batch 64 of micro-batch 4. Data copies d in {1, 2, 4}
+  // (M = 16, 8, 4), stage replicas r dividing 4 / d, pipeline 4 / (d r): 3 + 2 + 1 = 6
+  // splits, under gpipe (the scenario's), dapple and gpipe-recompute: 18 simulations.
+  const std::string toy = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml";
+  const std::string j = test::temp_path("plan.json");
+  auto r = test::cli({"plan", toy, "--top", "100", "--json", j});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(test::read_file(j));
+  EXPECT_EQ(p["evaluated"], 18);
+  EXPECT_EQ(p["rejected"], 0);
+  ASSERT_EQ(p["candidates"].size(), 18u);
+  for (size_t i = 1; i < p["candidates"].size(); ++i) {
+    EXPECT_GE(p["candidates"][i - 1]["throughput_samples_per_s"].get<double>(),
+              p["candidates"][i]["throughput_samples_per_s"].get<double>());
+  }
+  EXPECT_EQ(p["best"], p["candidates"][0]);
+  // The best strategy pasted back into the scenario simulates to the same numbers.
+  const std::string best = p["best"]["strategy"].dump();
+  r = test::cli({"run", toy, "--set", "strategy=" + best, "--json", j});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json run = json::parse(test::read_file(j));
+  EXPECT_DOUBLE_EQ(run["makespan_s"].get<double>(), p["best"]["makespan_s"].get<double>());
+  // --top keeps the K best.
+  r = test::cli({"plan", toy, "--top", "3", "--json", "-"});
+  EXPECT_EQ(json::parse(r.out)["candidates"].size(), 3u);
+}
+
+TEST(Plan, PrefersStrategiesThatFitAndFailsWhenNoneDoes) {
+  // 10 M parameters per layer at 12 bytes (fp32 momentum): 120 MB a layer. With 1 GiB per
+  // GPU, 4 stages of 2 layers (240 MB + activations) fit while whole-model data
+  // parallelism (960 MB + 64 MiB per micro-batch in flight) does not: the best fits,
+  // and every candidate that does not ranks after every one that does.
+  const std::string toy = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml";
+  auto r =
+      test::cli({"plan", toy, "--top", "100", "--json", "-", "--set", "cluster.gpu.memory=1 GiB"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_FALSE(p["best"]["oom"].get<bool>());
+  bool seen_oom = false;
+  for (const auto& c : p["candidates"]) {
+    if (c["oom"].get<bool>()) seen_oom = true;
+    EXPECT_TRUE(!seen_oom || c["oom"].get<bool>());
+    if (c["data"] == 4) {
+      EXPECT_TRUE(c["oom"].get<bool>());
+    }
+  }
+  EXPECT_TRUE(seen_oom);
+  r = test::cli({"plan", toy, "--set", "cluster.gpu.memory=100 MiB"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("every strategy tried runs out of memory"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pipesim
