@@ -57,10 +57,14 @@ struct RunOptions {
   bool reproducible = false;
 };
 
-Scenario load(const std::string& file, const std::vector<std::string>& sets) {
+std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
   std::vector<Override> overrides;
   for (const auto& s : sets) overrides.push_back(parse_override(s));
-  return file.empty() ? load_default_scenario(overrides) : load_scenario_file(file, overrides);
+  return overrides;
+}
+
+Scenario load(const std::string& file, const std::vector<std::string>& sets) {
+  return load_scenario(file, parse_overrides(sets));
 }
 
 std::string placement_table(const Scenario& s) {
@@ -200,11 +204,9 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
 // Ranked strategies for the scenario; exit 1 when none fits in memory.
 int cmd_plan(const std::string& file, const std::vector<std::string>& sets, int top,
              const std::string& json_path, std::ostream& out) {
-  std::vector<Override> overrides;
-  for (const auto& s : sets) overrides.push_back(parse_override(s));
   PlanOptions options;
   options.top = top;
-  const Plan p = plan(file, overrides, options);
+  const Plan p = plan(file, parse_overrides(sets), options);
   const std::string text = to_json(p).dump(2) + "\n";
   if (json_path == "-") {
     out << text;

@@ -23,13 +23,10 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-Scenario load_with(const std::string& file, std::vector<Override> overrides) {
-  return file.empty() ? load_default_scenario(overrides) : load_scenario_file(file, overrides);
-}
-
 // The schedules tried: the scenario's own, and for synchronous training the two ends of
 // DAPPLE's trade-off, early-backward 1F1B (low memory) and GPipe with re-computation
-// (lowest memory); asynchronous training compares PipeDream with 2BW.
+// (lowest memory); asynchronous training compares PipeDream with 2BW. Strategy keys other
+// than the split (all-reduce algorithm, buckets, a placement policy) are kept.
 std::vector<ScheduleKind> schedules_for(ScheduleKind own) {
   std::vector<ScheduleKind> out{own};
   const std::vector<ScheduleKind> more =
@@ -46,7 +43,7 @@ std::vector<ScheduleKind> schedules_for(ScheduleKind own) {
 
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
-  const Scenario base = load_with(file, overrides);
+  const Scenario base = load_scenario(file, overrides);
   const int gpus = base.cluster.num_devices();
   const int layers = static_cast<int>(base.model.layers.size());
   Plan result;
@@ -55,9 +52,12 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
     const int64_t micro_batches = base.training.global_batch / (base.training.micro_batch * data);
     for (const int replicas : divisors(gpus / data)) {
       const int pipeline = gpus / data / replicas;
-      if (pipeline > layers) continue;
-      const std::vector<StageSpec> stages = even_partition(base.model, pipeline, replicas);
       for (const ScheduleKind kind : schedules_for(base.strategy.schedule)) {
+        // An interleaved schedule keeps the scenario's chunks per device.
+        const int chunks = kind == ScheduleKind::kInterleaved ? base.strategy.virtual_stages : 1;
+        if (pipeline * chunks > layers) continue;
+        const std::vector<StageSpec> stages =
+            even_partition(base.model, pipeline * chunks, replicas);
         nlohmann::ordered_json st;
         st["schedule"] = std::string(to_string(kind));
         st["stages"] = nlohmann::ordered_json::array();
@@ -68,10 +68,14 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
         st["data"] = data;
         if (base.strategy.allreduce)
           st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
-        st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
+        if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
+          st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
         if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
-        if (kind == ScheduleKind::kInterleaved) st["virtual_stages"] = 1;
-        const double ops = static_cast<double>(micro_batches) * gpus * 3 * base.training.iterations;
+        if (chunks > 1) st["virtual_stages"] = chunks;
+        if (!base.explicit_placement && base.placement_policy != PlacementPolicy::kAppendFirst)
+          st["placement"] = std::string(to_string(base.placement_policy));
+        const double ops =
+            static_cast<double>(micro_batches) * gpus * chunks * 3 * base.training.iterations;
         if (ops > static_cast<double>(options.max_ops)) {
           ++result.skipped;
           continue;
@@ -81,7 +85,7 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
         std::optional<Scenario> sc;
         std::optional<TaskGraph> graph;
         try {
-          sc.emplace(load_with(file, with));
+          sc.emplace(load_scenario(file, with));
           graph.emplace(scenario_task_graph(*sc));
         } catch (const InputError&) {
           ++result.rejected;  // e.g. a micro-batch that does not split across the replicas

@@ -22,27 +22,32 @@ Time analytic_time(double flops, const GpuSpec& gpu, Precision p) {
   return Time::ps(static_cast<int64_t>(ps));
 }
 
+Layer analytic_layer(std::string name, double forward_flops, int64_t params,
+                     int64_t activation_bytes, int64_t output_bytes, const Training& training,
+                     const GpuSpec& gpu) {
+  Layer l;
+  l.name = std::move(name);
+  l.forward_flops = forward_flops;
+  l.forward = analytic_time(forward_flops, gpu, training.precision);
+  l.backward_input = l.forward;
+  l.backward_weight = l.forward;
+  l.split_backward = true;
+  l.params = params;
+  l.activation_bytes = activation_bytes;
+  l.output_bytes = output_bytes;
+  l.source = "analytic";
+  return l;
+}
+
 Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {
   const double b = static_cast<double>(training.micro_batch);
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn),
                V = static_cast<double>(t.vocab);
-  const int64_t elem = training.precision == Precision::kMixed ? 2 : 4;
+  const int64_t elem = element_bytes(training.precision);
   auto layer = [&](std::string name, double fwd_flops, int64_t params, int64_t activation,
                    int64_t output) {
-    Layer l;
-    l.name = std::move(name);
-    l.forward_flops = fwd_flops;
-    l.forward = analytic_time(fwd_flops, gpu, training.precision);
-    // Backward: 2x the forward, split evenly into input and weight gradients.
-    l.backward_input = l.forward;
-    l.backward_weight = l.forward;
-    l.split_backward = true;
-    l.params = params;
-    l.activation_bytes = activation;
-    l.output_bytes = output;
-    l.source = "analytic";
-    return l;
+    return analytic_layer(std::move(name), fwd_flops, params, activation, output, training, gpu);
   };
   // Bytes are products of the shape and the micro-batch: check them in floating point
   // before they become integers (the largest, fp32 logits and the s^2 attention terms).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "schedules/model.h"
 #include "topology/presets.h"
@@ -35,5 +36,11 @@ Model transformer_model(const TransformerShape& shape, const Training& training,
 
 // FLOPs -> time on this GPU at its efficiency, for the training precision.
 Time analytic_time(double flops, const GpuSpec& gpu, Precision p);
+
+// A layer whose times come from its forward FLOPs (for one micro-batch): the backward is
+// twice the forward, split evenly into input gradients (B) and weight gradients (W).
+Layer analytic_layer(std::string name, double forward_flops, int64_t params,
+                     int64_t activation_bytes, int64_t output_bytes, const Training& training,
+                     const GpuSpec& gpu);
 
 }  // namespace pipesim

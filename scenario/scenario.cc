@@ -71,6 +71,15 @@ std::string suggestion(std::string_view given, const std::vector<std::string>& c
   return {};
 }
 
+// A file's whole contents; nothing when it cannot be read or is a directory.
+std::optional<std::string> read_whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || std::filesystem::is_directory(path)) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 std::string child_path(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
 }
@@ -480,6 +489,33 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   }
 }
 
+bool read_flag(const Reader& r, const YAML::Node& n, const std::string& p, bool fallback) {
+  if (!n.IsDefined()) return fallback;
+  return r.choice<bool>(n, p, {{"true", true}, {"false", false}});
+}
+
+// A layer entry's `repeat` (1 when absent), keeping the model within 1,000,000 layers.
+int64_t read_repeat(const Reader& r, const YAML::Node& l, const std::string& p, size_t have) {
+  const int64_t repeat =
+      l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
+  if (static_cast<int64_t>(have) + repeat > 1'000'000)
+    r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers",
+           "a smaller repeat");
+  return repeat;
+}
+
+// Copy k of a repeated layer is NAME.k; a layer given once keeps its name.
+std::string repeated_name(const std::string& base, int64_t k, int64_t repeat) {
+  return repeat > 1 ? fmt::format("{}.{}", base, k) : base;
+}
+
+void append_repeated(Model& m, const Layer& l, int64_t repeat) {
+  for (int64_t k = 0; k < repeat; ++k) {
+    m.layers.push_back(l);
+    m.layers.back().name = repeated_name(l.name, k, repeat);
+  }
+}
+
 // model: {generator: transformer, layers, hidden, heads, ffn, sequence, vocab, ...}
 Model read_generated_model(const Reader& r, const YAML::Node& n, const Training& t,
                            const GpuSpec& gpu) {
@@ -502,11 +538,10 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
   shape.sequence =
       r.integer(r.require(n, "model", "sequence"), "model.sequence", 1, int64_t{1} << 24);
   shape.vocab = r.integer(r.require(n, "model", "vocab"), "model.vocab", 1, int64_t{1} << 26);
-  const std::vector<std::pair<std::string, bool>> yes_no{{"true", true}, {"false", false}};
-  if (n["flash_attention"].IsDefined())
-    shape.flash_attention = r.choice<bool>(n["flash_attention"], "model.flash_attention", yes_no);
-  if (n["tie_embeddings"].IsDefined())
-    shape.tie_embeddings = r.choice<bool>(n["tie_embeddings"], "model.tie_embeddings", yes_no);
+  shape.flash_attention =
+      read_flag(r, n["flash_attention"], "model.flash_attention", shape.flash_attention);
+  shape.tie_embeddings =
+      read_flag(r, n["tie_embeddings"], "model.tie_embeddings", shape.tie_embeddings);
   Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;
@@ -609,11 +644,7 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
       throw InputError("the model would have more than 1,000,000 layers",
                        "fewer rows or a smaller repeat", "model.profile", {file, lineno, 1});
     }
-    for (int64_t k = 0; k < repeat; ++k) {
-      Layer copy = l;
-      if (repeat > 1) copy.name = fmt::format("{}.{}", l.name, k);
-      m.layers.push_back(std::move(copy));
-    }
+    append_repeated(m, l, repeat);
   }
   if (m.layers.empty())
     throw InputError("the profile has no layers", "one row per layer", "model.profile",
@@ -789,11 +820,6 @@ const std::vector<std::string> kShapeOps{"conv",        "pool",      "linear", "
                                          "amoeba_cell", "embedding", "lstm",   "attention"};
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 
-bool read_flag(const Reader& r, const YAML::Node& n, const std::string& p, bool fallback) {
-  if (!n.IsDefined()) return fallback;
-  return r.choice<bool>(n, p, {{"true", true}, {"false", false}});
-}
-
 // One op of a shape-described layer: `kind: {field: value, ...}`.
 ShapeOp read_shape_op(const Reader& r, const YAML::Node& n, const std::string& p,
                       const std::string& kind) {
@@ -892,6 +918,10 @@ TensorShape read_input_shape(const Reader& r, const YAML::Node& n) {
   return t;
 }
 
+bool yaml_file_name(const std::string& name) {
+  return name.ends_with(".yaml") || name.ends_with(".yml");
+}
+
 std::filesystem::path relative_to(const Reader& r, const std::string& rel) {
   std::filesystem::path path(rel);
   if (path.is_relative() && !r.file().starts_with("<"))
@@ -901,12 +931,9 @@ std::filesystem::path relative_to(const Reader& r, const std::string& rel) {
 
 std::string read_text(const Reader& r, const YAML::Node& n, const std::string& key,
                       const std::filesystem::path& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path))
-    r.fail(n, key, fmt::format("cannot read '{}'", path.string()), "a readable " + what);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = read_whole_file(path);
+  if (!text) r.fail(n, key, fmt::format("cannot read '{}'", path.string()), "a readable " + what);
+  return std::move(*text);
 }
 
 Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t,
@@ -928,7 +955,7 @@ Model read_included_model(const Reader& r, const YAML::Node& n, const Training& 
   r.expect_map(n, "model", {"include", "name"});
   const std::string name = r.scalar(n["include"], "model.include", "a model name or YAML file");
   Model m;
-  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) {
+  if (name.find('/') != std::string::npos || yaml_file_name(name)) {
     const auto path = relative_to(r, name);
     m = read_model_file(read_text(r, n["include"], "model.include", path, "YAML file"),
                         path.string(), t, gpu);
@@ -953,7 +980,7 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
   const auto path = relative_to(r, rel);
   const std::string text = read_text(r, n["profile"], "model.profile", path, "profile file");
   Model m;
-  if (rel.ends_with(".yaml") || rel.ends_with(".yml")) {
+  if (yaml_file_name(rel)) {
     m = read_model_file(text, path.string(), t, gpu);
   } else {
     std::istringstream in(text);
@@ -1007,16 +1034,11 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
       const ShapeOp op = read_shape_op(r, l[kind], p + "." + kind, kind);
       const std::string base = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
                                                      : fmt::format("layer{}", m.layers.size());
-      const int64_t repeat =
-          l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
-      if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000)
-        r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers",
-               "a smaller repeat");
+      const int64_t repeat = read_repeat(r, l, p, m.layers.size());
       const bool drop = read_flag(r, l["drop_carried"], p + ".drop_carried", false);
       for (int64_t k = 0; k < repeat; ++k) {
-        std::string name = repeat > 1 ? fmt::format("{}.{}", base, k) : base;
         m.layers.push_back(r.at(l[kind], p + "." + kind, [&] {
-          return shape_layer(std::move(name), op, drop, state, t, gpu);
+          return shape_layer(repeated_name(base, k, repeat), op, drop, state, t, gpu);
         }));
       }
       continue;
@@ -1053,16 +1075,7 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
     if (l["output"].IsDefined()) layer.output_bytes = r.bytes(l["output"], p + ".output");
     if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
     if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");
-    const int64_t repeat =
-        l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
-    if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000)
-      r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers",
-             "a smaller repeat");
-    for (int64_t k = 0; k < repeat; ++k) {
-      Layer copy = layer;
-      if (repeat > 1) copy.name = fmt::format("{}.{}", layer.name, k);
-      m.layers.push_back(std::move(copy));
-    }
+    append_repeated(m, layer, read_repeat(r, l, p, m.layers.size()));
   }
   return m;
 }
@@ -1217,8 +1230,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   if (n["bucket"].IsDefined()) st.bucket_bytes = r.bytes(n["bucket"], "strategy.bucket");
   st.bucket_buffers = read_flag(r, n["bucket_buffers"], "strategy.bucket_buffers", false);
   if (n["vertical_sync"].IsDefined()) {
-    st.vertical_sync = r.choice<bool>(n["vertical_sync"], "strategy.vertical_sync",
-                                      {{"true", true}, {"false", false}});
+    st.vertical_sync = read_flag(r, n["vertical_sync"], "strategy.vertical_sync", false);
     if (st.vertical_sync && st.schedule != ScheduleKind::kPipeDream) {
       r.fail(n["vertical_sync"], "strategy.vertical_sync", "vertical sync is a PipeDream option",
              "schedule: pipedream");
@@ -1522,13 +1534,13 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source,
 }
 
 Scenario load_scenario_file(const std::string& path, const std::vector<Override>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path)) {
-    throw InputError("cannot read the scenario file", "a readable YAML file", "", {path});
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_scenario_text(ss.str(), path, overrides);
+  const auto text = read_whole_file(path);
+  if (!text) throw InputError("cannot read the scenario file", "a readable YAML file", "", {path});
+  return load_scenario_text(*text, path, overrides);
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {
+  return path.empty() ? load_default_scenario(overrides) : load_scenario_file(path, overrides);
 }
 
 const char* default_scenario_yaml() {

@@ -43,6 +43,8 @@ Scenario load_scenario_file(const std::string& path, const std::vector<Override>
 Scenario load_scenario_text(const std::string& yaml, const std::string& source,
                             const std::vector<Override>& overrides = {});
 Scenario load_default_scenario(const std::vector<Override>& overrides = {});
+// The file, or the embedded default when `path` is empty.
+Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides = {});
 const char* default_scenario_yaml();
 
 }  // namespace pipesim

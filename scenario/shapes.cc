@@ -15,6 +15,22 @@ namespace {
 
 using Kind = TensorShape::Kind;
 
+// Per-sample costs of one op (floating point, exact for whole numbers below 2^53,
+// checked before they become bytes).
+struct ShapeCost {
+  double flops = 0;
+  double params = 0;
+  double activation_elements = 0;  // precision-sized
+  double activation_id_bytes = 0;  // token ids
+  ShapeCost& operator+=(const ShapeCost& o) {
+    flops += o.flops;
+    params += o.params;
+    activation_elements += o.activation_elements;
+    activation_id_bytes += o.activation_id_bytes;
+    return *this;
+  }
+};
+
 TensorShape image(int64_t c, int64_t h, int64_t w) {
   TensorShape t;
   t.kind = Kind::kImage;
@@ -356,18 +372,6 @@ std::string TensorShape::describe() const {
   return {};
 }
 
-ShapeCost& ShapeCost::operator+=(const ShapeCost& o) {
-  flops += o.flops;
-  params += o.params;
-  activation_elements += o.activation_elements;
-  activation_id_bytes += o.activation_id_bytes;
-  return *this;
-}
-
-ShapeCost apply_shape_op(const ShapeOp& op, ShapeState& state) {
-  return std::visit(Apply{state}, op);
-}
-
 namespace {
 
 // Bytes of a tensor: token ids are 8 bytes, everything else precision-sized.
@@ -375,47 +379,32 @@ double tensor_bytes(const TensorShape& t, double elem) {
   return t.elements() * (t.kind == Kind::kTokens ? 8 : elem);
 }
 
-int64_t to_bytes(double v, std::string_view what) {
+int64_t to_whole(double v, std::string_view what) {
   if (!(v < 4e18)) too_large(what);
   return static_cast<int64_t>(std::llround(v));
 }
 
 }  // namespace
 
-double ShapeState::output_elements() const {
-  double e = current.elements();
-  for (const auto& t : carried) e += t.elements();
-  return e;
-}
-
 Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeState& state,
                   const Training& training, const GpuSpec& gpu) {
-  const ShapeCost c = apply_shape_op(op, state);
+  const ShapeCost c = std::visit(Apply{state}, op);
   if (drop_carried) state.carried.clear();
   const double b = static_cast<double>(training.micro_batch);
-  const double elem = training.precision == Precision::kMixed ? 2 : 4;
+  const double elem = static_cast<double>(element_bytes(training.precision));
   double out = tensor_bytes(state.current, elem);
   for (const auto& t : state.carried) out += tensor_bytes(t, elem);
-  Layer l;
-  l.name = std::move(name);
-  l.forward_flops = c.flops * b;
-  if (!(l.forward_flops < 1e30)) too_large("a layer's FLOPs");
-  l.forward = analytic_time(l.forward_flops, gpu, training.precision);
-  // Backward: 2x the forward, split evenly into input and weight gradients.
-  l.backward_input = l.forward;
-  l.backward_weight = l.forward;
-  l.split_backward = true;
-  l.params = to_bytes(c.params, "a layer's parameters");
-  l.activation_bytes =
-      to_bytes((c.activation_elements * elem + c.activation_id_bytes) * b, "a layer's activations");
-  l.output_bytes = to_bytes(out * b, "a layer's output");
-  l.source = "analytic";
-  return l;
+  const double flops = c.flops * b;
+  if (!(flops < 1e30)) too_large("a layer's FLOPs");
+  return analytic_layer(
+      std::move(name), flops, to_whole(c.params, "a layer's parameters"),
+      to_whole((c.activation_elements * elem + c.activation_id_bytes) * b, "a layer's activations"),
+      to_whole(out * b, "a layer's output"), training, gpu);
 }
 
 int64_t shape_input_bytes(const TensorShape& input, const Training& training) {
-  const double elem = training.precision == Precision::kMixed ? 2 : 4;
-  return to_bytes(tensor_bytes(input, elem) * static_cast<double>(training.micro_batch),
+  const double elem = static_cast<double>(element_bytes(training.precision));
+  return to_whole(tensor_bytes(input, elem) * static_cast<double>(training.micro_batch),
                   "the model's input");
 }
 

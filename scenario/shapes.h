@@ -91,30 +91,16 @@ struct AttentionOp {
 using ShapeOp = std::variant<ConvOp, PoolOp, LinearOp, BottleneckOp, AmoebaCellOp, EmbeddingOp,
                              LstmOp, AttentionOp>;
 
-// Per-sample costs of one layer.
-// (Floating point, exact for whole numbers below 2^53, checked before becoming bytes.)
-struct ShapeCost {
-  double flops = 0;
-  double params = 0;
-  double activation_elements = 0;  // precision-sized
-  double activation_id_bytes = 0;  // token ids
-  ShapeCost& operator+=(const ShapeCost& o);
-};
-
 // The tensors between two layers: the current one and those carried along with it.
 struct ShapeState {
   TensorShape current;
   std::vector<TensorShape> carried;
-  double output_elements() const;
 };
 
-// Applies one op to the state, returning its cost; throws InputError when the op does not
-// fit the incoming shape.
-ShapeCost apply_shape_op(const ShapeOp& op, ShapeState& state);
-
-// A whole layer: the op's cost turned into a Layer for this training setup and GPU, with
-// the output being everything passed to the next layer (after dropping carried tensors
-// when asked).
+// Applies one op to the state and turns its cost into a Layer for this training setup and
+// GPU (analytic_layer), the output being everything passed to the next layer (after
+// dropping carried tensors when asked). Throws InputError when the op does not fit the
+// incoming shape.
 Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeState& state,
                   const Training& training, const GpuSpec& gpu);
 

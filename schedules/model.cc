@@ -5,16 +5,16 @@
 
 namespace pipesim {
 
+int64_t element_bytes(Precision p) {
+  return p == Precision::kMixed ? 2 : 4;
+}
+
 ParamBytes bytes_per_param(Precision p, Optimizer o) {
   ParamBytes b;
-  if (p == Precision::kFp32) {
-    b.weights = 4;
-    b.gradients = 4;
-  } else {
-    b.weights = 2;
-    b.gradients = 2;
-    b.optimizer = 4;  // fp32 master weights (counted as optimizer state, as ZeRO does)
-  }
+  b.weights = element_bytes(p);
+  b.gradients = element_bytes(p);
+  // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does).
+  if (p == Precision::kMixed) b.optimizer = 4;
   switch (o) {
     case Optimizer::kSgd:
       break;

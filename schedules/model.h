@@ -53,6 +53,10 @@ struct Training {
 // writing the 16-bit weights) and every optimizer state.
 int64_t optimizer_bytes_per_param(Precision p, Optimizer o);
 
+// Bytes of one activation or weight element in the training precision: 2 under mixed
+// precision, 4 in fp32.
+int64_t element_bytes(Precision p);
+
 // SPEC section 3: bytes per parameter kept resident for the whole run.
 struct ParamBytes {
   int64_t weights = 0;

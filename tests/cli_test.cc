@@ -223,6 +223,29 @@ TEST(Plan, SearchesEverySplitAndRanksByThroughput) {
   EXPECT_EQ(json::parse(r.out)["candidates"].size(), 3u);
 }
 
+TEST(Plan, InterleavedCandidatesKeepTheScenariosChunks) {
+  // 4 GPUs, 8 layers, interleaved with 2 chunks per device: every interleaved candidate
+  // splits the model into 2 x pipeline stages and says virtual_stages: 2; the scenario's
+  // other strategy keys (the all-reduce algorithm) are carried into every candidate.
+  test::PipeSpec spec;
+  spec.schedule = "interleaved";
+  spec.virtual_stages = 2;
+  spec.strategy_extra = "  allreduce: ring\n";
+  const std::string file = test::write_temp("plan-interleaved.yaml", test::to_yaml(spec));
+  const auto r = test::cli({"plan", file, "--top", "100", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  int interleaved = 0;
+  const json p = json::parse(r.out);
+  for (const auto& c : p["candidates"]) {
+    EXPECT_EQ(c["strategy"]["allreduce"], "ring");
+    if (c["strategy"]["schedule"] != "interleaved") continue;
+    ++interleaved;
+    EXPECT_EQ(c["strategy"]["virtual_stages"], 2);
+    EXPECT_EQ(c["strategy"]["stages"].size(), 2 * c["pipeline"].get<size_t>());
+  }
+  EXPECT_GT(interleaved, 0);
+}
+
 TEST(Plan, PrefersStrategiesThatFitAndFailsWhenNoneDoes) {
   // 10 M parameters per layer at 12 bytes (fp32 momentum): 120 MB a layer. With 1 GiB per
   // GPU, 4 stages of 2 layers (240 MB + activations) fit while whole-model data

@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "scenario/models.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
@@ -162,7 +165,19 @@ TEST(Zoo, Bert48IsTheTransformerGenerator) {
   const Model b = zoo("bert48");
   ASSERT_EQ(b.layers.size(), 50u);
   EXPECT_EQ(b.layers[1].params, 12'596'224);
-  for (const std::string& name : zoo_model_names()) EXPECT_NE(find_zoo_model(name), nullptr);
+  // The built-in zoo is exactly scenarios/models/*.yaml, each findable by its name.
+  std::vector<std::string> files;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(PIPESIM_SOURCE_DIR) + "/scenarios/models"))
+    if (e.path().extension() == ".yaml") files.push_back(e.path().stem().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(zoo_model_names(), files);
+  for (const std::string& name : files) {
+    ASSERT_NE(find_zoo_model(name), nullptr) << name;
+    EXPECT_EQ(
+        std::string(find_zoo_model(name)),
+        test::read_file(std::string(PIPESIM_SOURCE_DIR) + "/scenarios/models/" + name + ".yaml"));
+  }
   EXPECT_EQ(find_zoo_model("vgg16"), nullptr);
 }
 
