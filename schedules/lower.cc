@@ -343,6 +343,14 @@ class Lowering {
     return true;
   }
 
+  // The op whose end releases stage g's input gradient for micro-batch m on replica j:
+  // B, or under `late` semantics W when the slot runs a separate W (SlotOrders).
+  OpId gradient_source(int c, int blk, int g, int m, int j) const {
+    const size_t k = slot(c, blk, g, m, j);
+    if (!in_.orders.early_input_grad && wgt_[k] != kNone) return tail(wgt_[k]);
+    return tail(bwd_[k]);
+  }
+
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
                     CommKind kind) {
     const OpId id = b_.add(transfer_op(src, dst, bytes, kind, g, mb, it));
@@ -402,7 +410,7 @@ class Lowering {
                         mb, mb / M, bytes, CommKind::kActivation);
                 const OpId rc = rec_[slot(c, blk, g, m, i)];
                 const OpId grad_target = rc != kNone ? rc : bwd_[slot(c, blk, g, m, i)];
-                connect(tail(bwd_[slot(c, blk, g + 1, m, j)]), dst, grad_target, src, g + 1, mb,
+                connect(gradient_source(c, blk, g + 1, m, j), dst, grad_target, src, g + 1, mb,
                         mb / M, bytes, CommKind::kGradient);
               }
             }

@@ -3,7 +3,9 @@
 // This is where the semantics of SPEC section 3 live, for every schedule alike:
 //  - F(g, m) waits for F(g-1, m)'s output to arrive; B(g, m) waits for the gradient from
 //    B(g+1, m) (on the last stage, for its own F(g, m)); W(g, m) waits for B(g, m); a
-//    recompute R(g, m) takes the gradient's place as B's trigger and B follows it.
+//    recompute R(g, m) takes the gradient's place as B's trigger and B follows it. With a
+//    split backward the gradient leaves after W(g+1, m) instead, unless the orders say
+//    `early_input_grad` (zero-bubble schedules, hand-written orders).
 //  - A stage with r replicas splits each micro-batch r ways (DAPPLE): each replica computes
 //    and stores 1/r of it, and an output is re-split across the next stage's replicas, each
 //    (sender, receiver) pair moving the bytes of the samples they share. In round-robin

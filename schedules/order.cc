@@ -284,6 +284,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
         PIPESIM_ASSERT(false, "asynchronous schedules are handled above");
     }
   }
+  out.early_input_grad = places_w;
   for (int p = 0; p < P; ++p) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);

@@ -63,6 +63,10 @@ struct SlotOrders {
   int blocks = 1;            // how often the lists repeat (synchronous: once per iteration)
   int micro_batches = 1;     // micro-batches one block covers
   bool round_robin = false;  // replicas take whole micro-batches in turn (PipeDream 1F1B-RR)
+  // With a split backward, a stage's input gradient leaves right after B (the zero-bubble
+  // schedules and hand-written orders, which place W themselves). Otherwise it leaves after
+  // B and W, as one autograd call computes the whole backward in PyTorch and Megatron-LM.
+  bool early_input_grad = false;
 };
 
 struct OrderSpec {

@@ -114,14 +114,51 @@ TEST(ZeroBubble, MakespansBubblesAndLiveActivations) {
   r = test::run_pipe(p);
   EXPECT_EQ(r.timeline.makespan, Time::ms(33));
   EXPECT_EQ(r.timeline.makespan - r.report.devices[0].busy, Time::ms(9));
-  // With a split profile, 1F1B runs B then W back to back. The gradient leaves after B, so
-  // it can only beat the fused 33 and cannot beat ZB-H1's 27 (same order plus W placement).
+  // With a split profile, 1F1B runs B then W back to back and, as one autograd call, sends
+  // the input gradient after W: exactly the fused 33 (SPEC section 3).
   p.tb_ms = {1.0};
   p.tw_ms = {1.0};
   EXPECT_NE(order_of(p).find("dev0: F0 F1 F2 F3 B0 W0 F4 B1 W1"), std::string::npos);
   r = test::run_pipe(p);
-  EXPECT_LT(r.timeline.makespan, Time::ms(33));
-  EXPECT_GE(r.timeline.makespan, Time::ms(27));
+  EXPECT_EQ(r.timeline.makespan, Time::ms(33));
+}
+
+// Split backward under every schedule that does not place W itself: the input gradient
+// leaves after B and W, so uniform stages give (M + S - 1)(t_f + t_b + t_w), exactly as a
+// fused backward of t_b + t_w. S = 4, M = 8, t_f = t_b = t_w = 1 ms: 11 x 3 = 33 ms.
+TEST(SplitBackward, SentAfterWeightGradientOutsideZeroBubble) {
+  for (const char* schedule : {"gpipe", "dapple", "1f1b", "pipedream-flush"}) {
+    PipeSpec p;
+    p.schedule = schedule;
+    p.tw_ms = {1.0};
+    EXPECT_EQ(test::run_pipe(p).timeline.makespan, Time::ms(33)) << schedule;
+  }
+  // Recompute: (M + S - 1)(2 t_f + t_b + t_w) = 11 x 4 = 44 ms.
+  PipeSpec p;
+  p.schedule = "gpipe-recompute";
+  p.tw_ms = {1.0};
+  EXPECT_EQ(test::run_pipe(p).timeline.makespan, Time::ms(44));
+  // Interleaved, per-chunk t_f = 0.5, t_b + t_w = 0.5 + 0.5: the fused reference 28.5.
+  p.schedule = "interleaved";
+  p.virtual_stages = 2;
+  p.tf_ms = {0.5};
+  p.tb_ms = {0.5};
+  p.tw_ms = {0.5};
+  EXPECT_EQ(test::run_pipe(p).timeline.makespan, ms(28.5));
+  // With transfers on the links (1 MiB per hop), the split backward still runs exactly as
+  // a fused backward of t_b + t_w = 2 ms: the same timeline end to end.
+  PipeSpec q;
+  q.output = "1 MiB";
+  q.tb_ms = {2.0};
+  const Time fused = test::run_pipe(q).timeline.makespan;
+  q.tb_ms = {1.0};
+  q.tw_ms = {1.0};
+  EXPECT_EQ(test::run_pipe(q).timeline.makespan, fused);
+  EXPECT_GT(fused, Time::ms(33));
+  // ZB-H1 keeps the early send: 27 (reference table).
+  q.schedule = "zb-h1";
+  q.output = "0 B";
+  EXPECT_EQ(test::run_pipe(q).timeline.makespan, Time::ms(27));
 }
 
 TEST(GpipeRecompute, ClosedFormAndMemory) {
