@@ -1,0 +1,291 @@
+// The cluster section: a GPU and links per node (the nodes x gpus_per_node shorthand) or
+// an explicit graph of devices, switches and links.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "scenario/internal/reader.h"
+#include "scenario/internal/sections.h"
+#include "topology/cluster.h"
+#include "topology/presets.h"
+
+namespace pipesim::internal {
+namespace {
+
+GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) {
+  const std::string allowed = "a preset (" + join(gpu_preset_names()) +
+                              ") or a mapping {name, memory, peak, hbm_bandwidth}";
+  if (n.IsScalar()) {
+    const GpuSpec* g = find_gpu_preset(n.Scalar());
+    if (g == nullptr)
+      r.fail(n, path,
+             fmt::format("unknown GPU preset '{}'{}", n.Scalar(),
+                         suggestion(n.Scalar(), gpu_preset_names())),
+             allowed);
+    return *g;
+  }
+  r.expect_map(
+      n, path,
+      {"preset", "name", "memory", "peak", "peak_fp32", "hbm_bandwidth", "reserved", "efficiency"});
+  GpuSpec g;
+  if (const auto p = n["preset"]; p.IsDefined())
+    g = read_gpu(r, p, child_path(path, "preset"));
+  else
+    g.name = "custom";
+  if (const auto v = n["name"]; v.IsDefined()) g.name = r.scalar(v, child_path(path, "name"));
+  if (const auto v = n["memory"]; v.IsDefined())
+    g.memory_bytes = r.bytes(v, child_path(path, "memory"));
+  else if (!n["preset"].IsDefined())
+    r.fail(n, child_path(path, "memory"), "missing required key", "e.g. 'memory: 32 GiB'");
+  if (const auto v = n["peak"]; v.IsDefined()) g.peak_flops = r.flops(v, child_path(path, "peak"));
+  if (const auto v = n["peak_fp32"]; v.IsDefined())
+    g.peak_fp32_flops = r.flops(v, child_path(path, "peak_fp32"));
+  if (const auto v = n["hbm_bandwidth"]; v.IsDefined())
+    g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
+  if (const auto v = n["reserved"]; v.IsDefined())
+    g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
+  if (const auto v = n["efficiency"]; v.IsDefined()) {
+    const std::string e = r.scalar(v, child_path(path, "efficiency"), "a number in (0, 1]");
+    char* end = nullptr;
+    g.efficiency = std::strtod(e.c_str(), &end);
+    if (end == e.c_str() || *end != '\0' || !(g.efficiency > 0 && g.efficiency <= 1)) {
+      r.fail(v, child_path(path, "efficiency"), fmt::format("'{}' is not a share of the peak", e),
+             "a number in (0, 1], e.g. 0.45");
+    }
+  }
+  if (g.memory_bytes <= 0)
+    r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
+  return g;
+}
+
+LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path,
+                   const std::vector<LinkKind>& kinds) {
+  std::vector<std::string> kind_names;
+  for (LinkKind k : kinds) kind_names.emplace_back(to_string(k));
+  std::vector<std::string> presets;
+  for (const auto& p : link_preset_names()) {
+    if (std::find(kinds.begin(), kinds.end(), find_link_preset(p)->kind) != kinds.end())
+      presets.push_back(p);
+  }
+  const std::string allowed = "a preset (" + join(presets) +
+                              ") or a mapping {kind, bandwidth, latency} with kind " +
+                              join(kind_names, " | ");
+  auto check_kind = [&](const YAML::Node& at, const std::string& p, LinkKind k) {
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) {
+      r.fail(at, p, fmt::format("link kind '{}' is not allowed here", to_string(k)),
+             "kinds: " + join(kind_names, " | "));
+    }
+  };
+  if (n.IsScalar()) {
+    const LinkSpec* l = find_link_preset(n.Scalar());
+    if (l == nullptr)
+      r.fail(n, path,
+             fmt::format("unknown link preset '{}'{}", n.Scalar(), suggestion(n.Scalar(), presets)),
+             allowed);
+    check_kind(n, path, l->kind);
+    return *l;
+  }
+  r.expect_map(n, path, {"preset", "kind", "bandwidth", "latency"});
+  LinkSpec l;
+  if (const auto p = n["preset"]; p.IsDefined()) {
+    l = read_link(r, p, child_path(path, "preset"), kinds);
+  } else {
+    const YAML::Node k = r.require(n, path, "kind");
+    const std::string s = r.scalar(k, child_path(path, "kind"));
+    const auto kind = parse_link_kind(s);
+    if (!kind)
+      r.fail(k, child_path(path, "kind"),
+             fmt::format("unknown link kind '{}'{}", s, suggestion(s, kind_names)),
+             join(kind_names, " | "));
+    check_kind(k, child_path(path, "kind"), *kind);
+    l = default_link_preset(*kind);
+  }
+  if (n["preset"].IsDefined() && n["kind"].IsDefined()) {
+    r.fail(n["kind"], child_path(path, "kind"), "give either preset or kind, not both", allowed);
+  }
+  if (n["bandwidth"].IsDefined() || n["latency"].IsDefined()) l.preset = "custom";
+  if (const auto v = n["bandwidth"]; v.IsDefined())
+    l.bytes_per_s = r.bandwidth(v, child_path(path, "bandwidth"));
+  if (const auto v = n["latency"]; v.IsDefined())
+    l.latency = r.time(v, child_path(path, "latency"));
+  return l;
+}
+
+const std::vector<LinkKind> kIntraKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kPcie};
+const std::vector<LinkKind> kInterKinds{LinkKind::kEthernet, LinkKind::kInfiniBand};
+const std::vector<LinkKind> kAllKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kPcie,
+                                      LinkKind::kEthernet, LinkKind::kInfiniBand};
+
+}  // namespace
+
+Cluster read_cluster(const Reader& r, const YAML::Node& n) {
+  const std::string path = "cluster";
+  r.expect_map(n, path,
+               {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "fabric", "devices",
+                "switches", "links"});
+  if (!n["devices"].IsDefined()) {
+    for (const char* k : {"switches", "links"}) {
+      if (n[k].IsDefined())
+        r.fail(n[k], child_path(path, k), "only allowed with cluster.devices",
+               "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
+    }
+    const GpuSpec gpu = read_gpu(r, r.require(n, path, "gpu"), "cluster.gpu");
+    const int nodes = n["nodes"].IsDefined()
+                          ? static_cast<int>(r.integer(n["nodes"], "cluster.nodes", 1, 100'000))
+                          : 1;
+    const int per =
+        n["gpus_per_node"].IsDefined()
+            ? static_cast<int>(r.integer(n["gpus_per_node"], "cluster.gpus_per_node", 1, 1024))
+            : 1;
+    if (int64_t{nodes} * per > 1'000'000)
+      r.fail(n["nodes"], "cluster.nodes", "more than 1,000,000 GPUs",
+             "nodes x gpus_per_node <= 1000000");
+    ClusterBuilder::ShorthandOptions opts;
+    LinkSpec intra = *find_link_preset("nvlink");
+    if (const YAML::Node in = n["intra_node"]; in.IsDefined()) {
+      // The link keys go to read_link; the layout keys are the shorthand's.
+      // (Node::operator= would write through `link` into `in`: rebind with reset().)
+      YAML::Node link;
+      link.reset(in);
+      if (in.IsMap()) {
+        link.reset(YAML::Node(YAML::NodeType::Map));
+        for (auto it = in.begin(); it != in.end(); ++it) {
+          const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+          if (key != "topology" && key != "gpus_per_switch") link[key] = it->second;
+        }
+        if (in["topology"].IsDefined()) {
+          using T = ClusterBuilder::IntraTopology;
+          opts.intra = r.choice<T>(in["topology"], "cluster.intra_node.topology",
+                                   {{"mesh", T::kMesh},
+                                    {"switch", T::kSwitch},
+                                    {"hybrid-cube-mesh", T::kHybridCubeMesh},
+                                    {"tree", T::kTree}});
+        }
+        if (in["gpus_per_switch"].IsDefined()) {
+          opts.gpus_per_switch = static_cast<int>(
+              r.integer(in["gpus_per_switch"], "cluster.intra_node.gpus_per_switch", 1, 1024));
+        }
+      }
+      intra = r.at(in, "cluster.intra_node", [&] {
+        return read_link(r, link.IsMap() && link.size() == 0 ? in : link, "cluster.intra_node",
+                         kIntraKinds);
+      });
+    }
+    if (const YAML::Node f = n["fabric"]; f.IsDefined()) {
+      r.expect_map(f, "cluster.fabric", {"nodes_per_leaf", "oversubscription", "spine_latency"});
+      opts.nodes_per_leaf =
+          static_cast<int>(r.integer(r.require(f, "cluster.fabric", "nodes_per_leaf"),
+                                     "cluster.fabric.nodes_per_leaf", 1, 1'000'000));
+      if (f["oversubscription"].IsDefined()) {
+        const std::string s =
+            r.scalar(f["oversubscription"], "cluster.fabric.oversubscription", "a number >= 1");
+        char* end = nullptr;
+        opts.oversubscription = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !(opts.oversubscription >= 1.0) ||
+            opts.oversubscription > 1e6) {
+          r.fail(f["oversubscription"], "cluster.fabric.oversubscription",
+                 fmt::format("'{}' is not a ratio >= 1", s), "a number >= 1, e.g. 2 for 2:1");
+        }
+      }
+      if (f["spine_latency"].IsDefined())
+        opts.spine_latency = r.time(f["spine_latency"], "cluster.fabric.spine_latency");
+    }
+    LinkSpec inter = default_link_preset(LinkKind::kEthernet);
+    if (n["inter_node"].IsDefined()) {
+      inter = read_link(r, n["inter_node"], "cluster.inter_node", kInterKinds);
+    } else if (nodes > 1) {
+      r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)",
+             "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");
+    }
+    return r.at(n, path,
+                [&] { return ClusterBuilder::shorthand(nodes, per, gpu, intra, inter, opts); });
+  }
+  for (const char* k : {"nodes", "gpus_per_node", "intra_node", "inter_node", "fabric"}) {
+    if (n[k].IsDefined())
+      r.fail(n[k], child_path(path, k), "cannot be combined with cluster.devices",
+             "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
+  }
+  std::optional<GpuSpec> default_gpu;
+  if (n["gpu"].IsDefined()) default_gpu = read_gpu(r, n["gpu"], "cluster.gpu");
+  ClusterBuilder b;
+  auto list = [&](const char* key) {
+    const YAML::Node l = n[key];
+    if (l.IsDefined() && !l.IsSequence())
+      r.fail(l, child_path(path, key), fmt::format("expected a list, got {}", Reader::kind(l)),
+             "a list of mappings");
+    return l;
+  };
+  const YAML::Node devices = list("devices");
+  if (devices.size() == 0)
+    r.fail(devices, "cluster.devices", "the list is empty", "at least one device");
+  auto check_name = [&](const YAML::Node& at, const std::string& p, const std::string& name) {
+    if (name.empty()) r.fail(at, p, "empty name", "a non-empty name");
+    if (b.vertex_of(name) >= 0)
+      r.fail(at, p, fmt::format("name '{}' is used twice", name), "unique device and switch names");
+  };
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string p = fmt::format("cluster.devices.{}", i);
+    const YAML::Node d = devices[i];
+    r.expect_map(d, p, {"name", "gpu", "node"});
+    const std::string name = r.scalar(r.require(d, p, "name"), p + ".name");
+    check_name(d["name"], p + ".name", name);
+    GpuSpec gpu;
+    if (d["gpu"].IsDefined())
+      gpu = read_gpu(r, d["gpu"], p + ".gpu");
+    else if (default_gpu)
+      gpu = *default_gpu;
+    else
+      r.fail(d, p + ".gpu", "missing required key (and no cluster.gpu to default to)",
+             "a GPU preset or mapping");
+    const int node = d["node"].IsDefined()
+                         ? static_cast<int>(r.integer(d["node"], p + ".node", 0, 1'000'000))
+                         : 0;
+    b.add_gpu(name, gpu, node);
+  }
+  const YAML::Node switches = list("switches");
+  for (size_t i = 0; switches.IsDefined() && i < switches.size(); ++i) {
+    const std::string p = fmt::format("cluster.switches.{}", i);
+    const YAML::Node s = switches[i];
+    r.expect_map(s, p, {"name", "latency"});
+    const std::string name = r.scalar(r.require(s, p, "name"), p + ".name");
+    check_name(s["name"], p + ".name", name);
+    b.add_switch(name,
+                 s["latency"].IsDefined() ? r.time(s["latency"], p + ".latency") : Time::zero());
+  }
+  const YAML::Node links = list("links");
+  for (size_t i = 0; links.IsDefined() && i < links.size(); ++i) {
+    const std::string p = fmt::format("cluster.links.{}", i);
+    const YAML::Node l = links[i];
+    r.expect_map(l, p, {"between", "preset", "kind", "bandwidth", "latency"});
+    const YAML::Node between = r.require(l, p, "between");
+    if (!between.IsSequence() || between.size() != 2)
+      r.fail(between, p + ".between", "expected two endpoint names", "e.g. '[g0, sw0]'");
+    int ends[2];
+    for (size_t e = 0; e < 2; ++e) {
+      const std::string name = r.scalar(between[e], fmt::format("{}.between.{}", p, e));
+      ends[e] = b.vertex_of(name);
+      if (ends[e] < 0)
+        r.fail(between[e], fmt::format("{}.between.{}", p, e),
+               fmt::format("no device or switch named '{}'", name),
+               "a name from cluster.devices or cluster.switches");
+    }
+    if (ends[0] == ends[1])
+      r.fail(between, p + ".between", "a link must join two different endpoints",
+             "two different names");
+    if (!l["preset"].IsDefined() && !l["kind"].IsDefined())
+      r.fail(l, p + ".kind", "missing required key", "a link kind or preset");
+    YAML::Node spec(YAML::NodeType::Map);
+    for (const char* k : {"preset", "kind", "bandwidth", "latency"}) {
+      if (l[k].IsDefined()) spec[k] = l[k];
+    }
+    // Re-read without `between`, reporting at the link's own location.
+    const LinkSpec ls = r.at(l, p, [&] { return read_link(r, spec, p, kAllKinds); });
+    b.add_link(ends[0], ends[1], ls);
+  }
+  return r.at(n, path, [&] { return b.build(); });
+}
+
+}  // namespace pipesim::internal

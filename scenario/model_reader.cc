@@ -1,0 +1,328 @@
+// The model section in its forms: a list of layers with their costs, layers described by
+// their shapes, a generated transformer, a measured profile, or an included model.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "scenario/internal/reader.h"
+#include "scenario/internal/sections.h"
+#include "scenario/models.h"
+#include "scenario/shapes.h"
+#include "scenario/zoo.h"
+
+namespace pipesim::internal {
+namespace {
+
+// model: {generator: transformer, layers, hidden, heads, ffn, sequence, vocab, ...}
+Model read_generated_model(const Reader& r, const YAML::Node& n, const Training& t,
+                           const GpuSpec& gpu) {
+  r.expect_map(n, "model",
+               {"name", "generator", "layers", "hidden", "heads", "ffn", "sequence", "vocab",
+                "flash_attention", "tie_embeddings"});
+  r.choice<int>(n["generator"], "model.generator", {{"transformer", 0}});
+  TransformerShape shape;
+  shape.layers =
+      static_cast<int>(r.integer(r.require(n, "model", "layers"), "model.layers", 1, 100'000));
+  shape.hidden = r.integer(r.require(n, "model", "hidden"), "model.hidden", 1, int64_t{1} << 24);
+  shape.heads = r.integer(r.require(n, "model", "heads"), "model.heads", 1, int64_t{1} << 16);
+  if (shape.hidden % shape.heads != 0) {
+    r.fail(n["heads"], "model.heads",
+           fmt::format("{} heads do not divide hidden {}", shape.heads, shape.hidden),
+           "a divisor of model.hidden");
+  }
+  shape.ffn = n["ffn"].IsDefined() ? r.integer(n["ffn"], "model.ffn", 1, int64_t{1} << 26)
+                                   : 4 * shape.hidden;
+  shape.sequence =
+      r.integer(r.require(n, "model", "sequence"), "model.sequence", 1, int64_t{1} << 24);
+  shape.vocab = r.integer(r.require(n, "model", "vocab"), "model.vocab", 1, int64_t{1} << 26);
+  shape.flash_attention =
+      read_flag(r, n["flash_attention"], "model.flash_attention", shape.flash_attention);
+  shape.tie_embeddings =
+      read_flag(r, n["tie_embeddings"], "model.tie_embeddings", shape.tie_embeddings);
+  Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
+  if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
+  return m;
+}
+
+const std::vector<std::string> kShapeOps{"conv",        "pool",      "linear", "bottleneck",
+                                         "amoeba_cell", "embedding", "lstm",   "attention"};
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+// One op of a shape-described layer: `kind: {field: value, ...}`.
+ShapeOp read_shape_op(const Reader& r, const YAML::Node& n, const std::string& p,
+                      const std::string& kind) {
+  auto dim = [&](const char* key, std::optional<int64_t> fallback, int64_t lo = 1) {
+    const YAML::Node v = n[key];
+    if (!v.IsDefined() && fallback) return *fallback;
+    return r.integer(r.require(n, p, key), child_path(p, key), lo, kMaxDim);
+  };
+  auto flag = [&](const char* key, bool fallback) {
+    return read_flag(r, n[key], child_path(p, key), fallback);
+  };
+  if (kind == "pool" && n.IsScalar() && n.Scalar() == "global") return PoolOp{.global = true};
+  if (kind == "attention" && n.IsNull()) return AttentionOp{};
+  if (kind == "conv") {
+    r.expect_map(n, p, {"out", "kernel", "stride", "padding", "bias", "batch_norm"});
+    ConvOp o;
+    o.out = dim("out", {});
+    o.kernel = dim("kernel", 3);
+    o.stride = dim("stride", 1);
+    o.padding = dim("padding", o.kernel / 2, 0);
+    o.bias = flag("bias", true);
+    o.batch_norm = flag("batch_norm", false);
+    return o;
+  }
+  if (kind == "pool") {
+    r.expect_map(n, p, {"kind", "kernel", "stride", "padding"});
+    PoolOp o;
+    if (n["kind"].IsDefined())
+      o.max = r.choice<bool>(n["kind"], p + ".kind", {{"max", true}, {"avg", false}});
+    o.kernel = dim("kernel", 2);
+    o.stride = dim("stride", o.kernel);
+    o.padding = dim("padding", 0, 0);
+    return o;
+  }
+  if (kind == "linear") {
+    r.expect_map(n, p, {"out", "bias"});
+    return LinearOp{.out = dim("out", {}), .bias = flag("bias", true)};
+  }
+  if (kind == "bottleneck") {
+    r.expect_map(n, p, {"mid", "out", "stride"});
+    return BottleneckOp{.mid = dim("mid", {}), .out = dim("out", {}), .stride = dim("stride", 1)};
+  }
+  if (kind == "amoeba_cell") {
+    r.expect_map(n, p, {"channels", "reduction"});
+    return AmoebaCellOp{.channels = dim("channels", {}), .reduction = flag("reduction", false)};
+  }
+  if (kind == "embedding") {
+    r.expect_map(n, p, {"vocab", "dim", "tokens"});
+    return EmbeddingOp{
+        .vocab = dim("vocab", {}), .dim = dim("dim", {}), .tokens = dim("tokens", 0, 0)};
+  }
+  if (kind == "lstm") {
+    r.expect_map(n, p, {"hidden", "bidirectional", "context"});
+    return LstmOp{.hidden = dim("hidden", {}),
+                  .bidirectional = flag("bidirectional", false),
+                  .context = flag("context", false)};
+  }
+  PIPESIM_ASSERT(kind == "attention", "every shape op is read");
+  r.expect_map(n, p, {"hidden"});
+  return AttentionOp{.hidden = dim("hidden", 0, 0)};
+}
+
+// model.input of a shape-described model: {image: [C, H, W]}, {tokens: N} or
+// {sequence: [tokens, features]}.
+TensorShape read_input_shape(const Reader& r, const YAML::Node& n) {
+  const std::string allowed = "{image: [C, H, W]}, {tokens: N} or {sequence: [N, features]}";
+  r.expect_map(n, "model.input", {"image", "tokens", "sequence"});
+  if (n.size() != 1) r.fail(n, "model.input", "give exactly one input shape", allowed);
+  const std::string key = n.begin()->first.Scalar();
+  const YAML::Node v = n.begin()->second;
+  const std::string p = "model.input." + key;
+  auto dims = [&](size_t count) {
+    if (!v.IsSequence() || v.size() != count)
+      r.fail(v, p, fmt::format("expected a list of {} sizes", count), allowed);
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < count; ++i)
+      out.push_back(r.integer(v[i], fmt::format("{}.{}", p, i), 1, kMaxDim));
+    return out;
+  };
+  TensorShape t;
+  if (key == "image") {
+    const auto d = dims(3);
+    t.kind = TensorShape::Kind::kImage;
+    t.channels = d[0];
+    t.height = d[1];
+    t.width = d[2];
+  } else if (key == "tokens") {
+    t.kind = TensorShape::Kind::kTokens;
+    t.tokens = r.integer(v, p, 1, kMaxDim);
+  } else {
+    const auto d = dims(2);
+    t.kind = TensorShape::Kind::kSequence;
+    t.tokens = d[0];
+    t.features = d[1];
+  }
+  return t;
+}
+
+bool yaml_file_name(const std::string& name) {
+  return name.ends_with(".yaml") || name.ends_with(".yml");
+}
+
+std::filesystem::path relative_to(const Reader& r, const std::string& rel) {
+  std::filesystem::path path(rel);
+  if (path.is_relative() && !r.file().starts_with("<"))
+    path = std::filesystem::path(r.file()).parent_path() / path;
+  return path;
+}
+
+std::string read_text(const Reader& r, const YAML::Node& n, const std::string& key,
+                      const std::filesystem::path& path, const std::string& what) {
+  auto text = read_whole_file(path);
+  if (!text) r.fail(n, key, fmt::format("cannot read '{}'", path.string()), "a readable " + what);
+  return std::move(*text);
+}
+
+// Reads a model mapping from another YAML file (an include, or a profile in YAML form)
+// with that file's own locations in errors.
+Model read_model_file(const std::string& text, const std::string& file, const Training& t,
+                      const GpuSpec& gpu) {
+  const YAML::Node root = parse_yaml(text, file);
+  const Reader inner(file, {});
+  return read_model_section(inner, root, t, gpu, true);
+}
+
+// model: {include: NAME}: a model of the built-in zoo (scenarios/models/NAME.yaml,
+// compiled in) or, when NAME looks like a path, a YAML file relative to the scenario.
+Model read_included_model(const Reader& r, const YAML::Node& n, const Training& t,
+                          const GpuSpec& gpu) {
+  r.expect_map(n, "model", {"include", "name"});
+  const std::string name = r.scalar(n["include"], "model.include", "a model name or YAML file");
+  Model m;
+  if (name.find('/') != std::string::npos || yaml_file_name(name)) {
+    const auto path = relative_to(r, name);
+    m = read_model_file(read_text(r, n["include"], "model.include", path, "YAML file"),
+                        path.string(), t, gpu);
+  } else {
+    const char* text = find_zoo_model(name);
+    if (text == nullptr) {
+      r.fail(n["include"], "model.include",
+             fmt::format("unknown model '{}'{}", name, suggestion(name, zoo_model_names())),
+             "a built-in model (" + join(zoo_model_names()) + ") or a YAML file path");
+    }
+    m = read_model_file(text, fmt::format("scenarios/models/{}.yaml", name), t, gpu);
+  }
+  if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
+  return m;
+}
+
+// model: {profile: FILE}: measured per-layer costs from a CSV table, PipeDream's profile
+// graph (recognised by its "ID -- DESCRIPTION -- ..." lines) or a YAML model (.yaml).
+Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
+  r.expect_map(n, "model", {"name", "profile", "input"});
+  const std::string rel = r.scalar(n["profile"], "model.profile", "a file path");
+  const auto path = relative_to(r, rel);
+  const std::string text = read_text(r, n["profile"], "model.profile", path, "profile file");
+  Model m;
+  if (yaml_file_name(rel)) {
+    m = read_model_file(text, path.string(), t, gpu);
+  } else {
+    std::istringstream in(text);
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    const size_t eol = text.find('\n', first);
+    const bool graph =
+        first != std::string::npos &&
+        text.substr(first, eol == std::string::npos ? eol : eol - first).find(" -- ") !=
+            std::string::npos;
+    m = graph ? read_profile_graph(in, path.string()) : read_profile_csv(in, path.string());
+  }
+  if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
+  if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
+  return m;
+}
+
+Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
+  r.expect_map(n, "model", {"name", "layers", "input", "generator", "profile", "include"});
+  Model m;
+  m.name = n["name"].IsDefined() ? r.scalar(n["name"], "model.name") : "model";
+  const bool shaped = n["input"].IsDefined() && n["input"].IsMap();
+  ShapeState state;
+  if (shaped) {
+    state.current = read_input_shape(r, n["input"]);
+    m.input_bytes =
+        r.at(n["input"], "model.input", [&] { return shape_input_bytes(state.current, t); });
+  } else if (n["input"].IsDefined()) {
+    m.input_bytes = r.bytes(n["input"], "model.input");
+  }
+  const YAML::Node layers = r.require(n, "model", "layers");
+  if (!layers.IsSequence() || layers.size() == 0)
+    r.fail(layers, "model.layers", "expected a non-empty list of layers",
+           "e.g. '- {forward: 1 ms, backward: 2 ms}'");
+  std::vector<std::string> shape_keys{"name", "repeat", "drop_carried"};
+  shape_keys.insert(shape_keys.end(), kShapeOps.begin(), kShapeOps.end());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string p = fmt::format("model.layers.{}", i);
+    const YAML::Node l = layers[i];
+    if (shaped) {
+      r.expect_map(l, p, shape_keys);
+      std::string kind;
+      for (const auto& k : kShapeOps) {
+        if (!l[k].IsDefined()) continue;
+        if (!kind.empty())
+          r.fail(l[k], p + "." + k,
+                 fmt::format("a layer has one op, but this one also has '{}'", kind),
+                 "one of: " + join(kShapeOps));
+        kind = k;
+      }
+      if (kind.empty()) r.fail(l, p, "the layer names no op", "one of: " + join(kShapeOps));
+      const ShapeOp op = read_shape_op(r, l[kind], p + "." + kind, kind);
+      const std::string base = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
+                                                     : fmt::format("layer{}", m.layers.size());
+      const int64_t repeat = read_repeat(r, l, p, m.layers.size());
+      const bool drop = read_flag(r, l["drop_carried"], p + ".drop_carried", false);
+      for (int64_t k = 0; k < repeat; ++k) {
+        m.layers.push_back(r.at(l[kind], p + "." + kind, [&] {
+          return shape_layer(repeated_name(base, k, repeat), op, drop, state, t, gpu);
+        }));
+      }
+      continue;
+    }
+    for (const auto& k : kShapeOps) {
+      if (l.IsMap() && l[k].IsDefined())
+        r.fail(l[k], p + "." + k, "a layer given by its shape needs the model's input shape",
+               "model.input: {image: [C, H, W]}, {tokens: N} or {sequence: [N, features]}");
+    }
+    r.expect_map(l, p,
+                 {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
+                  "output", "params", "optimizer", "repeat"});
+    Layer layer;
+    layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
+                                       : fmt::format("layer{}", m.layers.size());
+    layer.forward = r.time(r.require(l, p, "forward"), p + ".forward");
+    const bool whole = l["backward"].IsDefined();
+    const bool split = l["backward_input"].IsDefined() || l["backward_weight"].IsDefined();
+    if (whole && split)
+      r.fail(l["backward"], p + ".backward",
+             "give backward or backward_input + backward_weight, not both", "one of the two forms");
+    if (whole) {
+      layer.backward_input = r.time(l["backward"], p + ".backward");
+    } else if (split) {
+      layer.backward_input = r.time(r.require(l, p, "backward_input"), p + ".backward_input");
+      layer.backward_weight = r.time(r.require(l, p, "backward_weight"), p + ".backward_weight");
+      layer.split_backward = true;
+    } else {
+      r.fail(l, p + ".backward", "missing required key",
+             "backward, or backward_input + backward_weight");
+    }
+    if (l["activation"].IsDefined())
+      layer.activation_bytes = r.bytes(l["activation"], p + ".activation");
+    if (l["output"].IsDefined()) layer.output_bytes = r.bytes(l["output"], p + ".output");
+    if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
+    if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");
+    append_repeated(m, layer, read_repeat(r, l, p, m.layers.size()));
+  }
+  return m;
+}
+
+}  // namespace
+
+Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t,
+                         const GpuSpec& gpu, bool nested) {
+  if (n.IsMap() && n["include"].IsDefined()) {
+    if (nested)
+      r.fail(n["include"], "model.include", "an included model cannot include another",
+             "layers, generator or profile");
+    return read_included_model(r, n, t, gpu);
+  }
+  if (n.IsMap() && n["generator"].IsDefined()) return read_generated_model(r, n, t, gpu);
+  if (n.IsMap() && n["profile"].IsDefined()) return read_profile(r, n, t, gpu);
+  return read_model(r, n, t, gpu);
+}
+
+}  // namespace pipesim::internal

@@ -1,0 +1,101 @@
+#include "scenario/internal/reader.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace pipesim::internal {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+std::string suggestion(std::string_view given, const std::vector<std::string>& candidates) {
+  size_t best = std::numeric_limits<size_t>::max();
+  std::string pick;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(given, c);
+    if (d < best) {
+      best = d;
+      pick = c;
+    }
+  }
+  if (!pick.empty() && best <= std::max<size_t>(2, given.size() / 3))
+    return fmt::format("; did you mean '{}'?", pick);
+  return {};
+}
+
+std::optional<std::string> read_whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || std::filesystem::is_directory(path)) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string child_path(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(
+        fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",
+        {source, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1});
+  }
+}
+
+bool read_flag(const Reader& r, const YAML::Node& n, const std::string& p, bool fallback) {
+  if (!n.IsDefined()) return fallback;
+  return r.choice<bool>(n, p, {{"true", true}, {"false", false}});
+}
+
+int64_t read_repeat(const Reader& r, const YAML::Node& l, const std::string& p, size_t have) {
+  const int64_t repeat =
+      l["repeat"].IsDefined() ? r.integer(l["repeat"], p + ".repeat", 1, 100'000) : 1;
+  if (static_cast<int64_t>(have) + repeat > 1'000'000)
+    r.fail(l["repeat"], p + ".repeat", "the model would have more than 1,000,000 layers",
+           "a smaller repeat");
+  return repeat;
+}
+
+std::string repeated_name(const std::string& base, int64_t k, int64_t repeat) {
+  return repeat > 1 ? fmt::format("{}.{}", base, k) : base;
+}
+
+void append_repeated(Model& m, const Layer& l, int64_t repeat) {
+  for (int64_t k = 0; k < repeat; ++k) {
+    m.layers.push_back(l);
+    m.layers.back().name = repeated_name(l.name, k, repeat);
+  }
+}
+
+}  // namespace pipesim::internal

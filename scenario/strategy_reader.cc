@@ -1,0 +1,314 @@
+// The strategy section: schedule, stages, data parallelism, a hand-written order and the
+// placement of every stage replica on the cluster's devices.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "scenario/internal/reader.h"
+#include "scenario/internal/sections.h"
+#include "schedules/partition.h"
+#include "topology/placement.h"
+
+namespace pipesim::internal {
+namespace {
+
+// Upper bound on the ops one scenario may generate, so a typo in a batch size gives an
+// error instead of exhausting memory.
+constexpr int64_t kMaxComputeOps = 20'000'000;
+
+// "0-3" or "5": an inclusive layer range.
+std::pair<int, int> read_range(const Reader& r, const YAML::Node& n, const std::string& path,
+                               int num_layers) {
+  const std::string allowed = fmt::format("'first-last' or one index, within 0-{}", num_layers - 1);
+  const std::string s = r.scalar(n, path, allowed);
+  auto number = [&](std::string_view part) {
+    int v = 0;
+    const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || ptr != part.data() + part.size())
+      r.fail(n, path, fmt::format("'{}' is not a layer range", s), allowed);
+    return v;
+  };
+  const auto dash = s.find('-');
+  const int first = number(std::string_view(s).substr(0, dash));
+  const int last = dash == std::string::npos ? first : number(std::string_view(s).substr(dash + 1));
+  if (first > last) r.fail(n, path, fmt::format("range '{}' runs backwards", s), allowed);
+  if (last >= num_layers)
+    r.fail(n, path, fmt::format("range '{}' goes past the last layer {}", s, num_layers - 1),
+           allowed);
+  return {first, last};
+}
+
+// strategy.order: one line per pipeline position in `pipesim order` notation. Each F and B
+// of every (micro-batch, chunk) exactly once; W and R at most once. Deadlocks are found
+// later, when the TaskGraph is validated.
+void read_order(const Reader& r, const YAML::Node& n, Scenario& sc) {
+  const Strategy& st = sc.strategy;
+  const int P = st.positions(), v = st.virtual_stages, M = static_cast<int>(sc.micro_batches);
+  const std::string allowed =
+      fmt::format("{} lines like 'F0 F1 B0 B1', one per pipeline position", P);
+  if (is_async(st.schedule))
+    r.fail(n, "strategy.order", "hand-written orders are for synchronous schedules", allowed);
+  if (!n.IsSequence() || static_cast<int>(n.size()) != P) {
+    r.fail(n, "strategy.order",
+           fmt::format("expected {} lines, got {}", P, n.IsSequence() ? n.size() : 0), allowed);
+  }
+  for (int p = 0; p < P; ++p) {
+    const std::string path = fmt::format("strategy.order.{}", p);
+    const YAML::Node line = n[static_cast<size_t>(p)];
+    StepList steps;
+    if (auto problem = parse_steps(r.scalar(line, path, allowed), steps))
+      r.fail(line, path, *problem, allowed);
+    std::vector<int> seen(static_cast<size_t>(4) * v * M, 0);
+    for (const Step& s : steps) {
+      if (s.micro_batch >= M || s.chunk >= v) {
+        r.fail(line, path, fmt::format("{} is out of range", format_steps({s}, v > 1)),
+               fmt::format("micro-batches 0-{}{}", M - 1,
+                           v > 1 ? fmt::format(", chunks 0-{}", v - 1) : ""));
+      }
+      int& count = seen[(static_cast<size_t>(s.kind) * v + s.chunk) * M + s.micro_batch];
+      if (++count > 1)
+        r.fail(line, path, fmt::format("{} appears twice", format_steps({s}, v > 1)),
+               "each step once");
+    }
+    for (OpKind k : {OpKind::kForward, OpKind::kBackward}) {
+      for (int c = 0; c < v; ++c) {
+        for (int m = 0; m < M; ++m) {
+          if (seen[(static_cast<size_t>(k) * v + c) * M + m] == 0) {
+            r.fail(line, path, fmt::format("{} is missing", format_steps({{k, m, c}}, v > 1)),
+                   "every forward and backward of the iteration");
+          }
+        }
+      }
+    }
+    sc.user_order.push_back(std::move(steps));
+  }
+  sc.user_order_at = r.where(n, "strategy.order");
+}
+
+}  // namespace
+
+void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
+  r.expect_map(n, "strategy",
+               {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
+                "vertical_sync", "allreduce", "bucket", "bucket_buffers"});
+  Strategy& st = sc.strategy;
+  const int num_layers = static_cast<int>(sc.model.layers.size());
+  {
+    const YAML::Node s = r.require(n, "strategy", "schedule");
+    const std::string name = r.scalar(s, "strategy.schedule", schedule_names());
+    const auto kind = parse_schedule(name);
+    if (!kind) {
+      std::vector<std::string> names;
+      std::stringstream ss(schedule_names());
+      for (std::string x; std::getline(ss, x, ',');)
+        names.push_back(x.substr(x.find_first_not_of(' ')));
+      r.fail(s, "strategy.schedule",
+             fmt::format("unknown or unavailable schedule '{}'{}", name, suggestion(name, names)),
+             schedule_names());
+    }
+    st.schedule = *kind;
+  }
+  if (n["virtual_stages"].IsDefined()) {
+    st.virtual_stages =
+        static_cast<int>(r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 64));
+    if (st.virtual_stages > 1 && st.schedule != ScheduleKind::kInterleaved) {
+      r.fail(
+          n["virtual_stages"], "strategy.virtual_stages",
+          fmt::format("{} model chunks per device need an interleaved schedule", st.virtual_stages),
+          "1, or schedule: interleaved");
+    }
+  }
+  const int v = st.virtual_stages;
+  if (n["allreduce"].IsDefined()) {
+    const auto a = r.choice<int>(n["allreduce"], "strategy.allreduce",
+                                 {{"ring", 0}, {"tree", 1}, {"hierarchical", 2}, {"auto", 3}});
+    if (a < 3) st.allreduce = static_cast<AllReduceAlgo>(a);
+  }
+  if (n["bucket"].IsDefined()) st.bucket_bytes = r.bytes(n["bucket"], "strategy.bucket");
+  st.bucket_buffers = read_flag(r, n["bucket_buffers"], "strategy.bucket_buffers", false);
+  if (n["vertical_sync"].IsDefined()) {
+    st.vertical_sync = read_flag(r, n["vertical_sync"], "strategy.vertical_sync", false);
+    if (st.vertical_sync && st.schedule != ScheduleKind::kPipeDream) {
+      r.fail(n["vertical_sync"], "strategy.vertical_sync", "vertical sync is a PipeDream option",
+             "schedule: pipedream");
+    }
+  }
+  if (needs_split_backward(st.schedule)) {
+    for (size_t i = 0; i < sc.model.layers.size(); ++i) {
+      if (sc.model.layers[i].split_backward) continue;
+      r.fail(n["schedule"], "strategy.schedule",
+             fmt::format(
+                 "{} needs every layer's backward split, but layer {} ('{}') gives only backward",
+                 to_string(st.schedule), i, sc.model.layers[i].name),
+             "backward_input and backward_weight on every layer");
+    }
+  }
+  st.data = n["data"].IsDefined()
+                ? static_cast<int>(r.integer(n["data"], "strategy.data", 1, 1'000'000))
+                : 1;
+  const bool has_stages = n["stages"].IsDefined();
+  const bool has_pipeline = n["pipeline"].IsDefined();
+  if (has_stages == has_pipeline) {
+    r.fail(has_stages ? n["pipeline"] : n, "strategy.stages",
+           has_stages ? "give stages or pipeline, not both" : "missing required key",
+           "'stages: [{layers: 0-3, replicas: 1}, ...]' or 'pipeline: N'");
+  }
+  if (has_pipeline) {
+    const int p = static_cast<int>(r.integer(n["pipeline"], "strategy.pipeline", 1, 1'000'000));
+    if (int64_t{p} * v > num_layers)
+      r.fail(n["pipeline"], "strategy.pipeline",
+             v == 1 ? fmt::format("{} stages but the model has {} layers", p, num_layers)
+                    : fmt::format("{} x {} chunks but the model has {} layers", p, v, num_layers),
+             "at most one stage per layer");
+    st.stages = even_partition(sc.model, p * v);
+  } else {
+    const YAML::Node stages = n["stages"];
+    if (!stages.IsSequence() || stages.size() == 0)
+      r.fail(stages, "strategy.stages", "expected a non-empty list of stages",
+             "e.g. '- {layers: 0-3, replicas: 1}'");
+    int expect = 0;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const std::string p = fmt::format("strategy.stages.{}", i);
+      const YAML::Node s = stages[i];
+      r.expect_map(s, p, {"layers", "replicas"});
+      const auto [first, last] =
+          read_range(r, r.require(s, p, "layers"), p + ".layers", num_layers);
+      if (first != expect) {
+        r.fail(s["layers"], p + ".layers",
+               i == 0 ? fmt::format("the first stage starts at layer {}", first)
+                      : fmt::format("starts at layer {} but the previous stage ended at layer {}",
+                                    first, expect - 1),
+               fmt::format("consecutive ranges covering layers 0-{} exactly once", num_layers - 1));
+      }
+      expect = last + 1;
+      const int rep =
+          s["replicas"].IsDefined()
+              ? static_cast<int>(r.integer(s["replicas"], p + ".replicas", 1, 1'000'000))
+              : 1;
+      st.stages.push_back({first, last, rep});
+    }
+    if (expect != num_layers) {
+      r.fail(stages, "strategy.stages",
+             fmt::format("the stages end at layer {} but the model has layers 0-{}", expect - 1,
+                         num_layers - 1),
+             "consecutive ranges covering every layer exactly once");
+    }
+    const int count = static_cast<int>(st.stages.size());
+    if (count % v != 0) {
+      r.fail(stages, "strategy.stages",
+             fmt::format("{} stages cannot be dealt to devices as {} chunks each", count, v),
+             "a multiple of strategy.virtual_stages");
+    }
+    for (int g = count / v; g < count; ++g) {
+      const int p = g % (count / v);
+      if (st.stages[static_cast<size_t>(g)].replicas !=
+          st.stages[static_cast<size_t>(p)].replicas) {
+        r.fail(stages[static_cast<size_t>(g)], fmt::format("strategy.stages.{}.replicas", g),
+               fmt::format("stage {} shares devices with stage {} and needs its {} replicas", g, p,
+                           st.stages[static_cast<size_t>(p)].replicas),
+               "equal replicas for the chunks of one device");
+      }
+    }
+  }
+  // Micro-batches: SPEC M = global_batch / (micro_batch x data), a whole number.
+  const Training& t = sc.training;
+  const int64_t per = t.micro_batch * st.data;
+  if (t.global_batch % per != 0) {
+    throw InputError(
+        fmt::format("global_batch {} is not a multiple of micro_batch x data = {} x {} = {}",
+                    t.global_batch, t.micro_batch, st.data, per),
+        "global_batch divisible by micro_batch x strategy.data", "training.global_batch",
+        r.where(training["global_batch"], "training.global_batch"));
+  }
+  sc.micro_batches = t.global_batch / per;
+  const int P = st.positions();
+  if (st.schedule == ScheduleKind::kInterleaved && sc.micro_batches % P != 0) {
+    r.fail(
+        n["schedule"], "strategy.schedule",
+        fmt::format(
+            "interleaved needs the micro-batches per iteration (M = {}) to be a multiple of the "
+            "pipeline depth ({})",
+            sc.micro_batches, P),
+        "global_batch / (micro_batch x data) divisible by the number of devices in the pipeline");
+  }
+  int64_t replicas = 0;
+  for (const auto& s : st.stages) replicas += s.replicas;
+  // In floating point: the product of large batches, replicas and copies overflows 64 bits.
+  const long double ops =
+      static_cast<long double>(sc.micro_batches) * replicas * st.data * t.iterations * 3;
+  if (ops > kMaxComputeOps) {
+    r.fail(n, "strategy",
+           fmt::format("this run would simulate {:.0f} compute ops", static_cast<double>(ops)),
+           fmt::format("at most {}; lower training.iterations or global_batch / micro_batch",
+                       kMaxComputeOps));
+  }
+
+  if (n["order"].IsDefined()) read_order(r, n["order"], sc);
+  std::vector<int> reps;  // per position
+  for (int p = 0; p < P; ++p) reps.push_back(st.stages[static_cast<size_t>(p)].replicas);
+  const YAML::Node pl = n["placement"];
+  if (!pl.IsDefined() || pl.IsScalar()) {
+    if (pl.IsDefined()) {
+      sc.placement_policy =
+          r.choice<PlacementPolicy>(pl, "strategy.placement",
+                                    {{"fresh-first", PlacementPolicy::kFreshFirst},
+                                     {"append-first", PlacementPolicy::kAppendFirst},
+                                     {"scatter-first", PlacementPolicy::kScatterFirst}});
+    }
+    sc.placement = r.at(pl.IsDefined() ? pl : n, "strategy.placement",
+                        [&] { return place(sc.cluster, reps, st.data, sc.placement_policy); });
+    return;
+  }
+  // Explicit device lists: one per stage (data copies one after another), by name or index.
+  const std::string allowed = fmt::format(
+      "fresh-first | append-first | scatter-first, or {} lists of device names (data x stages)",
+      st.data * reps.size());
+  if (!pl.IsSequence() || pl.size() != st.data * reps.size()) {
+    r.fail(pl, "strategy.placement",
+           fmt::format("expected {} device lists, got {}", st.data * reps.size(),
+                       pl.IsSequence() ? pl.size() : 0),
+           allowed);
+  }
+  sc.explicit_placement = true;
+  std::set<int> used;
+  sc.placement.assign(static_cast<size_t>(st.data), {});
+  for (size_t i = 0; i < pl.size(); ++i) {
+    const std::string p = fmt::format("strategy.placement.{}", i);
+    const YAML::Node list = pl[i];
+    const int want = reps[i % reps.size()];
+    if (!list.IsSequence() || static_cast<int>(list.size()) != want) {
+      r.fail(list, p,
+             fmt::format("stage {} has {} replica{} and needs that many devices", i % reps.size(),
+                         want, want == 1 ? "" : "s"),
+             "a list of device names or indices");
+    }
+    std::vector<int> devs;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const std::string pk = fmt::format("{}.{}", p, k);
+      const std::string name = r.scalar(list[k], pk);
+      int d = sc.cluster.device_index(name);
+      if (d < 0) {
+        int idx = -1;
+        const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), idx);
+        if (ec == std::errc() && ptr == name.data() + name.size() && idx >= 0 &&
+            idx < sc.cluster.num_devices())
+          d = idx;
+      }
+      if (d < 0)
+        r.fail(list[k], pk, fmt::format("no device '{}'", name),
+               fmt::format("a device name or an index 0-{}", sc.cluster.num_devices() - 1));
+      if (!used.insert(d).second)
+        r.fail(list[k], pk,
+               fmt::format("device '{}' is given two stages", sc.cluster.device(d).name),
+               "each device at most once");
+      devs.push_back(d);
+    }
+    sc.placement[i / reps.size()].push_back(std::move(devs));
+  }
+}
+
+}  // namespace pipesim::internal

@@ -1,0 +1,55 @@
+// The training section, and the optimizer step it sets on the model's layers.
+#include <yaml-cpp/yaml.h>
+
+#include "core/checked.h"
+#include "core/units.h"
+#include "scenario/internal/reader.h"
+#include "scenario/internal/sections.h"
+
+namespace pipesim::internal {
+
+Training read_training(const Reader& r, const YAML::Node& n) {
+  r.expect_map(
+      n, "training",
+      {"global_batch", "micro_batch", "precision", "optimizer", "iterations", "optimizer_step"});
+  Training t;
+  constexpr int64_t kMax = int64_t{1} << 40;
+  t.global_batch =
+      r.integer(r.require(n, "training", "global_batch"), "training.global_batch", 1, kMax);
+  t.micro_batch =
+      r.integer(r.require(n, "training", "micro_batch"), "training.micro_batch", 1, kMax);
+  if (n["precision"].IsDefined()) {
+    t.precision = r.choice<Precision>(n["precision"], "training.precision",
+                                      {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
+  }
+  if (n["optimizer"].IsDefined()) {
+    t.optimizer = r.choice<Optimizer>(
+        n["optimizer"], "training.optimizer",
+        {{"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}, {"adam", Optimizer::kAdam}});
+  }
+  if (n["optimizer_step"].IsDefined())
+    t.optimizer_step = r.time(n["optimizer_step"], "training.optimizer_step");
+  if (n["iterations"].IsDefined())
+    t.iterations = static_cast<int>(r.integer(n["iterations"], "training.iterations", 1, 100'000));
+  return t;
+}
+
+void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu) {
+  int64_t total = 0;
+  for (const Layer& l : m.layers) total += l.params;
+  for (Layer& l : m.layers) {
+    if (t.optimizer_step) {
+      if (total > 0) {
+        l.optimizer = Time::ps(static_cast<int64_t>(
+            static_cast<long double>(t.optimizer_step->ps_count()) * l.params / total));
+      }
+    } else if (l.source == "analytic" && gpu.hbm_bytes_per_s > 0) {
+      l.optimizer = serialization_time(
+          checked_mul(l.params, optimizer_bytes_per_param(t.precision, t.optimizer),
+                      "an optimizer step"),
+          gpu.hbm_bytes_per_s);
+    }
+  }
+}
+
+}  // namespace pipesim::internal
