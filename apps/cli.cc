@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -72,6 +73,13 @@ std::string placement_table(const Scenario& s) {
   // for interleaved schedules), their layers and the GPUs of its replicas.
   std::string out = "placement   ";
   const int positions = s.strategy.positions();
+  // Warm-up depths when the scenario chose them (strategy.warmup other than `schedule`).
+  const bool chosen = std::any_of(s.strategy.stages.begin(), s.strategy.stages.end(),
+                                  [&](const StageSpec& st) {
+                                    return st.warmup.value_or(s.strategy.warmup) !=
+                                           Warmup::kSchedule;
+                                  });
+  const std::vector<int> in_flight = chosen ? warmup_depths(s) : std::vector<int>{};
   for (size_t c = 0; c < s.placement.size(); ++c) {
     for (int p = 0; p < positions; ++p) {
       std::string devs, stages, layers;
@@ -85,9 +93,12 @@ std::string placement_table(const Scenario& s) {
         stages += fmt::format("{}{}", stages.empty() ? "" : ",", g);
         layers += fmt::format("{}{}-{}", layers.empty() ? "" : ", ", st.first_layer, st.last_layer);
       }
-      out +=
-          fmt::format("{}stage {}{} (layers {}) -> {}\n", c + p == 0 ? "" : "            ", stages,
-                      s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", layers, devs);
+      const std::string warmup = in_flight.empty() ? ""
+                                                   : fmt::format(", warm-up {} in flight",
+                                                                 in_flight[static_cast<size_t>(p)]);
+      out += fmt::format("{}stage {}{} (layers {}{}) -> {}\n", c + p == 0 ? "" : "            ",
+                         stages, s.placement.size() > 1 ? fmt::format(" copy {}", c) : "", layers,
+                         warmup, devs);
     }
   }
   return out;

@@ -24,6 +24,57 @@ bool split_backward(const Model& m) {
 }
 }  // namespace
 
+std::vector<int> warmup_depths(const Scenario& s) {
+  if (!has_warmup(s.strategy.schedule) || !s.user_order.empty()) return {};
+  const int S = s.strategy.positions();
+  const auto M = static_cast<int>(s.micro_batches);
+  const std::vector<StageProfile> prof = stage_profiles(s.model, s.strategy.stages);
+  const auto& copy = s.placement.front();
+  // The steady-state cycle: every stage runs one F and one B per bottleneck period.
+  Time cycle;
+  for (int st = 0; st < S; ++st) {
+    const StageProfile& p = prof[static_cast<size_t>(st)];
+    cycle = max(cycle, (p.forward + p.backward_input + p.backward_weight) /
+                           s.strategy.stages[static_cast<size_t>(st)].replicas);
+  }
+  // Idle-route time of stage h's output to stage h + 1 and of its gradient coming back,
+  // each replica pair moving its share (the bytes split over the larger replica count).
+  auto round_trip_hop = [&](int h) {
+    const auto& from = copy[static_cast<size_t>(h)];
+    const auto& to = copy[static_cast<size_t>(h) + 1];
+    const int64_t bytes = prof[static_cast<size_t>(h)].output_bytes /
+                          static_cast<int64_t>(std::max(from.size(), to.size()));
+    return checked_add(Cluster::transfer_time(s.cluster.route(from[0], to[0]), bytes),
+                       Cluster::transfer_time(s.cluster.route(to[0], from[0]), bytes),
+                       "a warm-up estimate");
+  };
+  std::vector<int> out(static_cast<size_t>(S));
+  int next = 0;  // k of stage s + 1 under the auto rule
+  for (int st = S - 1; st >= 0; --st) {
+    const Warmup w = s.strategy.stages[static_cast<size_t>(st)].warmup.value_or(s.strategy.warmup);
+    const int shallow = S - st, deep = 2 * (S - st) - 1;
+    int automatic = 1;
+    if (st + 1 < S) {
+      // Stage s runs k - 1 forwards and k - 1 backwards between F(m) and B(m): (k - 1)
+      // cycles must cover stage s + 1's own (k' - 1) cycles, its F and B (one cycle) and
+      // the hop there and back, so k = k' + 1 + ceil(hop / cycle). A hop under 2 % of
+      // the cycle is left exposed rather than paid for with another micro-batch of memory.
+      const Time hop = round_trip_hop(st);
+      int64_t extra = 0;
+      if (hop * 50 > cycle) {
+        extra = cycle <= Time::zero()
+                    ? deep
+                    : hop.ps_count() / cycle.ps_count() + (hop.ps_count() % cycle.ps_count() != 0);
+      }
+      automatic = static_cast<int>(std::min<int64_t>(next + 1 + extra, deep));
+    }
+    next = automatic;
+    const int depth = w == Warmup::kDeep ? deep : w == Warmup::kAuto ? automatic : shallow;
+    out[static_cast<size_t>(st)] = std::max(1, std::min(depth, M));
+  }
+  return out;
+}
+
 SlotOrders scenario_orders(const Scenario& s) {
   OrderSpec spec;
   spec.kind = s.strategy.schedule;
@@ -33,6 +84,7 @@ SlotOrders scenario_orders(const Scenario& s) {
   spec.iterations = s.training.iterations;
   spec.split_backward = split_backward(s.model);
   spec.replicas = position_replicas(s);
+  spec.in_flight = warmup_depths(s);
   spec.user = s.user_order.empty() ? nullptr : &s.user_order;
   return build_orders(spec);
 }

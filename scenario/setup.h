@@ -9,6 +9,14 @@ namespace pipesim {
 
 SlotOrders scenario_orders(const Scenario& s);
 TaskGraph scenario_task_graph(const Scenario& s);
+// Micro-batches each pipeline position has in flight at its first backward under the
+// 1F1B schedules (strategy.warmup); empty when the schedule or a hand-written order decides.
+// schedule: S - s; deep: 2(S - s) - 1; auto: k_{S-1} = 1 and k_s = k_{s+1} + 1 +
+// ceil(hop_s / cycle) (0 when hop_s < 2 % of the cycle), capped at deep, where hop_s is the
+// idle-route time of stage s's output there and its gradient back and the cycle is the
+// slowest stage's F + B + W per replica. All capped at M. See docs/schedules.md.
+std::vector<int> warmup_depths(const Scenario& s);
+
 // Extra weight versions each position keeps: PipeDream stashes one per micro-batch in
 // flight beyond the current one (S - s - 1 on a straight pipeline), 2BW keeps one.
 std::vector<int> stashed_versions(const Scenario& s);

@@ -89,12 +89,25 @@ void read_order(const Reader& r, const YAML::Node& n, Scenario& sc) {
   sc.user_order_at = r.where(n, "strategy.order");
 }
 
+// strategy.warmup or a stage's warmup: schedule | deep | auto, for the 1F1B schedules.
+Warmup read_warmup(const Reader& r, const YAML::Node& n, const std::string& path,
+                   const Strategy& st) {
+  const Warmup w = r.choice<Warmup>(
+      n, path, {{"schedule", Warmup::kSchedule}, {"deep", Warmup::kDeep}, {"auto", Warmup::kAuto}});
+  if (w != Warmup::kSchedule && !has_warmup(st.schedule))
+    r.fail(
+        n, path,
+        fmt::format("a warm-up depth is a 1F1B option; {} fixes its own", to_string(st.schedule)),
+        "schedule: dapple | 1f1b | pipedream-flush, or warmup: schedule");
+  return w;
+}
+
 }  // namespace
 
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
-                "vertical_sync", "allreduce", "bucket", "bucket_buffers"});
+                "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -137,6 +150,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
              "schedule: pipedream");
     }
   }
+  if (n["warmup"].IsDefined()) st.warmup = read_warmup(r, n["warmup"], "strategy.warmup", st);
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;
@@ -174,7 +188,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     for (size_t i = 0; i < stages.size(); ++i) {
       const std::string p = fmt::format("strategy.stages.{}", i);
       const YAML::Node s = stages[i];
-      r.expect_map(s, p, {"layers", "replicas"});
+      r.expect_map(s, p, {"layers", "replicas", "warmup"});
       const auto [first, last] =
           read_range(r, r.require(s, p, "layers"), p + ".layers", num_layers);
       if (first != expect) {
@@ -189,7 +203,9 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
           s["replicas"].IsDefined()
               ? static_cast<int>(r.integer(s["replicas"], p + ".replicas", 1, 1'000'000))
               : 1;
-      st.stages.push_back({first, last, rep});
+      st.stages.push_back({first, last, rep, std::nullopt});
+      if (s["warmup"].IsDefined())
+        st.stages.back().warmup = read_warmup(r, s["warmup"], p + ".warmup", st);
     }
     if (expect != num_layers) {
       r.fail(stages, "strategy.stages",
@@ -226,6 +242,18 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   }
   sc.micro_batches = t.global_batch / per;
   const int P = st.positions();
+  // A replicated stage splits each micro-batch into whole samples, one share per replica
+  // (PipeDream's round-robin replicas take whole micro-batches instead).
+  if (st.schedule != ScheduleKind::kPipeDream) {
+    for (size_t g = 0; g < st.stages.size(); ++g) {
+      if (st.stages[g].replicas <= t.micro_batch) continue;
+      const YAML::Node at = has_stages ? n["stages"][g]["replicas"] : n["pipeline"];
+      r.fail(at, has_stages ? fmt::format("strategy.stages.{}.replicas", g) : "strategy.stages",
+             fmt::format("{} replicas cannot split a micro-batch of {} sample{}",
+                         st.stages[g].replicas, t.micro_batch, t.micro_batch == 1 ? "" : "s"),
+             fmt::format("at most training.micro_batch = {} replicas per stage", t.micro_batch));
+    }
+  }
   if (st.schedule == ScheduleKind::kInterleaved && sc.micro_batches % P != 0) {
     r.fail(
         n["schedule"], "strategy.schedule",

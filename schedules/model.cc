@@ -74,6 +74,32 @@ bool needs_split_backward(ScheduleKind k) {
   return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
 }
 
+namespace {
+constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
+    {"schedule", Warmup::kSchedule},
+    {"deep", Warmup::kDeep},
+    {"auto", Warmup::kAuto},
+}};
+}  // namespace
+
+std::string_view to_string(Warmup w) {
+  for (const auto& [name, kind] : kWarmupNames) {
+    if (kind == w) return name;
+  }
+  return "?";
+}
+
+std::optional<Warmup> parse_warmup(std::string_view name) {
+  for (const auto& [n, kind] : kWarmupNames) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
+}
+
+bool has_warmup(ScheduleKind k) {
+  return k == ScheduleKind::kDapple;
+}
+
 int64_t optimizer_bytes_per_param(Precision p, Optimizer o) {
   const int64_t states = o == Optimizer::kSgd ? 0 : (o == Optimizer::kMomentum ? 1 : 2);
   // fp32: gradient 4 + weight read and write 8 + each state read and write 8.

@@ -84,17 +84,28 @@ std::string schedule_names();  // for error messages
 bool is_async(ScheduleKind k);
 bool needs_split_backward(ScheduleKind k);  // zero-bubble schedules
 
+// strategy.warmup (SPEC section 3.1): micro-batches stage s has in flight before its first
+// backward under the 1F1B schedules. kSchedule: min(S - s, M); kDeep: min(2(S - s) - 1, M);
+// kAuto: chosen per stage from its cross-stage transfer time against its compute.
+enum class Warmup { kSchedule, kDeep, kAuto };
+std::string_view to_string(Warmup w);
+std::optional<Warmup> parse_warmup(std::string_view name);
+// The schedules strategy.warmup applies to: dapple and its aliases.
+bool has_warmup(ScheduleKind k);
+
 struct StageSpec {
   int first_layer = 0;  // inclusive
   int last_layer = 0;   // inclusive
   int replicas = 1;
+  std::optional<Warmup> warmup;  // overrides Strategy::warmup for this stage
 };
 
 struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
   std::vector<StageSpec> stages;  // global stages; stage g runs on pipeline position g % positions
   int data = 1;
-  int virtual_stages = 1;      // model chunks per device (interleaved)
+  int virtual_stages = 1;  // model chunks per device (interleaved)
+  Warmup warmup = Warmup::kSchedule;
   bool vertical_sync = false;  // PipeDream: every stage uses the version the input stage used
   // Gradient all-reduce algorithm; empty means auto: the cheapest for each group and size.
   std::optional<AllReduceAlgo> allreduce;

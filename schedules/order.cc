@@ -108,11 +108,15 @@ ScheduleOrder gpipe_recompute_order(int stages, int micro_batches) {
   return order;
 }
 
-ScheduleOrder one_f_one_b_order(int stages, int micro_batches) {
+ScheduleOrder one_f_one_b_order(int stages, int micro_batches, const std::vector<int>& in_flight) {
   ScheduleOrder order;
-  // Megatron-LM schedules.py: num_warmup_microbatches = min(S - s - 1, M).
-  for (int s = 0; s < stages; ++s)
-    order.push_back(warmup_then_pairs(micro_batches, stages - s - 1));
+  // Megatron-LM schedules.py: num_warmup_microbatches = min(S - s - 1, M); one more
+  // forward starts the steady state, so S - s are in flight at the first backward.
+  for (int s = 0; s < stages; ++s) {
+    const int depth = in_flight.empty() ? stages - s : in_flight[static_cast<size_t>(s)];
+    PIPESIM_ASSERT(depth >= 1, "at least one micro-batch in flight");
+    order.push_back(warmup_then_pairs(micro_batches, depth - 1));
+  }
   return order;
 }
 
@@ -267,7 +271,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
         base = gpipe_recompute_order(P, M);
         break;
       case ScheduleKind::kDapple:
-        base = one_f_one_b_order(P, M);
+        base = one_f_one_b_order(P, M, spec.in_flight);
         break;
       case ScheduleKind::kInterleaved:
         base = interleaved_order(P, spec.virtual_stages, M);

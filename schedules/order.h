@@ -37,7 +37,10 @@ ScheduleOrder gpipe_recompute_order(int stages, int micro_batches);
 
 // 1F1B with early backward (DAPPLE; Megatron-LM's PipeDream-Flush): stage s runs
 // min(S - s - 1, M) warm-up forwards, then one forward one backward, then drains.
-ScheduleOrder one_f_one_b_order(int stages, int micro_batches);
+// `in_flight[s]`, when given, replaces S - s as the micro-batches stage s has in flight
+// when it starts its first backward (strategy.warmup), capped at M.
+ScheduleOrder one_f_one_b_order(int stages, int micro_batches,
+                                const std::vector<int>& in_flight = {});
 
 // Megatron-LM interleaved 1F1B (forward_backward_pipelining_with_interleaving): v model
 // chunks per device, micro-batches in groups of S; warm-up (S - s - 1) * 2 + (v - 1) * S,
@@ -77,6 +80,7 @@ struct OrderSpec {
   int iterations = 1;
   bool split_backward = false;
   std::vector<int> replicas;            // [position]
+  std::vector<int> in_flight;           // [position] 1F1B warm-up depth; empty: S - s
   const ScheduleOrder* user = nullptr;  // hand-written lists replace the generator
 };
 

@@ -101,7 +101,7 @@ std::vector<StageSpec> even_partition(const Model& model, int stages, int replic
   std::vector<StageSpec> out;
   for (int s = 0; s < stages; ++s) {
     const int end = s + 1 < stages ? starts[static_cast<size_t>(s) + 1] : n;
-    out.push_back({starts[static_cast<size_t>(s)], end - 1, replicas});
+    out.push_back({starts[static_cast<size_t>(s)], end - 1, replicas, std::nullopt});
   }
   return out;
 }

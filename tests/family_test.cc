@@ -319,7 +319,11 @@ TEST_P(EverySchedule, Invariants) {
   for (int S : {1, 2, 4}) {
     for (int M : {4, 8}) {
       PipeSpec p;
-      p.schedule = schedule;
+      // "dapple/deep": a schedule with its strategy.warmup.
+      const auto slash = schedule.find('/');
+      p.schedule = schedule.substr(0, slash);
+      if (slash != std::string::npos)
+        p.strategy_extra = "  warmup: " + schedule.substr(slash + 1) + "\n";
       p.stages = S;
       p.micro_batches = M;
       p.tf_ms = {1.0};
@@ -329,8 +333,8 @@ TEST_P(EverySchedule, Invariants) {
       p.bandwidth = "20 GB/s";
       p.params = "2M";
       p.iterations = 2;
-      if (schedule == "interleaved") p.virtual_stages = 2;
-      if (schedule.starts_with("zb")) p.tw_ms = {0.5};
+      if (p.schedule == "interleaved") p.virtual_stages = 2;
+      if (p.schedule.starts_with("zb")) p.tw_ms = {0.5};
       const SimRun r = test::run_pipe(p);
       const TaskGraph& g = r.graph;
       // Deps respected and per-stream order preserved.
@@ -383,11 +387,13 @@ TEST_P(EverySchedule, Invariants) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, EverySchedule,
-                         ::testing::Values("gpipe", "gpipe-recompute", "dapple", "pipedream",
-                                           "pipedream-2bw", "interleaved", "zb-h1", "zb-h2"),
+                         ::testing::Values("gpipe", "gpipe-recompute", "dapple", "dapple/deep",
+                                           "dapple/auto", "pipedream", "pipedream-2bw",
+                                           "interleaved", "zb-h1", "zb-h2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
+                           std::replace(n.begin(), n.end(), '/', '_');
                            return n;
                          });
 

@@ -173,7 +173,16 @@ const Rule kRules[] = {
      "strategy.pipeline: 9 stages but the model has 4 layers (at most one stage per layer)"},
     {"stages_and_pipeline", edit(kBase, "  stages:\n", "  pipeline: 2\n  stages:\n"),
      "strategy.stages: give stages or pipeline, not both"},
-    {"too_many_gpus", edit(kBase, "- {layers: 0-1}", "- {layers: 0-1, replicas: 4}"),
+    {"replicas_exceed_samples", edit(kBase, "- {layers: 0-1}", "- {layers: 0-1, replicas: 3}"),
+     "strategy.stages.0.replicas: 3 replicas cannot split a micro-batch of 2 samples (at most "
+     "training.micro_batch = 2 replicas per stage)"},
+    {"warmup_value", edit(kBase, "schedule: dapple", "schedule: dapple\n  warmup: deeper"),
+     "strategy.warmup: "},
+    {"warmup_schedule", edit(kBase, "schedule: dapple", "schedule: gpipe\n  warmup: deep"),
+     "strategy.warmup: a warm-up depth is a 1F1B option; gpipe fixes its own"},
+    {"too_many_gpus",
+     edit(edit(kBase, "micro_batch: 2", "micro_batch: 4"), "- {layers: 0-1}",
+          "- {layers: 0-1, replicas: 4}"),
      "strategy.placement: the strategy needs 5 GPUs but the cluster has 4"},
     {"schedule", edit(kBase, "schedule: dapple", "schedule: dapel"),
      ":16:13: strategy.schedule: unknown or unavailable schedule 'dapel'; did you mean 'dapple'? "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -40,6 +41,8 @@ std::string to_yaml(const PipeSpec& p) {
     }
   }
   gpus *= p.data;
+  const int micro =
+      p.replicas.empty() ? 1 : *std::max_element(p.replicas.begin(), p.replicas.end());
   return fmt::format(R"(name: test
 cluster:
   gpu: {gpu}
@@ -50,7 +53,7 @@ model:
   layers:
 {layers}training:
   global_batch: {batch}
-  micro_batch: 1
+  micro_batch: {micro}
   precision: {precision}
   optimizer: {optimizer}
   iterations: {iters}
@@ -61,7 +64,8 @@ strategy:
 {stages}{extra})",
                      fmt::arg("gpu", p.gpu), fmt::arg("gpus", gpus), fmt::arg("bw", p.bandwidth),
                      fmt::arg("lat", p.latency), fmt::arg("layers", layers),
-                     fmt::arg("batch", p.micro_batches * p.data),
+                     // Times are per micro-batch whatever its size; each replica needs a sample.
+                     fmt::arg("batch", p.micro_batches * p.data * micro), fmt::arg("micro", micro),
                      fmt::arg("precision", p.precision), fmt::arg("optimizer", p.optimizer),
                      fmt::arg("iters", p.iterations), fmt::arg("schedule", p.schedule),
                      fmt::arg("data", p.data), fmt::arg("v", p.virtual_stages),
