@@ -74,11 +74,10 @@ std::string placement_table(const Scenario& s) {
   std::string out = "placement   ";
   const int positions = s.strategy.positions();
   // Warm-up depths when the scenario chose them (strategy.warmup other than `schedule`).
-  const bool chosen = std::any_of(s.strategy.stages.begin(), s.strategy.stages.end(),
-                                  [&](const StageSpec& st) {
-                                    return st.warmup.value_or(s.strategy.warmup) !=
-                                           Warmup::kSchedule;
-                                  });
+  const bool chosen =
+      std::any_of(s.strategy.stages.begin(), s.strategy.stages.end(), [&](const StageSpec& st) {
+        return st.warmup.value_or(s.strategy.warmup) != Warmup::kSchedule;
+      });
   const std::vector<int> in_flight = chosen ? warmup_depths(s) : std::vector<int>{};
   for (size_t c = 0; c < s.placement.size(); ++c) {
     for (int p = 0; p < positions; ++p) {
@@ -212,22 +211,40 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
   return kOk;
 }
 
+struct PlanArgs {
+  std::string file, json, time_limit;
+  std::vector<std::string> sets;
+  int top = 10, threads = 0;
+  bool exhaustive = false, quiet = false;
+};
+
 // Ranked strategies for the scenario; exit 1 when none fits in memory.
-int cmd_plan(const std::string& file, const std::vector<std::string>& sets, int top,
-             const std::string& json_path, std::ostream& out) {
+int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   PlanOptions options;
-  options.top = top;
-  const Plan p = plan(file, parse_overrides(sets), options);
+  options.top = a.top;
+  options.threads = a.threads;
+  options.exhaustive = a.exhaustive;
+  if (!a.quiet) options.progress = &err;
+  if (!a.time_limit.empty()) {
+    try {
+      options.time_limit_s = parse_time(a.time_limit).seconds();
+    } catch (InputError& e) {
+      throw InputError(e.what(), std::string(kTimeUnits), "--time-limit");
+    }
+  }
+  const Plan p = plan(a.file, parse_overrides(a.sets), options);
   const std::string text = to_json(p).dump(2) + "\n";
-  if (json_path == "-") {
+  if (a.json == "-") {
     out << text;
   } else {
-    if (!json_path.empty()) write_file(json_path, [&](std::ostream& f) { f << text; });
+    if (!a.json.empty()) write_file(a.json, [&](std::ostream& f) { f << text; });
     out << plan_table(p);
   }
   if (p.candidates.empty())
     throw SimulationProblem("no strategy could be simulated for this scenario");
-  if (p.candidates.front().oom) throw SimulationProblem("every strategy tried runs out of memory");
+  if (p.candidates.front().oom)
+    throw SimulationProblem(
+        "every strategy tried runs out of memory; the least memory is ranked first");
   return kOk;
 }
 
@@ -272,17 +289,26 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)");
   model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
 
-  std::string plan_file, plan_json;
-  std::vector<std::string> plan_sets;
-  int plan_top = 10;
+  PlanArgs plan_args;
   auto* plan_cmd = app.add_subcommand(
-      "plan", "search pipeline x replica x data splits and schedules by simulating each");
-  plan_cmd->add_option("scenario", plan_file, "scenario YAML file (the default without one)");
-  plan_cmd->add_option("--top", plan_top, "keep the K best candidates (default 10)")
+      "plan",
+      "search cuts, uneven replicas, data copies, micro-batch, schedule and placement: an "
+      "analytic DP, then the best simulated in full");
+  plan_cmd->add_option("scenario", plan_args.file, "scenario YAML file (the default without one)");
+  plan_cmd->add_option("--top", plan_args.top, "keep the K best candidates (default 10)")
       ->check(CLI::Range(1, 100000));
-  plan_cmd->add_option("--json", plan_json,
-                       "write {candidates, best} as JSON to F ('-' for stdout)");
-  plan_cmd->add_option("--set", plan_sets, "override a scenario key (repeatable)")->expected(1);
+  plan_cmd->add_option(
+      "--json", plan_args.json,
+      "write {best, candidates, pareto, baselines, ...} as JSON to F ('-' for stdout)");
+  plan_cmd->add_option("--set", plan_args.sets, "override a scenario key (repeatable)")
+      ->expected(1);
+  plan_cmd->add_option("--threads", plan_args.threads, "simulation threads (default: every core)")
+      ->check(CLI::Range(1, 4096));
+  plan_cmd->add_option("--time-limit", plan_args.time_limit,
+                       "stop simulating candidates after this long, e.g. 60s");
+  plan_cmd->add_flag("--exhaustive", plan_args.exhaustive,
+                     "simulate every strategy of the space (refused above 100000)");
+  plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
 
   try {
     try {
@@ -296,7 +322,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (run_cmd->parsed()) return cmd_run(run, out);
     if (order_cmd->parsed()) return cmd_order(order_file, order_sets, out);
     if (model_cmd->parsed()) return cmd_model(model_file, model_sets, model_json, out);
-    if (plan_cmd->parsed()) return cmd_plan(plan_file, plan_sets, plan_top, plan_json, out);
+    if (plan_cmd->parsed()) return cmd_plan(plan_args, out, err);
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";

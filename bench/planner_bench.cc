@@ -15,7 +15,7 @@ void run_plan(benchmark::State& state, const std::string& file) {
   int evaluated = 0;
   for (auto _ : state) {
     const Plan p = plan(file, {}, PlanOptions{});
-    evaluated = p.evaluated;
+    evaluated = p.simulated;
     benchmark::DoNotOptimize(p.candidates.data());
   }
   state.counters["strategies"] = evaluated;

@@ -3,168 +3,593 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
-#include <optional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "core/error.h"
 #include "core/units.h"
+#include "planner/baselines.h"
+#include "planner/search.h"
 #include "scenario/setup.h"
-#include "schedules/partition.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 
 namespace pipesim {
 namespace {
 
-std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int k = 1; k <= n; ++k)
-    if (n % k == 0) out.push_back(k);
+using planner::Costed;
+using planner::PlanPoint;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Micro-batch sizes worth trying: every divisor of the global batch when the model's costs
+// follow from the micro-batch (generated and shape-described layers), else the scenario's.
+std::vector<int64_t> micro_batch_sizes(const Scenario& s) {
+  const bool analytic = std::all_of(s.model.layers.begin(), s.model.layers.end(),
+                                    [](const Layer& l) { return l.source == "analytic"; });
+  if (!analytic) return {s.training.micro_batch};
+  std::vector<int64_t> out;
+  for (int64_t b = 1; b <= s.training.global_batch && out.size() < 64; ++b)
+    if (s.training.global_batch % b == 0) out.push_back(b);
   return out;
 }
 
-// The schedules tried: the scenario's own, and for synchronous training the two ends of
-// DAPPLE's trade-off, early-backward 1F1B (low memory) and GPipe with re-computation
-// (lowest memory); asynchronous training compares PipeDream with 2BW. Strategy keys other
-// than the split (all-reduce algorithm, buckets, a placement policy) are kept.
-std::vector<ScheduleKind> schedules_for(ScheduleKind own) {
-  std::vector<ScheduleKind> out{own};
-  const std::vector<ScheduleKind> more =
-      is_async(own)
-          ? std::vector<ScheduleKind>{ScheduleKind::kPipeDream, ScheduleKind::kPipeDream2BW}
-          : std::vector<ScheduleKind>{ScheduleKind::kDapple, ScheduleKind::kGpipe,
-                                      ScheduleKind::kGpipeRecompute};
-  for (const ScheduleKind k : more)
-    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+// The strategy section of a plan, in the form a scenario takes; strategy keys the planner
+// does not search (all-reduce algorithm, buckets) are the scenario's.
+nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
+  nlohmann::ordered_json st;
+  st["schedule"] = std::string(to_string(p.schedule));
+  st["stages"] = nlohmann::ordered_json::array();
+  for (const StageSpec& s : p.stages) {
+    st["stages"].push_back({{"layers", s.first_layer == s.last_layer
+                                           ? fmt::format("{}", s.first_layer)
+                                           : fmt::format("{}-{}", s.first_layer, s.last_layer)},
+                            {"replicas", s.replicas}});
+  }
+  st["data"] = p.data;
+  if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
+  if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
+  st["placement"] = std::string(to_string(p.placement));
+  if (base.strategy.allreduce) st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
+  if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
+    st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
+  if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
+  return st;
+}
+
+// What bounds a simulated plan, in one line.
+std::string why(const Report& r) {
+  const double span = r.makespan.seconds();
+  if (span <= 0) return "nothing to run";
+  const DeviceReport* busiest = &r.devices.front();
+  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest;
+  for (const DeviceReport& d : r.devices) {
+    if (d.busy > busiest->busy) busiest = &d;
+    if (d.exposed_allreduce > ar->exposed_allreduce) ar = &d;
+    if (d.exposed_pipeline_comm > pp->exposed_pipeline_comm) pp = &d;
+    if (d.capacity > 0 && static_cast<double>(d.peak_memory) / static_cast<double>(d.capacity) >
+                              static_cast<double>(mem->peak_memory) /
+                                  static_cast<double>(std::max<int64_t>(1, mem->capacity)))
+      mem = &d;
+  }
+  std::string out;
+  if (r.oom.oom) return "out of memory: " + r.oom_message;
+  const double busy = busiest->busy.seconds() / span;
+  const double idle = span - busiest->busy.seconds() - busiest->exposed_allreduce.seconds() -
+                      busiest->exposed_pipeline_comm.seconds();
+  const double a = ar->exposed_allreduce.seconds(), c = pp->exposed_pipeline_comm.seconds();
+  if (busy >= 0.75) {
+    out = fmt::format("compute of stage {} on {} (busy {:.0f} % of the iteration)", busiest->stage,
+                      busiest->name, 100 * busy);
+  } else if (a >= c && a >= idle) {
+    out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
+                      ar->name);
+  } else if (c >= idle) {
+    out = fmt::format("transfers between stages ({} waiting on {})",
+                      format_time(pp->exposed_pipeline_comm), pp->name);
+  } else {
+    out = fmt::format("pipeline fill and drain (bubble {:.0f} %)", 100 * r.bubble_fraction);
+  }
+  if (mem->capacity > 0 && mem->peak_memory * 10 > mem->capacity * 9)
+    out += fmt::format(
+        "; memory {:.0f} % of {} on {}",
+        100.0 * static_cast<double>(mem->peak_memory) / static_cast<double>(mem->capacity),
+        format_bytes(mem->capacity), mem->name);
   return out;
+}
+
+class Planner {
+ public:
+  Planner(const std::string& file, const std::vector<Override>& overrides,
+          const PlanOptions& options)
+      : file_(file), overrides_(overrides), opt_(options), base_(load_scenario(file, overrides)) {}
+
+  Plan run() {
+    const auto t0 = Clock::now();
+    Plan result;
+    std::vector<Costed> pool = opt_.exhaustive ? exhaustive_space() : analytic_phase(result);
+    if (opt_.exhaustive) result.explored = static_cast<int64_t>(pool.size());
+    progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, since(t0)));
+    std::erase_if(pool, [&](const Costed& c) {
+      const bool skip = c.estimate.work > opt_.max_sim_work;
+      result.too_large += skip;
+      return skip;
+    });
+    std::vector<Costed> chosen = opt_.exhaustive ? std::move(pool) : choose(std::move(pool));
+    std::vector<std::optional<Candidate>> sims = simulate_all(chosen, t0, result);
+    std::vector<Candidate> done;
+    for (auto& c : sims)
+      if (c) done.push_back(std::move(*c));
+    if (opt_.baselines) {
+      // The baselines' plans compete too: the planner never recommends less than they do.
+      result.baselines = baselines(t0);
+      std::set<std::string> have;
+      for (const Candidate& c : done)
+        have.insert(c.strategy.dump() + std::to_string(c.point.micro_batch));
+      for (const Baseline& b : result.baselines) {
+        if (b.result &&
+            have.insert(b.result->strategy.dump() + std::to_string(b.result->point.micro_batch))
+                .second)
+          done.push_back(*b.result);
+      }
+    }
+    result.simulated = static_cast<int>(done.size());
+    finish(done, result);
+    result.wall_s = since(t0);
+    return result;
+  }
+
+ private:
+  void progress(const std::string& line) const {
+    if (opt_.progress == nullptr) return;
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    *opt_.progress << "pipesim plan: " << line << "\n";
+  }
+
+  // The scenario at micro-batch b, its strategy replaced by a trivially valid one (the
+  // scenario's own may not fit another micro-batch).
+  std::vector<Override> with_micro_batch(int64_t b) const {
+    std::vector<Override> o = overrides_;
+    o.push_back({"training.micro_batch", std::to_string(b)});
+    o.push_back(
+        {"strategy", fmt::format("{{schedule: {}, pipeline: 1}}",
+                                 is_async(base_.strategy.schedule) ? "pipedream" : "dapple")});
+    return o;
+  }
+
+  std::vector<Costed> analytic_phase(Plan& result) {
+    std::vector<Costed> pool;
+    planner::SearchStats stats;
+    const int N = base_.cluster.num_devices();
+    for (const int64_t b : micro_batch_sizes(base_)) {
+      const Scenario sc = load_scenario(file_, with_micro_batch(b));
+      const planner::CostModel cm(sc);
+      for (int d = 1; d <= N; ++d) {
+        if (sc.training.global_batch % (b * d) != 0) continue;
+        const int64_t M = sc.training.global_batch / (b * d);
+        for (const auto& choice : planner::schedule_choices(base_)) {
+          for (Costed& c : planner::search(cm, choice, d, b, M, N / d, stats))
+            pool.push_back(std::move(c));
+        }
+      }
+    }
+    result.explored = stats.costed;
+    return pool;
+  }
+
+  // Phase 2's list: the best estimates that fit, the estimated time/memory front, and the
+  // placement variants of the best few; distinct strategies only.
+  std::vector<Costed> choose(std::vector<Costed> pool) {
+    auto better = [](const Costed& a, const Costed& b) {
+      if (a.estimate.fits != b.estimate.fits) return a.estimate.fits;
+      if (!a.estimate.fits) return a.estimate.peak_memory < b.estimate.peak_memory;
+      return a.estimate.iteration_s < b.estimate.iteration_s;
+    };
+    std::stable_sort(pool.begin(), pool.end(), better);
+    const size_t want = opt_.simulate > 0 ? static_cast<size_t>(opt_.simulate)
+                                          : std::max<size_t>(2 * static_cast<size_t>(opt_.top), 24);
+    std::vector<Costed> out;
+    std::set<std::string> seen;
+    auto take = [&](const Costed& c) {
+      const std::string key =
+          strategy_json(c.point, base_).dump() + std::to_string(c.point.micro_batch);
+      if (seen.insert(key).second) out.push_back(c);
+    };
+    for (size_t i = 0; i < pool.size() && out.size() < want; ++i) take(pool[i]);
+    // Estimated front of iteration time vs peak memory (by time, keep strictly smaller memory).
+    int64_t best_mem = std::numeric_limits<int64_t>::max();
+    size_t front = 0;
+    for (const Costed& c : pool) {
+      if (!c.estimate.fits || c.estimate.peak_memory >= best_mem) continue;
+      best_mem = c.estimate.peak_memory;
+      if (++front <= 16) take(c);
+    }
+    // Placement variants of the best few: the same stages on other GPUs.
+    const size_t variants = std::min<size_t>(out.size(), 8);
+    for (size_t i = 0; i < variants; ++i) {
+      std::set<std::vector<std::vector<std::vector<int>>>> placements;
+      for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
+                                  PlacementPolicy::kScatterFirst}) {
+        Costed c = out[i];
+        c.point.placement = pol;
+        std::vector<int> reps;
+        for (int q = 0; q < c.point.positions(); ++q)
+          reps.push_back(c.point.stages[static_cast<size_t>(q)].replicas);
+        if (placements.insert(place(base_.cluster, reps, c.point.data, pol)).second) take(c);
+      }
+    }
+    return out;
+  }
+
+  // Every strategy of the space: contiguous cuts, per-position replicas, data copies,
+  // schedules, micro-batch sizes and distinct placements.
+  std::vector<Costed> exhaustive_space() {
+    std::vector<Costed> out;
+    const int N = base_.cluster.num_devices();
+    for (const int64_t b : micro_batch_sizes(base_)) {
+      const Scenario sc = load_scenario(file_, with_micro_batch(b));
+      const planner::CostModel cm(sc);
+      const int L = cm.layers();
+      for (int d = 1; d <= N; ++d) {
+        if (sc.training.global_batch % (b * d) != 0) continue;
+        const int64_t M = sc.training.global_batch / (b * d);
+        for (const auto& choice : planner::schedule_choices(base_)) {
+          const bool inter = choice.kind == ScheduleKind::kInterleaved;
+          for (int P = 1; P <= std::min(L, N / d); ++P) {
+            for (int v = inter ? 2 : 1; P * v <= L; v *= 2) {
+              if (inter && (P < 2 || M % P != 0)) break;
+              enumerate(cm, choice, d, b, M, P, v, N, out);
+              if (!inter) break;
+            }
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  void enumerate(const planner::CostModel& cm, const planner::ScheduleChoice& choice, int d,
+                 int64_t b, int64_t M, int P, int v, int N, std::vector<Costed>& out) {
+    const int L = cm.layers(), G = P * v;
+    const int max_r = static_cast<int>(std::min<int64_t>(b, N / d));
+    // Cuts: G - 1 of the L - 1 boundaries, in lexicographic order.
+    std::vector<int> cut(static_cast<size_t>(G - 1));
+    for (int i = 0; i < G - 1; ++i) cut[static_cast<size_t>(i)] = i + 1;
+    for (bool more = true; more;) {
+      std::vector<StageSpec> stages;
+      int first = 0;
+      for (int i = 0; i < G; ++i) {
+        const int end = i + 1 < G ? cut[static_cast<size_t>(i)] : L;
+        stages.push_back({first, end - 1, 1, std::nullopt});
+        first = end;
+      }
+      std::vector<int> reps(static_cast<size_t>(P), 1);
+      for (bool rmore = true; rmore;) {
+        int sum = 0;
+        for (int r : reps) sum += r;
+        if (sum * d <= N) {
+          std::set<std::vector<std::vector<std::vector<int>>>> placements;
+          for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
+                                      PlacementPolicy::kScatterFirst}) {
+            if (!placements.insert(place(cm.scenario().cluster, reps, d, pol)).second) continue;
+            PlanPoint p;
+            p.stages = stages;
+            for (int g = 0; g < G; ++g)
+              p.stages[static_cast<size_t>(g)].replicas = reps[static_cast<size_t>(g % P)];
+            p.data = d;
+            p.micro_batch = b;
+            p.schedule = choice.kind;
+            p.warmup = choice.warmup;
+            p.virtual_stages = v;
+            p.placement = pol;
+            if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
+              throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
+                                           kMaxExhaustive),
+                               "a smaller cluster or model, or the planner without --exhaustive",
+                               "plan");
+            }
+            const planner::Estimate e = cm.estimate(p, M);
+            out.push_back({std::move(p), e});
+          }
+        }
+        // Next replica vector (odometer over 1..max_r).
+        rmore = false;
+        for (int i = P - 1; i >= 0; --i) {
+          if (reps[static_cast<size_t>(i)] < max_r) {
+            ++reps[static_cast<size_t>(i)];
+            for (int k = i + 1; k < P; ++k) reps[static_cast<size_t>(k)] = 1;
+            rmore = true;
+            break;
+          }
+        }
+      }
+      // Next combination of cuts.
+      more = false;
+      for (int i = G - 2; i >= 0; --i) {
+        if (cut[static_cast<size_t>(i)] < L - (G - 1 - i)) {
+          ++cut[static_cast<size_t>(i)];
+          for (int k = i + 1; k < G - 1; ++k)
+            cut[static_cast<size_t>(k)] = cut[static_cast<size_t>(k) - 1] + 1;
+          more = true;
+          break;
+        }
+      }
+    }
+  }
+
+  // One strategy simulated in full: the scenario with its strategy (and micro-batch)
+  // replaced, loaded through the normal validation. Empty if the loader refuses it.
+  std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const {
+    Candidate c;
+    c.point = p;
+    c.strategy = strategy_json(p, base_);
+    if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
+    c.estimate_s = estimate;
+    std::vector<Override> with = overrides_;
+    if (c.micro_batch) with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
+    with.push_back({"strategy", c.strategy.dump()});
+    try {
+      const Scenario sc = load_scenario(file_, with);
+      const TaskGraph graph = scenario_task_graph(sc);
+      const Timeline tl = simulate(graph, sc.cluster);
+      const RunInfo info{sc.name,
+                         std::string(to_string(p.schedule)),
+                         sc.training.global_batch,
+                         sc.training.iterations,
+                         is_async(p.schedule),
+                         0.0};
+      const Report rep = make_report(graph, sc.cluster, tl, info);
+      c.makespan_s = rep.makespan.seconds();
+      c.iteration_s = rep.iteration_time.seconds();
+      c.throughput = rep.throughput;
+      for (const DeviceReport& dr : rep.devices)
+        c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
+      c.oom = rep.oom.oom;
+      c.why = why(rep);
+    } catch (const InputError&) {
+      return std::nullopt;
+    }
+    return c;
+  }
+
+  std::vector<std::optional<Candidate>> simulate_all(const std::vector<Costed>& list,
+                                                     Clock::time_point t0, Plan& result) {
+    std::vector<std::optional<Candidate>> out(list.size());
+    std::atomic<size_t> next{0}, finished{0};
+    std::atomic<bool> timed_out{false};
+    std::atomic<int> rejected{0};
+    std::mutex best_mutex;
+    double best = 0;
+    progress(fmt::format("simulating {} strategies", list.size()));
+    auto worker = [&] {
+      for (size_t i; (i = next++) < list.size();) {
+        if (i > 0 && opt_.time_limit_s > 0 &&
+            since(t0) > opt_.time_limit_s) {  // the best estimate always runs
+          timed_out = true;
+          continue;
+        }
+        out[i] = simulate_one(list[i].point, list[i].estimate.iteration_s);
+        if (!out[i]) {
+          ++rejected;
+          continue;
+        }
+        const size_t n = ++finished;
+        std::lock_guard<std::mutex> lock(best_mutex);
+        if (!out[i]->oom) best = std::max(best, out[i]->throughput);
+        if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
+          progress(
+              fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
+      }
+    };
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t threads = std::min<size_t>(list.size(), opt_.threads > 0 ? opt_.threads : hw);
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    result.timed_out = timed_out;
+    result.rejected = rejected;
+    return out;
+  }
+
+  static bool ranks_before(const Candidate& a, const Candidate& b) {
+    if (a.oom != b.oom) return !a.oom;
+    if (!a.oom && a.throughput != b.throughput) return a.throughput > b.throughput;
+    if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
+    return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
+  }
+
+  void finish(std::vector<Candidate>& done, Plan& result) const {
+    std::sort(done.begin(), done.end(), ranks_before);
+    double sum = 0;
+    for (const Candidate& c : done) {
+      const double e = std::abs(c.estimate_s - c.iteration_s) / std::max(1e-12, c.iteration_s);
+      sum += e;
+      result.estimate_error_max = std::max(result.estimate_error_max, e);
+    }
+    if (!done.empty()) result.estimate_error_mean = sum / static_cast<double>(done.size());
+    // Pareto front over (iteration time, peak memory) among those that fit (all if none).
+    const bool any_fit = !done.empty() && !done.front().oom;
+    std::vector<const Candidate*> by_time;
+    for (const Candidate& c : done)
+      if (!any_fit || !c.oom) by_time.push_back(&c);
+    std::stable_sort(by_time.begin(), by_time.end(), [](const Candidate* a, const Candidate* b) {
+      if (a->iteration_s != b->iteration_s) return a->iteration_s < b->iteration_s;
+      return a->peak_memory < b->peak_memory;
+    });
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (const Candidate* c : by_time) {
+      if (c->peak_memory < least) {
+        least = c->peak_memory;
+        result.pareto.push_back(*c);
+      }
+    }
+    if (done.size() > static_cast<size_t>(opt_.top)) done.resize(static_cast<size_t>(opt_.top));
+    result.candidates = std::move(done);
+  }
+
+  std::vector<Baseline> baselines(Clock::time_point t0) const {
+    std::vector<Baseline> out;
+    const ScheduleKind kind =
+        is_async(base_.strategy.schedule) ? ScheduleKind::kPipeDream : ScheduleKind::kDapple;
+    const std::pair<const char*, StagePlan (*)(const Scenario&)> makers[] = {
+        {"pipedream", &pipedream_baseline},
+        {"dapple", &dapple_baseline},
+        {"data_parallel", &data_parallel_baseline}};
+    for (const auto& [name, make] : makers) {
+      Baseline b;
+      b.name = name;
+      try {
+        const StagePlan sp = make(base_);
+        b.note = sp.note;
+        PlanPoint p;
+        p.stages = sp.stages;
+        p.data = sp.data;
+        p.micro_batch = base_.training.micro_batch;
+        p.schedule = kind;
+        const int64_t M = base_.training.global_batch / (p.micro_batch * p.data);
+        const planner::Estimate e = planner::CostModel(base_).estimate(p, M);
+        if (e.work > opt_.max_sim_work) {
+          b.error = fmt::format("too large to simulate here (work {:.3g}): {}", e.work, sp.note);
+        } else if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) {
+          b.error = "not simulated: the time limit was reached";
+        } else {
+          b.result = simulate_one(p, e.iteration_s);
+          if (!b.result) b.error = "the loader refused the baseline's plan";
+        }
+      } catch (const InputError& e) {
+        b.error = e.what();
+      }
+      out.push_back(std::move(b));
+    }
+    progress(fmt::format("baselines simulated at {:.2f} s", since(t0)));
+    return out;
+  }
+
+  std::string file_;
+  std::vector<Override> overrides_;
+  PlanOptions opt_;
+  Scenario base_;
+  mutable std::mutex progress_mutex_;
+};
+
+nlohmann::ordered_json candidate_json(const Candidate& c) {
+  nlohmann::ordered_json j;
+  j["strategy"] = c.strategy;
+  if (c.micro_batch) j["training"] = {{"micro_batch", *c.micro_batch}};
+  j["makespan_s"] = c.makespan_s;
+  j["iteration_time_s"] = c.iteration_s;
+  j["throughput_samples_per_s"] = c.throughput;
+  j["peak_memory_bytes"] = c.peak_memory;
+  j["oom"] = c.oom;
+  j["why"] = c.why;
+  j["estimated_iteration_time_s"] = c.estimate_s;
+  return j;
 }
 
 }  // namespace
 
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
-  const Scenario base = load_scenario(file, overrides);
-  const int gpus = base.cluster.num_devices();
-  const int layers = static_cast<int>(base.model.layers.size());
-  Plan result;
-  for (const int data : divisors(gpus)) {
-    if (base.training.global_batch % (base.training.micro_batch * data) != 0) continue;
-    const int64_t micro_batches = base.training.global_batch / (base.training.micro_batch * data);
-    for (const int replicas : divisors(gpus / data)) {
-      const int pipeline = gpus / data / replicas;
-      for (const ScheduleKind kind : schedules_for(base.strategy.schedule)) {
-        // An interleaved schedule keeps the scenario's chunks per device.
-        const int chunks = kind == ScheduleKind::kInterleaved ? base.strategy.virtual_stages : 1;
-        if (pipeline * chunks > layers) continue;
-        const std::vector<StageSpec> stages =
-            even_partition(base.model, pipeline * chunks, replicas);
-        nlohmann::ordered_json st;
-        st["schedule"] = std::string(to_string(kind));
-        st["stages"] = nlohmann::ordered_json::array();
-        for (const StageSpec& s : stages) {
-          st["stages"].push_back({{"layers", fmt::format("{}-{}", s.first_layer, s.last_layer)},
-                                  {"replicas", replicas}});
-        }
-        st["data"] = data;
-        if (base.strategy.allreduce)
-          st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
-        if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
-          st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
-        if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
-        if (chunks > 1) st["virtual_stages"] = chunks;
-        if (!base.explicit_placement && base.placement_policy != PlacementPolicy::kAppendFirst)
-          st["placement"] = std::string(to_string(base.placement_policy));
-        const double ops =
-            static_cast<double>(micro_batches) * gpus * chunks * 3 * base.training.iterations;
-        if (ops > static_cast<double>(options.max_ops)) {
-          ++result.skipped;
-          continue;
-        }
-        std::vector<Override> with = overrides;
-        with.push_back({"strategy", st.dump()});
-        std::optional<Scenario> sc;
-        std::optional<TaskGraph> graph;
-        try {
-          sc.emplace(load_scenario(file, with));
-          graph.emplace(scenario_task_graph(*sc));
-        } catch (const InputError&) {
-          ++result.rejected;  // e.g. a micro-batch that does not split across the replicas
-          continue;
-        }
-        const Timeline tl = simulate(*graph, sc->cluster);
-        const RunInfo info{sc->name,
-                           std::string(to_string(kind)),
-                           sc->training.global_batch,
-                           sc->training.iterations,
-                           is_async(kind),
-                           0.0};
-        const Report rep = make_report(*graph, sc->cluster, tl, info);
-        Candidate c;
-        c.strategy = std::move(st);
-        c.pipeline = pipeline;
-        c.replicas = replicas;
-        c.data = data;
-        c.micro_batches = micro_batches;
-        c.schedule = std::string(to_string(kind));
-        c.makespan_s = rep.makespan.seconds();
-        c.throughput = rep.throughput;
-        for (const DeviceReport& d : rep.devices)
-          c.peak_memory = std::max(c.peak_memory, d.peak_memory);
-        c.oom = rep.oom.oom;
-        result.candidates.push_back(std::move(c));
-        ++result.evaluated;
-      }
-    }
-  }
-  // Fitting candidates by throughput (ties: less memory), then the rest by memory.
-  std::stable_sort(result.candidates.begin(), result.candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     if (a.oom != b.oom) return !a.oom;
-                     if (!a.oom && a.throughput != b.throughput) return a.throughput > b.throughput;
-                     return a.peak_memory < b.peak_memory;
-                   });
-  if (result.candidates.size() > static_cast<size_t>(options.top))
-    result.candidates.resize(static_cast<size_t>(options.top));
-  return result;
+  return Planner(file, overrides, options).run();
 }
 
 nlohmann::ordered_json to_json(const Plan& p) {
   nlohmann::ordered_json j;
-  auto one = [](const Candidate& c) {
-    return nlohmann::ordered_json{{"strategy", c.strategy},
-                                  {"makespan_s", c.makespan_s},
-                                  {"throughput_samples_per_s", c.throughput},
-                                  {"peak_memory_bytes", c.peak_memory},
-                                  {"oom", c.oom},
-                                  {"pipeline", c.pipeline},
-                                  {"replicas", c.replicas},
-                                  {"data", c.data},
-                                  {"micro_batches", c.micro_batches}};
-  };
+  j["best"] =
+      p.candidates.empty() ? nlohmann::ordered_json(nullptr) : candidate_json(p.candidates.front());
   j["candidates"] = nlohmann::ordered_json::array();
-  for (const Candidate& c : p.candidates) j["candidates"].push_back(one(c));
-  j["best"] = p.candidates.empty() ? nlohmann::ordered_json(nullptr) : one(p.candidates.front());
-  j["evaluated"] = p.evaluated;
-  j["rejected"] = p.rejected;
-  j["skipped"] = p.skipped;
+  for (const Candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
+  j["pareto"] = nlohmann::ordered_json::array();
+  for (const Candidate& c : p.pareto) j["pareto"].push_back(candidate_json(c));
+  j["baselines"] = nlohmann::ordered_json::object();
+  for (const Baseline& b : p.baselines) {
+    nlohmann::ordered_json x =
+        b.result ? candidate_json(*b.result) : nlohmann::ordered_json::object();
+    x["note"] = b.note;
+    if (!b.error.empty()) x["error"] = b.error;
+    if (b.result && !p.candidates.empty() && b.result->throughput > 0 && !b.result->oom)
+      x["best_speedup"] = p.candidates.front().throughput / b.result->throughput;
+    j["baselines"][b.name] = x;
+  }
+  j["explored"] = p.explored;
+  j["simulated"] = p.simulated;
+  j["timed_out"] = p.timed_out;
+  j["too_large_to_simulate"] = p.too_large;
+  j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
+  j["wall_s"] = p.wall_s;
   return j;
 }
 
+namespace {
+std::string layout(const Candidate& c) {
+  std::string reps;
+  for (int q = 0; q < c.point.positions(); ++q)
+    reps += fmt::format("{}{}", q ? "-" : "", c.point.stages[static_cast<size_t>(q)].replicas);
+  return fmt::format("{}x{}{}", reps, c.point.data,
+                     c.point.virtual_stages > 1 ? fmt::format(" v{}", c.point.virtual_stages) : "");
+}
+std::string schedule_name(const Candidate& c) {
+  return fmt::format(
+      "{}{}", to_string(c.point.schedule),
+      c.point.warmup != Warmup::kSchedule ? fmt::format("/{}", to_string(c.point.warmup)) : "");
+}
+std::string row(const std::string& rank, const Candidate& c) {
+  return fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", rank,
+                     schedule_name(c), layout(c), c.point.micro_batch, to_string(c.point.placement),
+                     format_time(Time::ps(std::llround(c.iteration_s * 1e12))),
+                     format_time(Time::ps(std::llround(c.estimate_s * 1e12))),
+                     fmt::format("{:.1f}", c.throughput), format_bytes(c.peak_memory),
+                     c.oom ? "OUT OF MEMORY" : c.why);
+}
+}  // namespace
+
 std::string plan_table(const Plan& p) {
-  std::string out = fmt::format("{:>4}  {:<16} {:>8} {:>8} {:>5} {:>6} {:>12} {:>14} {:>12}  {}\n",
-                                "rank", "schedule", "pipeline", "replicas", "data", "M", "makespan",
-                                "samples/s", "peak mem", "oom");
-  for (size_t i = 0; i < p.candidates.size(); ++i) {
-    const Candidate& c = p.candidates[i];
-    out +=
-        fmt::format("{:>4}  {:<16} {:>8} {:>8} {:>5} {:>6} {:>12} {:>14.1f} {:>12}  {}\n", i + 1,
-                    c.schedule, c.pipeline, c.replicas, c.data, c.micro_batches,
-                    format_time(Time::ps(static_cast<int64_t>(std::llround(c.makespan_s * 1e12)))),
-                    c.throughput, format_bytes(c.peak_memory), c.oom ? "yes" : "no");
+  std::string out =
+      fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", "rank",
+                  "schedule", "replicas x data", "mb", "placement", "iteration", "estimate",
+                  "samples/s", "peak mem", "bound by");
+  for (size_t i = 0; i < p.candidates.size(); ++i)
+    out += row(std::to_string(i + 1), p.candidates[i]);
+  out += "\nPareto front (iteration time vs peak memory):\n";
+  for (const Candidate& c : p.pareto) out += row("", c);
+  if (!p.baselines.empty()) {
+    out += "\nbaselines (same simulator):\n";
+    std::string summary;
+    for (const Baseline& b : p.baselines) {
+      if (!b.result) {
+        out += fmt::format("{:>5}  {}: {}\n", "", b.name, b.error);
+        continue;
+      }
+      out += row(b.name == "data_parallel" ? "dp" : b.name.substr(0, 5), *b.result);
+      if (!p.candidates.empty() && !b.result->oom && b.result->throughput > 0) {
+        summary += fmt::format("{}{}'s by {:.2f}x", summary.empty() ? "" : ", ",
+                               b.name == "data_parallel" ? "data parallel" : b.name,
+                               p.candidates.front().throughput / b.result->throughput);
+      }
+    }
+    if (!summary.empty()) out += "best beats " + summary + "\n";
   }
-  out += fmt::format("{} strategies simulated, {} invalid for this scenario, {} too large to try\n",
-                     p.evaluated, p.rejected, p.skipped);
-  if (!p.candidates.empty()) out += "best strategy: " + p.candidates.front().strategy.dump() + "\n";
+  out += fmt::format(
+      "\n{} strategies costed, {} simulated in {:.2f} s{}{}; estimate error {:.1f} % mean, {:.1f} "
+      "% "
+      "max\n",
+      p.explored, p.simulated, p.wall_s, p.timed_out ? " (time limit reached)" : "",
+      p.too_large > 0 ? fmt::format(", {} too large to simulate", p.too_large) : "",
+      100 * p.estimate_error_mean, 100 * p.estimate_error_max);
+  if (!p.candidates.empty()) {
+    const Candidate& b = p.candidates.front();
+    out += "best strategy: " + b.strategy.dump() + "\n";
+    if (b.micro_batch) out += fmt::format("with training.micro_batch: {}\n", *b.micro_batch);
+  }
   return out;
 }
 

@@ -1,46 +1,78 @@
-// Strategy search (`pipesim plan`): every way to use the scenario's GPUs as
-// pipeline stages x stage replicas x data-parallel copies, with the model split into
-// stages of balanced compute (schedules/partition.h), under a few schedules, each
-// simulated end to end; ranked by throughput among those that fit in memory.
+// Strategy search (`pipesim plan`, SPEC section 6), in two phases:
 //
-// Every candidate is the scenario with its `strategy` section replaced, loaded through
-// the same validation as a hand-written one, so each can be pasted back into a scenario.
+//  1. Analytic: for every micro-batch size (when the model's costs follow from it), data-
+//     parallel degree and schedule, a DP over stages, layers and GPUs (planner/search.h)
+//     costs pipelines with uneven replicas and cuts chosen for compute, transfers and
+//     memory, using at most the cluster's GPUs (fewer when that is faster).
+//  2. Simulation, the judge: the best estimates, the estimated time/memory Pareto front and
+//     their placement variants (fresh-first, append-first, scatter-first) are simulated in
+//     full, in parallel threads, each as the scenario with its `strategy` (and micro-batch)
+//     replaced and loaded through the same validation as a hand-written one. Ranked by
+//     simulated throughput among those that fit in memory.
+//
+// Baselines (PipeDream's and DAPPLE's planners, pure data parallel) go through the same
+// simulator. `exhaustive` simulates the whole space instead of phase 1's choice.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "planner/cost_model.h"
 #include "scenario/scenario.h"
 
 namespace pipesim {
 
 struct PlanOptions {
-  int top = 10;  // candidates kept in the result
-  // Skip candidates whose task graph would exceed this many compute ops (keeps a plan of a
-  // large cluster to minutes); they are counted as skipped.
-  int64_t max_ops = 4'000'000;
+  int top = 10;                      // candidates kept in the result
+  int threads = 0;                   // simulation threads; 0: every core
+  double time_limit_s = 0;           // stop simulating after this long (0: no limit)
+  bool exhaustive = false;           // simulate every strategy of the space (<= kMaxExhaustive)
+  std::ostream* progress = nullptr;  // progress lines (costed, simulated, best so far)
+  int simulate = 0;                  // strategies to simulate in phase 2; 0: max(2 top, 24)
+  bool baselines = true;
+  // Strategies whose simulation would cost more than this (CostModel::simulation_work, about
+  // a second per million on one core) are not simulated.
+  double max_sim_work = 4e6;
 };
 
+inline constexpr int64_t kMaxExhaustive = 100'000;
+
 struct Candidate {
-  nlohmann::ordered_json strategy;  // the scenario's strategy section, in its YAML form
-  int pipeline = 1, replicas = 1, data = 1;
-  int64_t micro_batches = 1;
-  std::string schedule;
-  double makespan_s = 0;
-  double throughput = 0;
+  planner::PlanPoint point;
+  nlohmann::ordered_json strategy;     // pasteable into a scenario's strategy section
+  std::optional<int64_t> micro_batch;  // training.micro_batch, when it differs from the scenario's
+  double estimate_s = 0;               // the analytic iteration time
+  double makespan_s = 0, iteration_s = 0, throughput = 0;
   int64_t peak_memory = 0;
   bool oom = false;
+  std::string why;  // what bounds it
+};
+
+struct Baseline {
+  std::string name;  // pipedream | dapple | data_parallel
+  std::string note;  // how the baseline planner got its plan
+  std::optional<Candidate> result;
+  std::string error;  // when the plan could not be simulated
 };
 
 struct Plan {
   std::vector<Candidate> candidates;  // best first: fitting by throughput, then OOM by memory
-  int evaluated = 0;
-  int rejected = 0;  // invalid for this scenario (e.g. micro-batches not divisible)
-  int skipped = 0;   // over PlanOptions::max_ops
+  std::vector<Candidate> pareto;      // simulated, no other is both faster and smaller
+  std::vector<Baseline> baselines;
+  int64_t explored = 0;  // strategies costed
+  int simulated = 0;     // strategies simulated in full
+  int rejected = 0;      // simulated candidates the loader refused (should stay 0)
+  int too_large = 0;     // chosen by the estimate but too large to simulate
+  bool timed_out = false;
+  double wall_s = 0;
+  double estimate_error_mean = 0, estimate_error_max = 0;  // |estimate - simulated| / simulated
 };
 
 // `file` empty: the embedded default scenario. `overrides` apply before the search.
+// Throws InputError for a bad scenario or an exhaustive space past kMaxExhaustive.
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options);
 

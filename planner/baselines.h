@@ -1,0 +1,34 @@
+// The planners of the papers we compare against, reimplemented on our cost inputs:
+// PipeDream's hierarchical dynamic program (Narayanan et al., SOSP'19, as its public
+// optimizer_graph_hierarchical.py computes it), DAPPLE's planner (Fan et al., PPoPP'21, as
+// its HPGO crate computes it) and plain data parallelism. Each returns a plan our scenario
+// loader accepts, so the baseline's choice can be simulated beside our own planner's.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scenario/scenario.h"
+
+namespace pipesim {
+
+// A plan for one pipeline copy (consecutive stages covering every layer, each with its
+// replica count) and the number of data-parallel copies; what the baselines return.
+struct StagePlan {
+  std::vector<StageSpec> stages;  // StageSpec{first_layer, last_layer, replicas, std::nullopt}
+  int data = 1;
+  // One line: how the baseline got it (e.g. "PipeDream DP: 15-1, predicted 12.3
+  // ms/minibatch"), and what was changed to make it loadable.
+  std::string note;
+};
+
+// PipeDream: levels GPUs-in-a-node then nodes, each with its own bandwidth; per-stage
+// replication, no data-parallel copies (data = 1). Times are the profile's per micro-batch.
+StagePlan pipedream_baseline(const Scenario& s);
+// DAPPLE: stages with mp GPUs each in rp copies (replicas = mp, data = rp), chosen by the
+// analytic iteration latency over its DP plans and all two-stage splits.
+StagePlan dapple_baseline(const Scenario& s);
+// One stage with every layer: the most GPUs that data copies times stage replicas can use.
+StagePlan data_parallel_baseline(const Scenario& s);
+
+}  // namespace pipesim

@@ -1,0 +1,295 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "scenario/setup.h"
+#include "schedules/partition.h"
+
+namespace pipesim::planner {
+
+int PlanPoint::gpus() const {
+  int per_copy = 0;
+  for (int p = 0; p < positions(); ++p) per_copy += stages[static_cast<size_t>(p)].replicas;
+  return per_copy * data;
+}
+
+ScheduleTraits traits(ScheduleKind k, Warmup w) {
+  ScheduleTraits t;
+  switch (k) {
+    case ScheduleKind::kGpipe:
+      t.all_in_flight = true;
+      break;
+    case ScheduleKind::kGpipeRecompute:
+      t.recompute = true;
+      break;
+    case ScheduleKind::kDapple:
+      t.deep = w != Warmup::kSchedule;
+      t.exposed_hops = w == Warmup::kSchedule;
+      break;
+    case ScheduleKind::kZbH1:
+      t.w_fill = 1;
+      break;
+    case ScheduleKind::kZbH2:
+      t.w_fill = 2;
+      t.deep = true;
+      break;
+    case ScheduleKind::kPipeDream:
+      t.async = true;
+      t.stashed = -1;
+      break;
+    case ScheduleKind::kPipeDream2BW:
+      t.async = true;
+      t.stashed = 1;
+      break;
+    case ScheduleKind::kInterleaved:
+      break;
+  }
+  return t;
+}
+
+CostModel::CostModel(const Scenario& s) : s_(s) {
+  const size_t L = s.model.layers.size();
+  for (auto* v : {&f_, &b_, &w_, &opt_}) v->assign(L + 1, 0.0);
+  for (auto* v : {&act_, &params_}) v->assign(L + 1, 0);
+  for (size_t l = 0; l < L; ++l) {
+    const Layer& x = s.model.layers[l];
+    f_[l + 1] = f_[l] + x.forward.seconds();
+    b_[l + 1] = b_[l] + x.backward_input.seconds();
+    w_[l + 1] = w_[l] + x.backward_weight.seconds();
+    opt_[l + 1] = opt_[l] + x.optimizer.seconds();
+    act_[l + 1] = act_[l] + x.activation_bytes;
+    params_[l + 1] = params_[l] + x.params;
+    out_.push_back(x.output_bytes);
+  }
+  input_bytes_ = s.model.input_bytes;
+  capacity_ = std::numeric_limits<int64_t>::max();
+  for (const Device& d : s.cluster.devices()) {
+    capacity_ = std::min(capacity_, d.gpu.memory_bytes);
+    reserved_ = std::max(reserved_, d.gpu.reserved_bytes);
+  }
+  pb_ = bytes_per_param(s.training.precision, s.training.optimizer);
+}
+
+namespace {
+size_t u(int v) {
+  return static_cast<size_t>(v);
+}
+}  // namespace
+
+double CostModel::forward_time(int first, int last, int replicas) const {
+  return (f_[u(last) + 1] - f_[u(first)]) / replicas;
+}
+double CostModel::weight_time(int first, int last, int replicas) const {
+  return (w_[u(last) + 1] - w_[u(first)]) / replicas;
+}
+double CostModel::optimizer_time(int first, int last) const {
+  return opt_[u(last) + 1] - opt_[u(first)];
+}
+
+double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
+  const double fwd = f_[u(last) + 1] - f_[u(first)];
+  const double bwd = b_[u(last) + 1] - b_[u(first)] + w_[u(last) + 1] - w_[u(first)];
+  return ((t.recompute ? 2 : 1) * fwd + bwd) / replicas;
+}
+
+int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
+                                const ScheduleTraits& t) const {
+  const int64_t params = params_[u(last) + 1] - params_[u(first)];
+  const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
+  const auto per_param =
+      static_cast<double>(pb_.weights + pb_.gradients + pb_.optimizer + stashed * pb_.weights);
+  const double act = static_cast<double>(act_[u(last) + 1] - act_[u(first)]) / replicas;
+  double live = 0;
+  if (t.recompute) {
+    const int64_t in = first == 0 ? input_bytes_ : out_[u(first) - 1];
+    live = static_cast<double>(M) * std::min(static_cast<double>(in) / replicas, act) + act;
+  } else if (t.all_in_flight) {
+    live = static_cast<double>(M) * act;
+  } else {
+    const int64_t k = t.deep ? 2 * (S - s) - 1 : S - s;
+    live = static_cast<double>(std::min<int64_t>(k, M)) * act;
+  }
+  const double total = static_cast<double>(params) * per_param + live + reserved_;
+  return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);
+}
+
+double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const {
+  if (bytes <= 0) return 0;
+  const auto key = std::make_tuple(g0, r0, g1, r1);
+  auto it = cut_cache_.find(key);
+  if (it == cut_cache_.end()) {
+    // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch. Bytes
+    // leaving and entering each GPU, and each server when they cross servers.
+    const Cluster& c = s_.cluster;
+    std::map<int, double> dev_out, dev_in, node_out, node_in;
+    double latency = 0, per_byte = 0;
+    for (int i = 0; i < r0; ++i) {
+      for (int j = 0; j < r1; ++j) {
+        const int64_t lo = std::max<int64_t>(int64_t{i} * r1, int64_t{j} * r0);
+        const int64_t hi = std::min<int64_t>(int64_t{i + 1} * r1, int64_t{j + 1} * r0);
+        if (hi <= lo) continue;
+        const double share = static_cast<double>(hi - lo) / (double(r0) * r1);
+        const int a = g0 + i, b = g1 + j;
+        if (a == b || a >= c.num_devices() || b >= c.num_devices()) continue;
+        const Route& route = c.route(a, b);
+        latency = std::max(latency, route.latency.seconds());
+        const double bw = route.bottleneck_bytes_per_s;
+        if (c.device(a).node != c.device(b).node) {
+          node_out[c.device(a).node] += share / bw;
+          node_in[c.device(b).node] += share / bw;
+        } else {
+          dev_out[a] += share / bw;
+          dev_in[b] += share / bw;
+        }
+      }
+    }
+    for (const auto* m : {&dev_out, &dev_in, &node_out, &node_in}) {
+      for (const auto& [k, v] : *m) per_byte = std::max(per_byte, v);
+    }
+    it = cut_cache_.emplace(key, std::make_pair(latency, per_byte)).first;
+  }
+  return it->second.first + it->second.second * static_cast<double>(bytes);
+}
+
+double CostModel::allreduce_time(int g, int r, int data, int stride, int first, int last) const {
+  const int64_t bytes = (params_[u(last) + 1] - params_[u(first)]) * pb_.gradients;
+  if (r * data < 2 || bytes <= 0) return 0;
+  const auto key = std::make_tuple(g, r, data, stride, bytes);
+  if (auto it = ar_cache_.find(key); it != ar_cache_.end()) return it->second;
+  std::vector<int> devices;
+  for (int c = 0; c < data; ++c) {
+    for (int i = 0; i < r; ++i) {
+      const int d = c * stride + g + i;
+      if (d < s_.cluster.num_devices()) devices.push_back(d);
+    }
+  }
+  double best = std::numeric_limits<double>::infinity();
+  const std::vector<AllReduceAlgo> algos =
+      s_.strategy.allreduce ? std::vector<AllReduceAlgo>{*s_.strategy.allreduce}
+                            : std::vector<AllReduceAlgo>{AllReduceAlgo::kRing, AllReduceAlgo::kTree,
+                                                         AllReduceAlgo::kHierarchical};
+  for (AllReduceAlgo a : algos)
+    best = std::min(best, allreduce_estimate(s_.cluster, devices, bytes, a).seconds());
+  ar_cache_.emplace(key, best);
+  return best;
+}
+
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {
+  const ScheduleTraits t = traits(p.schedule, p.warmup);
+  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
+  int per_copy = 0;
+  std::vector<int> start(u(P));  // first device of each position in copy 0
+  for (int q = 0; q < P; ++q) {
+    start[u(q)] = per_copy;
+    per_copy += p.stages[u(q)].replicas;
+  }
+  // Per position: time per micro-batch (its chunks together), W, memory; per global cut.
+  std::vector<double> dev_t(u(P), 0), dev_w(u(P), 0), dev_f(u(P), 0);
+  std::vector<int64_t> dev_mem(u(P), 0);
+  double cuts = 0, block = 0, stall = 0;
+  for (int g = 0; g < G; ++g) {
+    const StageSpec& st = p.stages[u(g)];
+    const int q = g % P;
+    dev_t[u(q)] += stage_time(st.first_layer, st.last_layer, st.replicas, t);
+    dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
+    dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
+    if (v == 1) {
+      dev_mem[u(q)] = stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t);
+    } else {
+      // Interleaved: static memory of every chunk, plus (P - q - 1) * 2 + (v - 1) * P + 1
+      // chunk activations at the peak (the reference table's 11, 9, 7, 5 for P = 4, v = 2),
+      // taken as the device's average chunk.
+      const int64_t chunks = std::min<int64_t>((P - q - 1) * 2 + (v - 1) * P + 1, v * M);
+      const int64_t act = (act_[u(st.last_layer) + 1] - act_[u(st.first_layer)]) / st.replicas;
+      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, 0, t) -
+                       (g < P ? 0 : reserved_) + act * chunks / v;
+    }
+    if (g + 1 < G) {
+      const StageSpec& nx = p.stages[u(g) + 1];
+      const double c = cut_time(start[u(q)], st.replicas, start[u((g + 1) % P)], nx.replicas,
+                                output_bytes(st.last_layer));
+      cuts += c;
+      block = std::max(block, c);
+      if (t.exposed_hops) {
+        stall = std::max(stall, stage_time(nx.first_layer, nx.last_layer, nx.replicas, t) + 2 * c);
+      }
+    }
+  }
+  double sum_t = 0, max_t = 0, fill_zb = 0;
+  int pivot = 0;
+  for (int q = 0; q < P; ++q) {
+    sum_t += dev_t[u(q)];
+    if (dev_t[u(q)] > max_t) {
+      max_t = dev_t[u(q)];
+      pivot = q;
+    }
+  }
+  block = std::max({block, max_t, stall});
+  for (int q = 0; q < P; ++q) {
+    if (q == pivot) continue;
+    const double fb = dev_t[u(q)] - dev_w[u(q)] * (1 + t.w_fill);
+    fill_zb += t.w_fill == 2 ? dev_f[u(q)] + std::max(0.0, fb - dev_f[u(q)]) : std::max(0.0, fb);
+  }
+  Estimate e;
+  const auto Md = static_cast<double>(M);
+  e.block_s = block;
+  if (t.async) {
+    e.fill_s = 0;
+  } else if (v > 1) {
+    e.fill_s = (P - 1) * block / v + 2 * cuts;
+    e.block_s = block;
+  } else if (t.w_fill > 0) {
+    e.fill_s = fill_zb + 2 * cuts;
+  } else {
+    e.fill_s = sum_t - block + 2 * cuts;
+  }
+  const double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
+  // All-reduce of each stage's gradients, overlapping the drain of the stages before it.
+  double exposed = 0;
+  for (int g = 0; g < G; ++g) {
+    const StageSpec& st = p.stages[u(g)];
+    const int q = g % P;
+    const double ar =
+        allreduce_time(start[u(q)], st.replicas, p.data, per_copy, st.first_layer, st.last_layer) +
+        optimizer_time(st.first_layer, st.last_layer);
+    exposed = std::max(exposed, ar - q * block);
+  }
+  e.allreduce_s = exposed;
+  e.iteration_s = steady + e.fill_s + e.allreduce_s;
+  for (int64_t m : dev_mem) e.peak_memory = std::max(e.peak_memory, m);
+  e.fits = e.peak_memory <= capacity_;
+  e.work = simulation_work(p, M);
+  return e;
+}
+
+const std::vector<StageSpec>& CostModel::balanced(int stages) const {
+  auto it = balanced_.find(stages);
+  if (it == balanced_.end()) it = balanced_.emplace(stages, even_partition(s_.model, stages)).first;
+  return it->second;
+}
+
+double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
+  double work = 0;
+  const int P = p.positions();
+  for (int g = 0; g < static_cast<int>(p.stages.size()); ++g) {
+    const StageSpec& st = p.stages[u(g)];
+    const double n = static_cast<double>(st.replicas) * p.data;
+    // F, B, W per micro-batch on each replica, and the transfers to the next stage.
+    work += 4.0 * static_cast<double>(M) * n;
+    if (n < 2) continue;
+    const double bytes =
+        static_cast<double>(params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) *
+        static_cast<double>(pb_.gradients);
+    const double bucket =
+        s_.strategy.bucket_bytes > 0 ? static_cast<double>(s_.strategy.bucket_bytes) : bytes;
+    const double buckets = std::clamp(std::ceil(bytes / std::max(1.0, bucket)), 1.0,
+                                      static_cast<double>(st.last_layer - st.first_layer + 1));
+    work += buckets * 4 * n * std::max(1.0, n / 8);
+  }
+  (void)P;
+  return work * s_.training.iterations;
+}
+
+}  // namespace pipesim::planner

@@ -1,0 +1,114 @@
+// The planner's analytic cost of a strategy: cheap enough to cost hundreds of thousands of
+// strategies a second, so the search can look everywhere and the simulator (the judge)
+// only has to replay the few that look best.
+//
+// For S stages with per-micro-batch stage times t_s (F + B + W, / replicas), cut transfer
+// times c_s (stage s to s + 1, on the real routes of a contiguous placement) and M
+// micro-batches, an iteration of a flushing schedule costs
+//
+//   (M - 1) * block + sum_s t_s + 2 sum_s c_s + max(0, max_s (AR_s + opt_s - s * block))
+//
+// with block = max_s max(t_s, c_s) (the pivot stage or link sets the steady-state pace;
+// DAPPLE's warm-up + steady + ending estimate), AR_s the stage's gradient all-reduce on its
+// real group (overlapping the drain of the s stages before it) and opt_s its optimizer
+// step. Schedules change the terms: recompute adds F to t_s; 1F1B with the shallow warm-up
+// pays each hop's round trip in the steady state when it is not hidden; zero-bubble
+// schedules fill the fill/drain with W; interleaved divides the fill/drain by v.
+// Memory per stage follows the schedule's in-flight micro-batches.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "scenario/scenario.h"
+#include "topology/placement.h"
+
+namespace pipesim::planner {
+
+// One point of the search space: a scenario's strategy plus its micro-batch size.
+struct PlanPoint {
+  std::vector<StageSpec> stages;  // global stages (positions x v for interleaved)
+  int data = 1;
+  int64_t micro_batch = 1;
+  ScheduleKind schedule = ScheduleKind::kDapple;
+  int virtual_stages = 1;
+  Warmup warmup = Warmup::kSchedule;
+  PlacementPolicy placement = PlacementPolicy::kAppendFirst;
+
+  int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
+  int gpus() const;  // data x replicas of every position
+};
+
+struct Estimate {
+  double iteration_s = 0;
+  double block_s = 0;      // steady-state time per micro-batch
+  double fill_s = 0;       // fill and drain
+  double allreduce_s = 0;  // exposed gradient all-reduce and optimizer step
+  int64_t peak_memory = 0;
+  bool fits = true;
+  double work = 0;  // simulation_work(): what simulating it would cost
+};
+
+// What a schedule does to the terms above.
+struct ScheduleTraits {
+  bool recompute = false;      // t += F; memory: stage inputs of every micro-batch + one
+  bool all_in_flight = false;  // GPipe: M micro-batches of activations
+  bool deep = false;           // 2(S - s) - 1 in flight (deep / auto warm-up, ZB-H2)
+  bool exposed_hops = false;   // 1F1B with the shallow warm-up: hops not hidden
+  int w_fill = 0;              // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
+  bool async = false;          // no flush: PipeDream, 2BW
+  int stashed = 0;             // -1: PipeDream's S - s - 1 versions; else that many
+};
+ScheduleTraits traits(ScheduleKind k, Warmup w);
+
+class CostModel {
+ public:
+  // `s` is the scenario at the micro-batch size the plans use (its layer costs, cluster,
+  // training and precision).
+  explicit CostModel(const Scenario& s);
+
+  const Scenario& scenario() const { return s_; }
+  int layers() const { return static_cast<int>(f_.size()) - 1; }
+  int64_t capacity() const { return capacity_; }
+
+  // Per micro-batch, seconds, for layers [first, last] on `replicas` GPUs.
+  double stage_time(int first, int last, int replicas, const ScheduleTraits& t) const;
+  double weight_time(int first, int last, int replicas) const;
+  double forward_time(int first, int last, int replicas) const;
+  double optimizer_time(int first, int last) const;
+  // Peak bytes of one replica of stage s (of S) for M micro-batches.
+  int64_t stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
+                       const ScheduleTraits& t) const;
+  int64_t output_bytes(int last) const { return out_[static_cast<size_t>(last)]; }
+  // Transfer of `bytes` from the stage on devices [g0, g0 + r0) to the one on [g1, g1 + r1),
+  // each replica pair moving the samples they share; the busiest link or NIC sets the pace.
+  double cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const;
+  // Gradient all-reduce of layers [first, last] among replicas [g, g + r) of `data` copies
+  // `stride` devices apart, the cheapest algorithm.
+  double allreduce_time(int g, int r, int data, int stride, int first, int last) const;
+
+  // The whole plan, placed contiguously (copy by copy, stage by stage).
+  Estimate estimate(const PlanPoint& p, int64_t micro_batches) const;
+  // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
+  // by their group size, which sets how many flows share each re-rating).
+  double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
+  // The compute-balanced cut into `stages` (schedules/partition.h), computed once.
+  const std::vector<StageSpec>& balanced(int stages) const;
+
+ private:
+  const Scenario& s_;
+  std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
+  std::vector<int64_t> act_, params_, out_;
+  int64_t input_bytes_ = 0;
+  int64_t capacity_ = 0, reserved_ = 0;
+  ParamBytes pb_;
+  // (g0, r0, g1, r1) -> (latency, seconds per byte); (g, r, data, stride, bytes) -> time.
+  mutable std::map<std::tuple<int, int, int, int>, std::pair<double, double>> cut_cache_;
+  mutable std::map<std::tuple<int, int, int, int, int64_t>, double> ar_cache_;
+  mutable std::map<int, std::vector<StageSpec>> balanced_;
+};
+
+}  // namespace pipesim::planner

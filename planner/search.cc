@@ -1,0 +1,224 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+
+namespace pipesim::planner {
+namespace {
+
+size_t u(int v) {
+  return static_cast<size_t>(v);
+}
+
+bool split_backward(const Model& m) {
+  return std::all_of(m.layers.begin(), m.layers.end(),
+                     [](const Layer& l) { return l.split_backward; });
+}
+
+// A label of the DP: the estimate's terms for the stages placed so far.
+struct Node {
+  double block = 0, sum = 0, expo = 0;
+  int parent = -1;
+  int first = 0, last = 0, replicas = 1;
+};
+
+constexpr size_t kMaxLabels = 12;
+constexpr int kKeepPerDepth = 3;
+
+class Dp {
+ public:
+  Dp(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t M, int max_gpus,
+     int max_replicas, int stride, SearchStats& stats)
+      : cm_(cm),
+        t_(traits(sc.kind, sc.warmup)),
+        data_(data),
+        M_(M),
+        G_(max_gpus),
+        R_(max_replicas),
+        stride_(stride),
+        L_(cm.layers()),
+        stats_(stats) {}
+
+  // Best few (by objective) pipelines of exactly S stages, as stage lists.
+  std::vector<std::vector<StageSpec>> run(int S) {
+    nodes_.clear();
+    std::vector<std::vector<int>> cur(cells()), next(cells());
+    nodes_.push_back({});
+    cur[cell(0, 0, 0)].push_back(0);
+    for (int s = 0; s < S; ++s) {
+      for (auto& c : next) c.clear();
+      const int stages_after = S - s - 1;
+      for (int j = 0; j < L_; ++j) {
+        for (int g = 0; g <= G_; ++g) {
+          for (int rl = 0; rl <= R_; ++rl) {
+            const auto& labels = cur[cell(j, g, rl)];
+            if (labels.empty()) continue;
+            extend(s, S, j, g, rl, labels, stages_after, next);
+          }
+        }
+      }
+      std::swap(cur, next);
+    }
+    // Complete plans: every layer placed.
+    std::vector<std::pair<double, int>> done;
+    for (int g = 0; g <= G_; ++g) {
+      for (int rl = 0; rl <= R_; ++rl) {
+        for (int id : cur[cell(L_, g, rl)]) done.emplace_back(objective(nodes_[u(id)]), id);
+      }
+    }
+    std::sort(done.begin(), done.end());
+    std::vector<std::vector<StageSpec>> out;
+    for (const auto& [obj, id] : done) {
+      if (static_cast<int>(out.size()) >= kKeepPerDepth) break;
+      std::vector<StageSpec> stages;
+      for (int n = id; nodes_[u(n)].parent >= 0; n = nodes_[u(n)].parent) {
+        const Node& x = nodes_[u(n)];
+        stages.push_back({x.first, x.last, x.replicas, std::nullopt});
+      }
+      std::reverse(stages.begin(), stages.end());
+      out.push_back(std::move(stages));
+    }
+    return out;
+  }
+
+ private:
+  size_t cells() const { return u(L_ + 1) * u(G_ + 1) * u(R_ + 1); }
+  size_t cell(int j, int g, int rl) const { return (u(j) * u(G_ + 1) + u(g)) * u(R_ + 1) + u(rl); }
+  double objective(const Node& n) const {
+    return static_cast<double>(M_ - 1) * n.block + n.sum + std::max(0.0, n.expo);
+  }
+
+  void extend(int s, int S, int j, int g, int rl, const std::vector<int>& labels, int stages_after,
+              std::vector<std::vector<int>>& next) {
+    const int max_r = std::min(R_, G_ - g - stages_after);
+    for (int r = 1; r <= max_r; ++r) {
+      for (int k = j; k < L_ - stages_after; ++k) {
+        if (stages_after == 0 && k != L_ - 1) continue;
+        const int64_t mem = cm_.stage_memory(j, k, r, s, S, M_, t_);
+        if (mem > cm_.capacity()) break;  // more layers only need more memory
+        const double t = cm_.stage_time(j, k, r, t_);
+        const double c = s > 0 ? cm_.cut_time(g - rl, rl, g, r, cm_.output_bytes(j - 1)) : 0.0;
+        double fill = t;
+        if (t_.w_fill > 0) {
+          const double w = cm_.weight_time(j, k, r), f = cm_.forward_time(j, k, r);
+          const double fb = t - w * (1 + t_.w_fill);
+          fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
+        }
+        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) + cm_.optimizer_time(j, k);
+        for (int id : labels) {
+          ++stats_.costed;
+          const Node& p = nodes_[u(id)];
+          Node n;
+          n.block = std::max({p.block, t, c});
+          if (t_.exposed_hops && s > 0) n.block = std::max(n.block, t + 2 * c);
+          n.sum = p.sum + fill + 2 * c;
+          n.expo = std::max(p.expo, ar - s * t);
+          n.parent = id;
+          n.first = j;
+          n.last = k;
+          n.replicas = r;
+          insert(next[cell(k + 1, g + r, r)], n);
+        }
+      }
+    }
+  }
+
+  // Pareto insertion over (block, sum, expo); at most kMaxLabels, the worst objective out.
+  void insert(std::vector<int>& cellv, const Node& n) {
+    for (int id : cellv) {
+      const Node& o = nodes_[u(id)];
+      if (o.block <= n.block && o.sum <= n.sum && o.expo <= n.expo) return;
+    }
+    std::erase_if(cellv, [&](int id) {
+      const Node& o = nodes_[u(id)];
+      return n.block <= o.block && n.sum <= o.sum && n.expo <= o.expo;
+    });
+    nodes_.push_back(n);
+    cellv.push_back(static_cast<int>(nodes_.size()) - 1);
+    if (cellv.size() > kMaxLabels) {
+      auto worst = std::max_element(cellv.begin(), cellv.end(), [&](int a, int b) {
+        return objective(nodes_[u(a)]) < objective(nodes_[u(b)]);
+      });
+      cellv.erase(worst);
+    }
+  }
+
+  const CostModel& cm_;
+  ScheduleTraits t_;
+  int data_;
+  int64_t M_;
+  int G_, R_, stride_, L_;
+  SearchStats& stats_;
+  std::vector<Node> nodes_;
+};
+
+PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int data,
+                int64_t micro_batch, int v) {
+  PlanPoint p;
+  p.stages = std::move(stages);
+  p.data = data;
+  p.micro_batch = micro_batch;
+  p.schedule = sc.kind;
+  p.warmup = sc.warmup;
+  p.virtual_stages = v;
+  return p;
+}
+
+}  // namespace
+
+std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
+  if (is_async(s.strategy.schedule))
+    return {{ScheduleKind::kPipeDream}, {ScheduleKind::kPipeDream2BW}};
+  std::vector<ScheduleChoice> out{{ScheduleKind::kDapple, Warmup::kSchedule},
+                                  {ScheduleKind::kDapple, Warmup::kAuto},
+                                  {ScheduleKind::kGpipe},
+                                  {ScheduleKind::kGpipeRecompute},
+                                  {ScheduleKind::kInterleaved}};
+  if (split_backward(s.model)) {
+    out.push_back({ScheduleKind::kZbH1});
+    out.push_back({ScheduleKind::kZbH2});
+  }
+  return out;
+}
+
+std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int data,
+                           int64_t micro_batch, int64_t M, int max_gpus, SearchStats& stats) {
+  std::vector<Costed> out;
+  const int L = cm.layers();
+  const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
+  auto add = [&](PlanPoint p) {
+    ++stats.costed;
+    Costed c{std::move(p), {}};
+    c.estimate = cm.estimate(c.point, M);
+    out.push_back(std::move(c));
+  };
+  // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
+  const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
+                         static_cast<double>(max_r);
+  if (sc.kind == ScheduleKind::kInterleaved || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
+    // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device.
+    const bool large = max_gpus > kUnevenLimit || dp_work > kDpBudget;
+    for (int r = 1; r <= max_r; ++r) {
+      if (large && (r & (r - 1)) != 0 && max_gpus % r != 0) continue;
+      for (int S = 1; S * r <= max_gpus && S <= L; ++S) {
+        for (int v = sc.kind == ScheduleKind::kInterleaved ? 2 : 1; S * v <= L; v *= 2) {
+          if (sc.kind == ScheduleKind::kInterleaved && (S < 2 || M % S != 0)) break;
+          std::vector<StageSpec> stages = cm.balanced(S * v);
+          for (auto& st : stages) st.replicas = r;
+          add(point(std::move(stages), sc, data, micro_batch, v));
+          if (sc.kind != ScheduleKind::kInterleaved) break;
+        }
+      }
+    }
+    return out;
+  }
+  Dp dp(cm, sc, data, M, max_gpus, max_r, max_gpus, stats);
+  for (int S = 1; S <= std::min(L, max_gpus); ++S) {
+    for (auto& stages : dp.run(S)) add(point(std::move(stages), sc, data, micro_batch, 1));
+  }
+  return out;
+}
+
+}  // namespace pipesim::planner

@@ -1,0 +1,48 @@
+// The planner's analytic phase: which strategies are worth simulating.
+//
+// For each schedule, data-parallel degree and micro-batch size, a dynamic program over
+// (stages placed, layers placed, GPUs used, replicas of the last stage) builds pipelines
+// stage by stage: each step picks the next stage's last layer and its replica count
+// (uneven, any count the micro-batch allows), placed on the next GPUs in device order.
+// Each state keeps a Pareto set of labels (slowest stage or cut, fill/drain sum, exposed
+// all-reduce), the terms of CostModel's iteration time, so no plan that could win under
+// the estimate is dropped. Stages that do not fit in memory are never extended. Large
+// clusters (more than kUnevenLimit GPUs per copy) and interleaved schedules use uniform
+// replicas with a compute-balanced cut instead, which keeps 1024 GPUs under a second.
+#pragma once
+
+#include <vector>
+
+#include "planner/cost_model.h"
+
+namespace pipesim::planner {
+
+inline constexpr int kUnevenLimit = 64;
+// Above this much DP work (moves), the uniform search stands in for the DP.
+inline constexpr double kDpBudget = 2e7;
+
+struct Costed {
+  PlanPoint point;
+  Estimate estimate;
+};
+
+struct SearchStats {
+  int64_t costed = 0;  // strategies (partial ones included) costed by the DP and the grid
+};
+
+// The schedules searched for a scenario: asynchronous scenarios keep to PipeDream and
+// 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, GPipe with recompute,
+// interleaved (when `interleaved_ok`) and zero bubble (when the backward is split).
+struct ScheduleChoice {
+  ScheduleKind kind;
+  Warmup warmup = Warmup::kSchedule;
+};
+std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
+
+// The best plans under the estimate for one schedule, micro-batch and data degree, using at
+// most `max_gpus` GPUs per pipeline copy: for every pipeline depth, the few best.
+std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int data,
+                           int64_t micro_batch, int64_t micro_batches, int max_gpus,
+                           SearchStats& stats);
+
+}  // namespace pipesim::planner

@@ -1,0 +1,322 @@
+// `pipesim plan` against an exhaustive enumeration written here, independently of the
+// planner: every contiguous cut, every per-stage replica count the micro-batch allows,
+// every data-parallel degree and three schedules, each simulated in full. The planner's best
+// must be within 1 % of the enumeration's best on small heterogeneous cases.
+#include "planner/planner.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+using nlohmann::json;
+
+struct Case {
+  std::string name;
+  int nodes = 2, gpus_per_node = 2;
+  std::string inter = "10 Gbit/s";
+  std::string gpu = "v100-16gb";
+  int micro_batch = 2, global_batch = 16;
+  // name, forward ms, backward ms, activation MiB, output MiB, params
+  std::vector<std::tuple<double, double, int, int, std::string>> layers;
+};
+
+std::string scenario_yaml(const Case& c, const std::string& strategy) {
+  std::string layers;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const auto& [f, b, act, out, params] = c.layers[i];
+    layers += fmt::format(
+        "    - {{name: l{}, forward: {} ms, backward: {} ms, activation: {} MiB, output: {} MiB, "
+        "params: {}}}\n",
+        i, f, b, act, out, params);
+  }
+  return fmt::format(R"(name: {}
+cluster:
+  gpu: {}
+  nodes: {}
+  gpus_per_node: {}
+  intra_node: nvlink
+  inter_node: {{kind: ethernet, bandwidth: {}, latency: 10 us}}
+model:
+  layers:
+{}training:
+  global_batch: {}
+  micro_batch: {}
+  precision: fp32
+  optimizer: momentum
+strategy:
+{})",
+                     c.name, c.gpu, c.nodes, c.gpus_per_node, c.inter, layers, c.global_batch,
+                     c.micro_batch, strategy);
+}
+
+// Best throughput among strategies that fit, over the enumerated space.
+double exhaustive_best(const Case& c, int* count) {
+  const int L = static_cast<int>(c.layers.size());
+  const int N = c.nodes * c.gpus_per_node;
+  double best = 0;
+  for (int d = 1; d <= N; ++d) {
+    if (c.global_batch % (c.micro_batch * d) != 0) continue;
+    for (int S = 1; S <= L; ++S) {
+      // Cuts: S - 1 of the L - 1 boundaries (bit k set: a stage ends after layer k).
+      for (int mask = 0; mask < (1 << (L - 1)); ++mask) {
+        if (__builtin_popcount(static_cast<unsigned>(mask)) != S - 1) continue;
+        std::vector<std::pair<int, int>> ranges;
+        int first = 0;
+        for (int k = 0; k < L; ++k) {
+          if (k == L - 1 || (mask >> k & 1)) {
+            ranges.emplace_back(first, k);
+            first = k + 1;
+          }
+        }
+        std::vector<int> reps(static_cast<size_t>(S), 1);
+        for (bool more = true; more;) {
+          int sum = 0;
+          for (int r : reps) sum += r;
+          if (sum * d <= N) {
+            std::string stages;
+            for (int s = 0; s < S; ++s) {
+              stages += fmt::format(
+                  "    - {{layers: {}-{}, replicas: {}}}\n", ranges[static_cast<size_t>(s)].first,
+                  ranges[static_cast<size_t>(s)].second, reps[static_cast<size_t>(s)]);
+            }
+            for (const char* sched :
+                 {"schedule: dapple", "schedule: dapple\n  warmup: auto", "schedule: gpipe"}) {
+              const std::string st =
+                  fmt::format("  {}\n  data: {}\n  stages:\n{}", sched, d, stages);
+              const test::SimRun r = test::run_yaml(scenario_yaml(c, st));
+              ++*count;
+              if (!r.report.oom.oom) best = std::max(best, r.report.throughput);
+            }
+          }
+          more = false;
+          for (int i = S - 1; i >= 0; --i) {
+            if (reps[static_cast<size_t>(i)] < c.micro_batch) {
+              ++reps[static_cast<size_t>(i)];
+              for (int k = i + 1; k < S; ++k) reps[static_cast<size_t>(k)] = 1;
+              more = true;
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+  return best;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  {
+    // VGG-like: convolutions with large activations and outputs first, a parameter-heavy
+    // classifier last; 25 Gbit/s between two nodes of 2.
+    Case c{"vgg-like", 2, 2, "25 Gbit/s", "v100-16gb", 4, 32, {}};
+    c.layers = {{4, 8, 400, 200, "40K"}, {6, 12, 400, 100, "200K"}, {6, 12, 300, 50, "1M"},
+                {6, 12, 200, 25, "2M"},  {5, 10, 100, 12, "7M"},    {4, 8, 50, 3, "9M"},
+                {1, 2, 10, 1, "100M"},   {0.5, 1, 5, 1, "17M"}};
+    out.push_back(c);
+  }
+  {
+    // Convolution front, parameter-heavy back, 2 nodes x 3 GPUs.
+    Case c{"conv-then-dense", 2, 3, "10 Gbit/s", "v100-16gb", 2, 16, {}};
+    c.layers = {{3, 6, 200, 64, "100K"}, {3, 6, 200, 64, "200K"}, {3, 6, 100, 32, "400K"},
+                {2, 4, 100, 16, "1M"},   {1, 2, 20, 4, "50M"},    {1, 2, 20, 4, "50M"},
+                {0.5, 1, 10, 1, "80M"},  {0.5, 1, 5, 1, "20M"}};
+    out.push_back(c);
+  }
+  {
+    // Skewed compute: one layer five times the others, 10 Gbit/s between 2 x 2.
+    Case c{"skewed", 2, 2, "10 Gbit/s", "v100-16gb", 2, 16, {}};
+    c.layers = {{1, 2, 50, 8, "5M"}, {1, 2, 50, 8, "5M"}, {5, 10, 50, 8, "5M"},
+                {1, 2, 50, 8, "5M"}, {1, 2, 50, 8, "5M"}, {1, 2, 50, 8, "5M"},
+                {1, 2, 50, 8, "5M"}, {1, 2, 50, 8, "5M"}, {1, 2, 50, 8, "5M"}};
+    out.push_back(c);
+  }
+  {
+    // Memory-tight: 1 GiB GPUs; 60 M parameters at 12 bytes (fp32 momentum) are 720 MB
+    // whole, so only split plans fit.
+    Case c{"memory-tight",
+           2,
+           2,
+           "10 Gbit/s",
+           "{name: small, memory: 1 GiB, peak: 125 TFLOPS, hbm_bandwidth: 900 GB/s}",
+           2,
+           16,
+           {}};
+    for (int i = 0; i < 8; ++i) c.layers.push_back({1, 2, 40, 4, "7500K"});
+    out.push_back(c);
+  }
+  {
+    // A slow link (1 Gbit/s) between 3 nodes of 2 GPUs; large outputs in the middle.
+    Case c{"slow-link", 3, 2, "1 Gbit/s", "v100-16gb", 2, 16, {}};
+    c.layers = {{2, 4, 50, 2, "2M"}, {2, 4, 50, 40, "2M"}, {2, 4, 50, 40, "2M"},
+                {2, 4, 50, 2, "2M"}, {2, 4, 50, 2, "2M"},  {2, 4, 50, 40, "2M"},
+                {2, 4, 50, 2, "2M"}, {2, 4, 50, 2, "2M"}};
+    out.push_back(c);
+  }
+  {
+    // Four single-GPU nodes on 25 Gbit/s, heterogeneous layers, parameter-light.
+    Case c{"four-nodes", 4, 1, "25 Gbit/s", "v100-16gb", 4, 16, {}};
+    c.layers = {{2, 4, 100, 20, "1M"}, {3, 6, 100, 20, "1M"}, {1, 2, 100, 20, "1M"},
+                {4, 8, 100, 20, "1M"}, {2, 4, 100, 20, "1M"}, {1, 2, 100, 20, "1M"},
+                {3, 6, 100, 20, "1M"}, {2, 4, 100, 20, "1M"}, {1, 2, 100, 4, "30M"},
+                {1, 2, 10, 1, "10M"}};
+    out.push_back(c);
+  }
+  return out;
+}
+
+class PlannerVsExhaustive : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlannerVsExhaustive, BestWithinOnePercent) {
+  const Case& c = GetParam();
+  int count = 0;
+  const double best = exhaustive_best(c, &count);
+  ASSERT_GT(best, 0) << "some strategy fits";
+  const std::string file = test::write_temp(
+      "planner-" + c.name + ".yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  PlanOptions o;
+  o.threads = 2;
+  const Plan p = plan(file, {}, o);
+  ASSERT_FALSE(p.candidates.empty());
+  const Candidate& top = p.candidates.front();
+  EXPECT_FALSE(top.oom);
+  EXPECT_GE(top.throughput, 0.99 * best)
+      << c.name << ": planner " << top.strategy.dump() << " vs the best of " << count;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PlannerVsExhaustive, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(Planner, ParetoFrontBaselinesAndPasteBack) {
+  const Case c = cases()[1];
+  const std::string file = test::write_temp(
+      "planner-front.yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  const std::string j = test::temp_path("planner-front.json");
+  auto r = test::cli({"plan", file, "--json", j, "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(test::read_file(j));
+  // No point of the front is beaten on both iteration time and peak memory by another
+  // simulated candidate listed.
+  for (const auto& a : p["pareto"]) {
+    for (const auto& b : p["pareto"]) {
+      const bool dominated =
+          b["iteration_time_s"].get<double>() <= a["iteration_time_s"].get<double>() &&
+          b["peak_memory_bytes"].get<int64_t>() <= a["peak_memory_bytes"].get<int64_t>() &&
+          (b["iteration_time_s"] != a["iteration_time_s"] ||
+           b["peak_memory_bytes"] != a["peak_memory_bytes"]);
+      EXPECT_FALSE(dominated) << a.dump() << " by " << b.dump();
+    }
+  }
+  // Every baseline is there and the best beats or ties each.
+  for (const char* name : {"pipedream", "dapple", "data_parallel"}) {
+    ASSERT_TRUE(p["baselines"].contains(name)) << name;
+    if (p["baselines"][name].contains("throughput_samples_per_s") &&
+        !p["baselines"][name]["oom"].get<bool>()) {
+      EXPECT_GE(p["best"]["throughput_samples_per_s"].get<double>(),
+                p["baselines"][name]["throughput_samples_per_s"].get<double>())
+          << name;
+    }
+  }
+  EXPECT_GT(p["explored"].get<int64_t>(), 0);
+  EXPECT_GT(p["simulated"].get<int64_t>(), 0);
+  for (const auto& cand : p["candidates"]) EXPECT_FALSE(cand["why"].get<std::string>().empty());
+  // The best pasted back into the scenario simulates to the same throughput.
+  std::vector<std::string> args{"run",    file, "--set", "strategy=" + p["best"]["strategy"].dump(),
+                                "--json", j};
+  if (p["best"].contains("training")) {
+    args.push_back("--set");
+    args.push_back(
+        fmt::format("training.micro_batch={}", p["best"]["training"]["micro_batch"].get<int>()));
+  }
+  r = test::cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json run = json::parse(test::read_file(j));
+  EXPECT_DOUBLE_EQ(run["throughput_samples_per_s"].get<double>(),
+                   p["best"]["throughput_samples_per_s"].get<double>());
+}
+
+TEST(Planner, SameResultWhateverTheThreadCount) {
+  const Case c = cases()[2];
+  const std::string file = test::write_temp("planner-threads.yaml",
+                                            scenario_yaml(c, "  schedule: gpipe\n  pipeline: 2\n"));
+  PlanOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  json a = to_json(plan(file, {}, one)), b = to_json(plan(file, {}, two));
+  a.erase("wall_s");
+  b.erase("wall_s");
+  EXPECT_EQ(a, b);
+}
+
+TEST(Planner, FitsWhenAnythingFitsElseExitOneWithTheLeastMemoryFirst) {
+  const Case c = cases()[3];
+  const std::string file = test::write_temp(
+      "planner-tight.yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  auto r = test::cli({"plan", file, "--json", "-", "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_FALSE(p["best"]["oom"].get<bool>());
+  for (const auto& cand : p["candidates"]) EXPECT_FALSE(cand["oom"].get<bool>());
+  // 100 MiB GPUs hold no plan: exit 1, least memory first.
+  r = test::cli({"plan", file, "--quiet", "--json", "-", "--set", "cluster.gpu.memory=100 MiB"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("every strategy tried runs out of memory"), std::string::npos) << r.err;
+  const json q = json::parse(r.out);
+  const auto& cands = q["candidates"];
+  for (size_t i = 1; i < cands.size(); ++i)
+    EXPECT_LE(cands[i - 1]["peak_memory_bytes"].get<int64_t>(),
+              cands[i]["peak_memory_bytes"].get<int64_t>());
+}
+
+TEST(Planner, ExhaustiveFlagAgreesAndIsRefusedWhenTooLarge) {
+  // The planner's own --exhaustive covers its whole space (placements and every schedule
+  // included), so its best is at least the analytic phase's choice.
+  const Case c = cases()[2];
+  const std::string file =
+      test::write_temp("planner-exh.yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  PlanOptions o;
+  o.threads = 2;
+  const Plan fast = plan(file, {}, o);
+  o.exhaustive = true;
+  const Plan all = plan(file, {}, o);
+  EXPECT_GE(all.simulated, fast.simulated);
+  EXPECT_GE(all.candidates.front().throughput, fast.candidates.front().throughput * (1 - 1e-12));
+  EXPECT_GE(fast.candidates.front().throughput, 0.99 * all.candidates.front().throughput);
+  // 96 layers on 16 GPUs: far past 100,000 strategies.
+  Case big = c;
+  big.nodes = 4;
+  big.gpus_per_node = 4;
+  big.micro_batch = 16;
+  big.global_batch = 64;
+  for (int i = 0; i < 88; ++i) big.layers.push_back({1, 2, 10, 1, "1M"});
+  const std::string bigfile = test::write_temp(
+      "planner-big.yaml", scenario_yaml(big, "  schedule: dapple\n  pipeline: 1\n"));
+  const auto r = test::cli({"plan", bigfile, "--exhaustive", "--quiet"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("more than 100000 strategies"), std::string::npos) << r.err;
+}
+
+TEST(Planner, NeverProposesMoreReplicasThanSamples) {
+  // The default scenario: micro-batches of 2 samples; no stage may get more than 2 replicas.
+  const auto r = test::cli({"plan", "--json", "-", "--quiet", "--top", "50"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  for (const auto& cand : p["candidates"]) {
+    const int64_t mb =
+        cand.contains("training") ? cand["training"]["micro_batch"].get<int64_t>() : 2;
+    for (const auto& st : cand["strategy"]["stages"]) EXPECT_LE(st["replicas"].get<int64_t>(), mb);
+  }
+}
+
+}  // namespace
+}  // namespace pipesim
