@@ -153,8 +153,11 @@ double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const 
   return it->second.first + it->second.second * static_cast<double>(bytes);
 }
 
-double CostModel::allreduce_time(int g, int r, int data, int stride, int first, int last) const {
-  const int64_t bytes = (params_[u(last) + 1] - params_[u(first)]) * pb_.gradients;
+int64_t CostModel::gradient_bytes(int first, int last) const {
+  return (params_[u(last) + 1] - params_[u(first)]) * pb_.gradients;
+}
+
+double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const {
   if (r * data < 2 || bytes <= 0) return 0;
   const auto key = std::make_tuple(g, r, data, stride, bytes);
   if (auto it = ar_cache_.find(key); it != ar_cache_.end()) return it->second;
@@ -246,15 +249,20 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {
     e.fill_s = sum_t - block + 2 * cuts;
   }
   const double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
-  // All-reduce of each stage's gradients, overlapping the drain of the stages before it.
-  double exposed = 0;
+  // All-reduce of each position's gradients (its chunks together) with its optimizer step,
+  // overlapping the drain of the positions before it (q blocks, or q / v chunk blocks).
+  std::vector<int64_t> grad(u(P), 0);
+  std::vector<double> opt(u(P), 0);
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
-    const int q = g % P;
+    grad[u(g % P)] += gradient_bytes(st.first_layer, st.last_layer);
+    opt[u(g % P)] += optimizer_time(st.first_layer, st.last_layer);
+  }
+  double exposed = 0;
+  for (int q = 0; q < P; ++q) {
     const double ar =
-        allreduce_time(start[u(q)], st.replicas, p.data, per_copy, st.first_layer, st.last_layer) +
-        optimizer_time(st.first_layer, st.last_layer);
-    exposed = std::max(exposed, ar - q * block);
+        allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)]);
+    exposed = std::max(exposed, ar + opt[u(q)] - q * block / v);
   }
   e.allreduce_s = exposed;
   e.iteration_s = steady + e.fill_s + e.allreduce_s;

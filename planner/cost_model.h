@@ -88,7 +88,11 @@ class CostModel {
   double cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const;
   // Gradient all-reduce of layers [first, last] among replicas [g, g + r) of `data` copies
   // `stride` devices apart, the cheapest algorithm.
-  double allreduce_time(int g, int r, int data, int stride, int first, int last) const;
+  double allreduce_time(int g, int r, int data, int stride, int first, int last) const {
+    return allreduce_bytes_time(g, r, data, stride, gradient_bytes(first, last));
+  }
+  double allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const;
+  int64_t gradient_bytes(int first, int last) const;
 
   // The whole plan, placed contiguously (copy by copy, stage by stage).
   Estimate estimate(const PlanPoint& p, int64_t micro_batches) const;

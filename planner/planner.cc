@@ -117,7 +117,8 @@ class Planner {
     Plan result;
     std::vector<Costed> pool = opt_.exhaustive ? exhaustive_space() : analytic_phase(result);
     if (opt_.exhaustive) result.explored = static_cast<int64_t>(pool.size());
-    progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, since(t0)));
+    result.analytic_s = since(t0);
+    progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
     std::erase_if(pool, [&](const Costed& c) {
       const bool skip = c.estimate.work > opt_.max_sim_work;
       result.too_large += skip;
@@ -525,6 +526,7 @@ nlohmann::ordered_json to_json(const Plan& p) {
   j["timed_out"] = p.timed_out;
   j["too_large_to_simulate"] = p.too_large;
   j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
+  j["analytic_s"] = p.analytic_s;
   j["wall_s"] = p.wall_s;
   return j;
 }

@@ -19,7 +19,7 @@ namespace pipesim::planner {
 
 inline constexpr int kUnevenLimit = 64;
 // Above this much DP work (moves), the uniform search stands in for the DP.
-inline constexpr double kDpBudget = 2e7;
+inline constexpr double kDpBudget = 2e6;
 
 struct Costed {
   PlanPoint point;
