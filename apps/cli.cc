@@ -113,12 +113,7 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   const Timeline tl = simulate(graph, sc.cluster, opts);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  RunInfo info{sc.name,
-               std::string(to_string(sc.strategy.schedule)),
-               sc.training.global_batch,
-               sc.training.iterations,
-               is_async(sc.strategy.schedule),
-               o.reproducible ? 0.0 : wall};
+  RunInfo info = run_info(sc, o.reproducible ? 0.0 : wall, parse_overrides(o.sets));
   const Report report = make_report(graph, sc.cluster, tl, info);
   const std::string json = to_json(report);
   if (!o.json.empty() && o.json != "-") write_file(o.json, [&](std::ostream& f) { f << json; });

@@ -341,12 +341,7 @@ class Planner {
       const Scenario sc = load_scenario(file_, with);
       const TaskGraph graph = scenario_task_graph(sc);
       const Timeline tl = simulate(graph, sc.cluster);
-      const RunInfo info{sc.name,
-                         std::string(to_string(p.schedule)),
-                         sc.training.global_batch,
-                         sc.training.iterations,
-                         is_async(p.schedule),
-                         0.0};
+      const RunInfo info = run_info(sc, 0.0);
       const Report rep = make_report(graph, sc.cluster, tl, info);
       c.makespan_s = rep.makespan.seconds();
       c.iteration_s = rep.iteration_time.seconds();

@@ -59,6 +59,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   Model m;
   m.name = fmt::format("transformer-{}x{}", t.layers, t.hidden);
   m.input_bytes = static_cast<int64_t>(s * b) * 8;  // token ids (int64)
+  m.tokens_per_sample = t.sequence;
   const int64_t embed_params = t.vocab * t.hidden + t.sequence * t.hidden;
   m.layers.push_back(layer("embedding", 2 * s * b * h, embed_params, sbh * elem + sbh, sbh * elem));
   const int64_t layer_params = 4 * t.hidden * t.hidden + 4 * t.hidden + 2 * t.hidden * t.ffn +
@@ -68,9 +69,20 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   const int64_t tensors = t.flash_attention ? 32 * sbh : 32 * sbh + 4 * as2b;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
+  // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
+  // not keep their s^2 tensors: the softmax output and the dropout output in the training
+  // precision (2 x as^2b elements) plus the dropout mask (as^2b bytes). Flash attention
+  // keeps none of them already.
+  const double core_flops = 4 * b * s * s * h;
+  const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
   for (int i = 0; i < t.layers; ++i) {
     m.layers.push_back(
         layer(fmt::format("layer{}", i), layer_flops, layer_params, activation, sbh * elem));
+    if (!t.flash_attention) {
+      m.layers.back().attention_core_forward = analytic_time(core_flops, gpu, training.precision);
+      m.layers.back().attention_core_flops = core_flops;
+      m.layers.back().attention_core_bytes = core_bytes;
+    }
   }
   // Output head: final layer norm, the projection to the vocabulary, the loss. Logits in
   // the training precision plus their fp32 softmax.

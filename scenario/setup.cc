@@ -24,6 +24,12 @@ bool split_backward(const Model& m) {
 }
 }  // namespace
 
+std::vector<Recompute> recompute_modes(const Scenario& s) {
+  std::vector<Recompute> out;
+  for (const StageSpec& st : s.strategy.stages) out.push_back(s.strategy.recompute_of(st));
+  return out;
+}
+
 std::vector<int> warmup_depths(const Scenario& s) {
   if (!has_warmup(s.strategy.schedule) || !s.user_order.empty()) return {};
   const int S = s.strategy.positions();
@@ -85,8 +91,53 @@ SlotOrders scenario_orders(const Scenario& s) {
   spec.split_backward = split_backward(s.model);
   spec.replicas = position_replicas(s);
   spec.in_flight = warmup_depths(s);
+  for (const StageSpec& st : s.strategy.stages)
+    spec.recompute.push_back(s.strategy.recompute_of(st) != Recompute::kNone);
   spec.user = s.user_order.empty() ? nullptr : &s.user_order;
   return build_orders(spec);
+}
+
+RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides) {
+  RunInfo info;
+  info.scenario = s.name;
+  info.schedule = std::string(to_string(s.strategy.schedule));
+  info.samples_per_iteration = s.training.global_batch;
+  info.iterations = s.training.iterations;
+  info.asynchronous = is_async(s.strategy.schedule);
+  info.wall_s = wall_s;
+  // Model FLOPs: forward + backward (2 x forward) of every micro-batch of the iteration;
+  // the hardware also re-runs the forward of what it recomputes.
+  const bool known = std::all_of(s.model.layers.begin(), s.model.layers.end(),
+                                 [](const Layer& l) { return l.forward_flops > 0; });
+  if (known && !s.model.layers.empty()) {
+    double forward = 0;
+    for (const Layer& l : s.model.layers) forward += l.forward_flops;
+    const auto micro_batches =
+        static_cast<double>(s.training.global_batch) / static_cast<double>(s.training.micro_batch);
+    info.model_flops = 3 * forward * micro_batches;
+    // Recompute re-runs the forward (full) or the attention core (selective) of its stages.
+    double again = 0;
+    const std::vector<Recompute> modes = recompute_modes(s);
+    for (size_t g = 0; g < modes.size(); ++g) {
+      const StageSpec& st = s.strategy.stages[g];
+      for (int l = st.first_layer; l <= st.last_layer; ++l) {
+        const Layer& x = s.model.layers[static_cast<size_t>(l)];
+        again += modes[g] == Recompute::kFull        ? x.forward_flops
+                 : modes[g] == Recompute::kSelective ? x.attention_core_flops
+                                                     : 0.0;
+      }
+    }
+    info.hardware_flops = info.model_flops + again * micro_batches;
+  }
+  for (const auto& copy : s.placement) {
+    for (const auto& pos : copy) info.gpus += static_cast<int>(pos.size());
+  }
+  const GpuSpec& gpu = s.cluster.device(s.placement.front().front().front()).gpu;
+  info.peak_flops_per_gpu =
+      s.training.precision == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
+  info.tokens_per_sample = s.model.tokens_per_sample;
+  for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
+  return info;
 }
 
 std::vector<int> stashed_versions(const Scenario& s) {
@@ -208,7 +259,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
-    in.stages = stage_profiles(s.model, s.strategy.stages);
+    in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s));
     in.placement = s.placement;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);

@@ -4,11 +4,16 @@
 #include "scenario/scenario.h"
 #include "schedules/order.h"
 #include "schedules/task_graph.h"
+#include "sim/report.h"
 
 namespace pipesim {
 
 SlotOrders scenario_orders(const Scenario& s);
 TaskGraph scenario_task_graph(const Scenario& s);
+// Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
+// everywhere under gpipe-recompute).
+std::vector<Recompute> recompute_modes(const Scenario& s);
+
 // Micro-batches each pipeline position has in flight at its first backward under the
 // 1F1B schedules (strategy.warmup); empty when the schedule or a hand-written order decides.
 // schedule: S - s; deep: 2(S - s) - 1; auto: k_{S-1} = 1 and k_s = k_{s+1} + 1 +
@@ -16,6 +21,10 @@ TaskGraph scenario_task_graph(const Scenario& s);
 // idle-route time of stage s's output there and its gradient back and the cycle is the
 // slowest stage's F + B + W per replica. All capped at M. See docs/schedules.md.
 std::vector<int> warmup_depths(const Scenario& s);
+
+// What the report needs to know of the scenario beyond the timeline: names, batch, FLOPs of
+// an iteration, the GPUs used and their peak, tokens per sample, the overrides applied.
+RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides = {});
 
 // Extra weight versions each position keeps: PipeDream stashes one per micro-batch in
 // flight beyond the current one (S - s - 1 on a straight pipeline), 2BW keeps one.

@@ -102,12 +102,29 @@ Warmup read_warmup(const Reader& r, const YAML::Node& n, const std::string& path
   return w;
 }
 
+// strategy.recompute or a stage's recompute: none | full | selective, in any synchronous
+// schedule; gpipe-recompute already means full everywhere.
+Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string& path,
+                         const Strategy& st) {
+  const Recompute m = r.choice<Recompute>(
+      n, path,
+      {{"none", Recompute::kNone}, {"full", Recompute::kFull}, {"selective", Recompute::kSelective}});
+  if (m != Recompute::kNone && is_async(st.schedule))
+    r.fail(n, path,
+           fmt::format("{} keeps weight versions, not recomputed activations", to_string(st.schedule)),
+           "a synchronous schedule, or recompute: none");
+  if (m != Recompute::kFull && st.schedule == ScheduleKind::kGpipeRecompute)
+    r.fail(n, path, "gpipe-recompute is gpipe with full recompute on every stage",
+           "recompute: full, or schedule: gpipe with the recompute you want");
+  return m;
+}
+
 }  // namespace
 
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
-                "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup"});
+                "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -151,6 +168,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     }
   }
   if (n["warmup"].IsDefined()) st.warmup = read_warmup(r, n["warmup"], "strategy.warmup", st);
+  if (n["recompute"].IsDefined())
+    st.recompute = read_recompute(r, n["recompute"], "strategy.recompute", st);
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;
@@ -188,7 +207,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     for (size_t i = 0; i < stages.size(); ++i) {
       const std::string p = fmt::format("strategy.stages.{}", i);
       const YAML::Node s = stages[i];
-      r.expect_map(s, p, {"layers", "replicas", "warmup"});
+      r.expect_map(s, p, {"layers", "replicas", "warmup", "recompute"});
       const auto [first, last] =
           read_range(r, r.require(s, p, "layers"), p + ".layers", num_layers);
       if (first != expect) {
@@ -206,6 +225,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
       st.stages.push_back({first, last, rep, std::nullopt});
       if (s["warmup"].IsDefined())
         st.stages.back().warmup = read_warmup(r, s["warmup"], p + ".warmup", st);
+      if (s["recompute"].IsDefined())
+        st.stages.back().recompute = read_recompute(r, s["recompute"], p + ".recompute", st);
     }
     if (expect != num_layers) {
       r.fail(stages, "strategy.stages",

@@ -10,10 +10,13 @@
 
 namespace pipesim {
 
-std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages) {
+std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
+                                         const std::vector<Recompute>& recompute) {
   std::vector<StageProfile> out;
   out.reserve(stages.size());
-  for (const StageSpec& s : stages) {
+  for (size_t g = 0; g < stages.size(); ++g) {
+    const StageSpec& s = stages[g];
+    const Recompute mode = recompute.empty() ? Recompute::kFull : recompute[g];
     StageProfile p;
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
       const Layer& layer = model.layers.at(static_cast<size_t>(l));
@@ -27,7 +30,22 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
       p.params = checked_add(p.params, layer.params, "a stage's parameter count");
       p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params});
+      // What recompute keeps and re-allocates, layer by layer (Korthikanti et al. 2022).
+      const int64_t input =
+          l == 0 ? model.input_bytes : model.layers.at(static_cast<size_t>(l) - 1).output_bytes;
+      if (mode == Recompute::kSelective) {
+        const int64_t core = std::min(layer.attention_core_bytes, layer.activation_bytes);
+        p.kept_bytes = checked_add(p.kept_bytes, layer.activation_bytes - core, "kept activations");
+        p.transient_bytes = std::max(p.transient_bytes, core);
+        p.recompute_time =
+            checked_add(p.recompute_time, layer.attention_core_forward, "a recompute time");
+      } else {
+        const int64_t kept = std::min(input, layer.activation_bytes);
+        p.kept_bytes = checked_add(p.kept_bytes, kept, "kept activations");
+        p.transient_bytes = std::max(p.transient_bytes, layer.activation_bytes - kept);
+      }
     }
+    if (mode != Recompute::kSelective) p.recompute_time = p.forward;
     p.input_bytes = s.first_layer == 0
                         ? model.input_bytes
                         : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;
@@ -274,7 +292,11 @@ class Lowering {
     const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
     const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
     const int64_t act = split_bytes(sp.activation_bytes, cur.split);
-    const int64_t kept = std::min(act, split_bytes(sp.input_bytes, cur.split));
+    const int64_t kept = std::min(act, split_bytes(sp.kept_bytes, cur.split));
+    const int64_t transient = split_bytes(sp.transient_bytes, cur.split);
+    // What the backward frees: everything F allocated, or with a recompute what F kept plus
+    // what R allocated again.
+    const int64_t freed = cur.has_r[k] ? kept + transient : act;
     op.chunk = static_cast<int16_t>(s.chunk);
     op.stage = g;
     op.micro_batch = cur.blk * Mb_ + s.micro_batch;
@@ -288,19 +310,19 @@ class Lowering {
         index = &fwd_;
         break;
       case OpKind::kRecompute:
-        op.duration = split_time(sp.forward, cur.split);
-        op.mem_at_start = act - kept;
+        op.duration = split_time(sp.recompute_time, cur.split);
+        op.mem_at_start = transient;
         index = &rec_;
         break;
       case OpKind::kBackward:
         op.duration = split_time(
             cur.has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, cur.split);
-        if (!cur.has_w[k]) op.mem_at_end = -act;
+        if (!cur.has_w[k]) op.mem_at_end = -freed;
         index = &bwd_;
         break;
       case OpKind::kWeightGrad:
         op.duration = split_time(sp.backward_weight, cur.split);
-        op.mem_at_end = -act;
+        op.mem_at_end = -freed;
         index = &wgt_;
         break;
       default:

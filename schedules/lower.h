@@ -38,6 +38,11 @@ struct StageProfile {
   int64_t input_bytes = 0;  // what arrives from the previous stage (model input on stage 0)
   int64_t output_bytes = 0;
   int64_t params = 0;
+  // With recompute: bytes kept from F until the backward (full: each layer's input;
+  // selective: all but the attention core), bytes R allocates again (the largest layer's
+  // share, as the backward recomputes layer by layer), and R's time.
+  int64_t kept_bytes = 0, transient_bytes = 0;
+  Time recompute_time;
   struct LayerCost {
     Time backward_input, backward_weight;
     int64_t params = 0;
@@ -45,7 +50,9 @@ struct StageProfile {
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
 
-std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages);
+// `recompute[g]`, when given, is global stage g's mode (Strategy::recompute_of).
+std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
+                                         const std::vector<Recompute>& recompute = {});
 
 struct LoweringInput {
   SlotOrders orders;

@@ -96,6 +96,18 @@ std::optional<Warmup> parse_warmup(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kSelective:
+      return "selective";
+  }
+  return "?";
+}
+
 bool has_warmup(ScheduleKind k) {
   return k == ScheduleKind::kDapple;
 }

@@ -23,7 +23,13 @@ struct Layer {
   int64_t activation_bytes = 0;  // kept from forward until backward
   int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;
-  double forward_flops = 0;        // for one micro-batch; 0 when not known
+  double forward_flops = 0;  // for one micro-batch; 0 when not known
+  // The attention core (scores, softmax, dropout, attention over values) of a transformer
+  // layer: what selective recompute re-runs, and the activation bytes it then does not keep
+  // (Korthikanti et al. 2022, section 4: the 5as^2b term). Zero for other layers.
+  Time attention_core_forward;
+  double attention_core_flops = 0;
+  int64_t attention_core_bytes = 0;
   std::string source = "profile";  // where the times come from: profile | analytic
 
   Time backward() const { return backward_input + backward_weight; }
@@ -33,6 +39,7 @@ struct Model {
   std::string name;
   std::vector<Layer> layers;
   int64_t input_bytes = 0;  // one micro-batch of input samples (kept by gpipe-recompute on stage 0)
+  int64_t tokens_per_sample = 0;  // the sequence length, for models that have one
 };
 
 enum class Precision { kFp32, kMixed };
@@ -84,6 +91,12 @@ std::string schedule_names();  // for error messages
 bool is_async(ScheduleKind k);
 bool needs_split_backward(ScheduleKind k);  // zero-bubble schedules
 
+// strategy.recompute (SPEC section 3.1): full keeps each layer's input and re-runs the
+// stage's forward before its backward; selective keeps everything but the attention core
+// and re-runs only that (Korthikanti et al. 2022).
+enum class Recompute { kNone, kFull, kSelective };
+std::string_view to_string(Recompute r);
+
 // strategy.warmup (SPEC section 3.1): micro-batches stage s has in flight before its first
 // backward under the 1F1B schedules. kSchedule: min(S - s, M); kDeep: min(2(S - s) - 1, M);
 // kAuto: chosen per stage from its cross-stage transfer time against its compute.
@@ -97,7 +110,8 @@ struct StageSpec {
   int first_layer = 0;  // inclusive
   int last_layer = 0;   // inclusive
   int replicas = 1;
-  std::optional<Warmup> warmup;  // overrides Strategy::warmup for this stage
+  std::optional<Warmup> warmup{};        // overrides Strategy::warmup for this stage
+  std::optional<Recompute> recompute{};  // overrides Strategy::recompute for this stage
 };
 
 struct Strategy {
@@ -106,6 +120,11 @@ struct Strategy {
   int data = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved)
   Warmup warmup = Warmup::kSchedule;
+  Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
+  Recompute recompute_of(const StageSpec& s) const {
+    if (schedule == ScheduleKind::kGpipeRecompute) return Recompute::kFull;
+    return s.recompute.value_or(recompute);
+  }
   bool vertical_sync = false;  // PipeDream: every stage uses the version the input stage used
   // Gradient all-reduce algorithm; empty means auto: the cheapest for each group and size.
   std::optional<AllReduceAlgo> allreduce;

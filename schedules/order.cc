@@ -44,6 +44,21 @@ StepList with_weight_grads(const StepList& in) {
   return out;
 }
 
+// R(m) right before B(m) on the chunks that recompute: the forward re-runs when the
+// gradient arrives, then the backward consumes it.
+StepList with_recomputes(const StepList& in, int position, int positions,
+                         const std::vector<char>& recompute) {
+  StepList out;
+  for (const Step& s : in) {
+    const size_t g = static_cast<size_t>(s.chunk) * static_cast<size_t>(positions) +
+                     static_cast<size_t>(position);
+    if (s.kind == OpKind::kBackward && g < recompute.size() && recompute[g])
+      out.push_back({OpKind::kRecompute, s.micro_batch, s.chunk});
+    out.push_back(s);
+  }
+  return out;
+}
+
 // Optimizer step k after the last backward of mini-batch k (micro-batches
 // [k * M, (k + 1) * M)); a mini-batch with no backward in this list gets its step right
 // after the previous one, so steps stay in order.
@@ -292,6 +307,8 @@ SlotOrders build_orders(const OrderSpec& spec) {
   for (int p = 0; p < P; ++p) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);
+    if (spec.user == nullptr && spec.kind != ScheduleKind::kGpipeRecompute)
+      steps = with_recomputes(steps, p, P, spec.recompute);
     steps.push_back({OpKind::kOptimizer, 0, 0});
     out.steps[static_cast<size_t>(p)].assign(
         static_cast<size_t>(spec.replicas[static_cast<size_t>(p)]), steps);

@@ -81,6 +81,7 @@ struct OrderSpec {
   bool split_backward = false;
   std::vector<int> replicas;            // [position]
   std::vector<int> in_flight;           // [position] 1F1B warm-up depth; empty: S - s
+  std::vector<char> recompute;          // [global stage] R before each B; empty: none
   const ScheduleOrder* user = nullptr;  // hand-written lists replace the generator
 };
 

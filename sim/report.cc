@@ -133,6 +133,15 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
                     format_bytes(r.oom.bytes), format_bytes(r.oom.capacity), what,
                     format_bytes(r.oom.bytes - r.oom.capacity), format_time(r.oom.time));
   }
+  const double it = r.iteration_time.seconds();
+  if (info.model_flops > 0 && info.gpus > 0 && it > 0) {
+    r.model_tflops_per_gpu = info.model_flops / info.gpus / it / 1e12;
+    r.hardware_tflops_per_gpu = info.hardware_flops / info.gpus / it / 1e12;
+    if (info.peak_flops_per_gpu > 0)
+      r.mfu = *r.model_tflops_per_gpu * 1e12 / info.peak_flops_per_gpu;
+  }
+  if (info.tokens_per_sample > 0)
+    r.tokens_per_s = r.throughput * static_cast<double>(info.tokens_per_sample);
   return r;
 }
 
@@ -145,6 +154,13 @@ std::string to_json(const Report& r) {
   j["iteration_time_s"] = r.iteration_time.seconds();
   j["throughput_samples_per_s"] = r.throughput;
   j["bubble_fraction"] = r.bubble_fraction;
+  auto maybe = [](const std::optional<double>& v) {
+    return v ? ordered_json(*v) : ordered_json(nullptr);
+  };
+  j["model_tflops_per_gpu"] = maybe(r.model_tflops_per_gpu);
+  j["hardware_tflops_per_gpu"] = maybe(r.hardware_tflops_per_gpu);
+  j["mfu"] = maybe(r.mfu);
+  j["tokens_per_s"] = maybe(r.tokens_per_s);
   j["oom"] = r.oom.oom;
   if (r.oom.oom) {
     ordered_json o;
@@ -188,6 +204,10 @@ std::string to_json(const Report& r) {
   }
   j["links"] = links;
   j["events"] = r.events;
+  j["version"] = PIPESIM_VERSION;
+  ordered_json sets = ordered_json::object();
+  for (const auto& [key, value] : r.info.overrides) sets[key] = value;
+  j["overrides"] = sets;
   j["wall_s"] = r.info.wall_s;
   return j.dump(2) + "\n";
 }
@@ -200,6 +220,12 @@ std::string summary_table(const Report& r) {
   out += fmt::format("iteration   {}\n", format_time(r.iteration_time));
   out += fmt::format("throughput  {:.1f} samples/s\n", r.throughput);
   out += fmt::format("bubble      {:.1f} %\n", r.bubble_fraction * 100);
+  if (r.model_tflops_per_gpu) {
+    out += fmt::format("per GPU     {:.1f} model TFLOP/s, {:.1f} hardware TFLOP/s{}\n",
+                       *r.model_tflops_per_gpu, *r.hardware_tflops_per_gpu,
+                       r.mfu ? fmt::format(", MFU {:.1f} %", *r.mfu * 100) : "");
+  }
+  if (r.tokens_per_s) out += fmt::format("tokens      {:.0f} tokens/s\n", *r.tokens_per_s);
   out += fmt::format("oom         {}\n", r.oom.oom ? "YES: " + r.oom_message : "no");
   out += fmt::format("events      {}\n\n", r.events);
   out += fmt::format("{:<16} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device",

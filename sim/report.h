@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/engine.h"
@@ -18,6 +20,13 @@ struct RunInfo {
   int iterations = 1;
   bool asynchronous = false;  // iteration time is then the steady-state period
   double wall_s = 0;          // how long the simulation took (0 for reproducible output)
+  // Model FLOPs of one iteration (forward + backward = 3 x forward, recompute excluded) and
+  // what the GPUs execute (recompute included); 0 when some layer's FLOPs are not known.
+  double model_flops = 0, hardware_flops = 0;
+  int gpus = 0;                   // GPUs the strategy uses
+  double peak_flops_per_gpu = 0;  // in the training precision
+  int64_t tokens_per_sample = 0;  // 0: the model has no sequence length
+  std::vector<std::pair<std::string, std::string>> overrides;  // the --set KEY=VALUE applied
 };
 
 struct DeviceReport {
@@ -42,6 +51,8 @@ struct LinkReport {
 
 struct Report {
   RunInfo info;
+  // SPEC section 5 v2; unset (null in JSON) when the model's FLOPs or sequence are unknown.
+  std::optional<double> model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, tokens_per_s;
   Time makespan;
   Time iteration_time;
   double throughput = 0;       // samples per second

@@ -319,11 +319,13 @@ TEST_P(EverySchedule, Invariants) {
   for (int S : {1, 2, 4}) {
     for (int M : {4, 8}) {
       PipeSpec p;
-      // "dapple/deep": a schedule with its strategy.warmup.
-      const auto slash = schedule.find('/');
+      // "dapple/warmup=deep": a schedule with one more strategy key.
+      const auto slash = schedule.find('/'), eq = schedule.find('=');
       p.schedule = schedule.substr(0, slash);
-      if (slash != std::string::npos)
-        p.strategy_extra = "  warmup: " + schedule.substr(slash + 1) + "\n";
+      if (slash != std::string::npos) {
+        p.strategy_extra = "  " + schedule.substr(slash + 1, eq - slash - 1) + ": " +
+                           schedule.substr(eq + 1) + "\n";
+      }
       p.stages = S;
       p.micro_batches = M;
       p.tf_ms = {1.0};
@@ -387,13 +389,17 @@ TEST_P(EverySchedule, Invariants) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, EverySchedule,
-                         ::testing::Values("gpipe", "gpipe-recompute", "dapple", "dapple/deep",
-                                           "dapple/auto", "pipedream", "pipedream-2bw",
-                                           "interleaved", "zb-h1", "zb-h2"),
+                         ::testing::Values("gpipe", "gpipe-recompute", "dapple",
+                                           "dapple/warmup=deep", "dapple/warmup=auto",
+                                           "dapple/recompute=full", "dapple/recompute=selective",
+                                           "interleaved/recompute=full", "zb-h1/recompute=full",
+                                           "pipedream", "pipedream-2bw", "interleaved", "zb-h1",
+                                           "zb-h2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            std::replace(n.begin(), n.end(), '/', '_');
+                           std::replace(n.begin(), n.end(), '=', '_');
                            return n;
                          });
 

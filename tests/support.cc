@@ -78,12 +78,7 @@ SimRun run_yaml(const std::string& yaml, bool record_memory) {
   SimOptions o;
   o.record_memory = record_memory;
   Timeline tl = simulate(g, sc.cluster, o);
-  RunInfo info{sc.name,
-               std::string(to_string(sc.strategy.schedule)),
-               sc.training.global_batch,
-               sc.training.iterations,
-               is_async(sc.strategy.schedule),
-               0.0};
+  RunInfo info = run_info(sc, 0.0);
   Report rep = make_report(g, sc.cluster, tl, info);
   return SimRun{std::move(sc), std::move(g), std::move(tl), std::move(rep)};
 }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "tests/support.h"
 
 namespace pipesim {
@@ -91,6 +93,54 @@ TEST(Warmup, PerStageOverride) {
   const std::string o = order(staged);
   EXPECT_NE(o.find("dev0: F0 F1 F2 F3 F4 F5 F6 B0 F7"), std::string::npos) << o;
   EXPECT_NE(o.find("dev1: F0 F1 F2 B0 F3"), std::string::npos) << o;
+}
+
+// Random pipelines whose transfers are comparable to compute: `auto` stays within the cost
+// of 1F1B's drain of GPipe's makespan (one backward per stage plus each hop back), and never
+// holds more activations than GPipe (which keeps all M).
+TEST(Warmup, AutoKeepsGpipeSpeedAtLessMemory) {
+  std::mt19937 rng(20261123);
+  std::uniform_real_distribution<double> f_ms(0.5, 2.0), ratio(0.3, 1.0);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int S = 2 + trial % 4, M = 2 * S + trial % 5;
+    std::string layers;
+    double drain = 0;
+    for (int s = 0; s < S; ++s) {
+      const double f = f_ms(rng), b = 2 * f;
+      // A hop of `out` MB at 1 GB/s takes out ms: a share of the stage's F + B.
+      const double out = ratio(rng) * (f + b);
+      drain += b + out;
+      layers += fmt::format(
+          "    - {{name: l{}, forward: {:.3f} ms, backward: {:.3f} ms, activation: 1 MiB, "
+          "output: {:.0f} KB}}\n",
+          s, f, b, out * 1000);
+    }
+    auto yaml = [&](const std::string& schedule) {
+      return fmt::format(R"(cluster:
+  gpu: v100-16gb
+  nodes: {}
+  gpus_per_node: 1
+  inter_node: {{kind: ethernet, bandwidth: 1 GB/s, latency: 10 us}}
+model:
+  layers:
+{}training:
+  global_batch: {}
+  micro_batch: 1
+strategy:
+  pipeline: {}
+{})",
+                         S, layers, M, S, schedule);
+    };
+    const test::SimRun gp = run(yaml("  schedule: gpipe\n"));
+    const test::SimRun au = run(yaml("  schedule: dapple\n  warmup: auto\n"));
+    EXPECT_LE(au.timeline.makespan, gp.timeline.makespan + test::ms(drain))
+        << "S " << S << " M " << M << "\n"
+        << layers;
+    for (int d = 0; d < S; ++d) {
+      EXPECT_LE(test::peak_activation_bytes(au, d), test::peak_activation_bytes(gp, d));
+    }
+    EXPECT_LT(test::peak_activation_bytes(au, S - 1), test::peak_activation_bytes(gp, S - 1));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,115 @@
+// strategy.recompute (SPEC section 3.1): full and selective recompute in every synchronous
+// schedule, per stage, with Korthikanti et al.'s activation memory (arXiv 2205.05198).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "scenario/models.h"
+#include "schedules/lower.h"
+#include "tests/support.h"
+#include "topology/presets.h"
+
+namespace pipesim {
+namespace {
+
+using test::PipeSpec;
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+std::string order_of(const PipeSpec& p) {
+  const auto r = test::cli({"order", test::write_temp("recompute-order.yaml", test::to_yaml(p))});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.out;
+}
+
+TEST(Recompute, KorthikantiTableTwoPerLayer) {
+  // One transformer layer, 16-bit, no tensor parallelism (Table 2, t = 1): s = 2048,
+  // b = 1, h = 1024, a = 16. Kept from F to B per layer: none 34sbh + 5as^2b, selective
+  // 34sbh, full 2sbh (the layer's input).
+  TransformerShape t;
+  t.layers = 2;
+  t.hidden = 1024;
+  t.heads = 16;
+  t.ffn = 4096;
+  t.sequence = 2048;
+  t.vocab = 1000;
+  Training tr;
+  tr.micro_batch = 1;
+  tr.precision = Precision::kMixed;
+  const Model m = transformer_model(t, tr, *find_gpu_preset("a100-80gb"));
+  const int64_t sbh = 2048LL * 1024, as2b = 16LL * 2048 * 2048;
+  const std::vector<StageSpec> layer2{{2, 2, 1}};  // layer 0 is the embedding
+  auto kept = [&](Recompute r) { return stage_profiles(m, layer2, {r})[0].kept_bytes; };
+  EXPECT_EQ(m.layers[2].activation_bytes, 34 * sbh + 5 * as2b);
+  EXPECT_EQ(kept(Recompute::kSelective), 34 * sbh);
+  EXPECT_EQ(kept(Recompute::kFull), 2 * sbh);
+  // Selective re-runs the attention core: QK^T and attention over values, 4bs^2h FLOPs.
+  EXPECT_EQ(
+      stage_profiles(m, layer2, {Recompute::kSelective})[0].recompute_time,
+      analytic_time(4.0 * 2048 * 2048 * 1024, *find_gpu_preset("a100-80gb"), Precision::kMixed));
+  EXPECT_EQ(stage_profiles(m, layer2, {Recompute::kFull})[0].recompute_time, m.layers[2].forward);
+}
+
+TEST(Recompute, OneFOneBOrderAndClosedForm) {
+  // Full recompute under 1F1B: R right before each B; uniform stages without transfers
+  // give (M + S - 1)(2 t_f + t_b) = 11 x 4 = 44 ms, as GPipe with recompute.
+  PipeSpec p;
+  p.tb_ms = {2.0};
+  p.strategy_extra = "  recompute: full\n";
+  EXPECT_NE(order_of(p).find("dev0: F0 F1 F2 F3 R0 B0 F4 R1 B1"), std::string::npos);
+  EXPECT_EQ(test::run_pipe(p).timeline.makespan, Time::ms(44));
+  p.schedule = "gpipe";
+  EXPECT_EQ(test::run_pipe(p).timeline.makespan, Time::ms(44));
+  // ZB-H1: R before B, W still deferred.
+  p.schedule = "zb-h1";
+  p.tb_ms = {1.0};
+  p.tw_ms = {1.0};
+  EXPECT_NE(order_of(p).find("dev0: F0 F1 F2 F3 R0 B0 W0 F4"), std::string::npos);
+}
+
+TEST(Recompute, OneFOneBMemory) {
+  // One layer per stage, 10 MiB of activations, 1 MiB outputs; S = 4, M = 8, 1F1B with full
+  // recompute. Stage s > 0 keeps its 1 MiB input for each of its S - s micro-batches in
+  // flight and re-allocates 9 MiB while it recomputes: during its (S - s)-th forward it
+  // holds (S - s - 1) x 1 + 10 MiB, the peak. Stage 0's input is 0 bytes: 10 MiB.
+  PipeSpec p;
+  p.activation = "10 MiB";
+  p.output = "1 MiB";
+  p.strategy_extra = "  recompute: full\n";
+  const test::SimRun r = test::run_pipe(p);
+  EXPECT_EQ(test::peak_activation_bytes(r, 0), 10 * kMiB);
+  for (int s = 1; s < 4; ++s)
+    EXPECT_EQ(test::peak_activation_bytes(r, s), (4 - s - 1 + 10) * kMiB) << s;
+  // Without recompute: min(S - s, M) x 10 MiB.
+  p.strategy_extra.clear();
+  const test::SimRun n = test::run_pipe(p);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(test::peak_activation_bytes(n, s), (4 - s) * 10 * kMiB);
+}
+
+TEST(Recompute, PerStageAndValidation) {
+  // Only stage 0 recomputes.
+  PipeSpec p;
+  p.stages = 2;
+  p.micro_batches = 2;
+  p.strategy_extra = "";
+  std::string y = test::to_yaml(p);
+  y.replace(y.find("  pipeline: 2\n"), 14,
+            "  stages:\n    - {layers: 0-0, recompute: full}\n    - {layers: 1-1}\n");
+  const auto r = test::cli({"order", test::write_temp("recompute-stage.yaml", y)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "dev0: F0 F1 R0 B0 R1 B1\ndev1: F0 B0 F1 B1\n");
+  // Asynchronous schedules keep weight versions instead; gpipe-recompute is full already.
+  p.schedule = "pipedream";
+  p.strategy_extra = "  recompute: full\n";
+  auto bad = test::cli({"run", test::write_temp("recompute-bad.yaml", test::to_yaml(p))});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("strategy.recompute"), std::string::npos) << bad.err;
+  p.schedule = "gpipe-recompute";
+  p.strategy_extra = "  recompute: selective\n";
+  bad = test::cli({"run", test::write_temp("recompute-bad2.yaml", test::to_yaml(p))});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("gpipe-recompute is gpipe with full recompute"), std::string::npos)
+      << bad.err;
+}
+
+}  // namespace
+}  // namespace pipesim
