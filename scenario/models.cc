@@ -78,6 +78,16 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   for (int i = 0; i < t.layers; ++i) {
     m.layers.push_back(
         layer(fmt::format("layer{}", i), layer_flops, layer_params, activation, sbh * elem));
+    // Megatron-LM: column-parallel QKV and first MLP GEMM, row-parallel projection and
+    // second GEMM: one all-reduce of the b x s x h output after attention and one after the
+    // MLP, and the same two on the input gradients in the backward. Without sequence
+    // parallelism the layer-norm inputs (2 x 2sbh), the two dropout masks (2sbh) and the
+    // attention and MLP inputs' copies (4sbh) stay whole: 10sbh of the 34sbh.
+    Layer& x = m.layers.back();
+    x.tensor_parallel = true;
+    x.tp_forward_allreduces = x.tp_backward_allreduces = 2;
+    x.tp_allreduce_bytes = sbh * elem;
+    x.tp_replicated_activation = 10 * sbh * elem / 2;
     if (!t.flash_attention) {
       m.layers.back().attention_core_forward = analytic_time(core_flops, gpu, training.precision);
       m.layers.back().attention_core_flops = core_flops;
@@ -90,6 +100,15 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.push_back(layer("head", 2 * b * s * h * V,
                            (t.tie_embeddings ? 0 : t.vocab * t.hidden) + 2 * t.hidden,
                            logits * (elem + 4), 0));
+  // Vocabulary-parallel embedding (an all-reduce of its output in the forward) and output
+  // layer (an all-reduce of the input gradient in the backward; the cross-entropy's
+  // reductions are b x s scalars, left out).
+  for (Layer* x : {&m.layers.front(), &m.layers.back()}) {
+    x->tensor_parallel = true;
+    x->tp_allreduce_bytes = sbh * elem;
+  }
+  m.layers.front().tp_forward_allreduces = 1;
+  m.layers.back().tp_backward_allreduces = 1;
   return m;
 }
 

@@ -229,9 +229,13 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
       out[static_cast<size_t>(p)] = *s.strategy.allreduce;
       continue;
     }
+    // The data-parallel group of tensor rank 0 (every rank's group looks alike).
+    const int t = s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]);
     std::vector<int> devices;
     for (const auto& copy : s.placement) {
-      for (int d : copy[static_cast<size_t>(p)]) devices.push_back(d);
+      const auto& lanes = copy[static_cast<size_t>(p)];
+      for (size_t lane = 0; lane < lanes.size(); lane += static_cast<size_t>(t))
+        devices.push_back(lanes[lane]);
     }
     int64_t params = 0;
     for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size();
@@ -244,10 +248,10 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
     Time best = Time::max();
     for (AllReduceAlgo a :
          {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
-      const Time t = allreduce_estimate(
-          s.cluster, devices, checked_mul(params, pb.gradients, "a gradient all-reduce"), a);
-      if (t < best) {
-        best = t;
+      const Time est = allreduce_estimate(
+          s.cluster, devices, checked_mul(params / t, pb.gradients, "a gradient all-reduce"), a);
+      if (est < best) {
+        best = est;
         out[static_cast<size_t>(p)] = a;
       }
     }
@@ -261,6 +265,9 @@ TaskGraph scenario_task_graph(const Scenario& s) {
     in.orders = scenario_orders(s);
     in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s));
     in.placement = s.placement;
+    for (int p = 0; p < s.strategy.positions(); ++p)
+      in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
+    in.sequence_parallel = s.strategy.sequence_parallel;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
     in.param_bytes = bytes_per_param(s.training.precision, s.training.optimizer);

@@ -106,17 +106,53 @@ Warmup read_warmup(const Reader& r, const YAML::Node& n, const std::string& path
 // schedule; gpipe-recompute already means full everywhere.
 Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string& path,
                          const Strategy& st) {
-  const Recompute m = r.choice<Recompute>(
-      n, path,
-      {{"none", Recompute::kNone}, {"full", Recompute::kFull}, {"selective", Recompute::kSelective}});
+  const Recompute m = r.choice<Recompute>(n, path,
+                                          {{"none", Recompute::kNone},
+                                           {"full", Recompute::kFull},
+                                           {"selective", Recompute::kSelective}});
   if (m != Recompute::kNone && is_async(st.schedule))
-    r.fail(n, path,
-           fmt::format("{} keeps weight versions, not recomputed activations", to_string(st.schedule)),
-           "a synchronous schedule, or recompute: none");
+    r.fail(
+        n, path,
+        fmt::format("{} keeps weight versions, not recomputed activations", to_string(st.schedule)),
+        "a synchronous schedule, or recompute: none");
   if (m != Recompute::kFull && st.schedule == ScheduleKind::kGpipeRecompute)
     r.fail(n, path, "gpipe-recompute is gpipe with full recompute on every stage",
            "recompute: full, or schedule: gpipe with the recompute you want");
   return m;
+}
+
+// Tensor parallelism splits only layers whose operators pipesim knows (generated
+// transformer layers); the chunks of one device share its tensor group; sequence
+// parallelism needs a tensor group.
+void check_tensor(const Reader& r, const YAML::Node& n, bool has_stages, const Scenario& sc) {
+  const Strategy& st = sc.strategy;
+  bool any = false;
+  for (size_t g = 0; g < st.stages.size(); ++g) {
+    const StageSpec& s = st.stages[g];
+    const int t = st.tensor_of(s);
+    const YAML::Node at = has_stages && s.tensor ? n["stages"][g]["tensor"] : n["tensor"];
+    const std::string path =
+        has_stages && s.tensor ? fmt::format("strategy.stages.{}.tensor", g) : "strategy.tensor";
+    if (t == 1) continue;
+    any = true;
+    for (int l = s.first_layer; l <= s.last_layer; ++l) {
+      const Layer& x = sc.model.layers[static_cast<size_t>(l)];
+      if (!x.tensor_parallel)
+        r.fail(at, path,
+               fmt::format("layer {} ('{}') has no operator layout to split {} ways ({} costs)", l,
+                           x.name, t, x.source),
+               "tensor: 1 for measured or hand-written layers; generated transformer layers split");
+    }
+    const int p = static_cast<int>(g) % st.positions();
+    if (t != st.tensor_of(st.stages[static_cast<size_t>(p)]))
+      r.fail(at, path,
+             fmt::format("stage {} shares devices with stage {} and needs its tensor degree", g, p),
+             "equal tensor for the chunks of one device");
+  }
+  if (st.sequence_parallel && !any)
+    r.fail(n["sequence_parallel"], "strategy.sequence_parallel",
+           "sequence parallelism splits along the tensor group, and every stage has tensor 1",
+           "tensor > 1, or sequence_parallel: false");
 }
 
 }  // namespace
@@ -124,7 +160,8 @@ Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
-                "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute"});
+                "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
+                "tensor", "sequence_parallel"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -170,6 +207,9 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   if (n["warmup"].IsDefined()) st.warmup = read_warmup(r, n["warmup"], "strategy.warmup", st);
   if (n["recompute"].IsDefined())
     st.recompute = read_recompute(r, n["recompute"], "strategy.recompute", st);
+  if (n["tensor"].IsDefined())
+    st.tensor = static_cast<int>(r.integer(n["tensor"], "strategy.tensor", 1, 4096));
+  st.sequence_parallel = read_flag(r, n["sequence_parallel"], "strategy.sequence_parallel", false);
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;
@@ -207,7 +247,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     for (size_t i = 0; i < stages.size(); ++i) {
       const std::string p = fmt::format("strategy.stages.{}", i);
       const YAML::Node s = stages[i];
-      r.expect_map(s, p, {"layers", "replicas", "warmup", "recompute"});
+      r.expect_map(s, p, {"layers", "replicas", "warmup", "recompute", "tensor"});
       const auto [first, last] =
           read_range(r, r.require(s, p, "layers"), p + ".layers", num_layers);
       if (first != expect) {
@@ -227,6 +267,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
         st.stages.back().warmup = read_warmup(r, s["warmup"], p + ".warmup", st);
       if (s["recompute"].IsDefined())
         st.stages.back().recompute = read_recompute(r, s["recompute"], p + ".recompute", st);
+      if (s["tensor"].IsDefined())
+        st.stages.back().tensor = static_cast<int>(r.integer(s["tensor"], p + ".tensor", 1, 4096));
     }
     if (expect != num_layers) {
       r.fail(stages, "strategy.stages",
@@ -251,6 +293,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
       }
     }
   }
+  check_tensor(r, n, has_stages, sc);
   // Micro-batches: SPEC M = global_batch / (micro_batch x data), a whole number.
   const Training& t = sc.training;
   const int64_t per = t.micro_batch * st.data;
@@ -297,8 +340,11 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   }
 
   if (n["order"].IsDefined()) read_order(r, n["order"], sc);
-  std::vector<int> reps;  // per position
-  for (int p = 0; p < P; ++p) reps.push_back(st.stages[static_cast<size_t>(p)].replicas);
+  std::vector<int> reps;  // GPUs per position: replicas x tensor, replica-major
+  for (int p = 0; p < P; ++p) {
+    const StageSpec& s = st.stages[static_cast<size_t>(p)];
+    reps.push_back(s.replicas * st.tensor_of(s));
+  }
   const YAML::Node pl = n["placement"];
   if (!pl.IsDefined() || pl.IsScalar()) {
     if (pl.IsDefined()) {
@@ -308,8 +354,11 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                                      {"append-first", PlacementPolicy::kAppendFirst},
                                      {"scatter-first", PlacementPolicy::kScatterFirst}});
     }
-    sc.placement = r.at(pl.IsDefined() ? pl : n, "strategy.placement",
-                        [&] { return place(sc.cluster, reps, st.data, sc.placement_policy); });
+    std::vector<int> groups;  // tensor groups stay inside one server when they fit
+    for (int p = 0; p < P; ++p) groups.push_back(st.tensor_of(st.stages[static_cast<size_t>(p)]));
+    sc.placement = r.at(pl.IsDefined() ? pl : n, "strategy.placement", [&] {
+      return place(sc.cluster, reps, st.data, sc.placement_policy, groups);
+    });
     return;
   }
   // Explicit device lists: one per stage (data copies one after another), by name or index.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/checked.h"
@@ -29,7 +30,11 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
       p.params = checked_add(p.params, layer.params, "a stage's parameter count");
-      p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params});
+      p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params, layer.forward,
+                          layer.tp_forward_allreduces, layer.tp_backward_allreduces,
+                          layer.tp_allreduce_bytes});
+      p.replicated_activation =
+          checked_add(p.replicated_activation, layer.tp_replicated_activation, "activations");
       // What recompute keeps and re-allocates, layer by layer (Korthikanti et al. 2022).
       const int64_t input =
           l == 0 ? model.input_bytes : model.layers.at(static_cast<size_t>(l) - 1).output_bytes;
@@ -46,6 +51,9 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       }
     }
     if (mode != Recompute::kSelective) p.recompute_time = p.forward;
+    // Full recompute keeps layer inputs, which tensor parallelism leaves whole; selective
+    // keeps the layer-norm and dropout tensors among the rest (Korthikanti et al., Table 2).
+    p.replicated_kept = mode == Recompute::kFull ? p.kept_bytes : p.replicated_activation;
     p.input_bytes = s.first_layer == 0
                         ? model.input_bytes
                         : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;
@@ -102,6 +110,7 @@ class Lowering {
     add_static_memory();
     add_compute();
     add_pipeline_transfers();
+    add_tensor_collectives();
     add_allreduces();
     TaskGraph graph = std::move(b_).build();
     if (auto problem = graph.validate()) {
@@ -150,8 +159,18 @@ class Lowering {
     return it == last_part_.end() ? id : it->second;
   }
 
-  int replicas(int p) const {
+  int tensor(int p) const { return in_.tensor.empty() ? 1 : in_.tensor[static_cast<size_t>(p)]; }
+  // GPUs of one copy of position p: replicas x tensor ranks ("lanes").
+  int lanes(int p) const {
     return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size());
+  }
+  int replicas(int p) const { return lanes(p) / tensor(p); }
+  // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
+  // whole on each rank unless sequence parallelism splits it too.
+  int64_t lane_bytes(int64_t total, int64_t replicated, int split, int t) const {
+    if (t == 1 || in_.sequence_parallel) return split_bytes(total, split * t);
+    replicated = std::min(replicated, total);
+    return split_bytes(total - replicated, split * t) + split_bytes(replicated, split);
   }
   int device(int c, int g, int j) const {
     return in_
@@ -172,7 +191,8 @@ class Lowering {
                                "a device's parameter count");
         const int extra =
             in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
-        for (int j = 0; j < replicas(p); ++j) {
+        params = split_bytes(params, tensor(p));  // each tensor rank holds 1/t of the weights
+        for (int j = 0; j < lanes(p); ++j) {
           const int d = device(c, p, j);
           const char* what = "a device's parameter memory";
           b_.add_static_memory(d, MemCategory::kWeights,
@@ -200,6 +220,7 @@ class Lowering {
   // The compute ops of one device slot, emitted one step at a time.
   struct Cursor {
     int c = 0, p = 0, j = 0, d = 0, split = 1;
+    int lane = 0, k = 0, t = 1;  // lane j * t + k: tensor rank k of replica j
     const StepList* steps = nullptr;
     std::vector<char> has_r, has_w;  // [chunk * Mb + m]: this slot recomputes / runs a separate W
     std::vector<char> last_grad;     // [step]: the last step computing a chunk's weight gradients
@@ -212,12 +233,16 @@ class Lowering {
     std::vector<int64_t> bucket_bytes;
   };
 
-  Cursor make_cursor(int c, int p, int j) {
+  Cursor make_cursor(int c, int p, int lane) {
     Cursor cur;
     cur.c = c;
     cur.p = p;
-    cur.j = j;
-    cur.d = device(c, p, j);
+    cur.lane = lane;
+    cur.t = tensor(p);
+    cur.j = lane / cur.t;
+    cur.k = lane % cur.t;
+    const int j = cur.j;
+    cur.d = device(c, p, lane);
     cur.split = in_.orders.round_robin ? 1 : replicas(p);
     cur.steps = &in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
     cur.has_r.assign(static_cast<size_t>(G_ / P_) * Mb_, 0);
@@ -228,6 +253,7 @@ class Lowering {
       if (s.kind == OpKind::kWeightGrad) cur.has_w[k] = 1;
     }
     for (int g = p; g < G_; g += P_) cur.optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
+    cur.optimizer = split_time(cur.optimizer, cur.t);  // each rank updates its 1/t
     cur.last_grad.assign(cur.steps->size(), 0);
     if (syncs_gradients(p)) {
       std::vector<long> last(static_cast<size_t>(G_ / P_),
@@ -255,7 +281,7 @@ class Lowering {
     std::vector<Cursor> cursors;
     for (int c = 0; c < copies_; ++c) {
       for (int p = 0; p < P_; ++p) {
-        for (int j = 0; j < replicas(p); ++j) cursors.push_back(make_cursor(c, p, j));
+        for (int lane = 0; lane < lanes(p); ++lane) cursors.push_back(make_cursor(c, p, lane));
       }
     }
     for (bool any = true; any;) {
@@ -281,7 +307,7 @@ class Lowering {
       op.iteration = cur.blk + s.micro_batch;  // one of the two is zero
       op.duration = cur.optimizer;
       const OpId id = b_.add(op);
-      optimizers_[{cur.p, op.iteration}].push_back(
+      optimizers_[{cur.p, cur.k, op.iteration}].push_back(
           {id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes)});
       cur.buckets.clear();
       cur.bucket_bytes.clear();
@@ -291,9 +317,11 @@ class Lowering {
     PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
     const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
     const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
-    const int64_t act = split_bytes(sp.activation_bytes, cur.split);
-    const int64_t kept = std::min(act, split_bytes(sp.kept_bytes, cur.split));
-    const int64_t transient = split_bytes(sp.transient_bytes, cur.split);
+    const int64_t act = lane_bytes(sp.activation_bytes, sp.replicated_activation, cur.split, cur.t);
+    const int64_t kept =
+        std::min(act, lane_bytes(sp.kept_bytes, sp.replicated_kept, cur.split, cur.t));
+    const int64_t transient = lane_bytes(sp.transient_bytes, 0, cur.split, cur.t);
+    const int work = cur.split * cur.t;  // FLOPs divide over replicas and tensor ranks
     // What the backward frees: everything F allocated, or with a recompute what F kept plus
     // what R allocated again.
     const int64_t freed = cur.has_r[k] ? kept + transient : act;
@@ -304,32 +332,59 @@ class Lowering {
     std::vector<OpId>* index = nullptr;
     switch (s.kind) {
       case OpKind::kForward:
-        op.duration = split_time(sp.forward, cur.split);
+        op.duration = split_time(sp.forward, work);
         op.mem_at_start = act;
         if (cur.has_r[k]) op.mem_at_end = -(act - kept);
         index = &fwd_;
         break;
       case OpKind::kRecompute:
-        op.duration = split_time(sp.recompute_time, cur.split);
+        op.duration = split_time(sp.recompute_time, work);
         op.mem_at_start = transient;
         index = &rec_;
         break;
       case OpKind::kBackward:
         op.duration = split_time(
-            cur.has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, cur.split);
+            cur.has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, work);
         if (!cur.has_w[k]) op.mem_at_end = -freed;
         index = &bwd_;
         break;
       case OpKind::kWeightGrad:
-        op.duration = split_time(sp.backward_weight, cur.split);
+        op.duration = split_time(sp.backward_weight, work);
         op.mem_at_end = -freed;
         index = &wgt_;
         break;
       default:
         PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
     }
-    OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.j)];
+    OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.lane)];
     PIPESIM_ASSERT(target == kNone, "each step appears once per block");
+    if (cur.t > 1) {
+      // Megatron-LM's tensor-parallel all-reduces cut the op into segments; the collectives
+      // between them are added once every rank has its segments (add_tensor_collectives).
+      const auto segs = tp_segments(sp, s.kind, cur.has_w[k] != 0,
+                                    cur.has_r[k] != 0 && sp.recompute_time == sp.forward);
+      if (segs.size() > 1 || (segs.size() == 1 && segs[0].second > 0)) {
+        // One part per segment, and a last empty one when the op ends with a collective
+        // (what follows waits for it there).
+        const size_t n = segs.size() + (segs.back().second > 0 ? 1 : 0);
+        std::vector<OpId> parts;
+        for (size_t q = 0; q < n; ++q) {
+          Op part = op;
+          part.part = static_cast<int16_t>(q);
+          part.duration = q < segs.size() ? split_time(segs[q].first, work) : Time::zero();
+          part.mem_at_start = q == 0 ? op.mem_at_start : 0;
+          part.mem_at_end = q + 1 == n ? op.mem_at_end : 0;
+          parts.push_back(b_.add(part));
+        }
+        target = parts.front();
+        if (parts.size() > 1) last_part_[target] = parts.back();
+        std::vector<int64_t> bytes;
+        for (const auto& sg : segs) bytes.push_back(sg.second);
+        tp_parts_[target] = {std::move(parts), std::move(bytes)};
+        cur.before = tail(target);
+        return true;
+      }
+    }
     if (!cur.last_grad[cur.idx - 1] || sp.layers.empty()) {  // (no per-layer costs: one bucket)
       target = b_.add(op);
       cur.before = target;
@@ -358,8 +413,8 @@ class Lowering {
       if (b == 0) target = id;
       if (b + 1 == buckets.size() && b > 0) last_part_[target] = id;
       cur.buckets.push_back(id);
-      cur.bucket_bytes.push_back(
-          checked_mul(params, in_.gradient_bytes_per_param, "a gradient bucket"));
+      cur.bucket_bytes.push_back(checked_mul(split_bytes(params, cur.t),
+                                             in_.gradient_bytes_per_param, "a gradient bucket"));
       cur.before = id;
     }
     return true;
@@ -371,6 +426,76 @@ class Lowering {
     const size_t k = slot(c, blk, g, m, j);
     if (!in_.orders.early_input_grad && wgt_[k] != kNone) return tail(wgt_[k]);
     return tail(bwd_[k]);
+  }
+
+  // The segments of a tensor-parallel op: (time, bytes of the all-reduce after it), in the
+  // order the op runs its layers (forward order for F and a full R, backward order for B).
+  // A layer issuing n all-reduces splits its time into n equal segments; a layer issuing
+  // none joins the next segment. W and a selective R issue none.
+  std::vector<std::pair<Time, int64_t>> tp_segments(const StageProfile& sp, OpKind kind, bool has_w,
+                                                    bool full_recompute) const {
+    std::vector<std::pair<Time, int64_t>> out;
+    const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && full_recompute);
+    if (!fwd && kind != OpKind::kBackward) return out;
+    Time acc;
+    const size_t L = sp.layers.size();
+    for (size_t i = 0; i < L; ++i) {
+      const auto& lc = sp.layers[fwd ? i : L - 1 - i];
+      const Time t =
+          fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
+      const int n = fwd ? lc.tp_forward : lc.tp_backward;
+      if (n == 0 || lc.tp_bytes == 0) {
+        acc += t;
+        continue;
+      }
+      for (int q = 0; q < n; ++q) {
+        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n), lc.tp_bytes);
+        acc = Time::zero();
+      }
+    }
+    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, 0);
+    return out;
+  }
+
+  // The all-reduces between the segments of every tensor-parallel op: ranks of one replica
+  // all-reduce after each segment, and each rank's next segment waits for the result.
+  void add_tensor_collectives() {
+    for (int c = 0; c < copies_; ++c) {
+      for (int p = 0; p < P_; ++p) {
+        const int t = tensor(p);
+        if (t == 1) continue;
+        for (int blk = 0; blk < blocks_; ++blk) {
+          for (int g = p; g < G_; g += P_) {
+            for (int m = 0; m < Mb_; ++m) {
+              for (int j = 0; j < replicas(p); ++j) {
+                for (const auto* index : {&fwd_, &rec_, &bwd_}) {
+                  std::vector<const TpParts*> ranks;
+                  for (int k = 0; k < t; ++k) {
+                    const OpId first = (*index)[slot(c, blk, g, m, j * t + k)];
+                    const auto it = tp_parts_.find(first);
+                    if (it != tp_parts_.end()) ranks.push_back(&it->second);
+                  }
+                  if (ranks.size() != static_cast<size_t>(t)) continue;
+                  const TpParts& r0 = *ranks.front();
+                  for (size_t q = 0; q < r0.bytes.size(); ++q) {
+                    if (r0.bytes[q] == 0) continue;
+                    std::vector<CollectiveMember> members;
+                    for (const TpParts* r : ranks) {
+                      const int d = b_.op(r->parts[q]).device;
+                      const int node =
+                          in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
+                      members.push_back({d, node, {r->parts[q]}, r->parts[q + 1]});
+                    }
+                    add_allreduce(b_, AllReduceAlgo::kRing, members,
+                                  lane_bytes(r0.bytes[q], r0.bytes[q], 1, 1), {g, blk});
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
   }
 
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
@@ -396,25 +521,27 @@ class Lowering {
     for (int c = 0; c < copies_; ++c) {
       for (int blk = 0; blk < blocks_; ++blk) {
         for (int g = 0; g < G_; ++g) {
-          const int r = replicas(g % P_);
+          const int r = replicas(g % P_), t = tensor(g % P_);
           for (int m = 0; m < Mb_; ++m) {
             const int mb = blk * Mb_ + m;
-            for (int j = 0; j < r; ++j) {
-              if (rr && j != rr_replica(g, m)) continue;
-              const OpId f = fwd_[slot(c, blk, g, m, j)];
-              const OpId bk = bwd_[slot(c, blk, g, m, j)];
+            for (int lane = 0; lane < r * t; ++lane) {
+              if (rr && lane / t != rr_replica(g, m)) continue;
+              const size_t at = slot(c, blk, g, m, lane);
+              const OpId f = fwd_[at], bk = bwd_[at];
               PIPESIM_ASSERT(f != kNone && bk != kNone,
                              "every micro-batch has F and B on every stage");
-              if (const OpId w = wgt_[slot(c, blk, g, m, j)]; w != kNone) b_.add_dep(w, tail(bk));
-              if (const OpId rc = rec_[slot(c, blk, g, m, j)]; rc != kNone) {
-                b_.add_dep(bk, rc);
-                b_.add_dep(rc, f);
+              if (const OpId w = wgt_[at]; w != kNone) b_.add_dep(w, tail(bk));
+              if (const OpId rc = rec_[at]; rc != kNone) {
+                b_.add_dep(bk, tail(rc));
+                b_.add_dep(rc, tail(f));
               }
-              if (g == G_ - 1) b_.add_dep(bk, f);
+              if (g == G_ - 1) b_.add_dep(bk, tail(f));
             }
             if (g + 1 == G_) continue;
-            // Output of g to g+1 and the gradient back.
-            const int r2 = replicas((g + 1) % P_);
+            // Output of g to g+1 and the gradient back: replica i of r and j of r2 move the
+            // samples they share; tensor rank k of t and k2 of t2 the share of the hidden
+            // dimension they share (rank to rank when the degrees are equal).
+            const int r2 = replicas((g + 1) % P_), t2 = tensor((g + 1) % P_);
             const int64_t out = in_.stages[static_cast<size_t>(g)].output_bytes;
             for (int i = 0; i < r; ++i) {
               for (int j = 0; j < r2; ++j) {
@@ -427,13 +554,21 @@ class Lowering {
                   if (share == 0) continue;
                   bytes = out * share / (int64_t{r} * r2);
                 }
-                const int src = device(c, g, i), dst = device(c, g + 1, j);
-                connect(fwd_[slot(c, blk, g, m, i)], src, fwd_[slot(c, blk, g + 1, m, j)], dst, g,
-                        mb, mb / M, bytes, CommKind::kActivation);
-                const OpId rc = rec_[slot(c, blk, g, m, i)];
-                const OpId grad_target = rc != kNone ? rc : bwd_[slot(c, blk, g, m, i)];
-                connect(gradient_source(c, blk, g + 1, m, j), dst, grad_target, src, g + 1, mb,
-                        mb / M, bytes, CommKind::kGradient);
+                for (int k = 0; k < t; ++k) {
+                  for (int k2 = 0; k2 < t2; ++k2) {
+                    const int64_t rank_share = overlap(k, t, k2, t2);
+                    if (rank_share == 0) continue;
+                    const int64_t part = bytes * rank_share / (int64_t{t} * t2);
+                    const int a = i * t + k, b = j * t2 + k2;
+                    const int src = device(c, g, a), dst = device(c, g + 1, b);
+                    connect(tail(fwd_[slot(c, blk, g, m, a)]), src, fwd_[slot(c, blk, g + 1, m, b)],
+                            dst, g, mb, mb / M, part, CommKind::kActivation);
+                    const OpId rc = rec_[slot(c, blk, g, m, a)];
+                    const OpId grad_target = rc != kNone ? rc : bwd_[slot(c, blk, g, m, a)];
+                    connect(gradient_source(c, blk, g + 1, m, b), dst, grad_target, src, g + 1, mb,
+                            mb / M, part, CommKind::kGradient);
+                  }
+                }
               }
             }
           }
@@ -445,7 +580,8 @@ class Lowering {
   // Gradient all-reduce among the devices of each position before each optimizer step.
   void add_allreduces() {
     for (auto& [key, members] : optimizers_) {
-      const auto [p, it] = key;
+      const auto [p, rank, it] = key;
+      (void)rank;
       const AllReduceAlgo algo =
           in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
       std::vector<CollectiveMember> group;
@@ -461,7 +597,8 @@ class Lowering {
           params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
                                "a gradient all-reduce");
         add_allreduce(b_, algo, group,
-                      checked_mul(params, in_.gradient_bytes_per_param, "a gradient all-reduce"),
+                      checked_mul(split_bytes(params, tensor(p)), in_.gradient_bytes_per_param,
+                                  "a gradient all-reduce"),
                       {p, it});
         continue;
       }
@@ -488,8 +625,15 @@ class Lowering {
   int max_r_ = 1;
   std::vector<OpId> fwd_, bwd_, wgt_, rec_;
   // (position, iteration) -> the optimizer steps of its devices, copy-major then replica.
-  std::map<std::pair<int, int>, std::vector<OptimizerStep>> optimizers_;
+  // (position, tensor rank, iteration) -> the optimizer steps of its devices (the rank's
+  // data-parallel group), copy-major then replica.
+  std::map<std::tuple<int, int, int>, std::vector<OptimizerStep>> optimizers_;
   std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
+  struct TpParts {
+    std::vector<OpId> parts;     // the op's segments (and a last empty part)
+    std::vector<int64_t> bytes;  // the all-reduce after each segment (0: none)
+  };
+  std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
 };
 
 }  // namespace

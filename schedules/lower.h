@@ -43,9 +43,15 @@ struct StageProfile {
   // share, as the backward recomputes layer by layer), and R's time.
   int64_t kept_bytes = 0, transient_bytes = 0;
   Time recompute_time;
+  // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence
+  // parallelism): of the activations, and of what recompute keeps and re-allocates.
+  int64_t replicated_activation = 0, replicated_kept = 0;
   struct LayerCost {
     Time backward_input, backward_weight;
     int64_t params = 0;
+    Time forward;
+    int tp_forward = 0, tp_backward = 0;  // tensor-parallel all-reduces issued
+    int64_t tp_bytes = 0;                 // bytes of each
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
@@ -57,7 +63,11 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 struct LoweringInput {
   SlotOrders orders;
   std::vector<StageProfile> stages;  // [global stage]; stage g runs on position g % P
-  std::vector<std::vector<std::vector<int>>> placement;  // [copy][position] -> device per replica
+  // [copy][position] -> devices of its replicas x tensor ranks, replica-major: lane
+  // j * t + k is rank k of replica j.
+  std::vector<std::vector<std::vector<int>>> placement;
+  std::vector<int> tensor;         // [position] tensor-parallel degree; empty: 1
+  bool sequence_parallel = false;  // activations split along the tensor group too
   int num_devices = 0;
   int micro_batches_per_iteration = 1;  // M: Op::iteration = micro-batch / M
   ParamBytes param_bytes;

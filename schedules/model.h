@@ -30,6 +30,15 @@ struct Layer {
   Time attention_core_forward;
   double attention_core_flops = 0;
   int64_t attention_core_bytes = 0;
+  // Tensor parallelism (Megatron-LM's layout; generated layers only): the all-reduces the
+  // layer issues on its tensor group in the forward and in the backward, each of
+  // `tp_allreduce_bytes` (its b x s x h activation), and the activation bytes that stay
+  // whole on every GPU of the group unless sequence parallelism splits them too (layer-norm
+  // inputs, dropout masks: Korthikanti et al.'s 10sbh).
+  bool tensor_parallel = false;
+  int tp_forward_allreduces = 0, tp_backward_allreduces = 0;
+  int64_t tp_allreduce_bytes = 0;
+  int64_t tp_replicated_activation = 0;
   std::string source = "profile";  // where the times come from: profile | analytic
 
   Time backward() const { return backward_input + backward_weight; }
@@ -112,6 +121,7 @@ struct StageSpec {
   int replicas = 1;
   std::optional<Warmup> warmup{};        // overrides Strategy::warmup for this stage
   std::optional<Recompute> recompute{};  // overrides Strategy::recompute for this stage
+  std::optional<int> tensor{};           // overrides Strategy::tensor for this stage
 };
 
 struct Strategy {
@@ -121,6 +131,9 @@ struct Strategy {
   int virtual_stages = 1;  // model chunks per device (interleaved)
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
+  int tensor = 1;                          // tensor-parallel degree of every stage
+  bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
+  int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {
     if (schedule == ScheduleKind::kGpipeRecompute) return Recompute::kFull;
     return s.recompute.value_or(recompute);

@@ -22,7 +22,8 @@ std::string_view to_string(PlacementPolicy p) {
 
 std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                                  const std::vector<int>& replicas, int copies,
-                                                 PlacementPolicy policy) {
+                                                 PlacementPolicy policy,
+                                                 const std::vector<int>& group) {
   const int needed = copies * std::accumulate(replicas.begin(), replicas.end(), 0);
   if (needed > cluster.num_devices()) {
     throw InputError(fmt::format("the strategy needs {} GPUs but the cluster has {}", needed,
@@ -41,24 +42,39 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
 
   std::vector<std::vector<std::vector<int>>> result(static_cast<size_t>(copies));
   for (int c = 0; c < copies; ++c) {
-    for (int r : replicas) {
+    for (size_t st = 0; st < replicas.size(); ++st) {
+      const int r = replicas[st];
+      const size_t unit = group.empty() ? 1 : static_cast<size_t>(std::max(1, group[st]));
       std::vector<int> devs;
       while (static_cast<int>(devs.size()) < r) {
+        // At the start of a unit, only servers with room for all of it (if any has).
+        const bool unit_start = devs.size() % unit == 0;
+        bool whole = false;
+        for (size_t n = 0; n < free.size() && unit > 1 && unit_start; ++n)
+          whole = whole || remaining(n) >= unit;
+        auto usable = [&](size_t n) {
+          return remaining(n) > 0 && (!whole || remaining(n) >= unit);
+        };
         size_t pick = free.size();
         if (policy == PlacementPolicy::kScatterFirst) {
           for (size_t k = 0; k < free.size(); ++k) {
             const size_t n = (scatter_cursor + k) % free.size();
-            if (remaining(n) > 0) {
+            if (unit_start ? usable(n) : remaining(n) > 0) {
               pick = n;
               break;
             }
           }
           scatter_cursor = (pick + 1) % free.size();
+          // Inside a unit, stay on its server while it has room.
+          if (!unit_start) {
+            const auto last = static_cast<size_t>(cluster.device(devs.back()).node);
+            if (remaining(last) > 0) pick = last;
+          }
         } else {
           // fresh-first: the server with the most free GPUs (an untouched one first);
           // append-first: the server with the fewest free GPUs that still has one.
           for (size_t n = 0; n < free.size(); ++n) {
-            if (remaining(n) == 0) continue;
+            if (!usable(n)) continue;
             if (pick == free.size()) {
               pick = n;
               continue;
@@ -68,10 +84,11 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                     : remaining(n) < remaining(pick);
             if (better) pick = n;
           }
-          // Keep a stage's replicas together while the chosen server has room.
+          // Keep a stage's replicas together while the chosen server has room (for a whole
+          // unit when one starts).
           if (!devs.empty()) {
             const auto last = static_cast<size_t>(cluster.device(devs.back()).node);
-            if (remaining(last) > 0) pick = last;
+            if (unit_start ? usable(last) : remaining(last) > 0) pick = last;
           }
         }
         PIPESIM_ASSERT(pick < free.size(), "enough GPUs were checked above");

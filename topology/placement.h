@@ -21,8 +21,11 @@ std::string_view to_string(PlacementPolicy p);
 
 // result[copy][stage] = device indices of that stage's replicas. Throws InputError when
 // the cluster has fewer GPUs than copies * sum(replicas).
+// `group` > 1 allocates in units of that many GPUs (a tensor-parallel group), each unit on
+// one server whenever a server has room for a whole unit.
 std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                                  const std::vector<int>& replicas, int copies,
-                                                 PlacementPolicy policy);
+                                                 PlacementPolicy policy,
+                                                 const std::vector<int>& group = {});
 
 }  // namespace pipesim
