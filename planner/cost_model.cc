@@ -12,17 +12,19 @@ namespace pipesim::planner {
 int PlanPoint::gpus() const {
   int per_copy = 0;
   for (int p = 0; p < positions(); ++p) per_copy += stages[static_cast<size_t>(p)].replicas;
-  return per_copy * data;
+  return per_copy * data * tensor;
 }
 
-ScheduleTraits traits(ScheduleKind k, Warmup w) {
+ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
   ScheduleTraits t;
+  t.recompute = r;
   switch (k) {
     case ScheduleKind::kGpipe:
       t.all_in_flight = true;
       break;
     case ScheduleKind::kGpipeRecompute:
-      t.recompute = true;
+      t.recompute = Recompute::kFull;
+      t.all_in_flight = true;
       break;
     case ScheduleKind::kDapple:
       t.deep = w != Warmup::kSchedule;
@@ -49,12 +51,28 @@ ScheduleTraits traits(ScheduleKind k, Warmup w) {
   return t;
 }
 
-CostModel::CostModel(const Scenario& s) : s_(s) {
+CostModel::CostModel(const Scenario& s, int tensor) : s_(s), t_(tensor) {
   const size_t L = s.model.layers.size();
-  for (auto* v : {&f_, &b_, &w_, &opt_}) v->assign(L + 1, 0.0);
-  for (auto* v : {&act_, &params_}) v->assign(L + 1, 0);
+  for (auto* v : {&f_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_bwd_}) v->assign(L + 1, 0.0);
+  for (auto* v : {&act_, &params_, &kept_full_, &core_bytes_, &repl_}) v->assign(L + 1, 0);
+  // A ring all-reduce on a tensor group inside one server: 2(t - 1) steps of bytes / t.
+  auto tp_allreduce = [&](int64_t bytes) {
+    if (t_ < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
+    const Route& r = s.cluster.route(0, 1);
+    return 2.0 * (t_ - 1) *
+           (r.latency.seconds() + static_cast<double>(bytes) / t_ / r.bottleneck_bytes_per_s);
+  };
   for (size_t l = 0; l < L; ++l) {
     const Layer& x = s.model.layers[l];
+    const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
+    core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
+    tp_fwd_[l + 1] = tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
+    tp_bwd_[l + 1] = tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
+    kept_full_[l + 1] = kept_full_[l] + std::min(in, x.activation_bytes);
+    core_bytes_[l + 1] = core_bytes_[l] + x.attention_core_bytes;
+    repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);
+    max_layer_act_ = std::max(max_layer_act_, x.activation_bytes);
+    max_core_ = std::max(max_core_, x.attention_core_bytes);
     f_[l + 1] = f_[l] + x.forward.seconds();
     b_[l + 1] = b_[l] + x.backward_input.seconds();
     w_[l + 1] = w_[l] + x.backward_weight.seconds();
@@ -79,44 +97,67 @@ size_t u(int v) {
 }  // namespace
 
 double CostModel::forward_time(int first, int last, int replicas) const {
-  return (f_[u(last) + 1] - f_[u(first)]) / replicas;
+  return (f_[u(last) + 1] - f_[u(first)]) / (replicas * t_);
 }
 double CostModel::weight_time(int first, int last, int replicas) const {
-  return (w_[u(last) + 1] - w_[u(first)]) / replicas;
+  return (w_[u(last) + 1] - w_[u(first)]) / (replicas * t_);
 }
 double CostModel::optimizer_time(int first, int last) const {
   return opt_[u(last) + 1] - opt_[u(first)];
 }
 
 double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
-  const double fwd = f_[u(last) + 1] - f_[u(first)];
-  const double bwd = b_[u(last) + 1] - b_[u(first)] + w_[u(last) + 1] - w_[u(first)];
-  return ((t.recompute ? 2 : 1) * fwd + bwd) / replicas;
+  const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
+  const bool full = t.recompute == Recompute::kFull;
+  const double again = full ? sum(f_) : t.recompute == Recompute::kSelective ? sum(core_) : 0.0;
+  // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
+  // forward's); they do not shrink with replicas.
+  const double tp = (full ? 2 : 1) * sum(tp_fwd_) + sum(tp_bwd_);
+  return (sum(f_) + again + sum(b_) + sum(w_)) / (replicas * t_) + tp;
 }
 
 int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
                                 const ScheduleTraits& t) const {
-  const int64_t params = params_[u(last) + 1] - params_[u(first)];
+  const auto sum = [&](const std::vector<int64_t>& v) {
+    return static_cast<double>(v[u(last) + 1] - v[u(first)]);
+  };
+  const double params = sum(params_) / t_;
   const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
   const auto per_param =
       static_cast<double>(pb_.weights + pb_.gradients + pb_.optimizer + stashed * pb_.weights);
-  const double act = static_cast<double>(act_[u(last) + 1] - act_[u(first)]) / replicas;
+  // One GPU's share: replicas split samples; a tensor group splits all but the replicated.
+  const auto share = [&](double bytes, double replicated) {
+    replicated = std::min(replicated, bytes);
+    return ((bytes - replicated) / t_ + replicated) / replicas;
+  };
+  const double act = share(sum(act_), sum(repl_));
+  // Micro-batches in flight, each keeping `kept`, plus one working set.
+  // Zero bubble defers W(j) past B(j + c s): those micro-batches stay live until their W
+  // (ZB-H1 peaks at p on every stage, ZB-H2 at 2p - 1), with what recompute re-allocated.
+  const int64_t pending = t.w_fill > 0 ? std::min<int64_t>(int64_t{t.w_fill} * s, M) : 0;
+  const int64_t k = std::min<int64_t>(
+      (t.all_in_flight ? M : std::min<int64_t>(t.deep ? 2 * (S - s) - 1 : S - s, M)) + pending, M);
   double live = 0;
-  if (t.recompute) {
-    const int64_t in = first == 0 ? input_bytes_ : out_[u(first) - 1];
-    live = static_cast<double>(M) * std::min(static_cast<double>(in) / replicas, act) + act;
-  } else if (t.all_in_flight) {
-    live = static_cast<double>(M) * act;
+  if (t.recompute == Recompute::kFull) {
+    live = static_cast<double>(k) * sum(kept_full_) / replicas +
+           static_cast<double>(pending + 1) * static_cast<double>(max_layer_act_) / (replicas * t_);
+  } else if (t.recompute == Recompute::kSelective) {
+    live = static_cast<double>(k) * share(sum(act_) - sum(core_bytes_), sum(repl_)) +
+           static_cast<double>(pending + 1) * static_cast<double>(max_core_) / (replicas * t_);
   } else {
-    const int64_t k = t.deep ? 2 * (S - s) - 1 : S - s;
-    live = static_cast<double>(std::min<int64_t>(k, M)) * act;
+    live = static_cast<double>(k) * act;
   }
-  const double total = static_cast<double>(params) * per_param + live + reserved_;
+  const double total = params * per_param + live + reserved_;
   return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);
 }
 
 double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const {
   if (bytes <= 0) return 0;
+  // Tensor groups: rank to rank between groups, i.e. lanes of t per group.
+  g0 *= t_;
+  r0 *= t_;
+  g1 *= t_;
+  r1 *= t_;
   const auto key = std::make_tuple(g0, r0, g1, r1);
   auto it = cut_cache_.find(key);
   if (it == cut_cache_.end()) {
@@ -161,13 +202,15 @@ double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64
   if (r * data < 2 || bytes <= 0) return 0;
   const auto key = std::make_tuple(g, r, data, stride, bytes);
   if (auto it = ar_cache_.find(key); it != ar_cache_.end()) return it->second;
+  // Rank 0 of every group (every rank's data-parallel group looks alike), 1/t of the bytes.
   std::vector<int> devices;
   for (int c = 0; c < data; ++c) {
     for (int i = 0; i < r; ++i) {
-      const int d = c * stride + g + i;
+      const int d = (c * stride + g + i) * t_;
       if (d < s_.cluster.num_devices()) devices.push_back(d);
     }
   }
+  bytes /= t_;
   double best = std::numeric_limits<double>::infinity();
   const std::vector<AllReduceAlgo> algos =
       s_.strategy.allreduce ? std::vector<AllReduceAlgo>{*s_.strategy.allreduce}
@@ -180,7 +223,7 @@ double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {
-  const ScheduleTraits t = traits(p.schedule, p.warmup);
+  const ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   int per_copy = 0;
   std::vector<int> start(u(P));  // first device of each position in copy 0
@@ -284,8 +327,17 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
   for (int g = 0; g < static_cast<int>(p.stages.size()); ++g) {
     const StageSpec& st = p.stages[u(g)];
     const double n = static_cast<double>(st.replicas) * p.data;
-    // F, B, W per micro-batch on each replica, and the transfers to the next stage.
-    work += 4.0 * static_cast<double>(M) * n;
+    // F, B, W per micro-batch on each GPU, the transfers to the next stage, and the tensor
+    // groups' ring all-reduces (2(t - 1) t transfers each).
+    work += 4.0 * static_cast<double>(M) * n * t_;
+    if (t_ > 1) {
+      double rings = 0;
+      for (int l = st.first_layer; l <= st.last_layer; ++l) {
+        const Layer& x = s_.model.layers[u(l)];
+        rings += 2 * x.tp_forward_allreduces + x.tp_backward_allreduces;
+      }
+      work += static_cast<double>(M) * n * rings * 2.0 * (t_ - 1) * t_;
+    }
     if (n < 2) continue;
     const double bytes =
         static_cast<double>(params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) *

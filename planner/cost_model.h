@@ -36,6 +36,8 @@ struct PlanPoint {
   ScheduleKind schedule = ScheduleKind::kDapple;
   int virtual_stages = 1;
   Warmup warmup = Warmup::kSchedule;
+  Recompute recompute = Recompute::kNone;
+  int tensor = 1;  // every stage's tensor-parallel degree
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
@@ -54,21 +56,25 @@ struct Estimate {
 
 // What a schedule does to the terms above.
 struct ScheduleTraits {
-  bool recompute = false;      // t += F; memory: stage inputs of every micro-batch + one
-  bool all_in_flight = false;  // GPipe: M micro-batches of activations
-  bool deep = false;           // 2(S - s) - 1 in flight (deep / auto warm-up, ZB-H2)
-  bool exposed_hops = false;   // 1F1B with the shallow warm-up: hops not hidden
-  int w_fill = 0;              // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
-  bool async = false;          // no flush: PipeDream, 2BW
-  int stashed = 0;             // -1: PipeDream's S - s - 1 versions; else that many
+  Recompute recompute = Recompute::kNone;  // full: t += F; selective: t += attention core
+  bool all_in_flight = false;              // GPipe: M micro-batches of activations
+  bool deep = false;                       // 2(S - s) - 1 in flight (deep / auto warm-up, ZB-H2)
+  bool exposed_hops = false;               // 1F1B with the shallow warm-up: hops not hidden
+  int w_fill = 0;                          // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
+  bool async = false;                      // no flush: PipeDream, 2BW
+  int stashed = 0;                         // -1: PipeDream's S - s - 1 versions; else that many
 };
-ScheduleTraits traits(ScheduleKind k, Warmup w);
+ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r = Recompute::kNone);
 
 class CostModel {
  public:
   // `s` is the scenario at the micro-batch size the plans use (its layer costs, cluster,
-  // training and precision).
-  explicit CostModel(const Scenario& s);
+  // training and precision). With `tensor` t > 1 a "replica" is a tensor group of t GPUs
+  // (Megatron-LM's layout, as the lowering builds it): device indices, GPU counts and
+  // strides below count groups, compute and weights divide by t, each op adds its layers'
+  // all-reduces on the group, and Korthikanti's replicated activations stay whole.
+  explicit CostModel(const Scenario& s, int tensor = 1);
+  int tensor() const { return t_; }
 
   const Scenario& scenario() const { return s_; }
   int layers() const { return static_cast<int>(f_.size()) - 1; }
@@ -104,8 +110,11 @@ class CostModel {
 
  private:
   const Scenario& s_;
-  std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
-  std::vector<int64_t> act_, params_, out_;
+  int t_ = 1;
+  std::vector<double> f_, b_, w_, opt_;         // prefix sums, seconds
+  std::vector<double> core_, tp_fwd_, tp_bwd_;  // attention core; tensor all-reduce time
+  std::vector<int64_t> act_, params_, out_, kept_full_, core_bytes_, repl_;
+  int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t input_bytes_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;

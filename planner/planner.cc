@@ -36,9 +36,26 @@ std::vector<int64_t> micro_batch_sizes(const Scenario& s) {
   const bool analytic = std::all_of(s.model.layers.begin(), s.model.layers.end(),
                                     [](const Layer& l) { return l.source == "analytic"; });
   if (!analytic) return {s.training.micro_batch};
+  // Beyond a server, large micro-batches only lengthen the fill and drain of pipelines
+  // that need many micro-batches: keep to 1-16 samples (and the scenario's own).
+  const int64_t cap = s.cluster.num_devices() > 64 ? 16 : s.training.global_batch;
   std::vector<int64_t> out;
-  for (int64_t b = 1; b <= s.training.global_batch && out.size() < 64; ++b)
+  for (int64_t b = 1; b <= std::min(cap, s.training.global_batch) && out.size() < 64; ++b)
     if (s.training.global_batch % b == 0) out.push_back(b);
+  if (std::find(out.begin(), out.end(), s.training.micro_batch) == out.end())
+    out.push_back(s.training.micro_batch);
+  return out;
+}
+
+// Tensor-parallel degrees worth trying: powers of two up to a server's GPUs when every
+// layer can be split (generated transformers), else none.
+std::vector<int> tensor_degrees(const Scenario& s) {
+  const bool splittable = std::all_of(s.model.layers.begin(), s.model.layers.end(),
+                                      [](const Layer& l) { return l.tensor_parallel; });
+  int per_node = 0;
+  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  std::vector<int> out{1};
+  for (int t = 2; splittable && t <= per_node; t *= 2) out.push_back(t);
   return out;
 }
 
@@ -55,6 +72,9 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
                             {"replicas", s.replicas}});
   }
   st["data"] = p.data;
+  if (p.tensor > 1) st["tensor"] = p.tensor;
+  if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)
+    st["recompute"] = std::string(to_string(p.recompute));
   if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
   if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
   st["placement"] = std::string(to_string(p.placement));
@@ -172,13 +192,15 @@ class Planner {
     const int N = base_.cluster.num_devices();
     for (const int64_t b : micro_batch_sizes(base_)) {
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
-      const planner::CostModel cm(sc);
-      for (int d = 1; d <= N; ++d) {
-        if (sc.training.global_batch % (b * d) != 0) continue;
-        const int64_t M = sc.training.global_batch / (b * d);
-        for (const auto& choice : planner::schedule_choices(base_)) {
-          for (Costed& c : planner::search(cm, choice, d, b, M, N / d, stats))
-            pool.push_back(std::move(c));
+      for (const int t : tensor_degrees(sc)) {
+        const planner::CostModel cm(sc, t);
+        for (int d = 1; d * t <= N; ++d) {
+          if (sc.training.global_batch % (b * d) != 0) continue;
+          const int64_t M = sc.training.global_batch / (b * d);
+          for (const auto& choice : planner::schedule_choices(base_)) {
+            for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
+              pool.push_back(std::move(c));
+          }
         }
       }
     }
@@ -221,10 +243,13 @@ class Planner {
                                   PlacementPolicy::kScatterFirst}) {
         Costed c = out[i];
         c.point.placement = pol;
-        std::vector<int> reps;
-        for (int q = 0; q < c.point.positions(); ++q)
-          reps.push_back(c.point.stages[static_cast<size_t>(q)].replicas);
-        if (placements.insert(place(base_.cluster, reps, c.point.data, pol)).second) take(c);
+        std::vector<int> reps, groups;
+        for (int q = 0; q < c.point.positions(); ++q) {
+          reps.push_back(c.point.stages[static_cast<size_t>(q)].replicas * c.point.tensor);
+          groups.push_back(c.point.tensor);
+        }
+        if (placements.insert(place(base_.cluster, reps, c.point.data, pol, groups)).second)
+          take(c);
       }
     }
     return out;
@@ -531,13 +556,17 @@ std::string layout(const Candidate& c) {
   std::string reps;
   for (int q = 0; q < c.point.positions(); ++q)
     reps += fmt::format("{}{}", q ? "-" : "", c.point.stages[static_cast<size_t>(q)].replicas);
-  return fmt::format("{}x{}{}", reps, c.point.data,
+  return fmt::format("{}x{}{}{}", reps, c.point.data,
+                     c.point.tensor > 1 ? fmt::format(" t{}", c.point.tensor) : "",
                      c.point.virtual_stages > 1 ? fmt::format(" v{}", c.point.virtual_stages) : "");
 }
 std::string schedule_name(const Candidate& c) {
   return fmt::format(
-      "{}{}", to_string(c.point.schedule),
-      c.point.warmup != Warmup::kSchedule ? fmt::format("/{}", to_string(c.point.warmup)) : "");
+      "{}{}{}", to_string(c.point.schedule),
+      c.point.warmup != Warmup::kSchedule ? fmt::format("/{}", to_string(c.point.warmup)) : "",
+      c.point.recompute != Recompute::kNone && c.point.schedule != ScheduleKind::kGpipeRecompute
+          ? fmt::format("+{}", to_string(c.point.recompute))
+          : "");
 }
 std::string row(const std::string& rank, const Candidate& c) {
   return fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", rank,

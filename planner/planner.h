@@ -68,7 +68,7 @@ struct Plan {
   int too_large = 0;     // chosen by the estimate but too large to simulate
   bool timed_out = false;
   double wall_s = 0;
-  double analytic_s = 0;  // phase 1 alone
+  double analytic_s = 0;                                   // phase 1 alone
   double estimate_error_mean = 0, estimate_error_max = 0;  // |estimate - simulated| / simulated
 };
 

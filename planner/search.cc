@@ -32,7 +32,7 @@ class Dp {
   Dp(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t M, int max_gpus,
      int max_replicas, int stride, SearchStats& stats)
       : cm_(cm),
-        t_(traits(sc.kind, sc.warmup)),
+        t_(traits(sc.kind, sc.warmup, sc.recompute)),
         data_(data),
         M_(M),
         G_(max_gpus),
@@ -155,13 +155,15 @@ class Dp {
 };
 
 PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int data,
-                int64_t micro_batch, int v) {
+                int64_t micro_batch, int v, int tensor) {
   PlanPoint p;
+  p.tensor = tensor;
   p.stages = std::move(stages);
   p.data = data;
   p.micro_batch = micro_batch;
   p.schedule = sc.kind;
   p.warmup = sc.warmup;
+  p.recompute = sc.recompute;
   p.virtual_stages = v;
   return p;
 }
@@ -171,14 +173,29 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
   if (is_async(s.strategy.schedule))
     return {{ScheduleKind::kPipeDream}, {ScheduleKind::kPipeDream2BW}};
-  std::vector<ScheduleChoice> out{{ScheduleKind::kDapple, Warmup::kSchedule},
-                                  {ScheduleKind::kDapple, Warmup::kAuto},
-                                  {ScheduleKind::kGpipe},
-                                  {ScheduleKind::kGpipeRecompute},
-                                  {ScheduleKind::kInterleaved}};
+  std::vector<ScheduleChoice> base{{ScheduleKind::kDapple, Warmup::kSchedule},
+                                   {ScheduleKind::kDapple, Warmup::kAuto},
+                                   {ScheduleKind::kGpipe},
+                                   {ScheduleKind::kInterleaved}};
   if (split_backward(s.model)) {
-    out.push_back({ScheduleKind::kZbH1});
-    out.push_back({ScheduleKind::kZbH2});
+    base.push_back({ScheduleKind::kZbH1});
+    base.push_back({ScheduleKind::kZbH2});
+  }
+  const bool cores = std::any_of(s.model.layers.begin(), s.model.layers.end(),
+                                 [](const Layer& l) { return l.attention_core_bytes > 0; });
+  std::vector<ScheduleChoice> out;
+  for (const ScheduleChoice& c : base) {
+    out.push_back(c);
+    // Recompute trades time for memory: tried with the schedules that keep the most
+    // activations in flight for their speed (1F1B with the auto warm-up, GPipe, ZB-H1).
+    const bool trades = (c.kind == ScheduleKind::kDapple && c.warmup == Warmup::kAuto) ||
+                        c.kind == ScheduleKind::kGpipe || c.kind == ScheduleKind::kZbH1;
+    if (!trades) continue;
+    // gpipe with full recompute is what `gpipe-recompute` names.
+    out.push_back(c.kind == ScheduleKind::kGpipe
+                      ? ScheduleChoice{ScheduleKind::kGpipeRecompute}
+                      : ScheduleChoice{c.kind, c.warmup, Recompute::kFull});
+    if (cores) out.push_back({c.kind, c.warmup, Recompute::kSelective});
   }
   return out;
 }
@@ -203,11 +220,14 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
     for (int r = 1; r <= max_r; ++r) {
       if (large && (r & (r - 1)) != 0 && max_gpus % r != 0) continue;
       for (int S = 1; S * r <= max_gpus && S <= L; ++S) {
+        // Large clusters: depths that cut the layers evenly (with or without the embedding
+        // and head layers) or powers of two, as Megatron-style runs use.
+        if (large && (S & (S - 1)) != 0 && L % S != 0 && (L - 2) % S != 0) continue;
         for (int v = sc.kind == ScheduleKind::kInterleaved ? 2 : 1; S * v <= L; v *= 2) {
           if (sc.kind == ScheduleKind::kInterleaved && (S < 2 || M % S != 0)) break;
           std::vector<StageSpec> stages = cm.balanced(S * v);
           for (auto& st : stages) st.replicas = r;
-          add(point(std::move(stages), sc, data, micro_batch, v));
+          add(point(std::move(stages), sc, data, micro_batch, v, cm.tensor()));
           if (sc.kind != ScheduleKind::kInterleaved) break;
         }
       }
@@ -216,7 +236,8 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
   }
   Dp dp(cm, sc, data, M, max_gpus, max_r, max_gpus, stats);
   for (int S = 1; S <= std::min(L, max_gpus); ++S) {
-    for (auto& stages : dp.run(S)) add(point(std::move(stages), sc, data, micro_batch, 1));
+    for (auto& stages : dp.run(S))
+      add(point(std::move(stages), sc, data, micro_batch, 1, cm.tensor()));
   }
   return out;
 }

@@ -19,7 +19,7 @@ namespace pipesim::planner {
 
 inline constexpr int kUnevenLimit = 64;
 // Above this much DP work (moves), the uniform search stands in for the DP.
-inline constexpr double kDpBudget = 2e6;
+inline constexpr double kDpBudget = 1e6;
 
 struct Costed {
   PlanPoint point;
@@ -31,11 +31,13 @@ struct SearchStats {
 };
 
 // The schedules searched for a scenario: asynchronous scenarios keep to PipeDream and
-// 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, GPipe with recompute,
-// interleaved (when `interleaved_ok`) and zero bubble (when the backward is split).
+// 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, interleaved and zero bubble
+// (when the backward is split), each without recompute, with full recompute and, when the
+// model has attention cores, selective.
 struct ScheduleChoice {
   ScheduleKind kind;
   Warmup warmup = Warmup::kSchedule;
+  Recompute recompute = Recompute::kNone;
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
 

@@ -333,8 +333,10 @@ class Lowering {
     switch (s.kind) {
       case OpKind::kForward:
         op.duration = split_time(sp.forward, work);
-        op.mem_at_start = act;
-        if (cur.has_r[k]) op.mem_at_end = -(act - kept);
+        // A forward that will be recomputed keeps only what recompute keeps, plus one
+        // layer's working set while it runs (the checkpointed forward frees the rest).
+        op.mem_at_start = cur.has_r[k] ? kept + transient : act;
+        if (cur.has_r[k]) op.mem_at_end = -transient;
         index = &fwd_;
         break;
       case OpKind::kRecompute:
@@ -406,7 +408,7 @@ class Lowering {
                                                            : lc.backward_input + lc.backward_weight;
         params += lc.params;
       }
-      part.duration = split_time(t, cur.split);
+      part.duration = split_time(t, work);
       part.mem_at_start = b == 0 ? op.mem_at_start : 0;
       part.mem_at_end = b + 1 == buckets.size() ? op.mem_at_end : 0;
       const OpId id = b_.add(part);
