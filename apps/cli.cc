@@ -12,11 +12,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/output_files.h"
 #include "core/units.h"
 #include "planner/planner.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
+#include "scenario/work_estimate.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 #include "sim/trace.h"
@@ -26,28 +30,15 @@ namespace {
 
 enum Exit { kOk = 0, kProblem = 1, kBadInput = 2, kInternal = 3 };
 
-// Writes a whole file or nothing: into a temporary beside it, renamed into place only
-// when complete, so no half-written report is ever left behind.
-void write_file(const std::string& path, const std::function<void(std::ostream&)>& body) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError("cannot write the output file", "a writable path", "", {path});
-    body(f);
-    f.flush();
-    if (!f) {
-      f.close();
-      std::remove(tmp.c_str());
-      throw InputError("writing the output file failed", "a writable path with free space", "",
-                       {path});
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw InputError(fmt::format("cannot move the output into place: {}", ec.message()),
-                     "a writable path", "", {path});
+// Runs a command's work; an InputError without a location (one found while building or
+// simulating, such as a transfer too large) gets the scenario's.
+template <typename F>
+auto at_scenario(const std::string& file, F&& f) {
+  try {
+    return f();
+  } catch (InputError& e) {
+    e.set_location_if_empty({file.empty() ? "<default>" : file});
+    throw;
   }
 }
 
@@ -64,8 +55,13 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
   return overrides;
 }
 
-Scenario load(const std::string& file, const std::vector<std::string>& sets) {
-  return load_scenario(file, parse_overrides(sets));
+// Loads the scenario and records the files it read, which no output may overwrite.
+Scenario load(const std::string& file, const std::vector<std::string>& sets,
+              std::vector<InputIdentity>* inputs = nullptr) {
+  const InputLog log;
+  Scenario sc = load_scenario(file, parse_overrides(sets));
+  if (inputs != nullptr) *inputs = log.files();
+  return sc;
 }
 
 std::string placement_table(const Scenario& s) {
@@ -104,7 +100,9 @@ std::string placement_table(const Scenario& s) {
 }
 
 int cmd_run(const RunOptions& o, std::ostream& out) {
-  const Scenario sc = load(o.scenario, o.sets);
+  std::vector<InputIdentity> inputs;
+  const Scenario sc = load(o.scenario, o.sets, &inputs);
+  if (!o.trace.empty()) check_trace_size(estimate_work(sc));
   const auto t0 = std::chrono::steady_clock::now();
   const TaskGraph graph = scenario_task_graph(sc);
   SimOptions opts;
@@ -116,21 +114,35 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   RunInfo info = run_info(sc, o.reproducible ? 0.0 : wall, parse_overrides(o.sets));
   const Report report = make_report(graph, sc.cluster, tl, info);
   const std::string json = to_json(report);
-  if (!o.json.empty() && o.json != "-") write_file(o.json, [&](std::ostream& f) { f << json; });
+  // All or nothing: standard output first, then every file renamed into place together.
+  OutputFiles files(inputs);
+  if (!o.json.empty() && o.json != "-")
+    files.add("--json", o.json, [&](std::ostream& f) { f << json; });
   if (!o.trace.empty())
-    write_file(o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
+    files.add("--trace", o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
   if (!o.csv.empty())
-    write_file(o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
+    files.add("--csv", o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
   if (!o.memory_csv.empty()) {
-    write_file(o.memory_csv, [&](std::ostream& f) { write_memory_csv(f, graph, sc.cluster, tl); });
+    files.add("--memory-csv", o.memory_csv,
+              [&](std::ostream& f) { write_memory_csv(f, graph, sc.cluster, tl); });
   }
   if (o.json == "-") {
     out << json;
   } else {
     out << summary_table(report) << "\n" << placement_table(sc);
   }
+  check_stdout(out);
+  files.commit();
   if (report.oom.oom) throw SimulationProblem("out of memory: " + report.oom_message);
   return kOk;
+}
+
+// The files the planner's scenario reads, which its output may not overwrite.
+std::vector<InputIdentity> plan_inputs(const std::string& file,
+                                       const std::vector<std::string>& sets) {
+  std::vector<InputIdentity> inputs;
+  load(file, sets, &inputs);
+  return inputs;
 }
 
 int cmd_order(const std::string& file, const std::vector<std::string>& sets, std::ostream& out) {
@@ -147,6 +159,7 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
     const bool chunks = sc.strategy.schedule == ScheduleKind::kInterleaved;
     if (!steps.empty()) out << fmt::format("dev{}: {}\n", d, format_steps(steps, chunks));
   }
+  check_stdout(out);
   return kOk;
 }
 
@@ -154,7 +167,8 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
 // where they come from; totals last.
 int cmd_model(const std::string& file, const std::vector<std::string>& sets,
               const std::string& json_path, std::ostream& out) {
-  const Scenario sc = load(file, sets);
+  std::vector<InputIdentity> inputs;
+  const Scenario sc = load(file, sets, &inputs);
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   std::string table = fmt::format("model {}: {} layers, per micro-batch of {} ({})\n",
                                   sc.model.name, sc.model.layers.size(), sc.training.micro_batch,
@@ -180,10 +194,10 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
                       {"backward_weight_s", l.backward_weight.seconds()},
                       {"source", l.source}});
     flops += l.forward_flops;
-    params += l.params;
-    activation += l.activation_bytes;
-    fwd += l.forward;
-    bwd += l.backward();
+    params = checked_add(params, l.params, "the model's parameter count");
+    activation = checked_add(activation, l.activation_bytes, "the model's activations");
+    fwd = checked_add(fwd, l.forward, "the model's forward time");
+    bwd = checked_add(bwd, l.backward(), "the model's backward time");
   }
   table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11}\n", "total", flops,
                        params, format_bytes(activation), "", format_time(fwd), format_time(bwd));
@@ -197,12 +211,15 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
                 {"forward_s", fwd.seconds()},
                 {"backward_s", bwd.seconds()}};
   const std::string text = j.dump(2) + "\n";
+  OutputFiles files(inputs);
   if (json_path == "-") {
     out << text;
   } else {
-    if (!json_path.empty()) write_file(json_path, [&](std::ostream& f) { f << text; });
+    if (!json_path.empty()) files.add("--json", json_path, [&](std::ostream& f) { f << text; });
     out << table;
   }
+  check_stdout(out);
+  files.commit();
   return kOk;
 }
 
@@ -229,12 +246,15 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   }
   const Plan p = plan(a.file, parse_overrides(a.sets), options);
   const std::string text = to_json(p).dump(2) + "\n";
+  OutputFiles files(plan_inputs(a.file, a.sets));
   if (a.json == "-") {
     out << text;
   } else {
-    if (!a.json.empty()) write_file(a.json, [&](std::ostream& f) { f << text; });
+    if (!a.json.empty()) files.add("--json", a.json, [&](std::ostream& f) { f << text; });
     out << plan_table(p);
   }
+  check_stdout(out);
+  files.commit();
   if (p.candidates.empty())
     throw SimulationProblem("no strategy could be simulated for this scenario");
   if (p.candidates.front().oom)
@@ -255,13 +275,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* run_cmd =
       app.add_subcommand("run", "simulate one scenario (the embedded default without a file)");
   run_cmd->add_option("scenario", run.scenario, "scenario YAML file");
-  run_cmd->add_option("--json", run.json,
-                      "write the JSON report to F ('-' for stdout instead of the table)");
-  run_cmd->add_option("--trace", run.trace,
-                      "write a Chrome trace (Perfetto, chrome://tracing) to F");
-  run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F");
-  run_cmd->add_option("--memory-csv", run.memory_csv,
-                      "write every GPU's memory timeline, by category, to F");
+  std::vector<const CLI::Option*> output_options;
+  output_options.push_back(run_cmd->add_option(
+      "--json", run.json, "write the JSON report to F ('-' for stdout instead of the table)"));
+  output_options.push_back(run_cmd->add_option(
+      "--trace", run.trace, "write a Chrome trace (Perfetto, chrome://tracing) to F"));
+  output_options.push_back(run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F"));
+  output_options.push_back(run_cmd->add_option(
+      "--memory-csv", run.memory_csv, "write every GPU's memory timeline, by category, to F"));
   run_cmd
       ->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")
       ->take_all()
@@ -281,7 +302,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* model_cmd =
       app.add_subcommand("model", "print the model's per-layer costs, sizes and their sources");
   model_cmd->add_option("scenario", model_file, "scenario YAML file")->required();
-  model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)");
+  output_options.push_back(
+      model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)"));
   model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
 
   PlanArgs plan_args;
@@ -292,9 +314,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_option("scenario", plan_args.file, "scenario YAML file (the default without one)");
   plan_cmd->add_option("--top", plan_args.top, "keep the K best candidates (default 10)")
       ->check(CLI::Range(1, 100000));
-  plan_cmd->add_option(
+  output_options.push_back(plan_cmd->add_option(
       "--json", plan_args.json,
-      "write {best, candidates, pareto, baselines, ...} as JSON to F ('-' for stdout)");
+      "write {best, candidates, pareto, baselines, ...} as JSON to F ('-' for stdout)"));
   plan_cmd->add_option("--set", plan_args.sets, "override a scenario key (repeatable)")
       ->expected(1);
   plan_cmd->add_option("--threads", plan_args.threads, "simulation threads (default: every core)")
@@ -314,10 +336,20 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       err << fmt::format("pipesim: error: {} (see 'pipesim --help')\n", e.what());
       return kBadInput;
     }
-    if (run_cmd->parsed()) return cmd_run(run, out);
-    if (order_cmd->parsed()) return cmd_order(order_file, order_sets, out);
-    if (model_cmd->parsed()) return cmd_model(model_file, model_sets, model_json, out);
-    if (plan_cmd->parsed()) return cmd_plan(plan_args, out, err);
+    // `--json ''` and the like: an empty output path is a usage error, not "no output".
+    for (const CLI::Option* opt : output_options) {
+      if (opt->count() > 0 && opt->as<std::string>().empty())
+        throw InputError("the output path is empty", "a file path, or '-' for stdout",
+                         opt->get_name(), {"<command line>"});
+    }
+    if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out); });
+    if (order_cmd->parsed())
+      return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });
+    if (model_cmd->parsed())
+      return at_scenario(model_file,
+                         [&] { return cmd_model(model_file, model_sets, model_json, out); });
+    if (plan_cmd->parsed())
+      return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";

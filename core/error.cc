@@ -55,6 +55,10 @@ void too_large(std::string_view what) {
                    "totals below 9.2e18 bytes, parameters or picoseconds (106 days)");
 }
 
+void time_overflow() {
+  too_large("a time");
+}
+
 void assertion_failed(const char* expr, const char* file, int line, const char* msg) {
   throw InternalError(fmt::format("{}:{}: assertion '{}' failed: {}", file, line, expr, msg));
 }

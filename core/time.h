@@ -12,6 +12,10 @@
 
 namespace pipesim {
 
+// Thrown as bad input (InputError, "too large to simulate") when Time arithmetic would
+// leave 64 bits: a scenario can ask for that, and it must never be undefined behaviour.
+[[noreturn]] void time_overflow();
+
 class Time {
  public:
   constexpr Time() = default;
@@ -28,18 +32,24 @@ class Time {
   constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
   constexpr double microseconds() const { return static_cast<double>(ps_) * 1e-6; }
 
-  constexpr Time& operator+=(Time o) {
-    ps_ += o.ps_;
-    return *this;
+  constexpr Time& operator+=(Time o) { return *this = *this + o; }
+  constexpr Time& operator-=(Time o) { return *this = *this - o; }
+  friend constexpr Time operator+(Time a, Time b) {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a.ps_, b.ps_, &r)) time_overflow();
+    return Time(r);
   }
-  constexpr Time& operator-=(Time o) {
-    ps_ -= o.ps_;
-    return *this;
+  friend constexpr Time operator-(Time a, Time b) {
+    int64_t r = 0;
+    if (__builtin_sub_overflow(a.ps_, b.ps_, &r)) time_overflow();
+    return Time(r);
   }
-  friend constexpr Time operator+(Time a, Time b) { return Time(a.ps_ + b.ps_); }
-  friend constexpr Time operator-(Time a, Time b) { return Time(a.ps_ - b.ps_); }
-  friend constexpr Time operator*(Time a, int64_t k) { return Time(a.ps_ * k); }
-  friend constexpr Time operator*(int64_t k, Time a) { return Time(a.ps_ * k); }
+  friend constexpr Time operator*(Time a, int64_t k) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a.ps_, k, &r)) time_overflow();
+    return Time(r);
+  }
+  friend constexpr Time operator*(int64_t k, Time a) { return a * k; }
   // Integer division rounding toward zero; callers that split work use it knowingly.
   friend constexpr Time operator/(Time a, int64_t k) { return Time(a.ps_ / k); }
   friend constexpr auto operator<=>(Time a, Time b) = default;

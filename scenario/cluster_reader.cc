@@ -9,6 +9,7 @@
 
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
+#include "scenario/work_estimate.h"
 #include "topology/cluster.h"
 #include "topology/presets.h"
 
@@ -140,9 +141,11 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
         n["gpus_per_node"].IsDefined()
             ? static_cast<int>(r.integer(n["gpus_per_node"], "cluster.gpus_per_node", 1, 1024))
             : 1;
-    if (int64_t{nodes} * per > 1'000'000)
-      r.fail(n["nodes"], "cluster.nodes", "more than 1,000,000 GPUs",
-             "nodes x gpus_per_node <= 1000000");
+    // Before anything is built: the work estimate's device limit.
+    if (static_cast<double>(nodes) * per > kMaxDevices)
+      r.fail(n["nodes"], "cluster.nodes",
+             fmt::format("{} x {} = {} GPUs", nodes, per, int64_t{nodes} * per),
+             fmt::format("nodes x gpus_per_node <= {:.0f}", kMaxDevices));
     ClusterBuilder::ShorthandOptions opts;
     LinkSpec intra = *find_link_preset("nvlink");
     if (const YAML::Node in = n["intra_node"]; in.IsDefined()) {
@@ -221,6 +224,9 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
   const YAML::Node devices = list("devices");
   if (devices.size() == 0)
     r.fail(devices, "cluster.devices", "the list is empty", "at least one device");
+  if (static_cast<double>(devices.size()) > kMaxDevices)
+    r.fail(devices, "cluster.devices", fmt::format("{} devices", devices.size()),
+           fmt::format("at most {:.0f}", kMaxDevices));
   auto check_name = [&](const YAML::Node& at, const std::string& p, const std::string& name) {
     if (name.empty()) r.fail(at, p, "empty name", "a non-empty name");
     if (b.vertex_of(name) >= 0)

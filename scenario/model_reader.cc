@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/units.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
@@ -162,19 +165,28 @@ std::filesystem::path relative_to(const Reader& r, const std::string& rel) {
   return path;
 }
 
+// A file the scenario names at node n: a regular file of bounded size, valid UTF-8.
 std::string read_text(const Reader& r, const YAML::Node& n, const std::string& key,
                       const std::filesystem::path& path, const std::string& what) {
-  auto text = read_whole_file(path);
-  if (!text) r.fail(n, key, fmt::format("cannot read '{}'", path.string()), "a readable " + what);
-  return std::move(*text);
+  return read_input_file(path.string(), what, "a readable " + what, key, r.where(n, key));
 }
 
 // Reads a model mapping from another YAML file (an include, or a profile in YAML form)
-// with that file's own locations in errors.
-Model read_model_file(const std::string& text, const std::string& file, const Training& t,
+// with that file's own locations in errors. A file that is not a model is refused without
+// quoting it: it may be anything the user pointed at.
+Model read_model_file(const Reader& inner, const std::string& text, const Training& t,
                       const GpuSpec& gpu) {
-  const YAML::Node root = parse_yaml(text, file);
-  const Reader inner(file, {});
+  const YAML::Node root = parse_yaml(text, inner.file());
+  const std::vector<std::string> keys{"layers", "generator", "profile", "include"};
+  const bool model =
+      root.IsMap() && std::any_of(keys.begin(), keys.end(),
+                                  [&](const std::string& k) { return root[k].IsDefined(); });
+  if (!model) {
+    throw InputError(fmt::format("this file is not a model: it is {}{}", Reader::shape(root),
+                                 root.IsMap() ? " with none of a model's keys" : ""),
+                     "a YAML mapping with layers, generator, profile or include", "model",
+                     {inner.file(), 1, 1});
+  }
   return read_model_section(inner, root, t, gpu, true);
 }
 
@@ -187,8 +199,9 @@ Model read_included_model(const Reader& r, const YAML::Node& n, const Training& 
   Model m;
   if (name.find('/') != std::string::npos || yaml_file_name(name)) {
     const auto path = relative_to(r, name);
-    m = read_model_file(read_text(r, n["include"], "model.include", path, "YAML file"),
-                        path.string(), t, gpu);
+    const Reader inner = r.nested(path.string(), n["include"], "model.include");
+    m = read_model_file(inner, read_text(r, n["include"], "model.include", path, "YAML file"), t,
+                        gpu);
   } else {
     const char* text = find_zoo_model(name);
     if (text == nullptr) {
@@ -196,7 +209,9 @@ Model read_included_model(const Reader& r, const YAML::Node& n, const Training& 
              fmt::format("unknown model '{}'{}", name, suggestion(name, zoo_model_names())),
              "a built-in model (" + join(zoo_model_names()) + ") or a YAML file path");
     }
-    m = read_model_file(text, fmt::format("scenarios/models/{}.yaml", name), t, gpu);
+    m = read_model_file(
+        r.nested(fmt::format("scenarios/models/{}.yaml", name), n["include"], "model.include"),
+        text, t, gpu);
   }
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;
@@ -208,10 +223,12 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
   r.expect_map(n, "model", {"name", "profile", "input"});
   const std::string rel = r.scalar(n["profile"], "model.profile", "a file path");
   const auto path = relative_to(r, rel);
+  // Nesting is checked before reading: a profile naming itself is refused, not re-read.
+  const Reader inner = r.nested(path.string(), n["profile"], "model.profile");
   const std::string text = read_text(r, n["profile"], "model.profile", path, "profile file");
   Model m;
   if (yaml_file_name(rel)) {
-    m = read_model_file(text, path.string(), t, gpu);
+    m = read_model_file(inner, text, t, gpu);
   } else {
     std::istringstream in(text);
     const size_t first = text.find_first_not_of(" \t\r\n");
@@ -310,10 +327,29 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
   return m;
 }
 
-}  // namespace
+// The model's totals fit in 64 bits, whatever its form: every sum the simulator and the
+// reports take over layers (a stage's time, parameters, activations) is then bounded too.
+void check_totals(const Reader& r, const YAML::Node& n, const Model& m) {
+  r.at(n, "model", [&] {
+    Time time;
+    int64_t params = 0, bytes = 0;
+    for (const Layer& l : m.layers) {
+      const Time backward = checked_add(l.backward_input, l.backward_weight, "a layer's backward");
+      time = checked_add(time,
+                         checked_add(checked_add(l.forward, backward, "the model's time"),
+                                     l.optimizer, "the model's time"),
+                         "the model's time");
+      params = checked_add(params, l.params, "the model's parameter count");
+      bytes = checked_add(bytes, checked_add(l.activation_bytes, l.output_bytes, "a layer's bytes"),
+                          "the model's activation bytes");
+    }
+    // Weights, gradients and optimizer state: at most 16 bytes per parameter.
+    checked_mul(params, 16, "the model's parameter bytes");
+  });
+}
 
-Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t,
-                         const GpuSpec& gpu, bool nested) {
+Model read_model_form(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu,
+                      bool nested) {
   if (n.IsMap() && n["include"].IsDefined()) {
     if (nested)
       r.fail(n["include"], "model.include", "an included model cannot include another",
@@ -323,6 +359,15 @@ Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t
   if (n.IsMap() && n["generator"].IsDefined()) return read_generated_model(r, n, t, gpu);
   if (n.IsMap() && n["profile"].IsDefined()) return read_profile(r, n, t, gpu);
   return read_model(r, n, t, gpu);
+}
+
+}  // namespace
+
+Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t,
+                         const GpuSpec& gpu, bool nested) {
+  Model m = read_model_form(r, n, t, gpu, nested);
+  if (!nested) check_totals(r, n, m);
+  return m;
 }
 
 }  // namespace pipesim::internal

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
 #include "scenario/scenario.h"
@@ -14,6 +15,8 @@ namespace pipesim {
 namespace internal {
 
 void apply_override(YAML::Node& root, const Override& o) {
+  require_utf8(o.key, "--set");
+  require_utf8(o.value, "--set", o.key);
   YAML::Node cur;
   cur.reset(root);
   std::vector<std::string> parts;

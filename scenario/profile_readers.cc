@@ -12,6 +12,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/units.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
@@ -47,6 +48,14 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
     throw InputError("the profile is empty", "a header row, then one row per layer",
                      "model.profile", {file});
   const auto header = split(line);
+  // A first line with no known column is not a profile header: it may be any file the user
+  // pointed at, so it is not quoted.
+  if (std::none_of(header.begin(), header.end(), [&](const auto& cell) {
+        return std::find(known.begin(), known.end(), cell.first) != known.end();
+      })) {
+    throw InputError("this file is not a profile: its first line names no known column",
+                     "a CSV header of columns: " + join(known), "model.profile", {file, 1, 1});
+  }
   std::vector<std::string> columns;
   for (const auto& [name, col] : header) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -64,7 +73,7 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
                      {file, 1, 1});
   }
   Model m;
-  m.name = std::filesystem::path(file).stem().string();
+  m.name = lossy_utf8(std::filesystem::path(file).stem().string());
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -200,7 +209,8 @@ Model read_profile_graph(std::istream& in, const std::string& file) {
                      : key == "parameter_size"        ? &nd.param_bytes
                                                       : nullptr;
       if (slot == nullptr || !ok)
-        throw InputError(fmt::format("'{}' is not a known field with a non-negative number", field),
+        throw InputError(fmt::format("'{}' is not a known field with a non-negative number",
+                                     field.size() <= 60 ? field : field.substr(0, 48) + "..."),
                          allowed, "model.profile", {file, lineno, 1});
       *slot = v;
       ++seen;
@@ -263,7 +273,7 @@ Model read_profile_graph(std::istream& in, const std::string& file) {
     return Time::ps(static_cast<int64_t>(std::llround(v * 1e9)));
   };
   Model m;
-  m.name = std::filesystem::path(file).stem().string();
+  m.name = lossy_utf8(std::filesystem::path(file).stem().string());
   double live = 0;  // outputs made at or before position k and read after it
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& nd = nodes[order[k]];

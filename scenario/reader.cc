@@ -4,11 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace pipesim::internal {
 
@@ -51,12 +50,28 @@ std::string suggestion(std::string_view given, const std::vector<std::string>& c
   return {};
 }
 
-std::optional<std::string> read_whole_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path)) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+Reader Reader::nested(const std::string& file, const YAML::Node& n, const std::string& path) const {
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const auto ca = std::filesystem::weakly_canonical(a, ea);
+    const auto cb = std::filesystem::weakly_canonical(b, eb);
+    return (ea || eb) ? a == b : ca == cb;
+  };
+  std::vector<std::string> chain = outer_;
+  chain.push_back(file_);
+  for (const std::string& f : chain) {
+    if (!same(f, file)) continue;
+    fail(n, path,
+         fmt::format("the files name each other in a cycle: {} -> {}", join(chain, " -> "), file),
+         "files that do not include each other");
+  }
+  if (chain.size() >= kMaxFileNesting) {
+    fail(n, path, fmt::format("files nested too deep: {} -> {}", join(chain, " -> "), file),
+         fmt::format("at most {} files, the scenario included", kMaxFileNesting));
+  }
+  Reader inner(file, {});
+  inner.outer_ = std::move(chain);
+  return inner;
 }
 
 std::string child_path(const std::string& parent, std::string_view key) {
@@ -64,6 +79,7 @@ std::string child_path(const std::string& parent, std::string_view key) {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  require_utf8(text, source);
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "scenario/default_scenario.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
+#include "scenario/work_estimate.h"
 
 namespace pipesim {
 namespace {
@@ -19,7 +22,6 @@ using internal::read_cluster;
 using internal::read_model_section;
 using internal::read_strategy;
 using internal::read_training;
-using internal::read_whole_file;
 using internal::Reader;
 using internal::set_optimizer_step;
 
@@ -35,10 +37,16 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
     overridden.push_back(o.key);
   }
   const Reader r(source, overridden);
+  const std::vector<std::string> keys{"name", "cluster", "model", "training", "strategy"};
+  // The file may be anything the user pointed at: say what it is, never quote it.
   if (!root.IsMap())
-    r.fail(root, "", fmt::format("a scenario must be a mapping, got {}", Reader::kind(root)),
-           "keys: name, cluster, model, training, strategy");
-  r.expect_map(root, "", {"name", "cluster", "model", "training", "strategy"});
+    r.fail(root, "", fmt::format("a scenario must be a mapping, got {}", Reader::shape(root)),
+           "keys: " + internal::join(keys));
+  if (std::none_of(keys.begin(), keys.end(),
+                   [&](const std::string& k) { return root[k].IsDefined(); }))
+    r.fail(root, "", "this file is not a scenario: it has none of the scenario's keys",
+           "keys: " + internal::join(keys));
+  r.expect_map(root, "", keys);
   Scenario sc{.name = {},
               .source = source,
               .cluster = read_cluster(r, r.require(root, "", "cluster")),
@@ -52,13 +60,16 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .user_order = {},
               .user_order_at = {}};
   sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
-                                     : std::filesystem::path(source).stem().string();
+                                     : lossy_utf8(std::filesystem::path(source).stem().string());
   const YAML::Node training = r.require(root, "", "training");
   sc.training = read_training(r, training);
   const YAML::Node model = r.require(root, "", "model");
   sc.model = read_model_section(r, model, sc.training, sc.cluster.device(0).gpu, false);
   set_optimizer_step(sc.model, sc.training, sc.cluster.device(0).gpu);
-  read_strategy(r, r.require(root, "", "strategy"), training, sc);
+  const YAML::Node strategy = r.require(root, "", "strategy");
+  read_strategy(r, strategy, training, sc);
+  // Before anything is built: refuse a run too large to simulate.
+  r.at(strategy, "strategy", [&] { check_work(estimate_work(sc)); });
   return sc;
 }
 
@@ -70,9 +81,8 @@ Scenario load_scenario_text(const std::string& yaml, const std::string& source,
 }
 
 Scenario load_scenario_file(const std::string& path, const std::vector<Override>& overrides) {
-  const auto text = read_whole_file(path);
-  if (!text) throw InputError("cannot read the scenario file", "a readable YAML file", "", {path});
-  return load_scenario_text(*text, path, overrides);
+  return load_scenario_text(read_input_file(path, "the scenario file", "a readable YAML file"),
+                            path, overrides);
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {

@@ -16,10 +16,6 @@
 namespace pipesim::internal {
 namespace {
 
-// Upper bound on the ops one scenario may generate, so a typo in a batch size gives an
-// error instead of exhausting memory.
-constexpr int64_t kMaxComputeOps = 20'000'000;
-
 // "0-3" or "5": an inclusive layer range.
 std::pair<int, int> read_range(const Reader& r, const YAML::Node& n, const std::string& path,
                                int num_layers) {
@@ -327,17 +323,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
             sc.micro_batches, P),
         "global_batch / (micro_batch x data) divisible by the number of devices in the pipeline");
   }
-  int64_t replicas = 0;
-  for (const auto& s : st.stages) replicas += s.replicas;
-  // In floating point: the product of large batches, replicas and copies overflows 64 bits.
-  const long double ops =
-      static_cast<long double>(sc.micro_batches) * replicas * st.data * t.iterations * 3;
-  if (ops > kMaxComputeOps) {
-    r.fail(n, "strategy",
-           fmt::format("this run would simulate {:.0f} compute ops", static_cast<double>(ops)),
-           fmt::format("at most {}; lower training.iterations or global_batch / micro_batch",
-                       kMaxComputeOps));
-  }
+  // The run's size is checked once the strategy is read (scenario/work_estimate.h).
 
   if (n["order"].IsDefined()) read_order(r, n["order"], sc);
   std::vector<int> reps;  // GPUs per position: replicas x tensor, replica-major

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for pipesim and builds it.
 #   scripts/bootstrap.sh [extra cmake arguments]
+#   PIPESIM_FUZZ=1 scripts/bootstrap.sh   also installs clang for the fuzzers (fuzz/)
 # Installs the Debian packages below when any is missing (as root, or through sudo),
 # configures a Release build in ${BUILD_DIR:-build} and builds it.
 set -euo pipefail
@@ -8,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libfmt-dev libbenchmark-dev
           libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+# PIPESIM_FUZZ=1 (CI): clang and its libFuzzer runtime for the fuzz/ targets.
+if [ "${PIPESIM_FUZZ:-0}" = 1 ]; then packages+=(clang libclang-rt-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -14,12 +16,52 @@ std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();
 }
 
-// Thread ids: 0 compute, 1 + peer for sends to peer, 1 + N + peer for receives from peer.
-int send_tid(int peer) {
-  return 1 + peer;
+// Perfetto drops a slice that overlaps another on its track without nesting in it, so the
+// transfers between one pair of devices go on lanes, each a thread of its own: a transfer
+// takes the first lane free at its start (interval partitioning, the fewest lanes). The
+// receiver shows the same lanes. Thread ids: 0 compute; 1 + peer x L + lane for sends to
+// peer; 1 + (N + peer) x L + lane for receives from peer, where L is the most lanes any
+// pair needs.
+struct Lanes {
+  std::vector<int> of_op;               // lane of each transfer op
+  int64_t width = 1;                    // L
+  std::vector<std::vector<int>> count;  // [sender][receiver] -> lanes used
+};
+
+Lanes assign_lanes(const TaskGraph& graph, const Timeline& tl, int n) {
+  Lanes lanes;
+  lanes.of_op.assign(static_cast<size_t>(graph.size()), 0);
+  lanes.count.assign(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+  std::vector<OpId> transfers;
+  for (OpId id = 0; id < graph.size(); ++id)
+    if (graph.op(id).kind == OpKind::kTransfer) transfers.push_back(id);
+  std::stable_sort(transfers.begin(), transfers.end(),
+                   [&](OpId a, OpId b) { return tl.start[a] < tl.start[b]; });
+  std::map<std::pair<int, int>, std::vector<Time>> busy_until;  // per pair, per lane
+  for (OpId id : transfers) {
+    const Op& op = graph.op(id);
+    auto& lane_ends = busy_until[{op.device, op.peer}];
+    size_t lane = 0;
+    while (lane < lane_ends.size() && lane_ends[lane] > tl.start[id]) ++lane;
+    if (lane == lane_ends.size()) lane_ends.push_back(Time::zero());
+    lane_ends[lane] = tl.end[id];
+    lanes.of_op[static_cast<size_t>(id)] = static_cast<int>(lane);
+    int& used = lanes.count[static_cast<size_t>(op.device)][static_cast<size_t>(op.peer)];
+    used = std::max(used, static_cast<int>(lane) + 1);
+    lanes.width = std::max<int64_t>(lanes.width, used);
+  }
+  return lanes;
 }
-int recv_tid(int n, int peer) {
-  return 1 + n + peer;
+
+int64_t send_tid(const Lanes& l, int peer, int lane) {
+  return 1 + peer * l.width + lane;
+}
+int64_t recv_tid(const Lanes& l, int n, int peer, int lane) {
+  return 1 + (n + peer) * l.width + lane;
+}
+
+std::string lane_suffix(int lane) {
+  return lane == 0 ? "" : fmt::format(" #{}", lane + 1);
 }
 
 }  // namespace
@@ -35,13 +77,7 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
     out << e;
   };
   // Names for the processes and the threads that carry events.
-  std::vector<std::vector<bool>> send_used(static_cast<size_t>(n),
-                                           std::vector<bool>(static_cast<size_t>(n), false));
-  for (OpId id = 0; id < graph.size(); ++id) {
-    const Op& op = graph.op(id);
-    if (op.kind == OpKind::kTransfer)
-      send_used[static_cast<size_t>(op.device)][static_cast<size_t>(op.peer)] = true;
-  }
+  const Lanes lanes = assign_lanes(graph, tl, n);
   for (int d = 0; d < n; ++d) {
     const std::string& name = cluster.device(d).name;
     emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":{}}}}})", d,
@@ -51,13 +87,17 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
     emit(fmt::format(
         R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"compute"}}}})", d));
     for (int p = 0; p < n; ++p) {
-      if (!send_used[static_cast<size_t>(d)][static_cast<size_t>(p)]) continue;
-      emit(fmt::format(
-          R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", d,
-          send_tid(p), quoted(fmt::format("send {}->{}", name, cluster.device(p).name))));
-      emit(fmt::format(
-          R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", p,
-          recv_tid(n, d), quoted(fmt::format("recv {}->{}", name, cluster.device(p).name))));
+      for (int lane = 0; lane < lanes.count[static_cast<size_t>(d)][static_cast<size_t>(p)];
+           ++lane) {
+        const std::string pair =
+            fmt::format("{}->{}{}", name, cluster.device(p).name, lane_suffix(lane));
+        emit(fmt::format(
+            R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", d,
+            send_tid(lanes, p, lane), quoted("send " + pair)));
+        emit(fmt::format(
+            R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", p,
+            recv_tid(lanes, n, d, lane), quoted("recv " + pair)));
+      }
     }
   }
   for (OpId id = 0; id < graph.size(); ++id) {
@@ -74,18 +114,20 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
         op.comm == CommKind::kAllReduce
             ? fmt::format("allreduce s{} it{}", op.stage, op.iteration)
             : fmt::format("{} s{} mb{}", to_string(op.comm), op.stage, op.micro_batch);
+    const int lane = lanes.of_op[static_cast<size_t>(id)];
+    const int64_t stid = send_tid(lanes, op.peer, lane), rtid = recv_tid(lanes, n, op.device, lane);
     emit(fmt::format(
         R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{:.6f},"dur":{:.6f},"args":{{"bytes":{}}}}})",
-        name, op.device, send_tid(op.peer), ts, dur, op.bytes));
+        name, op.device, stid, ts, dur, op.bytes));
     emit(fmt::format(
         R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{:.6f},"dur":{:.6f},"args":{{"bytes":{}}}}})",
-        name, op.peer, recv_tid(n, op.device), ts, dur, op.bytes));
+        name, op.peer, rtid, ts, dur, op.bytes));
     emit(fmt::format(
         R"({{"ph":"s","cat":"transfer","name":"{}","id":{},"pid":{},"tid":{},"ts":{:.6f}}})", name,
-        id, op.device, send_tid(op.peer), ts));
+        id, op.device, stid, ts));
     emit(fmt::format(
         R"({{"ph":"f","bp":"e","cat":"transfer","name":"{}","id":{},"pid":{},"tid":{},"ts":{:.6f}}})",
-        name, id, op.peer, recv_tid(n, op.device), ts));
+        name, id, op.peer, rtid, ts));
   }
   // Memory counters: replay the recorded changes from the static level.
   std::vector<MemBreakdown> mem(static_cast<size_t>(n));

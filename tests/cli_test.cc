@@ -138,8 +138,9 @@ TEST(Cli, UnwritableOutputLeavesNothingBehind) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(
       r.err,
-      "pipesim: error: /nonexistent-dir/r.json: cannot write the output file (a writable path)\n");
-  EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/r.json.tmp"));
+      "pipesim: error: /nonexistent-dir/r.json: cannot create the output file: No such file or "
+      "directory (a writable path)\n");
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir"));
 }
 
 TEST(Cli, EveryShippedScenarioRuns) {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "scenario/work_estimate.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -109,9 +110,7 @@ TEST(Fuzz, MutatedScenariosNeverCrash) {
     try {
       const Scenario s = load_scenario_text(text, "fuzz.yaml");
       // Only simulate what is small enough to keep the test fast.
-      int64_t gpus = 0;
-      for (const auto& st : s.strategy.stages) gpus += st.replicas;
-      if (s.micro_batches * gpus * s.strategy.data * s.training.iterations <= 20'000) {
+      if (estimate_work(s).ops() <= 20'000) {
         const TaskGraph g = scenario_task_graph(s);
         const Timeline tl = simulate(g, s.cluster);
         EXPECT_GE(tl.makespan, Time::zero());

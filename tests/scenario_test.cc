@@ -248,7 +248,10 @@ const Rule kRules[] = {
     {"too_many_ops",
      edit(edit(kBase, "global_batch: 8", "global_batch: 80000000000"), "micro_batch: 2",
           "micro_batch: 1"),
-     "strategy: this run would simulate 480000000000 compute ops"},
+     // M = 8e10 micro-batches: 2 stages x 3 ops (F, B, W) each, and one activation and one
+     // gradient transfer between the stages per micro-batch.
+     "strategy: this run would simulate about 6.4e+11 ops (4.8e+11 compute ops and 1.6e+11 "
+     "transfers"},
     {"list_for_scalar", edit(kBase, "{name: a, forward: 1 ms", "{name: a, forward: [1 ms]"),
      "model.layers.0.forward: expected a single value, got a list"},
     {"intra_topology",
@@ -349,8 +352,8 @@ TEST(Loader, MissingFile) {
   const auto r = test::cli({"run", "/nonexistent/x.yaml"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
-            "pipesim: error: /nonexistent/x.yaml: cannot read the scenario file (a readable YAML "
-            "file)\n");
+            "pipesim: error: /nonexistent/x.yaml: cannot read the scenario file: No such file or "
+            "directory (a readable YAML file)\n");
 }
 
 }  // namespace

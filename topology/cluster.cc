@@ -28,10 +28,23 @@ using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS
 // evenly over the two edges that enter and leave it. Hop count dominates (2^40 per hop,
 // far above any realistic latency sum); host attachments cost like 2^20 hops so they are
 // a last resort and never a shortcut between two GPUs of a node.
+// Route lengths saturate just below the largest int64_t, which Dijkstra takes for
+// "unreached": a path of months-long latencies is as long as it gets, never unreachable and
+// never wrapped around to a negative length (undefined behaviour besides).
+constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
+int64_t saturating_add(int64_t a, int64_t b) {
+  if (a == kUnreached || b == kUnreached) return kUnreached;
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? kUnreached - 1 : std::min(r, kUnreached - 1);
+}
 int64_t edge_weight(const LinkSpec& spec, Time lat_a, Time lat_b) {
   constexpr int64_t kHop = int64_t{1} << 40;
   const int64_t hops = spec.kind == LinkKind::kHost ? (int64_t{1} << 20) : 1;
-  return hops * kHop + 2 * spec.latency.ps_count() + lat_a.ps_count() + lat_b.ps_count();
+  int64_t w = hops * kHop;
+  for (const int64_t ps :
+       {spec.latency.ps_count(), spec.latency.ps_count(), lat_a.ps_count(), lat_b.ps_count()})
+    w = saturating_add(w, ps);
+  return w;
 }
 }  // namespace
 
@@ -74,11 +87,13 @@ const Route& Cluster::route(int src_device, int dst_device) const {
     const Graph& g = impl_->graph;
     pred.resize(boost::num_vertices(g));
     std::vector<int64_t> dist(boost::num_vertices(g));
-    boost::dijkstra_shortest_paths(g, static_cast<Graph::vertex_descriptor>(src),
-                                   boost::predecessor_map(pred.data())
-                                       .distance_map(dist.data())
-                                       .weight_map(boost::get(&EdgeProps::weight, g))
-                                       .distance_inf(std::numeric_limits<int64_t>::max()));
+    boost::dijkstra_shortest_paths(
+        g, static_cast<Graph::vertex_descriptor>(src),
+        boost::predecessor_map(pred.data())
+            .distance_map(dist.data())
+            .weight_map(boost::get(&EdgeProps::weight, g))
+            .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
+            .distance_inf(kUnreached));
   }
   Route r;
   r.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
@@ -98,9 +113,11 @@ const Route& Cluster::route(int src_device, int dst_device) const {
     }
     const Link& l = links_[static_cast<size_t>(best_link)];
     r.hops.push_back(2 * best_link + (l.a == u ? 0 : 1));
-    r.latency += l.spec.latency;
+    r.latency = checked_add(r.latency, l.spec.latency, "a route's latency");
     r.bottleneck_bytes_per_s = std::min(r.bottleneck_bytes_per_s, l.spec.bytes_per_s);
-    if (u != src) r.latency += vertex_latency_[static_cast<size_t>(u)];
+    if (u != src)
+      r.latency =
+          checked_add(r.latency, vertex_latency_[static_cast<size_t>(u)], "a route's latency");
     v = u;
   }
   std::reverse(r.hops.begin(), r.hops.end());

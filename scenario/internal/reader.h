@@ -28,15 +28,22 @@ size_t edit_distance(std::string_view a, std::string_view b);
 std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
 // "; did you mean 'x'?" when a candidate is close enough, else "".
 std::string suggestion(std::string_view given, const std::vector<std::string>& candidates);
-// A file's whole contents; nothing when it cannot be read or is a directory.
-std::optional<std::string> read_whole_file(const std::filesystem::path& path);
 std::string child_path(const std::string& parent, std::string_view key);
+
+// How many files deep a scenario may name others (the scenario, an included model, a
+// profile it names, ...), so that a chain of files cannot recurse without end.
+inline constexpr size_t kMaxFileNesting = 4;
 
 // Reads one YAML document with locations and the list of keys set by --set.
 class Reader {
  public:
   Reader(std::string file, std::vector<std::string> overridden)
       : file_(std::move(file)), overridden_(std::move(overridden)) {}
+
+  // A Reader for `file`, named by this one's document at node `n` (key `path`): an
+  // included model or a YAML profile. Refuses a file that is already being read (naming
+  // the cycle) and a chain deeper than kMaxFileNesting.
+  Reader nested(const std::string& file, const YAML::Node& n, const std::string& path) const;
 
   Location where(const YAML::Node& n, const std::string& path) const {
     for (const auto& o : overridden_) {
@@ -88,11 +95,21 @@ class Reader {
     return c;
   }
 
+  // What a node is, for messages; a scalar is quoted, cut short when long.
   static std::string kind(const YAML::Node& n) {
+    if (!n.IsScalar()) return shape(n);
+    const std::string& s = n.Scalar();
+    if (s.size() <= 60) return fmt::format("'{}'", s);
+    size_t cut = 48;  // at a character boundary
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    return fmt::format("'{}...' ({} bytes)", s.substr(0, cut), s.size());
+  }
+  // What a node is without its content: for a document that may not be ours to quote.
+  static std::string shape(const YAML::Node& n) {
     if (n.IsMap()) return "a mapping";
     if (n.IsSequence()) return "a list";
-    if (n.IsNull()) return "nothing";
-    return fmt::format("'{}'", n.Scalar());
+    if (n.IsNull() || !n.IsDefined()) return "nothing";
+    return "a single value";
   }
 
   std::string scalar(const YAML::Node& n, const std::string& path,
@@ -154,6 +171,7 @@ class Reader {
  private:
   std::string file_;
   std::vector<std::string> overridden_;
+  std::vector<std::string> outer_;  // the files that led here, outermost first
 };
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source);

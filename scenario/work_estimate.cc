@@ -1,0 +1,100 @@
+#include "scenario/work_estimate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "schedules/collectives.h"
+
+namespace pipesim {
+namespace {
+
+// Transfers of one all-reduce among n members: ring 2(n - 1) steps of n sends; tree two
+// binary trees, each up and down in up to 8 chunks over n - 1 edges; hierarchical at most
+// a ring's. `auto` picks per group later, so the largest is taken.
+double allreduce_transfers(double n, std::optional<AllReduceAlgo> algo) {
+  if (n < 2) return 0;
+  const double ring = 2 * (n - 1) * n;
+  const double tree = 2 * 2 * 8 * (n - 1);
+  if (algo == AllReduceAlgo::kTree) return tree;
+  if (algo == AllReduceAlgo::kRing || algo == AllReduceAlgo::kHierarchical) return ring;
+  return std::max(ring, tree);
+}
+
+// Bytes per event in the trace: a compute slice and its memory counter changes; a
+// transfer's two slices, flow arrows and link-utilisation samples along its route.
+constexpr double kTraceBytesPerComputeOp = 600;
+constexpr double kTraceBytesPerTransfer = 2000;
+
+}  // namespace
+
+WorkEstimate estimate_work(const Scenario& s) {
+  WorkEstimate w;
+  const Strategy& st = s.strategy;
+  const double M = static_cast<double>(s.micro_batches);
+  const double data = st.data;
+  const double grad_bytes = 4;  // the most bytes per gradient (fp32)
+  for (size_t g = 0; g < st.stages.size(); ++g) {
+    const StageSpec& stage = st.stages[g];
+    const double r = stage.replicas, t = std::max(1, st.tensor_of(stage));
+    const double per_mb = 3 + (st.recompute_of(stage) != Recompute::kNone ? 1 : 0);
+    w.compute_ops += data * r * t * (M * per_mb + 1);
+    if (g + 1 < st.stages.size()) {  // activations forward, gradients back
+      const StageSpec& next = st.stages[g + 1];
+      w.transfers += data * M * 2 * r * next.replicas * std::max<double>(t, st.tensor_of(next));
+    }
+    double params = 0, tp_allreduces = 0;
+    const double layers = stage.last_layer - stage.first_layer + 1;
+    for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+      const Layer& layer = s.model.layers[static_cast<size_t>(l)];
+      params += static_cast<double>(layer.params);
+      if (layer.tensor_parallel)
+        tp_allreduces += layer.tp_forward_allreduces + layer.tp_backward_allreduces;
+    }
+    // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
+    // stage's replicas in every copy, one group per tensor rank.
+    if (params > 0) {
+      const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
+      const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
+      w.transfers += t * buckets * allreduce_transfers(r * data, st.allreduce);
+    }
+    // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
+    w.transfers += data * r * M * tp_allreduces * allreduce_transfers(t, AllReduceAlgo::kRing);
+  }
+  w.compute_ops *= s.training.iterations;
+  w.transfers *= s.training.iterations;
+  w.devices = s.cluster.num_devices();
+  w.trace_bytes = w.compute_ops * kTraceBytesPerComputeOp + w.transfers * kTraceBytesPerTransfer;
+  return w;
+}
+
+void check_work(const WorkEstimate& w) {
+  if (w.devices > kMaxDevices) {
+    throw InputError(fmt::format("the cluster has {:.0f} GPUs", w.devices),
+                     fmt::format("at most {:.0f}", kMaxDevices), "cluster");
+  }
+  if (w.ops() > kMaxSimulatedOps) {
+    throw InputError(
+        fmt::format("this run would simulate about {:.3g} ops ({:.3g} compute ops and {:.3g} "
+                    "transfers, collective steps included)",
+                    w.ops(), w.compute_ops, w.transfers),
+        fmt::format("at most {:.3g}; lower training.iterations, global_batch / micro_batch, "
+                    "replicas or data",
+                    kMaxSimulatedOps),
+        "strategy");
+  }
+}
+
+void check_trace_size(const WorkEstimate& w) {
+  if (w.trace_bytes > kMaxTraceBytes) {
+    throw InputError(fmt::format("the trace would be about {:.3g} GB ({:.3g} ops)",
+                                 w.trace_bytes / 1e9, w.ops()),
+                     fmt::format("at most {:.3g} GB; trace fewer iterations or micro-batches",
+                                 kMaxTraceBytes / 1e9),
+                     "--trace");
+  }
+}
+
+}  // namespace pipesim

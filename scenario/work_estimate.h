@@ -1,0 +1,38 @@
+// One estimate of a run's work, taken when the scenario is loaded and before anything is
+// built, so a scenario too large to simulate (a typo in a batch size, 100,000 replicas, a
+// data-parallel ring of 25,000 GPUs) is refused in well under a second, with the estimate
+// and the limit, instead of running for minutes and dying out of memory.
+//
+// It counts what the simulation builds and the writers write: compute ops (F, B, W, R per
+// micro-batch on every device of a stage, the optimizer step), pipeline transfers between
+// consecutive stages, the transfers of every collective step (gradient all-reduces per
+// bucket, tensor-parallel all-reduces per layer), the devices, and the bytes of the Chrome
+// trace. Counts are upper estimates in floating point: the products of large batches,
+// replicas and copies overflow 64 bits.
+#pragma once
+
+#include "scenario/scenario.h"
+
+namespace pipesim {
+
+struct WorkEstimate {
+  double compute_ops = 0;
+  double transfers = 0;  // point-to-point and collective steps: one flow each
+  double devices = 0;
+  double trace_bytes = 0;
+  double ops() const { return compute_ops + transfers; }
+};
+
+inline constexpr double kMaxSimulatedOps = 50e6;  // about 9 GB of host memory, minutes
+inline constexpr double kMaxDevices = 65536;
+inline constexpr double kMaxTraceBytes = 4.0 * (int64_t{1} << 30);
+
+WorkEstimate estimate_work(const Scenario& s);
+
+// Throws InputError (without a location; the caller adds one) when the ops or the devices
+// are over their limit.
+void check_work(const WorkEstimate& w);
+// Throws InputError when the trace would be larger than kMaxTraceBytes.
+void check_trace_size(const WorkEstimate& w);
+
+}  // namespace pipesim
