@@ -365,10 +365,15 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     const YAML::Node list = pl[i];
     const int want = reps[i % reps.size()];
     if (!list.IsSequence() || static_cast<int>(list.size()) != want) {
+      const StageSpec& stage = st.stages[i % reps.size()];
       r.fail(list, p,
-             fmt::format("stage {} has {} replica{} and needs that many devices", i % reps.size(),
-                         want, want == 1 ? "" : "s"),
-             "a list of device names or indices");
+             st.tensor_of(stage) == 1
+                 ? fmt::format("stage {} has {} replica{} and needs that many devices",
+                               i % reps.size(), want, want == 1 ? "" : "s")
+                 : fmt::format("stage {} has {} replica{} of {} tensor ranks and needs {} devices",
+                               i % reps.size(), stage.replicas, stage.replicas == 1 ? "" : "s",
+                               st.tensor_of(stage), want),
+             "a list of device names or indices, replica by replica, rank by rank");
     }
     std::vector<int> devs;
     for (size_t k = 0; k < list.size(); ++k) {
