@@ -41,20 +41,36 @@ constexpr std::array<std::pair<std::string_view, ScheduleKind>, 10> kScheduleNam
     {"zb-h1", ScheduleKind::kZbH1},
     {"zb-h2", ScheduleKind::kZbH2},
 }};
-}  // namespace
+constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
+    {"schedule", Warmup::kSchedule},
+    {"deep", Warmup::kDeep},
+    {"auto", Warmup::kAuto},
+}};
 
-std::string_view to_string(ScheduleKind k) {
-  for (const auto& [name, kind] : kScheduleNames) {
-    if (kind == k) return name;
+// The first name of a value, and the value of a name, in a (name, value) table.
+template <typename Table, typename E>
+std::string_view name_of(const Table& table, E value) {
+  for (const auto& [name, v] : table) {
+    if (v == value) return name;
   }
   return "?";
 }
-
-std::optional<ScheduleKind> parse_schedule(std::string_view name) {
-  for (const auto& [n, kind] : kScheduleNames) {
-    if (n == name) return kind;
+template <typename Table>
+auto value_of(const Table& table, std::string_view name)
+    -> std::optional<typename Table::value_type::second_type> {
+  for (const auto& [n, v] : table) {
+    if (n == name) return v;
   }
   return std::nullopt;
+}
+}  // namespace
+
+std::string_view to_string(ScheduleKind k) {
+  return name_of(kScheduleNames, k);
+}
+
+std::optional<ScheduleKind> parse_schedule(std::string_view name) {
+  return value_of(kScheduleNames, name);
 }
 
 std::string schedule_names() {
@@ -74,26 +90,12 @@ bool needs_split_backward(ScheduleKind k) {
   return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
 }
 
-namespace {
-constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
-    {"schedule", Warmup::kSchedule},
-    {"deep", Warmup::kDeep},
-    {"auto", Warmup::kAuto},
-}};
-}  // namespace
-
 std::string_view to_string(Warmup w) {
-  for (const auto& [name, kind] : kWarmupNames) {
-    if (kind == w) return name;
-  }
-  return "?";
+  return name_of(kWarmupNames, w);
 }
 
 std::optional<Warmup> parse_warmup(std::string_view name) {
-  for (const auto& [n, kind] : kWarmupNames) {
-    if (n == name) return kind;
-  }
-  return std::nullopt;
+  return value_of(kWarmupNames, name);
 }
 
 std::string_view to_string(Recompute r) {
