@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 #include <string>
 
@@ -82,6 +83,29 @@ void expect_result_or_input_error(F&& f) {
   } catch (const InputError& e) {
     if (e.message().empty() || e.message().find('\n') != std::string::npos) __builtin_trap();
   }
+}
+
+// A profile in one of its forms: read on its own by `read` (istream, file name -> Model),
+// then, when it makes a small model, as the model of a two-stage scenario that is
+// simulated and reported.
+template <typename Read>
+void fuzz_profile(const uint8_t* data, size_t size, Read&& read) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  expect_result_or_input_error([&] {
+    std::istringstream in(text);
+    const Model m = read(in, "fuzz.profile");
+    if (m.layers.size() < 2 || m.layers.size() > 64) return;
+    with_profile_file(text, [](const std::string& path) {
+      simulate_and_report(load_scenario_text(
+          "cluster: {gpu: v100-32gb, nodes: 1, gpus_per_node: 2, intra_node: nvlink}\n"
+          "model: {profile: " +
+              path +
+              "}\n"
+              "training: {global_batch: 4, micro_batch: 2}\n"
+              "strategy: {schedule: dapple, pipeline: 2}\n",
+          "fuzz.yaml"));
+    });
+  });
 }
 
 }  // namespace pipesim::fuzz

@@ -81,7 +81,6 @@ CostModel::CostModel(const Scenario& s, int tensor) : s_(s), t_(tensor) {
     params_[l + 1] = params_[l] + x.params;
     out_.push_back(x.output_bytes);
   }
-  input_bytes_ = s.model.input_bytes;
   capacity_ = std::numeric_limits<int64_t>::max();
   for (const Device& d : s.cluster.devices()) {
     capacity_ = std::min(capacity_, d.gpu.memory_bytes);
@@ -323,7 +322,6 @@ const std::vector<StageSpec>& CostModel::balanced(int stages) const {
 
 double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
   double work = 0;
-  const int P = p.positions();
   for (int g = 0; g < static_cast<int>(p.stages.size()); ++g) {
     const StageSpec& st = p.stages[u(g)];
     const double n = static_cast<double>(st.replicas) * p.data;
@@ -348,7 +346,6 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
                                       static_cast<double>(st.last_layer - st.first_layer + 1));
     work += buckets * 4 * n * std::max(1.0, n / 8);
   }
-  (void)P;
   return work * s_.training.iterations;
 }
 

@@ -115,7 +115,6 @@ class CostModel {
   std::vector<double> core_, tp_fwd_, tp_bwd_;  // attention core; tensor all-reduce time
   std::vector<int64_t> act_, params_, out_, kept_full_, core_bytes_, repl_;
   int64_t max_layer_act_ = 0, max_core_ = 0;
-  int64_t input_bytes_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;
   // (g0, r0, g1, r1) -> (latency, seconds per byte); (g, r, data, stride, bytes) -> time.

@@ -1,9 +1,6 @@
 #include "planner/search.h"
 
 #include <algorithm>
-#include <limits>
-#include <map>
-#include <numeric>
 
 namespace pipesim::planner {
 namespace {

@@ -91,8 +91,7 @@ SlotOrders scenario_orders(const Scenario& s) {
   spec.split_backward = split_backward(s.model);
   spec.replicas = position_replicas(s);
   spec.in_flight = warmup_depths(s);
-  for (const StageSpec& st : s.strategy.stages)
-    spec.recompute.push_back(s.strategy.recompute_of(st) != Recompute::kNone);
+  for (const Recompute r : recompute_modes(s)) spec.recompute.push_back(r != Recompute::kNone);
   spec.user = s.user_order.empty() ? nullptr : &s.user_order;
   return build_orders(spec);
 }

@@ -50,7 +50,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
         p.transient_bytes = std::max(p.transient_bytes, layer.activation_bytes - kept);
       }
     }
-    if (mode != Recompute::kSelective) p.recompute_time = p.forward;
+    p.full_recompute = mode != Recompute::kSelective;
+    if (p.full_recompute) p.recompute_time = p.forward;
     // Full recompute keeps layer inputs, which tensor parallelism leaves whole; selective
     // keeps the layer-norm and dropout tensors among the rest (Korthikanti et al., Table 2).
     p.replicated_kept = mode == Recompute::kFull ? p.kept_bytes : p.replicated_activation;
@@ -363,8 +364,7 @@ class Lowering {
     if (cur.t > 1) {
       // Megatron-LM's tensor-parallel all-reduces cut the op into segments; the collectives
       // between them are added once every rank has its segments (add_tensor_collectives).
-      const auto segs = tp_segments(sp, s.kind, cur.has_w[k] != 0,
-                                    cur.has_r[k] != 0 && sp.recompute_time == sp.forward);
+      const auto segs = tp_segments(sp, s.kind, cur.has_w[k] != 0);
       if (segs.size() > 1 || (segs.size() == 1 && segs[0].second > 0)) {
         // One part per segment, and a last empty one when the op ends with a collective
         // (what follows waits for it there).
@@ -434,10 +434,10 @@ class Lowering {
   // order the op runs its layers (forward order for F and a full R, backward order for B).
   // A layer issuing n all-reduces splits its time into n equal segments; a layer issuing
   // none joins the next segment. W and a selective R issue none.
-  std::vector<std::pair<Time, int64_t>> tp_segments(const StageProfile& sp, OpKind kind, bool has_w,
-                                                    bool full_recompute) const {
+  std::vector<std::pair<Time, int64_t>> tp_segments(const StageProfile& sp, OpKind kind,
+                                                    bool has_w) const {
     std::vector<std::pair<Time, int64_t>> out;
-    const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && full_recompute);
+    const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && sp.full_recompute);
     if (!fwd && kind != OpKind::kBackward) return out;
     Time acc;
     const size_t L = sp.layers.size();
@@ -488,8 +488,7 @@ class Lowering {
                           in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
                       members.push_back({d, node, {r->parts[q]}, r->parts[q + 1]});
                     }
-                    add_allreduce(b_, AllReduceAlgo::kRing, members,
-                                  lane_bytes(r0.bytes[q], r0.bytes[q], 1, 1), {g, blk});
+                    add_allreduce(b_, AllReduceAlgo::kRing, members, r0.bytes[q], {g, blk});
                   }
                 }
               }

@@ -43,6 +43,7 @@ struct StageProfile {
   // share, as the backward recomputes layer by layer), and R's time.
   int64_t kept_bytes = 0, transient_bytes = 0;
   Time recompute_time;
+  bool full_recompute = true;  // R re-runs the whole forward (its tensor all-reduces too)
   // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence
   // parallelism): of the activations, and of what recompute keeps and re-allocates.
   int64_t replicated_activation = 0, replicated_kept = 0;

@@ -55,6 +55,12 @@ strategy:
                      c.micro_batch, strategy);
 }
 
+// The case as a scenario file; the planner replaces its strategy, so any valid one does.
+std::string case_file(const Case& c, const std::string& name,
+                      const std::string& strategy = "  schedule: dapple\n  pipeline: 1\n") {
+  return test::write_temp("planner-" + name + ".yaml", scenario_yaml(c, strategy));
+}
+
 // Best throughput among strategies that fit, over the enumerated space.
 double exhaustive_best(const Case& c, int* count) {
   const int L = static_cast<int>(c.layers.size());
@@ -178,8 +184,7 @@ TEST_P(PlannerVsExhaustive, BestWithinOnePercent) {
   int count = 0;
   const double best = exhaustive_best(c, &count);
   ASSERT_GT(best, 0) << "some strategy fits";
-  const std::string file = test::write_temp(
-      "planner-" + c.name + ".yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  const std::string file = case_file(c, c.name);
   PlanOptions o;
   o.threads = 2;
   const Plan p = plan(file, {}, o);
@@ -199,8 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, PlannerVsExhaustive, ::testing::ValuesIn(cases()
 
 TEST(Planner, ParetoFrontBaselinesAndPasteBack) {
   const Case c = cases()[1];
-  const std::string file = test::write_temp(
-      "planner-front.yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  const std::string file = case_file(c, "front");
   const std::string j = test::temp_path("planner-front.json");
   auto r = test::cli({"plan", file, "--json", j, "--quiet"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -247,8 +251,7 @@ TEST(Planner, ParetoFrontBaselinesAndPasteBack) {
 
 TEST(Planner, SameResultWhateverTheThreadCount) {
   const Case c = cases()[2];
-  const std::string file = test::write_temp("planner-threads.yaml",
-                                            scenario_yaml(c, "  schedule: gpipe\n  pipeline: 2\n"));
+  const std::string file = case_file(c, "threads", "  schedule: gpipe\n  pipeline: 2\n");
   PlanOptions one, two;
   one.threads = 1;
   two.threads = 2;
@@ -262,8 +265,7 @@ TEST(Planner, SameResultWhateverTheThreadCount) {
 
 TEST(Planner, FitsWhenAnythingFitsElseExitOneWithTheLeastMemoryFirst) {
   const Case c = cases()[3];
-  const std::string file = test::write_temp(
-      "planner-tight.yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  const std::string file = case_file(c, "tight");
   auto r = test::cli({"plan", file, "--json", "-", "--quiet"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json p = json::parse(r.out);
@@ -284,8 +286,7 @@ TEST(Planner, ExhaustiveFlagAgreesAndIsRefusedWhenTooLarge) {
   // The planner's own --exhaustive covers its whole space (placements and every schedule
   // included), so its best is at least the analytic phase's choice.
   const Case c = cases()[2];
-  const std::string file =
-      test::write_temp("planner-exh.yaml", scenario_yaml(c, "  schedule: dapple\n  pipeline: 1\n"));
+  const std::string file = case_file(c, "exh");
   PlanOptions o;
   o.threads = 2;
   const Plan fast = plan(file, {}, o);
@@ -301,8 +302,7 @@ TEST(Planner, ExhaustiveFlagAgreesAndIsRefusedWhenTooLarge) {
   big.micro_batch = 16;
   big.global_batch = 64;
   for (int i = 0; i < 88; ++i) big.layers.push_back({1, 2, 10, 1, "1M"});
-  const std::string bigfile = test::write_temp(
-      "planner-big.yaml", scenario_yaml(big, "  schedule: dapple\n  pipeline: 1\n"));
+  const std::string bigfile = case_file(big, "big");
   const auto r = test::cli({"plan", bigfile, "--exhaustive", "--quiet"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("more than 100000 strategies"), std::string::npos) << r.err;
