@@ -545,6 +545,7 @@ nlohmann::ordered_json to_json(const Plan& p) {
   j["simulated"] = p.simulated;
   j["timed_out"] = p.timed_out;
   j["too_large_to_simulate"] = p.too_large;
+  j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
   j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
   j["analytic_s"] = p.analytic_s;
   j["wall_s"] = p.wall_s;

@@ -233,6 +233,7 @@ TEST(Planner, ParetoFrontBaselinesAndPasteBack) {
   }
   EXPECT_GT(p["explored"].get<int64_t>(), 0);
   EXPECT_GT(p["simulated"].get<int64_t>(), 0);
+  EXPECT_EQ(p["rejected"].get<int64_t>(), 0);  // every chosen strategy loads
   for (const auto& cand : p["candidates"]) EXPECT_FALSE(cand["why"].get<std::string>().empty());
   // The best pasted back into the scenario simulates to the same throughput.
   std::vector<std::string> args{"run",    file, "--set", "strategy=" + p["best"]["strategy"].dump(),
