@@ -5,8 +5,8 @@
 // peak_rss_mib is the process's high-water mark so far (benchmarks run in the order below).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <sys/resource.h>
 
+#include "bench/rss.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
 #include "schedules/collectives.h"
@@ -14,12 +14,6 @@
 
 namespace pipesim {
 namespace {
-
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
 
 Cluster big_cluster() {
   return ClusterBuilder::shorthand(128, 8, *find_gpu_preset("h100-80gb"),

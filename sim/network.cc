@@ -9,8 +9,10 @@
 
 namespace pipesim {
 
-FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id)
-    : slot_of_(max_flow_id, kNoSlot), links_(static_cast<size_t>(cluster.num_links()) * 2) {
+FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling)
+    : slot_of_(max_flow_id, kNoSlot),
+      links_(static_cast<size_t>(cluster.num_links()) * 2),
+      filling_(filling) {
   for (size_t d = 0; d < links_.size(); ++d) {
     links_[d].capacity = cluster.direction_bandwidth(static_cast<LinkDirection>(d));
     links_[d].finite = std::isfinite(links_[d].capacity);
@@ -138,37 +140,16 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
     old_rate_[i] = f.rate;
     f.rate = -1;  // unfrozen
   }
-  for (LinkDirection h : comp_links_) {
-    Link& l = links_[static_cast<size_t>(h)];
+  for (size_t i = 0; i < comp_links_.size(); ++i) {
+    Link& l = links_[static_cast<size_t>(comp_links_[i])];
     l.left = l.capacity;
     l.unfrozen = static_cast<int>(l.flows.size());
+    l.pos = static_cast<uint32_t>(i);
   }
-  size_t frozen = 0;
-  while (frozen < comp_flows_.size()) {
-    LinkDirection best = -1;
-    double best_share = std::numeric_limits<double>::infinity();
-    for (LinkDirection h : comp_links_) {
-      const Link& l = links_[static_cast<size_t>(h)];
-      if (l.unfrozen == 0) continue;
-      const double share = std::max(0.0, l.left) / l.unfrozen;
-      if (share < best_share) {
-        best_share = share;
-        best = h;
-      }
-    }
-    PIPESIM_ASSERT(best >= 0, "an unfrozen flow crosses some link of its component");
-    for (uint32_t s : links_[static_cast<size_t>(best)].flows) {
-      Flow& f = slots_[s];
-      if (f.rate >= 0) continue;
-      f.rate = best_share;
-      ++frozen;
-      for (LinkDirection h : f.route->hops) {
-        if (!finite(h)) continue;
-        Link& l = links_[static_cast<size_t>(h)];
-        l.left -= best_share;
-        --l.unfrozen;
-      }
-    }
+  if (filling_ == Filling::kScan) {
+    fill_by_scan();
+  } else {
+    fill_by_heap();
   }
   for (size_t i = 0; i < comp_flows_.size(); ++i) {
     Flow& f = slots_[comp_flows_[i]];
@@ -176,6 +157,84 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
     PIPESIM_ASSERT(f.rate > 0, "max-min shares are positive");
     f.finish = finish_time(f, now);
     changed.push_back({f.id, f.finish});
+  }
+}
+
+// Fixes the unfrozen flows of link `h` at `share` and takes it off every link they cross;
+// calls touched(link) for each such link. Returns how many flows it froze.
+template <class Touched>
+size_t FlowNetwork::freeze(LinkDirection h, double share, Touched&& touched) {
+  size_t frozen = 0;
+  for (uint32_t s : links_[static_cast<size_t>(h)].flows) {
+    Flow& f = slots_[s];
+    if (f.rate >= 0) continue;
+    f.rate = share;
+    ++frozen;
+    for (LinkDirection hop : f.route->hops) {
+      if (!finite(hop)) continue;
+      Link& l = links_[static_cast<size_t>(hop)];
+      l.left -= share;
+      --l.unfrozen;
+      touched(l);
+    }
+  }
+  return frozen;
+}
+
+// The reference: each round scans every link of the component for the smallest share
+// (the first in discovery order among equals). O(rounds x links).
+void FlowNetwork::fill_by_scan() {
+  size_t frozen = 0;
+  while (frozen < comp_flows_.size()) {
+    LinkDirection best = -1;
+    double best_share = std::numeric_limits<double>::infinity();
+    for (LinkDirection h : comp_links_) {
+      const Link& l = links_[static_cast<size_t>(h)];
+      if (l.unfrozen == 0) continue;
+      const double share = l.share();
+      if (share < best_share) {
+        best_share = share;
+        best = h;
+      }
+    }
+    PIPESIM_ASSERT(best >= 0, "an unfrozen flow crosses some link of its component");
+    frozen += freeze(best, best_share, [](Link&) {});
+  }
+}
+
+// The same rounds in the same order, with the links kept in a min-heap keyed by (share,
+// discovery position): a round pops its bottleneck in O(log links) and pushes each link
+// whose share the round changed once. Entries whose share is no longer the link's are
+// stale and skipped. Every link's `left` receives the same subtractions in the same order
+// as in the scan, so the rates are bit-identical. O((flows x hops + links) log links).
+void FlowNetwork::fill_by_heap() {
+  heap_.clear();
+  for (size_t i = 0; i < comp_links_.size(); ++i) {
+    const Link& l = links_[static_cast<size_t>(comp_links_[i])];
+    if (l.unfrozen > 0) heap_.push_back({l.share(), static_cast<uint32_t>(i)});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+  size_t frozen = 0;
+  while (frozen < comp_flows_.size()) {
+    PIPESIM_ASSERT(!heap_.empty(), "an unfrozen flow crosses some link of its component");
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+    const HeapEntry top = heap_.back();
+    heap_.pop_back();
+    const LinkDirection best = comp_links_[top.pos];
+    const Link& bl = links_[static_cast<size_t>(best)];
+    if (bl.unfrozen == 0 || bl.share() != top.share) continue;  // stale
+    ++epoch_;
+    touched_.clear();
+    frozen += freeze(best, top.share, [&](Link& l) {
+      if (l.mark == epoch_) return;
+      l.mark = epoch_;
+      touched_.push_back(&l);
+    });
+    for (const Link* l : touched_) {
+      if (l->unfrozen == 0) continue;
+      heap_.push_back({l->share(), l->pos});
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+    }
   }
 }
 

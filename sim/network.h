@@ -9,6 +9,8 @@
 // or carrying no bytes, finishes at once.
 #pragma once
 
+#include <algorithm>
+#include <compare>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -20,7 +22,10 @@ namespace pipesim {
 
 class FlowNetwork {
  public:
-  FlowNetwork(const Cluster& cluster, size_t max_flow_id);
+  // How progressive filling finds each round's bottleneck link: a min-heap (the default)
+  // or, as the reference the heap is tested against, a scan of every link.
+  enum class Filling { kHeap, kScan };
+  FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap);
 
   struct Update {
     uint32_t flow;
@@ -63,22 +68,36 @@ class FlowNetwork {
     // scratch for progressive filling
     double left = 0;
     int unfrozen = 0;
+    uint32_t pos = 0;  // position in comp_links_
     uint64_t mark = 0;
+    double share() const { return std::max(0.0, left) / unfrozen; }
+  };
+  struct HeapEntry {
+    double share;
+    uint32_t pos;
+    auto operator<=>(const HeapEntry&) const = default;
   };
 
   bool finite(LinkDirection h) const { return links_[static_cast<size_t>(h)].finite; }
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed);
   Time finish_time(const Flow& f, Time now) const;
+  template <class Touched>
+  size_t freeze(LinkDirection h, double share, Touched&& touched);
+  void fill_by_scan();
+  void fill_by_heap();
 
   std::vector<Flow> slots_;
   std::vector<uint32_t> free_;
   std::vector<uint32_t> slot_of_;  // [op id]
   std::vector<Link> links_;
   uint64_t epoch_ = 0;
+  Filling filling_;
   // scratch
   std::vector<LinkDirection> comp_links_;
   std::vector<uint32_t> comp_flows_;
   std::vector<double> old_rate_;
+  std::vector<HeapEntry> heap_;
+  std::vector<Link*> touched_;
 };
 
 }  // namespace pipesim

@@ -1,0 +1,116 @@
+// How the simulator grows with the cluster: one all-reduce over 128 -> 8192 GPUs for each
+// algorithm, and pipeline x data jobs of growing width. Each row prints the simulator's
+// events/s, ops/s and bytes per op (the graph and timeline footprint divided by the ops)
+// so that growth is visible at a glance: a row whose events/s falls as the GPUs grow has
+// a cost that grows faster than the work.
+//
+// Targets on a 2-core machine, in CPU seconds (run one row at a time with
+// --benchmark_filter and read user+sys from /usr/bin/time):
+//   4 MB ring all-reduce over 8192 GPUs        <= 20 CPU-s, <= 2 GiB
+//   1 GiB tree all-reduce over 2048 GPUs       <= 2 CPU-s
+//   4096 GPUs, 64 stages x 1024 micro-batches x 64 copies (17 M ops)   <= 15 CPU-s, <= 2 GiB
+// peak_rss_mib is the process's high-water mark so far (rows run in the order below).
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include "bench/rss.h"
+#include "scenario/scenario.h"
+#include "scenario/setup.h"
+#include "schedules/collectives.h"
+#include "sim/engine.h"
+
+namespace pipesim {
+namespace {
+
+// The graph's own footprint plus the timeline's start/end per op.
+size_t footprint(const TaskGraph& g) {
+  return g.size() * (sizeof(Op) + 2 * sizeof(uint32_t) + sizeof(OpId) + 2 * sizeof(Time)) +
+         g.num_deps() * 2 * sizeof(OpId);
+}
+
+// What one iteration measured, turned into counters once the timed loop is over.
+struct Run {
+  double events = 0, ops = 0, bytes = 0, simulated_ms = 0;
+  void note(const TaskGraph& g, const Timeline& tl) {
+    events = static_cast<double>(tl.events);
+    ops = static_cast<double>(g.size());
+    bytes = static_cast<double>(footprint(g));
+    simulated_ms = tl.makespan.seconds() * 1e3;
+  }
+  void report(benchmark::State& state) const {
+    const auto iters = static_cast<double>(state.iterations());
+    state.counters["events/s"] = benchmark::Counter(events * iters, benchmark::Counter::kIsRate);
+    state.counters["ops/s"] = benchmark::Counter(ops * iters, benchmark::Counter::kIsRate);
+    state.counters["ops"] = ops;
+    state.counters["bytes/op"] = bytes / ops;
+    // The whole process's high-water mark per op: meaningful when the row runs alone.
+    state.counters["rss/op"] = peak_rss_mib() * 1048576.0 / ops;
+    state.counters["simulated_ms"] = simulated_ms;
+    state.counters["peak_rss_mib"] = peak_rss_mib();
+  }
+};
+
+// nodes x 8 H100s on NVSwitch, nodes on one InfiniBand NDR fabric.
+Cluster cluster_of(int gpus) {
+  return ClusterBuilder::shorthand(gpus / 8, 8, *find_gpu_preset("h100-80gb"),
+                                   *find_link_preset("nvswitch"), *find_link_preset("ib-ndr"));
+}
+
+// range(0): GPUs; range(1): algorithm; range(2): bytes.
+void BM_AllReduce(benchmark::State& state) {
+  const Cluster c = cluster_of(static_cast<int>(state.range(0)));
+  const auto algo = static_cast<AllReduceAlgo>(state.range(1));
+  std::vector<CollectiveMember> members;
+  for (int d = 0; d < c.num_devices(); ++d) members.push_back({d, c.device(d).node, {}, UINT32_MAX});
+  Run run;
+  for (auto _ : state) {
+    TaskGraphBuilder b(c.num_devices());
+    add_allreduce(b, algo, members, state.range(2), {0, 0});
+    const TaskGraph g = std::move(b).build();
+    run.note(g, simulate(g, c));
+  }
+  run.report(state);
+  state.SetLabel(fmt::format("{} {} MiB", to_string(algo), state.range(2) >> 20));
+}
+constexpr int64_t kMiB = int64_t{1} << 20;
+BENCHMARK(BM_AllReduce)
+    ->ArgsProduct({{128, 512, 2048, 8192}, {0}, {4 * kMiB}})
+    ->ArgsProduct({{128, 512, 2048}, {1, 2}, {1024 * kMiB}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// range(0): stages; range(1): micro-batches; range(2): data-parallel copies. One DAPPLE
+// iteration with ring gradient all-reduce between the copies of each stage.
+void BM_PipelineData(benchmark::State& state) {
+  const auto S = state.range(0), M = state.range(1), D = state.range(2);
+  const std::string yaml = fmt::format(R"(cluster:
+  gpu: h100-80gb
+  nodes: {nodes}
+  gpus_per_node: 8
+  intra_node: nvswitch
+  inter_node: ib-ndr
+model:
+  layers: [{{name: block, repeat: {S}, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 4 MiB, params: 1M}}]
+training: {{global_batch: {B}, micro_batch: 1}}
+strategy: {{schedule: dapple, pipeline: {S}, data: {D}, allreduce: ring}}
+)",
+                                       fmt::arg("nodes", S * D / 8), fmt::arg("S", S),
+                                       fmt::arg("D", D), fmt::arg("B", M * D));
+  const Scenario sc = load_scenario_text(yaml, "bench.yaml");
+  Run run;
+  for (auto _ : state) {
+    const TaskGraph g = scenario_task_graph(sc);
+    run.note(g, simulate(g, sc.cluster));
+  }
+  run.report(state);
+}
+BENCHMARK(BM_PipelineData)
+    ->Args({8, 128, 16})
+    ->Args({8, 128, 128})
+    ->Args({64, 1024, 8})
+    ->Args({64, 1024, 64})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pipesim
