@@ -9,19 +9,27 @@
 
 namespace pipesim {
 
-std::string op_label(const Op& op) {
+void append_op_label(fmt::memory_buffer& out, const Op& op) {
+  auto it = std::back_inserter(out);
   switch (op.kind) {
     case OpKind::kOptimizer:
-      return "optimizer";
+      fmt::format_to(it, "optimizer");
+      return;
     case OpKind::kTransfer:
-      return to_string(op.comm);
+      fmt::format_to(it, "{}", to_string(op.comm));
+      return;
     default:
       break;
   }
-  std::string s = fmt::format("{}{}", op_letter(op.kind), op.micro_batch);
-  if (op.chunk > 0) s += fmt::format(".c{}", op.chunk);
-  if (op.part > 0) s += fmt::format(".p{}", op.part);
-  return s;
+  fmt::format_to(it, "{}{}", op_letter(op.kind), op.micro_batch);
+  if (op.chunk > 0) fmt::format_to(it, ".c{}", op.chunk);
+  if (op.part > 0) fmt::format_to(it, ".p{}", op.part);
+}
+
+std::string op_label(const Op& op) {
+  fmt::memory_buffer b;
+  append_op_label(b, op);
+  return fmt::to_string(b);
 }
 
 namespace {

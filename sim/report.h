@@ -2,6 +2,8 @@
 // for JSON, CSV and the summary table. Chrome traces are in trace.h.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -82,5 +84,7 @@ void write_memory_csv(std::ostream& out, const TaskGraph& graph, const Cluster& 
 
 // "F3", "B0.c1", "optimizer", "send" - the op's name in reports.
 std::string op_label(const Op& op);
+// The same, appended to a buffer (no allocation per op when the buffer is reused).
+void append_op_label(fmt::memory_buffer& out, const Op& op);
 
 }  // namespace pipesim
