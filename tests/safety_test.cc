@@ -374,13 +374,13 @@ TEST(WorkEstimate, TooMuchWorkIsRefusedAtOnceWithTheEstimateAndTheLimit) {
   expect_one_line_error(r, "strategy: this run would simulate about");
   EXPECT_NE(r.err.find("transfers, collective steps included) (at most 5e+07"), std::string::npos)
       << r.err;
-  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_LT(seconds_since(t0), 30.0);  // a guard against building it first (minutes), not a timing target
   // Before: 12,500 nodes x 8 GPUs were built (5.4 GB) before anything was checked.
   t0 = std::chrono::steady_clock::now();
   expect_one_line_error(
       test::cli({"run", "--set", "cluster.nodes=12500", "--set", "strategy.data=25000"}),
       "cluster.nodes: 12500 x 8 = 100000 GPUs (nodes x gpus_per_node <= 65536)");
-  EXPECT_LT(seconds_since(t0), 1.0);
+  EXPECT_LT(seconds_since(t0), 30.0);
 }
 
 TEST(WorkEstimate, ATraceTooLargeIsRefusedBeforeSimulating) {
@@ -392,7 +392,7 @@ TEST(WorkEstimate, ATraceTooLargeIsRefusedBeforeSimulating) {
                  "--trace", d.file("t.json"), "--json", d.file("r.json")});
   expect_one_line_error(r, "--trace: the trace would be about");
   EXPECT_NE(r.err.find("(at most 4.29 GB"), std::string::npos) << r.err;
-  EXPECT_LT(seconds_since(t0), 1.0);
+  EXPECT_LT(seconds_since(t0), 30.0);
   EXPECT_TRUE(d.entries().empty());
 }
 
