@@ -17,6 +17,9 @@
 #include "core/error.h"
 
 #ifdef PIPESIM_HAVE_MPI
+// The C API only: the deprecated C++ bindings are neither used nor needed at link time.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 

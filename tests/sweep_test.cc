@@ -199,7 +199,9 @@ TEST(SweepCli, BadGridsAreExitTwoWithOneLine) {
                                                {"--grid", "a=1,2", "--grid", "b=1,2,3", "--zip"},
                                                {"--grid", "oom=1"},
                                                {"--grid", "a=1", "--grid", "a=2"},
-                                               {"--threads", "0", "--grid", "a=1"}}) {
+                                               {"--threads", "0", "--grid", "a=1"},
+                                               {"--grid", "a=1", "--csv", "-", "--json", "-"},
+                                               {"--grid", "a=1", "--csv", ""}}) {
     std::vector<std::string> full{"sweep", file};
     full.insert(full.end(), args.begin(), args.end());
     const auto r = test::cli(full);
