@@ -11,12 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/pipesim.h"
+#include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/output_files.h"
 #include "core/units.h"
-#include "api/pipesim.h"
+#include "parallel/distributed.h"
 #include "planner/planner.h"
 #include "scenario/resolved.h"
 #include "scenario/scenario.h"
@@ -247,7 +249,7 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
     out << plan_table(p);
   }
   check_stdout(out);
-  files.commit();
+  if (job_ranks().rank == 0) files.commit();  // every rank of an MPI job holds the plan
   if (p.candidates.empty())
     throw SimulationProblem("no strategy could be simulated for this scenario");
   if (p.candidates.front().oom)
@@ -322,6 +324,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_flag("--exhaustive", plan_args.exhaustive,
                      "simulate every strategy of the space (refused above 100000)");
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
+  SweepCommand sweep(app, output_options);
 
   try {
     try {
@@ -346,6 +349,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                          [&] { return cmd_model(model_file, model_sets, model_json, out); });
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
+    if (sweep.parsed()) return at_scenario(sweep.scenario(), [&] { return sweep.run(out, err); });
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";

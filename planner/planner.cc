@@ -13,7 +13,9 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "parallel/distributed.h"
 #include "planner/baselines.h"
+#include "planner/candidate_io.h"
 #include "planner/search.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
@@ -384,38 +386,38 @@ class Planner {
   std::vector<std::optional<Candidate>> simulate_all(const std::vector<Costed>& list,
                                                      Clock::time_point t0, Plan& result) {
     std::vector<std::optional<Candidate>> out(list.size());
-    std::atomic<size_t> next{0}, finished{0};
+    std::atomic<size_t> finished{0};
     std::atomic<bool> timed_out{false};
     std::atomic<int> rejected{0};
     std::mutex best_mutex;
     double best = 0;
     progress(fmt::format("simulating {} strategies", list.size()));
-    auto worker = [&] {
-      for (size_t i; (i = next++) < list.size();) {
-        if (i > 0 && opt_.time_limit_s > 0 &&
-            since(t0) > opt_.time_limit_s) {  // the best estimate always runs
-          timed_out = true;
-          continue;
-        }
-        out[i] = simulate_one(list[i].point, list[i].estimate.iteration_s);
-        if (!out[i]) {
-          ++rejected;
-          continue;
-        }
-        const size_t n = ++finished;
-        std::lock_guard<std::mutex> lock(best_mutex);
-        if (!out[i]->oom) best = std::max(best, out[i]->throughput);
-        if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
-          progress(
-              fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
+    auto worker = [&](size_t i) {
+      if (i > 0 && opt_.time_limit_s > 0 &&
+          since(t0) > opt_.time_limit_s) {  // the best estimate always runs
+        timed_out = true;
+        return;
       }
+      out[i] = simulate_one(list[i].point, list[i].estimate.iteration_s);
+      if (!out[i]) {
+        ++rejected;
+        return;
+      }
+      const size_t n = ++finished;
+      std::lock_guard<std::mutex> lock(best_mutex);
+      if (!out[i]->oom) best = std::max(best, out[i]->throughput);
+      if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
+        progress(
+            fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
     };
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    const size_t threads = std::min<size_t>(list.size(), opt_.threads > 0 ? opt_.threads : hw);
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool) t.join();
+    // Every core, and every rank under mpirun (each rank then holds every result).
+    distributed_for(
+        {list.size(),
+         opt_.threads,
+         worker,
+         [&](size_t i) { return save_candidate(out[i]); },
+         [&](size_t i, std::string_view b) { out[i] = load_candidate(b, list[i].point); },
+         {}});
     result.timed_out = timed_out;
     result.rejected = rejected;
     return out;

@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libfmt-dev libbenchmark-dev
-          libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+          libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
+          libopenmpi-dev openmpi-bin)  # MPI: optional for the build, used by mpirun sweeps
 # PIPESIM_FUZZ=1 (CI): clang and its libFuzzer runtime for the fuzz/ targets.
 if [ "${PIPESIM_FUZZ:-0}" = 1 ]; then packages+=(clang libclang-rt-dev); fi
 missing=()

@@ -1,0 +1,84 @@
+#include "apps/sweep_command.h"
+
+#include "core/input_file.h"
+#include "core/output_files.h"
+#include "parallel/distributed.h"
+#include "scenario/scenario.h"
+#include "sweep/sweep.h"
+
+namespace pipesim {
+
+SweepCommand::SweepCommand(CLI::App& app, std::vector<const CLI::Option*>& output_options) {
+  cmd_ = app.add_subcommand(
+      "sweep",
+      "run the scenario at every point of a what-if grid, on every core (and every rank "
+      "under mpirun)");
+  cmd_->add_option("scenario", file_, "scenario YAML file (the default without one)");
+  cmd_->add_option("--grid", grids_,
+                   "KEY=VALUES to sweep: a,b,c, 1..64 or 1..64*2 (repeatable; commas inside "
+                   "{}, [] or quotes do not split)")
+      ->take_all()
+      ->expected(1);
+  cmd_->add_flag("--zip", zip_, "pair the --grid lists (equal lengths) instead of their product");
+  cmd_->add_option("--threads", threads_, "simulation threads (default: every core)")
+      ->check(CLI::Range(1, 4096));
+  output_options.push_back(cmd_->add_option(
+      "--csv", csv_, "write one row per point to F ('-' for stdout instead of the table)"));
+  output_options.push_back(
+      cmd_->add_option("--json", json_, "write every point as JSON to F ('-' for stdout)"));
+  cmd_->add_option("--set", sets_, "override a scenario key at every point (repeatable)")
+      ->take_all()
+      ->expected(1);
+  cmd_->add_flag("--quiet", quiet_, "no progress lines on stderr");
+}
+
+int SweepCommand::run(std::ostream& out, std::ostream& err) const {
+  SweepOptions options;
+  for (const std::string& s : sets_) options.sets.push_back(parse_override(s));
+  std::vector<GridAxis> axes;
+  for (const std::string& g : grids_) axes.push_back(parse_grid_axis(g));
+  options.zip = zip_;
+  options.threads = threads_;
+  if (!quiet_) options.progress = &err;
+
+  // The files the scenario reads, which no output may replace; whether the scenario is
+  // valid without the grid's values is for each point to say.
+  std::vector<InputIdentity> inputs;
+  {
+    const InputLog log;
+    try {
+      load_scenario(file_, options.sets);
+    } catch (const InputError&) {
+    }
+    inputs = log.files();
+  }
+  // Every rank checks the paths (so all stop alike), only rank 0 writes.
+  OutputFiles files(inputs);
+  if (csv_ == "-" && json_ == "-")
+    throw InputError("--csv and --json both name standard output", "at most one '-'", "",
+                     {"<command line>"});
+  // Paths are checked before the sweep runs, written after.
+  Sweep s;
+  if (!json_.empty() && json_ != "-")
+    files.add("--json", json_, [&](std::ostream& f) { f << to_json(s).dump(2) << "\n"; });
+  if (!csv_.empty() && csv_ != "-")
+    files.add("--csv", csv_, [&](std::ostream& f) { write_sweep_csv(f, s); });
+  s = run_sweep(file_, axes, options);
+  if (job_ranks().rank != 0) return s.failed == s.points.size() && !s.points.empty() ? 2 : 0;
+  if (json_ == "-") {
+    out << to_json(s).dump(2) << "\n";
+  } else if (csv_ == "-") {
+    write_sweep_csv(out, s);
+  } else {
+    out << sweep_table(s);
+  }
+  check_stdout(out);
+  files.commit();
+  if (!s.points.empty() && s.failed == s.points.size()) {
+    err << "pipesim: error: " << s.points.front().error << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace pipesim
