@@ -4,7 +4,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/pipesim.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -20,6 +20,7 @@
 #include "core/units.h"
 #include "parallel/distributed.h"
 #include "planner/planner.h"
+#include "scenario/resolved.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
 #include "scenario/work_estimate.h"
@@ -32,21 +33,9 @@ namespace {
 
 enum Exit { kOk = 0, kProblem = 1, kBadInput = 2, kInternal = 3 };
 
-// Runs a command's work; an InputError without a location (one found while building or
-// simulating, such as a transfer too large) gets the scenario's.
-template <typename F>
-auto at_scenario(const std::string& file, F&& f) {
-  try {
-    return f();
-  } catch (InputError& e) {
-    e.set_location_if_empty({file.empty() ? "<default>" : file});
-    throw;
-  }
-}
-
 struct RunOptions {
   std::string scenario;
-  std::string json, trace, csv, memory_csv;
+  std::string json, trace, csv, memory_csv, resolved;
   std::vector<std::string> sets;
   bool reproducible = false;
 };
@@ -103,18 +92,18 @@ std::string placement_table(const Scenario& s) {
 
 int cmd_run(const RunOptions& o, std::ostream& out) {
   std::vector<InputIdentity> inputs;
-  const Scenario sc = load(o.scenario, o.sets, &inputs);
-  if (!o.trace.empty()) check_trace_size(estimate_work(sc));
-  const auto t0 = std::chrono::steady_clock::now();
-  const TaskGraph graph = scenario_task_graph(sc);
-  SimOptions opts;
+  Scenario loaded = load(o.scenario, o.sets, &inputs);
+  if (!o.trace.empty()) check_trace_size(estimate_work(loaded));
+  SimulateOptions opts;
   opts.record_memory = !o.trace.empty() || !o.memory_csv.empty();
   opts.record_links = !o.trace.empty();
-  const Timeline tl = simulate(graph, sc.cluster, opts);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  RunInfo info = run_info(sc, o.reproducible ? 0.0 : wall, parse_overrides(o.sets));
-  const Report report = make_report(graph, sc.cluster, tl, info);
+  opts.reproducible = o.reproducible;
+  const std::vector<Override> overrides = parse_overrides(o.sets);
+  const Simulation run = simulate_scenario(std::move(loaded), overrides, opts);
+  const Scenario& sc = run.scenario;
+  const TaskGraph& graph = run.graph;
+  const Timeline& tl = run.timeline;
+  const Report& report = run.report;
   const std::string json = to_json(report);
   // All or nothing: standard output first, then every file renamed into place together.
   OutputFiles files(inputs);
@@ -127,6 +116,10 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   if (!o.memory_csv.empty()) {
     files.add("--memory-csv", o.memory_csv,
               [&](std::ostream& f) { write_memory_csv(f, graph, sc.cluster, tl); });
+  }
+  if (!o.resolved.empty()) {
+    files.add("--resolved", o.resolved,
+              [&](std::ostream& f) { f << resolved_scenario_yaml(sc, overrides); });
   }
   if (o.json == "-") {
     out << json;
@@ -285,6 +278,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   output_options.push_back(run_cmd->add_option("--csv", run.csv, "write one CSV row per op to F"));
   output_options.push_back(run_cmd->add_option(
       "--memory-csv", run.memory_csv, "write every GPU's memory timeline, by category, to F"));
+  output_options.push_back(run_cmd->add_option(
+      "--resolved", run.resolved,
+      "write the scenario as simulated (overrides applied, shorthands expanded) as YAML to F"));
   run_cmd
       ->add_option("--set", run.sets, "override a scenario key: --set cluster.nodes=4 (repeatable)")
       ->take_all()

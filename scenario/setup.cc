@@ -136,6 +136,13 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
       s.training.precision == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
   info.tokens_per_sample = s.model.tokens_per_sample;
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
+  info.pipeline_devices = s.strategy.positions();
+  info.virtual_stages = s.strategy.virtual_stages;
+  if (!info.asynchronous) {
+    info.megatron_bubble = static_cast<double>(info.pipeline_devices - 1) /
+                           (static_cast<double>(info.virtual_stages) *
+                            static_cast<double>(s.micro_batches));
+  }
   return info;
 }
 

@@ -165,6 +165,7 @@ std::string to_json(const Report& r) {
   auto maybe = [](const std::optional<double>& v) {
     return v ? ordered_json(*v) : ordered_json(nullptr);
   };
+  j["bubble_megatron"] = maybe(r.info.megatron_bubble);
   j["model_tflops_per_gpu"] = maybe(r.model_tflops_per_gpu);
   j["hardware_tflops_per_gpu"] = maybe(r.hardware_tflops_per_gpu);
   j["mfu"] = maybe(r.mfu);
@@ -227,7 +228,12 @@ std::string summary_table(const Report& r) {
                      r.info.iterations, r.info.iterations == 1 ? "" : "s");
   out += fmt::format("iteration   {}\n", format_time(r.iteration_time));
   out += fmt::format("throughput  {:.1f} samples/s\n", r.throughput);
-  out += fmt::format("bubble      {:.1f} %\n", r.bubble_fraction * 100);
+  out += fmt::format("bubble      {:.1f} %", r.bubble_fraction * 100);
+  if (r.info.megatron_bubble) {
+    out += fmt::format("  (Megatron's (S-1)/{} = {:.1f} %)",
+                       r.info.virtual_stages > 1 ? "(vM)" : "M", *r.info.megatron_bubble * 100);
+  }
+  out += "\n";
   if (r.model_tflops_per_gpu) {
     out += fmt::format("per GPU     {:.1f} model TFLOP/s, {:.1f} hardware TFLOP/s{}\n",
                        *r.model_tflops_per_gpu, *r.hardware_tflops_per_gpu,

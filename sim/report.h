@@ -29,6 +29,12 @@ struct RunInfo {
   double peak_flops_per_gpu = 0;  // in the training precision
   int64_t tokens_per_sample = 0;  // 0: the model has no sequence length
   std::vector<std::pair<std::string, std::string>> overrides;  // the --set KEY=VALUE applied
+  // Megatron-LM's closed-form bubble of a synchronous pipeline, (S - 1) / (v M) for S
+  // devices per pipeline, v chunks each, M micro-batches (Narayanan et al. 2021, eq. 1 and
+  // section 2.2.2): bubble time over ideal compute time, uniform stages, no communication.
+  // Unset for asynchronous schedules, which do not flush.
+  std::optional<double> megatron_bubble;
+  int pipeline_devices = 1, virtual_stages = 1;  // S and v of that formula
 };
 
 struct DeviceReport {

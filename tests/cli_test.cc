@@ -192,3 +192,47 @@ TEST(Cli, MemoryCsvPeaksMatchTheReport) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+// The report of `run ARGS --reproducible`, without the overrides it echoes.
+nlohmann::json reproducible_report(std::vector<std::string> args) {
+  const std::string j = test::temp_path("resolved-report.json");
+  args.insert(args.end(), {"--reproducible", "--json", j});
+  const auto r = test::cli(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  nlohmann::json report = nlohmann::json::parse(test::read_file(j));
+  report.erase("overrides");
+  return report;
+}
+
+TEST(Cli, ResolvedScenarioRerunsToTheSameReport) {
+  // --resolved writes the scenario as simulated; run again, it gives the same report
+  // (the overrides are applied in it, so the re-run echoes none).
+  const std::string examples = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/";
+  const std::vector<std::vector<std::string>> runs = {
+      {"run", "--set", "strategy.pipeline=8", "--set", "strategy.data=2"},
+      {"run", examples + "dapple-hybrid.yaml"},
+      {"run", examples + "profile-csv.yaml"},  // names a profile relative to itself
+      {"run", examples + "gpt-generated.yaml", "--set", "strategy.placement=scatter-first"},
+      {"run", examples + "pipedream-async.yaml"},
+  };
+  const std::string resolved = test::temp_path("resolved.yaml");
+  for (auto args : runs) {
+    const nlohmann::json first = reproducible_report([&] {
+      auto a = args;
+      a.insert(a.end(), {"--resolved", resolved});
+      return a;
+    }());
+    const std::string text = test::read_file(resolved);
+    // Shorthands expanded: explicit stages and device lists, no pipeline: N.
+    EXPECT_EQ(text.find("pipeline:"), std::string::npos) << text;
+    EXPECT_NE(text.find("stages:"), std::string::npos) << text;
+    EXPECT_NE(text.find("placement:\n    - ["), std::string::npos) << text;
+    EXPECT_EQ(reproducible_report({"run", resolved}), first) << args[1];
+  }
+}
+
+}  // namespace
+}  // namespace pipesim

@@ -1,0 +1,38 @@
+#include "api/pipesim.h"
+
+#include <chrono>
+
+#include "scenario/setup.h"
+
+namespace pipesim {
+
+Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& overrides,
+                             const SimulateOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TaskGraph graph = scenario_task_graph(scenario);
+  SimOptions sim;
+  sim.record_memory = options.record_memory;
+  sim.record_links = options.record_links;
+  Timeline timeline = simulate(graph, scenario.cluster, sim);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const RunInfo info = run_info(scenario, options.reproducible ? 0.0 : wall, overrides);
+  Report report = make_report(graph, scenario.cluster, timeline, info);
+  return {std::move(scenario), std::move(graph), std::move(timeline), std::move(report)};
+}
+
+nlohmann::ordered_json run_report(const std::string& path, const std::vector<Override>& overrides,
+                                  bool reproducible) {
+  return at_scenario(path, [&] {
+    SimulateOptions options;
+    options.reproducible = reproducible;
+    const Simulation s = simulate_scenario(load_scenario(path, overrides), overrides, options);
+    return nlohmann::ordered_json::parse(to_json(s.report));
+  });
+}
+
+nlohmann::ordered_json plan_report(const std::string& path, const std::vector<Override>& overrides,
+                                   const PlanOptions& options) {
+  return at_scenario(path, [&] { return to_json(plan(path, overrides, options)); });
+}
+
+}  // namespace pipesim

@@ -1,0 +1,39 @@
+# `cmake --install`: the pipesim program, the libraries with their public headers, the
+# scenarios, the Python module (python/CMakeLists.txt) and a CMake package, so that another
+# project can write
+#   find_package(pipesim 0.1 REQUIRED)
+#   target_link_libraries(app PRIVATE pipesim::pipesim)   # api/pipesim.h and all below it
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(PIPESIM_LIBRARIES pipesim_core pipesim_topology pipesim_schedules pipesim_sim pipesim_scenario
+    pipesim_planner pipesim_api)
+foreach(lib IN LISTS PIPESIM_LIBRARIES)
+  # Headers include each other as "sim/report.h": from the source tree in the build, from
+  # include/pipesim once installed (include/ too, for <pipesim/api/pipesim.h>).
+  set_target_properties(${lib} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES
+    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>;$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/pipesim;${CMAKE_INSTALL_INCLUDEDIR}>")
+endforeach()
+set_target_properties(pipesim_api PROPERTIES EXPORT_NAME pipesim)
+
+install(TARGETS pipesim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ${PIPESIM_LIBRARIES} EXPORT pipesimTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY core topology schedules sim scenario planner api
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipesim
+        FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
+install(DIRECTORY scenarios/ DESTINATION ${CMAKE_INSTALL_DATADIR}/pipesim/scenarios)
+install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+set(pipesim_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/pipesim)
+install(EXPORT pipesimTargets NAMESPACE pipesim:: DESTINATION ${pipesim_cmake_dir})
+configure_package_config_file(cmake/pipesimConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/pipesimConfig.cmake
+                              INSTALL_DESTINATION ${pipesim_cmake_dir})
+# 0.x: a minor version may change the API.
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/pipesimConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pipesimConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/pipesimConfigVersion.cmake
+        DESTINATION ${pipesim_cmake_dir})

@@ -1,0 +1,154 @@
+// The `pipesim` Python module: the library API (api/pipesim.h) with reports as dicts.
+//
+//   import pipesim
+//   r = pipesim.run("scenario.yaml", set={"training.micro_batch": 1})  # == run --json
+//   p = pipesim.plan(None, top=5)                                         # == plan --json
+//
+// Bad input raises pipesim.InputError (a ValueError) whose message is the line the command
+// line prints. The GIL is released while pipesim loads and simulates, so Python threads
+// can run several scenarios at once.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/pipesim.h"
+#include "core/units.h"
+#include "scenario/resolved.h"
+
+namespace py = pybind11;
+
+namespace pipesim {
+namespace {
+
+py::object to_python(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return py::none();
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return py::str(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::array: {
+      py::list out;
+      for (const auto& v : j) out.append(to_python(v));
+      return std::move(out);
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict out;
+      for (const auto& [key, v] : j.items()) out[py::str(key)] = to_python(v);
+      return std::move(out);
+    }
+    default:
+      throw InternalError("a JSON value of a kind reports do not hold");
+  }
+}
+
+// set={"key": value}: a str is YAML text, as after --set KEY=; anything else is written as
+// JSON (True -> true, 2 -> 2, {"a": 1} -> {"a": 1}), which YAML reads back the same.
+std::vector<Override> overrides(const std::optional<py::dict>& set) {
+  std::vector<Override> out;
+  if (!set) return out;
+  const py::object dumps = py::module_::import("json").attr("dumps");
+  for (const auto& [key, value] : *set) {
+    const std::string text = py::isinstance<py::str>(value) ? value.cast<std::string>()
+                                                            : dumps(value).cast<std::string>();
+    out.push_back({py::str(key).cast<std::string>(), text});
+  }
+  return out;
+}
+
+std::string path_of(const std::optional<std::string>& scenario) {
+  return scenario.value_or("");
+}
+
+py::object run(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
+               bool reproducible) {
+  const std::vector<Override> o = overrides(set);
+  nlohmann::ordered_json report;
+  {
+    const py::gil_scoped_release release;
+    report = run_report(path_of(scenario), o, reproducible);
+  }
+  return to_python(report);
+}
+
+py::object plan(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
+                int top, int threads, const std::optional<py::object>& time_limit,
+                bool exhaustive) {
+  const std::vector<Override> o = overrides(set);
+  PlanOptions options;
+  options.top = top;
+  options.threads = threads;
+  options.exhaustive = exhaustive;
+  if (top < 1) throw InputError("top must be at least 1", "1 or more", "top", {"pipesim.plan"});
+  if (threads < 0)
+    throw InputError("threads must not be negative", "0 (every core) or more", "threads",
+                     {"pipesim.plan"});
+  if (time_limit && !time_limit->is_none()) {
+    // Seconds as a number, or a time with its unit as on the command line ("60s").
+    if (py::isinstance<py::str>(*time_limit)) {
+      try {
+        options.time_limit_s = parse_time(time_limit->cast<std::string>()).seconds();
+      } catch (InputError& e) {
+        throw InputError(e.what(), std::string(kTimeUnits), "time_limit", {"pipesim.plan"});
+      }
+    } else {
+      options.time_limit_s = time_limit->cast<double>();
+    }
+  }
+  nlohmann::ordered_json result;
+  {
+    const py::gil_scoped_release release;
+    result = plan_report(path_of(scenario), o, options);
+  }
+  return to_python(result);
+}
+
+std::string resolve(const std::optional<std::string>& scenario,
+                    const std::optional<py::dict>& set) {
+  const std::vector<Override> o = overrides(set);
+  const py::gil_scoped_release release;
+  const std::string path = path_of(scenario);
+  return at_scenario(path, [&] { return resolved_scenario_yaml(load_scenario(path, o), o); });
+}
+
+}  // namespace
+}  // namespace pipesim
+
+PYBIND11_MODULE(pipesim, m) {
+  using namespace pybind11::literals;
+  m.doc() = "pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training";
+  m.attr("__version__") = PIPESIM_VERSION;
+  static py::exception<pipesim::InputError> input_error(m, "InputError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const pipesim::InputError& e) {
+      input_error(("pipesim: error: " + e.message()).c_str());
+    }
+  });
+  m.def("run", &pipesim::run, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
+        "reproducible"_a = false,
+        "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "
+        "overrides (dotted key -> value) and returns the report of `pipesim run --json`. "
+        "reproducible=True reports wall_s as 0.");
+  m.def("plan", &pipesim::plan, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
+        "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(), "exhaustive"_a = false,
+        "Searches strategies for the scenario's cluster, model and training and returns the "
+        "object of `pipesim plan --json` (best, candidates, pareto, baselines, ...). "
+        "time_limit: seconds, or a string such as '60s'.");
+  m.def("resolve", &pipesim::resolve, "scenario"_a = py::none(), py::kw_only(),
+        "set"_a = py::none(),
+        "The scenario as simulated (overrides applied, shorthands expanded), as the YAML text "
+        "`pipesim run --resolved` writes.");
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""The pipesim Python module against the command line: the same reports, the same errors.
+
+Run by ctest with PYTHONPATH set to the build tree and PIPESIM to the pipesim program.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import pipesim
+
+PIPESIM = os.environ["PIPESIM"]
+SOURCE = os.environ["PIPESIM_SOURCE_DIR"]
+TOY = os.path.join(SOURCE, "scenarios", "examples", "toy-gpipe.yaml")
+PROFILE = os.path.join(SOURCE, "scenarios", "examples", "profile-csv.yaml")
+
+
+def cli(*args):
+    return subprocess.run([PIPESIM, *args], capture_output=True, text=True)
+
+
+def cli_json(*args):
+    r = cli(*args, "--json", "-")
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout)
+
+
+class Run(unittest.TestCase):
+    def test_default_equals_cli_json(self):
+        self.assertEqual(pipesim.run(None, reproducible=True),
+                         cli_json("run", "--reproducible"))
+
+    def test_overrides_equal_cli_set(self):
+        # A str is YAML text as after --set KEY=; numbers and bools are written as JSON.
+        sets = {"strategy.schedule": "gpipe", "training.micro_batch": 1,
+                "cluster.intra_node.bandwidth": "10 GB/s"}
+        got = pipesim.run(TOY, set=sets, reproducible=True)
+        want = cli_json("run", TOY, "--reproducible", "--set", "strategy.schedule=gpipe",
+                        "--set", "training.micro_batch=1",
+                        "--set", "cluster.intra_node.bandwidth=10 GB/s")
+        self.assertEqual(got, want)
+        self.assertEqual(got["overrides"]["training.micro_batch"], "1")
+        self.assertEqual(got["schedule"], "gpipe")
+
+    def test_relative_profile_and_mapping_value(self):
+        got = pipesim.run(PROFILE, set={"strategy": {"schedule": "gpipe", "pipeline": 2}},
+                          reproducible=True)
+        want = cli_json("run", PROFILE, "--reproducible", "--set",
+                        'strategy={"schedule": "gpipe", "pipeline": 2}')
+        self.assertEqual(got, want)
+
+    def test_wall_time_is_measured_unless_reproducible(self):
+        self.assertGreater(pipesim.run(TOY)["wall_s"], 0.0)
+
+    def test_version(self):
+        self.assertEqual(cli("--version").stdout.strip(), "pipesim " + pipesim.__version__)
+        self.assertEqual(pipesim.run(TOY)["version"], pipesim.__version__)
+
+
+class Errors(unittest.TestCase):
+    def check_same_line(self, call, args):
+        with self.assertRaises(pipesim.InputError) as caught:
+            call()
+        r = cli(*args)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(str(caught.exception), r.stderr.rstrip("\n"))
+        self.assertNotIn("\n", str(caught.exception))
+
+    def test_bad_key_value_and_file(self):
+        self.check_same_line(lambda: pipesim.run(TOY, set={"strategy.shedule": "gpipe"}),
+                             ["run", TOY, "--set", "strategy.shedule=gpipe"])
+        self.check_same_line(lambda: pipesim.run(None, set={"training.micro_batch": 3}),
+                             ["run", "--set", "training.micro_batch=3"])
+        self.check_same_line(lambda: pipesim.run(TOY, set={"strategy.vertical_sync": True}),
+                             ["run", TOY, "--set", "strategy.vertical_sync=true"])
+        missing = os.path.join(SOURCE, "no-such-scenario.yaml")
+        self.check_same_line(lambda: pipesim.run(missing), ["run", missing])
+        self.check_same_line(lambda: pipesim.plan(TOY, time_limit="ten"),
+                             ["plan", TOY, "--time-limit", "ten"])
+
+    def test_input_error_is_a_value_error(self):
+        self.assertTrue(issubclass(pipesim.InputError, ValueError))
+        with self.assertRaises(ValueError):
+            pipesim.run(TOY, set={"cluster.nodes": 0})
+
+
+class Plan(unittest.TestCase):
+    def test_equals_cli_plan_json(self):
+        got = pipesim.plan(TOY, top=3, threads=2)
+        want = cli_json("plan", TOY, "--top", "3", "--threads", "2", "--quiet")
+        self.assertEqual(set(got), set(want))
+        # Everything but the timings: the same search gives the same ranking.
+        for key in ("best", "candidates", "pareto", "baselines", "explored", "simulated"):
+            self.assertEqual(got[key], want[key], key)
+        self.assertEqual(len(got["candidates"]), 3)
+        self.assertIn("schedule", got["best"]["strategy"])
+
+    def test_time_limit_in_seconds_or_with_unit(self):
+        for limit in (30, "30s"):
+            self.assertGreater(pipesim.plan(TOY, top=1, time_limit=limit)["simulated"], 0)
+
+
+class Resolve(unittest.TestCase):
+    def test_equals_cli_resolved_and_reruns_identically(self):
+        sets = {"strategy.pipeline": 8, "strategy.data": 2}
+        text = pipesim.resolve(None, set=sets)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "resolved.yaml")
+            r = cli("run", "--set", "strategy.pipeline=8", "--set", "strategy.data=2",
+                    "--resolved", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path) as f:
+                self.assertEqual(f.read(), text)
+            again = pipesim.run(path, reproducible=True)
+        first = pipesim.run(None, set=sets, reproducible=True)
+        self.assertEqual(again["overrides"], {})
+        first.pop("overrides")
+        again.pop("overrides")
+        self.assertEqual(first, again)
+
+
+class Threads(unittest.TestCase):
+    def test_gil_is_released_while_simulating(self):
+        # While another thread simulates, this one keeps running Python: with the GIL held
+        # throughout, the loop below could not start before the simulation ended.
+        ticks = 0
+        t = threading.Thread(target=lambda: pipesim.run(None, set={"training.iterations": 20}))
+        t.start()
+        while t.is_alive():
+            ticks += 1
+        t.join()
+        self.assertGreater(ticks, 100)
+
+    def test_concurrent_runs_equal_serial_ones(self):
+        serial = [pipesim.run(TOY, set={"training.micro_batch": b}, reproducible=True)
+                  for b in (1, 2, 4)]
+        out = [None] * 3
+
+        def work(i, b):
+            out[i] = pipesim.run(TOY, set={"training.micro_batch": b}, reproducible=True)
+        threads = [threading.Thread(target=work, args=(i, b)) for i, b in enumerate((1, 2, 4))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(out, serial)
+
+
+if __name__ == "__main__":
+    unittest.main()
