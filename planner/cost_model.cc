@@ -51,7 +51,11 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
   return t;
 }
 
-CostModel::CostModel(const Scenario& s, int tensor) : s_(s), t_(tensor) {
+CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
+    : s_(s),
+      t_(tensor),
+      own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
+      net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
   for (auto* v : {&f_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_bwd_}) v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &core_bytes_, &repl_}) v->assign(L + 1, 0);
@@ -105,14 +109,21 @@ double CostModel::optimizer_time(int first, int last) const {
   return opt_[u(last) + 1] - opt_[u(first)];
 }
 
-double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
+double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
-  const bool full = t.recompute == Recompute::kFull;
-  const double again = full ? sum(f_) : t.recompute == Recompute::kSelective ? sum(core_) : 0.0;
+  const double again = t.recompute == Recompute::kFull        ? sum(f_)
+                       : t.recompute == Recompute::kSelective ? sum(core_)
+                                                              : 0.0;
+  return (sum(f_) + again + sum(b_) + sum(w_)) / (replicas * t_);
+}
+
+double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
   // forward's); they do not shrink with replicas.
-  const double tp = (full ? 2 : 1) * sum(tp_fwd_) + sum(tp_bwd_);
-  return (sum(f_) + again + sum(b_) + sum(w_)) / (replicas * t_) + tp;
+  const double tp = (t.recompute == Recompute::kFull ? 2 : 1) *
+                        (tp_fwd_[u(last) + 1] - tp_fwd_[u(first)]) +
+                    tp_bwd_[u(last) + 1] - tp_bwd_[u(first)];
+  return compute_time(first, last, replicas, t) + tp;
 }
 
 int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
@@ -153,44 +164,8 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
 double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const {
   if (bytes <= 0) return 0;
   // Tensor groups: rank to rank between groups, i.e. lanes of t per group.
-  g0 *= t_;
-  r0 *= t_;
-  g1 *= t_;
-  r1 *= t_;
-  const auto key = std::make_tuple(g0, r0, g1, r1);
-  auto it = cut_cache_.find(key);
-  if (it == cut_cache_.end()) {
-    // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch. Bytes
-    // leaving and entering each GPU, and each server when they cross servers.
-    const Cluster& c = s_.cluster;
-    std::map<int, double> dev_out, dev_in, node_out, node_in;
-    double latency = 0, per_byte = 0;
-    for (int i = 0; i < r0; ++i) {
-      for (int j = 0; j < r1; ++j) {
-        const int64_t lo = std::max<int64_t>(int64_t{i} * r1, int64_t{j} * r0);
-        const int64_t hi = std::min<int64_t>(int64_t{i + 1} * r1, int64_t{j + 1} * r0);
-        if (hi <= lo) continue;
-        const double share = static_cast<double>(hi - lo) / (double(r0) * r1);
-        const int a = g0 + i, b = g1 + j;
-        if (a == b || a >= c.num_devices() || b >= c.num_devices()) continue;
-        const Route& route = c.route(a, b);
-        latency = std::max(latency, route.latency.seconds());
-        const double bw = route.bottleneck_bytes_per_s;
-        if (c.device(a).node != c.device(b).node) {
-          node_out[c.device(a).node] += share / bw;
-          node_in[c.device(b).node] += share / bw;
-        } else {
-          dev_out[a] += share / bw;
-          dev_in[b] += share / bw;
-        }
-      }
-    }
-    for (const auto* m : {&dev_out, &dev_in, &node_out, &node_in}) {
-      for (const auto& [k, v] : *m) per_byte = std::max(per_byte, v);
-    }
-    it = cut_cache_.emplace(key, std::make_pair(latency, per_byte)).first;
-  }
-  return it->second.first + it->second.second * static_cast<double>(bytes);
+  const auto [latency, per_byte] = net_->cut_rate(g0 * t_, r0 * t_, g1 * t_, r1 * t_);
+  return latency + per_byte * static_cast<double>(bytes);
 }
 
 int64_t CostModel::gradient_bytes(int first, int last) const {
@@ -198,27 +173,7 @@ int64_t CostModel::gradient_bytes(int first, int last) const {
 }
 
 double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const {
-  if (r * data < 2 || bytes <= 0) return 0;
-  const auto key = std::make_tuple(g, r, data, stride, bytes);
-  if (auto it = ar_cache_.find(key); it != ar_cache_.end()) return it->second;
-  // Rank 0 of every group (every rank's data-parallel group looks alike), 1/t of the bytes.
-  std::vector<int> devices;
-  for (int c = 0; c < data; ++c) {
-    for (int i = 0; i < r; ++i) {
-      const int d = (c * stride + g + i) * t_;
-      if (d < s_.cluster.num_devices()) devices.push_back(d);
-    }
-  }
-  bytes /= t_;
-  double best = std::numeric_limits<double>::infinity();
-  const std::vector<AllReduceAlgo> algos =
-      s_.strategy.allreduce ? std::vector<AllReduceAlgo>{*s_.strategy.allreduce}
-                            : std::vector<AllReduceAlgo>{AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                                                         AllReduceAlgo::kHierarchical};
-  for (AllReduceAlgo a : algos)
-    best = std::min(best, allreduce_estimate(s_.cluster, devices, bytes, a).seconds());
-  ar_cache_.emplace(key, best);
-  return best;
+  return net_->allreduce(g, r, data, stride, t_, bytes);
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {

@@ -19,10 +19,10 @@
 
 #include <cstdint>
 #include <map>
-#include <tuple>
-#include <utility>
+#include <memory>
 #include <vector>
 
+#include "planner/network_costs.h"
 #include "scenario/scenario.h"
 #include "topology/placement.h"
 
@@ -73,7 +73,9 @@ class CostModel {
   // (Megatron-LM's layout, as the lowering builds it): device indices, GPU counts and
   // strides below count groups, compute and weights divide by t, each op adds its layers'
   // all-reduces on the group, and Korthikanti's replicated activations stay whole.
-  explicit CostModel(const Scenario& s, int tensor = 1);
+  // `net`: the plan's shared network terms (a CostModel of its own when null); its
+  // scenario must have `s`'s cluster and all-reduce choice.
+  explicit CostModel(const Scenario& s, int tensor = 1, const NetworkCosts* net = nullptr);
   int tensor() const { return t_; }
 
   const Scenario& scenario() const { return s_; }
@@ -82,6 +84,9 @@ class CostModel {
 
   // Per micro-batch, seconds, for layers [first, last] on `replicas` GPUs.
   double stage_time(int first, int last, int replicas, const ScheduleTraits& t) const;
+  // stage_time without the tensor all-reduces: a lower bound on the slowest stage of any
+  // split of the layers over that many replicas.
+  double compute_time(int first, int last, int replicas, const ScheduleTraits& t) const;
   double weight_time(int first, int last, int replicas) const;
   double forward_time(int first, int last, int replicas) const;
   double optimizer_time(int first, int last) const;
@@ -117,9 +122,8 @@ class CostModel {
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;
-  // (g0, r0, g1, r1) -> (latency, seconds per byte); (g, r, data, stride, bytes) -> time.
-  mutable std::map<std::tuple<int, int, int, int>, std::pair<double, double>> cut_cache_;
-  mutable std::map<std::tuple<int, int, int, int, int64_t>, double> ar_cache_;
+  std::unique_ptr<NetworkCosts> own_net_;
+  const NetworkCosts* net_;
   mutable std::map<int, std::vector<StageSpec>> balanced_;
 };
 

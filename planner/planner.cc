@@ -192,10 +192,11 @@ class Planner {
     std::vector<Costed> pool;
     planner::SearchStats stats;
     const int N = base_.cluster.num_devices();
+    const planner::NetworkCosts net(base_);  // the same cluster at every micro-batch size
     for (const int64_t b : micro_batch_sizes(base_)) {
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
       for (const int t : tensor_degrees(sc)) {
-        const planner::CostModel cm(sc, t);
+        const planner::CostModel cm(sc, t, &net);
         for (int d = 1; d * t <= N; ++d) {
           if (sc.training.global_batch % (b * d) != 0) continue;
           const int64_t M = sc.training.global_batch / (b * d);
@@ -391,7 +392,13 @@ class Planner {
     std::atomic<int> rejected{0};
     std::mutex best_mutex;
     double best = 0;
-    progress(fmt::format("simulating {} strategies", list.size()));
+    double work = 0, largest = 0;
+    for (const Costed& c : list) {
+      work += c.estimate.work;
+      largest = std::max(largest, c.estimate.work);
+    }
+    progress(fmt::format("simulating {} strategies (predicted work {:.3g}, largest {:.3g})",
+                         list.size(), work, largest));
     auto worker = [&](size_t i) {
       if (i > 0 && opt_.time_limit_s > 0 &&
           since(t0) > opt_.time_limit_s) {  // the best estimate always runs

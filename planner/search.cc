@@ -22,12 +22,13 @@ struct Node {
 };
 
 constexpr size_t kMaxLabels = 12;
+constexpr int kMaxR = 64;  // replicas per stage the DP considers (kUnevenLimit GPUs per copy)
 constexpr int kKeepPerDepth = 3;
 
 class Dp {
  public:
   Dp(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t M, int max_gpus,
-     int max_replicas, int stride, SearchStats& stats)
+     int max_replicas, int stride, double bound, SearchStats& stats)
       : cm_(cm),
         t_(traits(sc.kind, sc.warmup, sc.recompute)),
         data_(data),
@@ -36,33 +37,30 @@ class Dp {
         R_(max_replicas),
         stride_(stride),
         L_(cm.layers()),
+        bound_(bound),
         stats_(stats) {}
 
   // Best few (by objective) pipelines of exactly S stages, as stage lists.
   std::vector<std::vector<StageSpec>> run(int S) {
     nodes_.clear();
-    std::vector<std::vector<int>> cur(cells()), next(cells());
+    for (auto* v : {&cur_, &next_}) {
+      v->resize(cells());
+      for (auto& c : *v) c.clear();
+    }
     nodes_.push_back({});
-    cur[cell(0, 0, 0)].push_back(0);
+    cur_[cell(0, 0, 0)].push_back(0);
     for (int s = 0; s < S; ++s) {
-      for (auto& c : next) c.clear();
-      const int stages_after = S - s - 1;
+      for (auto& c : next_) c.clear();
       for (int j = 0; j < L_; ++j) {
-        for (int g = 0; g <= G_; ++g) {
-          for (int rl = 0; rl <= R_; ++rl) {
-            const auto& labels = cur[cell(j, g, rl)];
-            if (labels.empty()) continue;
-            extend(s, S, j, g, rl, labels, stages_after, next);
-          }
-        }
+        for (int g = 0; g <= G_; ++g) extend(s, S, j, g);
       }
-      std::swap(cur, next);
+      std::swap(cur_, next_);
     }
     // Complete plans: every layer placed.
     std::vector<std::pair<double, int>> done;
     for (int g = 0; g <= G_; ++g) {
       for (int rl = 0; rl <= R_; ++rl) {
-        for (int id : cur[cell(L_, g, rl)]) done.emplace_back(objective(nodes_[u(id)]), id);
+        for (int id : cur_[cell(L_, g, rl)]) done.emplace_back(objective(nodes_[u(id)]), id);
       }
     }
     std::sort(done.begin(), done.end());
@@ -87,16 +85,28 @@ class Dp {
     return static_cast<double>(M_ - 1) * n.block + n.sum + std::max(0.0, n.expo);
   }
 
-  void extend(int s, int S, int j, int g, int rl, const std::vector<int>& labels, int stages_after,
-              std::vector<std::vector<int>>& next) {
+  // Every next stage from the states with j layers and g GPUs placed (any last-stage
+  // replica count rl): its cost terms depend on (j, k, r) only, its cut on (rl, r) only.
+  void extend(int s, int S, int j, int g) {
+    const int stages_after = S - s - 1;
+    int rls[kMaxR + 1];
+    int n_rl = 0;
+    for (int rl = 0; rl <= R_; ++rl)
+      if (!cur_[cell(j, g, rl)].empty()) rls[n_rl++] = rl;
+    if (n_rl == 0) return;
     const int max_r = std::min(R_, G_ - g - stages_after);
+    double cut[kMaxR + 1];
     for (int r = 1; r <= max_r; ++r) {
-      for (int k = j; k < L_ - stages_after; ++k) {
-        if (stages_after == 0 && k != L_ - 1) continue;
+      for (int i = 0; i < n_rl; ++i) {
+        const int rl = rls[i];
+        cut[i] = s > 0 ? cm_.cut_time(g - rl, rl, g, r, cm_.output_bytes(j - 1)) : 0.0;
+      }
+      // The layers after this stage need at least their compute spread over the GPUs left.
+      const int gpus_after = G_ - g - r;
+      for (int k = stages_after == 0 ? L_ - 1 : j; k < L_ - stages_after; ++k) {
         const int64_t mem = cm_.stage_memory(j, k, r, s, S, M_, t_);
         if (mem > cm_.capacity()) break;  // more layers only need more memory
         const double t = cm_.stage_time(j, k, r, t_);
-        const double c = s > 0 ? cm_.cut_time(g - rl, rl, g, r, cm_.output_bytes(j - 1)) : 0.0;
         double fill = t;
         if (t_.w_fill > 0) {
           const double w = cm_.weight_time(j, k, r), f = cm_.forward_time(j, k, r);
@@ -104,19 +114,32 @@ class Dp {
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }
         const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) + cm_.optimizer_time(j, k);
-        for (int id : labels) {
-          ++stats_.costed;
-          const Node& p = nodes_[u(id)];
-          Node n;
-          n.block = std::max({p.block, t, c});
-          if (t_.exposed_hops && s > 0) n.block = std::max(n.block, t + 2 * c);
-          n.sum = p.sum + fill + 2 * c;
-          n.expo = std::max(p.expo, ar - s * t);
-          n.parent = id;
-          n.first = j;
-          n.last = k;
-          n.replicas = r;
-          insert(next[cell(k + 1, g + r, r)], n);
+        const double rest =
+            stages_after > 0 && gpus_after > 0 ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
+                                               : 0.0;
+        for (int i = 0; i < n_rl; ++i) {
+          const double c = cut[i];
+          double block = std::max(t, c);
+          if (t_.exposed_hops && s > 0) block = std::max(block, t + 2 * c);
+          const size_t to = cell(k + 1, g + r, r);
+          for (int id : cur_[cell(j, g, rls[i])]) {
+            ++stats_.costed;
+            const Node& p = nodes_[u(id)];
+            Node n;
+            n.block = std::max(p.block, block);
+            n.sum = p.sum + fill + 2 * c;
+            n.expo = std::max(p.expo, ar - s * t);
+            // Completions only raise each term: past the bound, no completion can be kept.
+            if (static_cast<double>(M_ - 1) * std::max(n.block, rest) + n.sum +
+                    std::max(0.0, n.expo) >
+                bound_)
+              continue;
+            n.parent = id;
+            n.first = j;
+            n.last = k;
+            n.replicas = r;
+            insert(next_[to], n);
+          }
         }
       }
     }
@@ -147,8 +170,10 @@ class Dp {
   int data_;
   int64_t M_;
   int G_, R_, stride_, L_;
+  double bound_;
   SearchStats& stats_;
   std::vector<Node> nodes_;
+  std::vector<std::vector<int>> cur_, next_;  // label ids per cell, this and the next stage
 };
 
 PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int data,
@@ -206,6 +231,7 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
     ++stats.costed;
     Costed c{std::move(p), {}};
     c.estimate = cm.estimate(c.point, M);
+    if (c.estimate.fits) stats.incumbent = std::min(stats.incumbent, c.estimate.iteration_s);
     out.push_back(std::move(c));
   };
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
@@ -231,7 +257,7 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
     }
     return out;
   }
-  Dp dp(cm, sc, data, M, max_gpus, max_r, max_gpus, stats);
+  Dp dp(cm, sc, data, M, max_gpus, max_r, max_gpus, kBoundFactor * stats.incumbent, stats);
   for (int S = 1; S <= std::min(L, max_gpus); ++S) {
     for (auto& stages : dp.run(S))
       add(point(std::move(stages), sc, data, micro_batch, 1, cm.tensor()));

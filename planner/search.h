@@ -11,6 +11,7 @@
 // replicas with a compute-balanced cut instead, which keeps 1024 GPUs under a second.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "planner/cost_model.h"
@@ -28,7 +29,11 @@ struct Costed {
 
 struct SearchStats {
   int64_t costed = 0;  // strategies (partial ones included) costed by the DP and the grid
+  // The best estimate of a plan that fits, so far: the DP drops partial pipelines whose
+  // estimate is already past kBoundFactor times it.
+  double incumbent = std::numeric_limits<double>::infinity();
 };
+inline constexpr double kBoundFactor = 2.0;
 
 // The schedules searched for a scenario: asynchronous scenarios keep to PipeDream and
 // 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, interleaved and zero bubble

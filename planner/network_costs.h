@@ -1,0 +1,42 @@
+// The planner's network terms, computed once per plan: the cluster and its all-reduce
+// choice are the same whatever the micro-batch size and tensor degree being costed, so one
+// NetworkCosts serves every CostModel of a plan (routes, cut rates and all-reduce times are
+// each computed once, not once per micro-batch size).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+
+#include "scenario/scenario.h"
+
+namespace pipesim::planner {
+
+class NetworkCosts {
+ public:
+  // Keeps a reference to `s`'s cluster and strategy.allreduce; `s` must outlive it.
+  explicit NetworkCosts(const Scenario& s);
+
+  // Latency and seconds per byte of moving a micro-batch's output from the stage on devices
+  // [g0, g0 + r0) to the one on [g1, g1 + r1): replica pair (i, j) moves the share of the
+  // samples they have in common; the busiest GPU link or server NIC sets the pace.
+  std::pair<double, double> cut_rate(int g0, int r0, int g1, int r1) const;
+  // Gradient all-reduce of `bytes` among `r` groups from group g, in `data` copies `stride`
+  // groups apart, a group being `t` consecutive devices of which rank 0 takes part: the
+  // cheapest of ring, tree and hierarchical (or the scenario's choice).
+  double allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const;
+
+ private:
+  struct Key {
+    uint64_t a, b;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const { return k.a * 0x9E3779B97F4A7C15ULL ^ k.b; }
+  };
+  const Scenario& s_;
+  mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;
+  mutable std::unordered_map<Key, double, Hash> ar_;
+};
+
+}  // namespace pipesim::planner
