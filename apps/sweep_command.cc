@@ -1,5 +1,7 @@
 #include "apps/sweep_command.h"
 
+#include <exception>
+
 #include "core/input_file.h"
 #include "core/output_files.h"
 #include "parallel/distributed.h"
@@ -52,19 +54,29 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
     }
     inputs = log.files();
   }
-  // Every rank checks the paths (so all stop alike), only rank 0 writes.
+  // Only rank 0 writes, so only it checks the paths (before the sweep runs); the other
+  // ranks learn whether it could, so that none waits for a sweep that will not run.
   OutputFiles files(inputs);
   if (csv_ == "-" && json_ == "-")
     throw InputError("--csv and --json both name standard output", "at most one '-'", "",
                      {"<command line>"});
-  // Paths are checked before the sweep runs, written after.
   Sweep s;
-  if (!json_.empty() && json_ != "-")
-    files.add("--json", json_, [&](std::ostream& f) { f << to_json(s).dump(2) << "\n"; });
-  if (!csv_.empty() && csv_ != "-")
-    files.add("--csv", csv_, [&](std::ostream& f) { write_sweep_csv(f, s); });
+  const bool writer = job_ranks().rank == 0;
+  std::exception_ptr refused;
+  try {
+    if (writer && !json_.empty() && json_ != "-")
+      files.add("--json", json_, [&](std::ostream& f) { f << to_json(s).dump(2) << "\n"; });
+    if (writer && !csv_.empty() && csv_ != "-")
+      files.add("--csv", csv_, [&](std::ostream& f) { write_sweep_csv(f, s); });
+  } catch (...) {
+    refused = std::current_exception();
+  }
+  if (!from_rank0(refused == nullptr)) {
+    if (refused) std::rethrow_exception(refused);
+    return 2;  // rank 0 says why
+  }
   s = run_sweep(file_, axes, options);
-  if (job_ranks().rank != 0) return s.failed == s.points.size() && !s.points.empty() ? 2 : 0;
+  if (!writer) return s.failed == s.points.size() && !s.points.empty() ? 2 : 0;
   if (json_ == "-") {
     out << to_json(s).dump(2) << "\n";
   } else if (csv_ == "-") {

@@ -187,6 +187,17 @@ MpiSession::~MpiSession() {
 #endif
 }
 
+bool from_rank0(bool value) {
+#ifdef PIPESIM_HAVE_MPI
+  if (job_ranks().size > 1) {
+    int v = value ? 1 : 0;
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return v != 0;
+  }
+#endif
+  return value;
+}
+
 unsigned worker_threads(int requested, size_t items) {
   unsigned t = 0;
   if (requested > 0) {

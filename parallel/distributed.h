@@ -48,6 +48,10 @@ class MpiSession {
   bool active_ = false;
 };
 
+// Rank 0's `value` on every rank (collective: every rank of the job must call it); without
+// MPI, `value`. For what only rank 0 checks, such as its output paths.
+bool from_rank0(bool value);
+
 // Worker threads for `items` items: `requested` if positive, else this machine's cores
 // divided among its ranks; never more than the items, never fewer than one.
 unsigned worker_threads(int requested, size_t items);

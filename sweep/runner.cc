@@ -112,8 +112,7 @@ Sweep run_sweep(const std::string& scenario_path, const std::vector<GridAxis>& a
     return std::string(b.begin(), b.end());
   };
   work.load = [&](size_t i, std::string_view bytes) {
-    SweepPoint p =
-        point_from_json(s, nlohmann::ordered_json::from_cbor(bytes.begin(), bytes.end()));
+    SweepPoint p = point_from_json(nlohmann::ordered_json::from_cbor(bytes.begin(), bytes.end()));
     for (Override& v : grid.overrides(i)) p.values.push_back(std::move(v.value));
     s.points[i] = std::move(p);
   };

@@ -29,9 +29,10 @@ inline constexpr const char* kSweepFields[] = {"makespan_s",
 //  "count", "failed", "out_of_memory", "version"}. A swept value that reads as a JSON
 // number is one, otherwise a string as given.
 nlohmann::ordered_json to_json(const Sweep& s);
-// A point in the JSON form, and back (the bytes one MPI rank sends another).
+// A point in the JSON form, and back (what one MPI rank sends another); the swept values
+// are not read back (`values` stays empty: the grid has them).
 nlohmann::ordered_json point_json(const Sweep& s, const SweepPoint& p);
-SweepPoint point_from_json(const Sweep& s, const nlohmann::ordered_json& j);
+SweepPoint point_from_json(const nlohmann::ordered_json& j);
 
 // One row per point: the swept keys, then kSweepFields. RFC 4180 quoting.
 void write_sweep_csv(std::ostream& out, const Sweep& s);

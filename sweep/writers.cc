@@ -75,7 +75,7 @@ ordered_json point_json(const Sweep& s, const SweepPoint& p) {
   return j;
 }
 
-SweepPoint point_from_json(const Sweep&, const ordered_json& j) {
+SweepPoint point_from_json(const ordered_json& j) {
   SweepPoint p;
   if (!j.at("error").is_null()) {
     p.error = j["error"].get<std::string>();

@@ -27,6 +27,14 @@ done
 grep -q "out of memory" "$work/one.out" || { echo "expected a point out of memory"; exit 1; }
 grep -q ",zb-h1,.*needs every layer" "$work/one.csv" || { echo "expected failing points"; exit 1; }
 
+# An output rank 0 refuses (a directory) stops every rank: exit 2, no rank left waiting.
+mkdir -p "$work/a-directory"
+rc=0
+timeout 60 "$mpiexec" "${flags[@]}" -n 2 "$pipesim" sweep "$scenario" "${grid[@]}" --quiet \
+  --json "$work/a-directory" >/dev/null 2>"$work/refused.err" || rc=$?
+if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then echo "expected a refused output, not exit $rc"; exit 1; fi
+grep -q "the output path is a directory" "$work/refused.err"
+
 # The planner's simulation phase over 2 ranks: the same table (but for its timing line).
 "$pipesim" plan "$scenario" --quiet | grep -v " in [0-9.]* s" >"$work/plan-one.out"
 "$mpiexec" "${flags[@]}" -n 2 "$pipesim" plan "$scenario" --quiet |

@@ -246,7 +246,7 @@ TEST(SweepApi, RunSweepWithTheDefaultScenario) {
   EXPECT_EQ(s.points[1].report->schedule, "dapple");
   // A point's JSON form reads back to the same point (what one MPI rank sends another).
   for (const SweepPoint& p : s.points) {
-    const SweepPoint back = point_from_json(s, point_json(s, p));
+    const SweepPoint back = point_from_json(point_json(s, p));
     EXPECT_EQ(point_json(s, SweepPoint{p.values, back.report, back.error}), point_json(s, p));
   }
 }
