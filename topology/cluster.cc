@@ -7,8 +7,12 @@
 #include <boost/graph/connected_components.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <cmath>
+#include <array>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -48,9 +52,40 @@ int64_t edge_weight(const LinkSpec& spec, Time lat_a, Time lat_b) {
 }
 }  // namespace
 
+namespace {
+// How a shorthand cluster is laid out, for closed-form routes: node n's links inside it are
+// [n * links_per_node, (n + 1) * links_per_node), each node's the first node's shifted;
+// up[d] is GPU d's way to its node's NIC, nic_up[n] the NIC's uplink, leaf_of[n] and
+// leaf_up[leaf] the leaf/spine fabric (empty: one fabric switch).
+struct ShorthandLayout {
+  int gpus_per_node = 1;
+  int links_per_node = 0;
+  std::vector<std::vector<LinkDirection>> up;
+  std::vector<LinkDirection> nic_up;
+  std::vector<int> leaf_of;
+  std::vector<LinkDirection> leaf_up;
+};
+
+LinkDirection reversed(LinkDirection d) {
+  return d ^ 1;
+}
+
+constexpr size_t kShards = 16;
+}  // namespace
+
+// Routes found so far, in shards by source so that threads rarely wait for each other.
+// Each shard's lock guards its routes and the Dijkstra trees of its sources; no lock is
+// held while taking another.
+struct Cluster::RouteShard {
+  std::mutex mutex;
+  std::unordered_map<int64_t, Route> routes;
+  std::unordered_map<int, std::vector<Graph::vertex_descriptor>> predecessors;
+};
+
 struct Cluster::Impl {
   Graph graph;
-  mutable std::unordered_map<int, std::vector<Graph::vertex_descriptor>> predecessors;
+  std::optional<ShorthandLayout> layout;
+  std::array<Cluster::RouteShard, kShards> shards;
 };
 
 Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
@@ -73,31 +108,26 @@ int Cluster::device_index(const std::string& name) const {
   return -1;
 }
 
-const Route& Cluster::route(int src_device, int dst_device) const {
-  PIPESIM_ASSERT(src_device >= 0 && src_device < num_devices() && dst_device >= 0 &&
-                     dst_device < num_devices(),
-                 "route endpoints out of range");
-  const int64_t key = static_cast<int64_t>(src_device) * num_devices() + dst_device;
-  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
+namespace {
 
-  const int src = devices_[static_cast<size_t>(src_device)].vertex;
-  const int dst = devices_[static_cast<size_t>(dst_device)].vertex;
-  auto& pred = impl_->predecessors[src];
-  if (pred.empty()) {
-    const Graph& g = impl_->graph;
-    pred.resize(boost::num_vertices(g));
-    std::vector<int64_t> dist(boost::num_vertices(g));
-    boost::dijkstra_shortest_paths(
-        g, static_cast<Graph::vertex_descriptor>(src),
-        boost::predecessor_map(pred.data())
-            .distance_map(dist.data())
-            .weight_map(boost::get(&EdgeProps::weight, g))
-            .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
-            .distance_inf(kUnreached));
-  }
-  Route r;
-  r.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
-  const Graph& g = impl_->graph;
+std::vector<Graph::vertex_descriptor> dijkstra_tree(const Graph& g, int src) {
+  std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
+  std::vector<int64_t> dist(boost::num_vertices(g));
+  boost::dijkstra_shortest_paths(
+      g, static_cast<Graph::vertex_descriptor>(src),
+      boost::predecessor_map(pred.data())
+          .distance_map(dist.data())
+          .weight_map(boost::get(&EdgeProps::weight, g))
+          .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
+          .distance_inf(kUnreached));
+  return pred;
+}
+
+// The link directions from `src` to `dst` along a Dijkstra tree rooted at `src`.
+std::vector<LinkDirection> tree_hops(const Graph& g, const std::vector<Link>& links,
+                                     const std::vector<Graph::vertex_descriptor>& pred, int src,
+                                     int dst) {
+  std::vector<LinkDirection> hops;
   for (int v = dst; v != src;) {
     const int u = static_cast<int>(pred[static_cast<size_t>(v)]);
     PIPESIM_ASSERT(u != v, "cluster build guarantees connectivity");
@@ -111,17 +141,100 @@ const Route& Cluster::route(int src_device, int dst_device) const {
         best_link = g[*e].link;
       }
     }
-    const Link& l = links_[static_cast<size_t>(best_link)];
-    r.hops.push_back(2 * best_link + (l.a == u ? 0 : 1));
-    r.latency = checked_add(r.latency, l.spec.latency, "a route's latency");
-    r.bottleneck_bytes_per_s = std::min(r.bottleneck_bytes_per_s, l.spec.bytes_per_s);
-    if (u != src)
-      r.latency =
-          checked_add(r.latency, vertex_latency_[static_cast<size_t>(u)], "a route's latency");
+    hops.push_back(2 * best_link + (links[static_cast<size_t>(best_link)].a == u ? 0 : 1));
     v = u;
   }
-  std::reverse(r.hops.begin(), r.hops.end());
-  return routes_.emplace(key, std::move(r)).first->second;
+  std::reverse(hops.begin(), hops.end());
+  return hops;
+}
+
+}  // namespace
+
+Route Cluster::make_route(std::vector<LinkDirection> hops) const {
+  Route r;
+  r.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < hops.size(); ++i) {
+    const Link& l = links_[static_cast<size_t>(hops[i] / 2)];
+    r.latency = checked_add(r.latency, l.spec.latency, "a route's latency");
+    r.bottleneck_bytes_per_s = std::min(r.bottleneck_bytes_per_s, l.spec.bytes_per_s);
+    if (i > 0) {  // the vertex this hop leaves is a switch or GPU in the middle of the path
+      const int from = hops[i] % 2 == 0 ? l.a : l.b;
+      r.latency = checked_add(r.latency, vertex_latency_[static_cast<size_t>(from)],
+                              "a route's latency");
+    }
+  }
+  r.hops = std::move(hops);
+  return r;
+}
+
+Route Cluster::searched_route(int src_device, int dst_device) const {
+  const int src = devices_[static_cast<size_t>(src_device)].vertex;
+  const int dst = devices_[static_cast<size_t>(dst_device)].vertex;
+  return make_route(tree_hops(impl_->graph, links_, dijkstra_tree(impl_->graph, src), src, dst));
+}
+
+std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device,
+                                                                  int dst_device) const {
+  const ShorthandLayout& l = *impl_->layout;
+  const int ns = src_device / l.gpus_per_node, nd = dst_device / l.gpus_per_node;
+  std::vector<LinkDirection> hops;
+  if (ns == nd) {  // the first node's route, moved to this node's links
+    hops = route(src_device % l.gpus_per_node, dst_device % l.gpus_per_node).hops;
+    for (LinkDirection& h : hops) {
+      // Through the NIC (intra-node latencies so long that the host attachments win): no
+      // closed form.
+      if (h >= 2 * l.links_per_node) return std::nullopt;
+      h += 2 * ns * l.links_per_node;
+    }
+    return hops;
+  }
+  const auto& up = l.up[static_cast<size_t>(src_device)];
+  hops.assign(up.begin(), up.end());
+  hops.push_back(l.nic_up[static_cast<size_t>(ns)]);
+  if (!l.leaf_of.empty()) {
+    const int ls = l.leaf_of[static_cast<size_t>(ns)], ld = l.leaf_of[static_cast<size_t>(nd)];
+    if (ls != ld) {
+      hops.push_back(l.leaf_up[static_cast<size_t>(ls)]);
+      hops.push_back(reversed(l.leaf_up[static_cast<size_t>(ld)]));
+    }
+  }
+  hops.push_back(reversed(l.nic_up[static_cast<size_t>(nd)]));
+  const auto& down = l.up[static_cast<size_t>(dst_device)];
+  for (auto it = down.rbegin(); it != down.rend(); ++it) hops.push_back(reversed(*it));
+  return hops;
+}
+
+const Route& Cluster::route(int src_device, int dst_device) const {
+  PIPESIM_ASSERT(src_device >= 0 && src_device < num_devices() && dst_device >= 0 &&
+                     dst_device < num_devices(),
+                 "route endpoints out of range");
+  const int64_t key = static_cast<int64_t>(src_device) * num_devices() + dst_device;
+  RouteShard& shard = impl_->shards[static_cast<size_t>(src_device) % kShards];
+  {
+    std::lock_guard lock(shard.mutex);
+    if (auto it = shard.routes.find(key); it != shard.routes.end()) return it->second;
+    const ShorthandLayout* l = impl_->layout ? &*impl_->layout : nullptr;
+    if (l == nullptr || (src_device < l->gpus_per_node && dst_device < l->gpus_per_node))
+      return searched_and_cached(shard, key, src_device, dst_device);
+  }
+  // Closed form, composed without holding the lock (it may look up a first-node route).
+  auto hops = shorthand_hops(src_device, dst_device);
+  std::lock_guard lock(shard.mutex);
+  if (!hops) return searched_and_cached(shard, key, src_device, dst_device);
+  // A racing thread's equal route may stand already; emplace keeps it.
+  return shard.routes.emplace(key, make_route(std::move(*hops))).first->second;
+}
+
+// Dijkstra from the source, its tree kept for the source's other destinations. The
+// caller holds the shard's lock.
+const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int src_device,
+                                          int dst_device) const {
+  const int src = devices_[static_cast<size_t>(src_device)].vertex;
+  auto& pred = shard.predecessors[src];
+  if (pred.empty()) pred = dijkstra_tree(impl_->graph, src);
+  Route r = make_route(
+      tree_hops(impl_->graph, links_, pred, src, devices_[static_cast<size_t>(dst_device)].vertex));
+  return shard.routes.emplace(key, std::move(r)).first->second;
 }
 
 Time Cluster::transfer_time(int src_device, int dst_device, int64_t bytes) const {
@@ -239,7 +352,13 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
   std::vector<int> host_bridge(static_cast<size_t>(nodes), -1);  // where a tree's NIC hangs
   LinkSpec port = intra;
   port.latency = Time::zero();
+  ShorthandLayout layout;
+  layout.gpus_per_node = gpus_per_node;
+  layout.up.resize(static_cast<size_t>(nodes) * static_cast<size_t>(gpus_per_node));
+  // The direction a->b of the link just added.
+  const auto last_link = [&b] { return 2 * (static_cast<LinkDirection>(b.links_.size()) - 1); };
   for (int n = 0; n < nodes; ++n) {
+    if (n == 1) layout.links_per_node = static_cast<int>(b.links_.size());
     const auto& gv = gpu_vertices[static_cast<size_t>(n)];
     switch (topo) {
       case T::kMesh:
@@ -279,9 +398,11 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
               fmt::format("node{}/plx{}", n, i / static_cast<size_t>(o.gpus_per_switch)),
               intra.latency);
           b.add_link(sw, bridge, port);
+          const LinkDirection to_bridge = last_link();
           for (size_t k = i; k < std::min(gv.size(), i + static_cast<size_t>(o.gpus_per_switch));
                ++k) {
             b.add_link(gv[k], sw, port);
+            layout.up[static_cast<size_t>(n * gpus_per_node) + k] = {last_link(), to_bridge};
           }
         }
         break;
@@ -290,6 +411,7 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
         break;
     }
   }
+  if (nodes == 1) layout.links_per_node = static_cast<int>(b.links_.size());
   if (nodes > 1) {
     LinkSpec uplink = inter;
     uplink.latency = Time::zero();
@@ -306,8 +428,10 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
         if (n % o.nodes_per_leaf == 0) {
           leaf = b.add_switch(fmt::format("leaf{}", n / o.nodes_per_leaf), inter.latency);
           b.add_link(leaf, spine, leaf_up);
+          layout.leaf_up.push_back(last_link());
         }
         nic_parent[static_cast<size_t>(n)] = leaf;
+        layout.leaf_of.push_back(static_cast<int>(layout.leaf_up.size()) - 1);
       }
     } else {
       const int fabric = b.add_switch("fabric", inter.latency);
@@ -316,15 +440,24 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
     for (int n = 0; n < nodes; ++n) {
       const int nic = b.add_switch(fmt::format("node{}/nic", n));
       b.add_link(nic, nic_parent[static_cast<size_t>(n)], uplink);
+      layout.nic_up.push_back(last_link());
+      const auto first = static_cast<size_t>(n * gpus_per_node);
       if (host_bridge[static_cast<size_t>(n)] >= 0) {
         b.add_link(nic, host_bridge[static_cast<size_t>(n)],
                    port);  // GPUs reach it through the tree
+        for (int i = 0; i < gpus_per_node; ++i)
+          layout.up[first + static_cast<size_t>(i)].push_back(reversed(last_link()));
       } else {
-        for (int v : gpu_vertices[static_cast<size_t>(n)]) b.add_link(v, nic, host);
+        for (int i = 0; i < gpus_per_node; ++i) {
+          b.add_link(gpu_vertices[static_cast<size_t>(n)][static_cast<size_t>(i)], nic, host);
+          layout.up[first + static_cast<size_t>(i)] = {last_link()};
+        }
       }
     }
   }
-  return b.build();
+  Cluster c = b.build();
+  c.impl_->layout = std::move(layout);
+  return c;
 }
 
 }  // namespace pipesim

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/time.h"
@@ -55,8 +55,14 @@ class Cluster {
   int device_index(const std::string& name) const;  // -1 when absent
 
   // Route between two GPUs: fewest hops, then least latency; host attachments (GPU to
-  // NIC) are used only when nothing else reaches. Computed on first use and cached.
+  // NIC) are used only when nothing else reaches. Computed on first use and cached; safe
+  // to call from several threads at once. A shorthand cluster composes it in closed form
+  // (the GPU's way up to its NIC, the fabric, the way down; inside a node, the first node's
+  // route moved over); an explicit graph runs Dijkstra from the source on first use.
   const Route& route(int src_device, int dst_device) const;
+  // The same route found by Dijkstra over the whole graph, whatever the cluster's shape
+  // (the reference the closed forms are tested against). Not cached.
+  Route searched_route(int src_device, int dst_device) const;
   // latency(path) + bytes / bottleneck_bandwidth(path), the cost on an idle path.
   Time transfer_time(int src_device, int dst_device, int64_t bytes) const;
   static Time transfer_time(const Route& route, int64_t bytes);
@@ -65,13 +71,17 @@ class Cluster {
   friend class ClusterBuilder;
   Cluster();
   struct Impl;
+  struct RouteShard;
+  Route make_route(std::vector<LinkDirection> hops) const;
+  std::optional<std::vector<LinkDirection>> shorthand_hops(int src_device, int dst_device) const;
+  const Route& searched_and_cached(RouteShard& shard, int64_t key, int src_device,
+                                   int dst_device) const;
   std::unique_ptr<Impl> impl_;
   std::vector<Device> devices_;
   std::vector<Link> links_;
   std::vector<std::string> vertex_names_;
   std::vector<Time> vertex_latency_;
   int num_nodes_ = 1;
-  mutable std::unordered_map<int64_t, Route> routes_;
 };
 
 class ClusterBuilder {

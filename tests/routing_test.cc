@@ -1,0 +1,97 @@
+// Routes: the closed forms of the shorthand topologies against Dijkstra over the whole
+// graph, for every pair of GPUs of every layout; and the route cache under threads.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "topology/cluster.h"
+
+namespace pipesim {
+namespace {
+
+using Topo = ClusterBuilder::IntraTopology;
+
+void expect_same(const Route& a, const Route& b, int s, int d) {
+  EXPECT_EQ(a.hops, b.hops) << s << "->" << d;
+  EXPECT_EQ(a.latency, b.latency) << s << "->" << d;
+  EXPECT_EQ(a.bottleneck_bytes_per_s, b.bottleneck_bytes_per_s) << s << "->" << d;
+}
+
+struct Shape {
+  int nodes, gpus;
+  const char* intra;
+  Topo topo;
+  int nodes_per_leaf;
+};
+
+TEST(Routing, ShorthandClosedFormsEqualDijkstraForEveryPair) {
+  const Shape shapes[] = {
+      {1, 8, "nvlink3", Topo::kMesh, 0},         {3, 4, "nvlink3", Topo::kMesh, 0},
+      {3, 4, "nvswitch", Topo::kSwitch, 0},      {2, 1, "nvswitch", Topo::kSwitch, 0},
+      {3, 8, "nvlink2", Topo::kHybridCubeMesh, 0}, {3, 6, "pcie3", Topo::kTree, 0},
+      {7, 2, "nvswitch", Topo::kSwitch, 3},      {5, 4, "pcie4", Topo::kTree, 2},
+      {4, 8, "nvlink2", Topo::kHybridCubeMesh, 2}, {6, 3, "nvlink3", Topo::kMesh, 1},
+  };
+  for (const Shape& sh : shapes) {
+    ClusterBuilder::ShorthandOptions o;
+    o.intra = sh.topo;
+    o.gpus_per_switch = 4;
+    o.nodes_per_leaf = sh.nodes_per_leaf;
+    o.oversubscription = 2;
+    o.spine_latency = Time::ns(700);
+    LinkSpec intra = *find_link_preset(sh.intra);
+    intra.latency = Time::ns(300);  // switches and bridges of the trees take time to cross
+    const Cluster c = ClusterBuilder::shorthand(sh.nodes, sh.gpus, *find_gpu_preset("v100-16gb"),
+                                                intra, *find_link_preset("ib-hdr"), o);
+    SCOPED_TRACE(::testing::Message() << sh.nodes << "x" << sh.gpus << " " << sh.intra);
+    for (int s = 0; s < c.num_devices(); ++s) {
+      for (int d = 0; d < c.num_devices(); ++d) {
+        if (s != d) expect_same(c.route(s, d), c.searched_route(s, d), s, d);
+      }
+    }
+  }
+}
+
+TEST(Routing, IntraNodeLatencySoLongThatTheNicWins) {
+  // 2e6 s on each NVLink: GPU -> NVLink -> GPU weighs 2^40 + 4e18 ps, above the two host
+  // attachments' 2 x 2^60, so GPUs of one node talk through their NIC and the first
+  // node's route cannot be moved to the others' links.
+  LinkSpec intra = *find_link_preset("nvlink3");
+  intra.latency = Time::s(2'000'000);
+  const Cluster c = ClusterBuilder::shorthand(3, 4, *find_gpu_preset("v100-16gb"), intra,
+                                              *find_link_preset("ib-hdr"));
+  for (int s = 0; s < c.num_devices(); ++s) {
+    for (int d = 0; d < c.num_devices(); ++d) {
+      if (s != d) expect_same(c.route(s, d), c.searched_route(s, d), s, d);
+    }
+  }
+  EXPECT_EQ(c.route(5, 6).latency, Time::zero());  // host attachments and the NIC
+}
+
+TEST(Routing, ThreadsShareOneCluster) {
+  // Four threads ask for every route of a cluster at once, in different orders; each
+  // gets the route Dijkstra finds, and the references they hold stay valid.
+  const Cluster c = ClusterBuilder::shorthand(8, 8, *find_gpu_preset("a100-80gb"),
+                                              *find_link_preset("nvswitch"),
+                                              *find_link_preset("ib-hdr"));
+  const int n = c.num_devices();
+  std::vector<std::vector<const Route*>> got(4, std::vector<const Route*>(n * n, nullptr));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < n * n; ++k) {
+        const int i = t % 2 == 0 ? k : n * n - 1 - k;
+        if (i / n != i % n) got[t][i] = &c.route(i / n, i % n);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < n * n; ++i) {
+    if (i / n == i % n) continue;
+    for (int t = 1; t < 4; ++t) ASSERT_EQ(got[t][i], got[0][i]);  // one cached route
+    expect_same(*got[0][i], c.searched_route(i / n, i % n), i / n, i % n);
+  }
+}
+
+}  // namespace
+}  // namespace pipesim
