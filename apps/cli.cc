@@ -161,7 +161,7 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
 // Per-layer table of the model: FLOPs, parameters, activation and output bytes, times and
 // where they come from; totals last.
 int cmd_model(const std::string& file, const std::vector<std::string>& sets,
-              const std::string& json_path, std::ostream& out) {
+              const std::string& json_path, bool with_ops, std::ostream& out) {
   std::vector<InputIdentity> inputs;
   const Scenario sc = load(file, sets, &inputs);
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
@@ -169,16 +169,39 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
                                   sc.model.name, sc.model.layers.size(), sc.training.micro_batch,
                                   sc.training.precision == Precision::kMixed ? "mixed" : "fp32");
   table +=
-      fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>9}\n", "layer", "fwd FLOPs",
+      fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "layer", "fwd FLOPs",
                   "params", "activation", "output", "forward", "backward", "source");
+  if (with_ops)
+    table += fmt::format("  {:<14} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "op",
+                         "fwd FLOPs", "unit", "fwd bytes", "fwd bound", "forward", "backward",
+                         "bwd bound");
   double flops = 0;
   int64_t params = 0, activation = 0;
   Time fwd, bwd;
   for (const Layer& l : sc.model.layers) {
-    table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>9}\n", l.name,
+    table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", l.name,
                          l.forward_flops, l.params, format_bytes(l.activation_bytes),
                          format_bytes(l.output_bytes), format_time(l.forward),
                          format_time(l.backward()), l.source);
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    auto bound = [](bool memory) { return memory ? "memory" : "compute"; };
+    for (const OpCost& op : with_ops ? l.ops : std::vector<OpCost>{}) {
+      table += fmt::format("  {:<14} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n",
+                           op.name, op.flops, op.matrix ? "matrix" : "vector",
+                           format_bytes(static_cast<int64_t>(op.bytes)),
+                           bound(op.forward_memory_bound), format_time(op.forward),
+                           format_time(op.backward_input + op.backward_weight),
+                           bound(op.backward_memory_bound));
+      ops.push_back({{"name", op.name},
+                     {"unit", op.matrix ? "matrix" : "vector"},
+                     {"forward_flops", op.flops},
+                     {"forward_bytes", op.bytes},
+                     {"forward_s", op.forward.seconds()},
+                     {"backward_input_s", op.backward_input.seconds()},
+                     {"backward_weight_s", op.backward_weight.seconds()},
+                     {"forward_bound", bound(op.forward_memory_bound)},
+                     {"backward_bound", bound(op.backward_memory_bound)}});
+    }
     layers.push_back({{"name", l.name},
                       {"forward_flops", l.forward_flops},
                       {"params", l.params},
@@ -188,6 +211,7 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
                       {"backward_input_s", l.backward_input.seconds()},
                       {"backward_weight_s", l.backward_weight.seconds()},
                       {"source", l.source}});
+    if (with_ops) layers.back()["ops"] = ops;
     flops += l.forward_flops;
     params = checked_add(params, l.params, "the model's parameter count");
     activation = checked_add(activation, l.activation_bytes, "the model's activations");
@@ -296,6 +320,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")->expected(1);
 
   std::string model_file, model_json;
+  bool model_ops = false;
   std::vector<std::string> model_sets;
   auto* model_cmd =
       app.add_subcommand("model", "print the model's per-layer costs, sizes and their sources");
@@ -303,6 +328,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   output_options.push_back(
       model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)"));
   model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
+  model_cmd->add_flag("--ops", model_ops,
+                      "per layer, each op: FLOPs, unit, bytes, the forward's bound, times and the "
+                      "backward's bound");
 
   PlanArgs plan_args;
   auto* plan_cmd = app.add_subcommand(
@@ -346,7 +374,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });
     if (model_cmd->parsed())
       return at_scenario(model_file,
-                         [&] { return cmd_model(model_file, model_sets, model_json, out); });
+                         [&] { return cmd_model(model_file, model_sets, model_json, model_ops, out); });
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
     if (sweep.parsed()) return at_scenario(sweep.scenario(), [&] { return sweep.run(out, err); });

@@ -16,6 +16,58 @@
 namespace pipesim::internal {
 namespace {
 
+// A share of a peak: a plain number in (0, 1].
+double read_share(const Reader& r, const YAML::Node& v, const std::string& path) {
+  const std::string e = r.scalar(v, path, "a number in (0, 1]");
+  char* end = nullptr;
+  const double share = std::strtod(e.c_str(), &end);
+  if (end == e.c_str() || *end != '\0' || !(share > 0 && share <= 1))
+    r.fail(v, path, fmt::format("'{}' is not a share of the peak", e),
+           "a number in (0, 1], e.g. 0.45");
+  return share;
+}
+
+// The FLOPs of one operation: a number with FLOP, KFLOP, MFLOP, GFLOP, TFLOP or PFLOP.
+double read_flop_amount(const Reader& r, const YAML::Node& v, const std::string& path) {
+  const std::string allowed = "a number with FLOP, KFLOP, MFLOP, GFLOP, TFLOP or PFLOP, e.g. 16 GFLOP";
+  const std::string text = r.scalar(v, path, allowed);
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  std::string unit(end == nullptr ? "" : end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  const std::vector<std::pair<std::string, double>> units{
+      {"FLOP", 1}, {"KFLOP", 1e3}, {"MFLOP", 1e6}, {"GFLOP", 1e9}, {"TFLOP", 1e12}, {"PFLOP", 1e15}};
+  for (const auto& [name, scale] : units) {
+    if (end != text.c_str() && unit == name && x >= 0 && x * scale < 1e30) return x * scale;
+  }
+  r.fail(v, path, fmt::format("'{}' is not an amount of FLOPs", text), allowed);
+}
+
+// An efficiency curve: [{flops: 1 GFLOP, efficiency: 0.6}, ...] (or bytes: for memory),
+// sizes strictly increasing.
+EfficiencyCurve read_curve(const Reader& r, const YAML::Node& n, const std::string& path,
+                           bool flops) {
+  const char* key = flops ? "flops" : "bytes";
+  const std::string example = flops ? "[{flops: 1 GFLOP, efficiency: 0.6}, {flops: 16 GFLOP, efficiency: 0.9}]"
+                                    : "[{bytes: 1 MB, efficiency: 0.6}, {bytes: 100 MB, efficiency: 0.9}]";
+  if (!n.IsSequence() || n.size() == 0)
+    r.fail(n, path, "expected a non-empty list of points", example);
+  EfficiencyCurve c;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string p = fmt::format("{}.{}", path, i);
+    r.expect_map(n[i], p, {key, "efficiency"});
+    const YAML::Node size = r.require(n[i], p, key);
+    EfficiencyPoint pt;
+    pt.size = flops ? read_flop_amount(r, size, child_path(p, key))
+                    : static_cast<double>(r.bytes(size, child_path(p, key)));
+    pt.efficiency = read_share(r, r.require(n[i], p, "efficiency"), child_path(p, "efficiency"));
+    if (!c.points.empty() && !(pt.size > c.points.back().size))
+      r.fail(size, child_path(p, key), "sizes must increase from one point to the next", example);
+    c.points.push_back(pt);
+  }
+  return c;
+}
+
 GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) {
   const std::string allowed = "a preset (" + join(gpu_preset_names()) +
                               ") or a mapping {name, memory, peak, hbm_bandwidth}";
@@ -28,9 +80,10 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
              allowed);
     return *g;
   }
-  r.expect_map(
-      n, path,
-      {"preset", "name", "memory", "peak", "peak_fp32", "hbm_bandwidth", "reserved", "efficiency"});
+  r.expect_map(n, path,
+               {"preset", "name", "memory", "peak", "peak_fp32", "vector_peak", "hbm_bandwidth",
+                "reserved", "efficiency", "matrix_efficiency", "vector_efficiency",
+                "memory_efficiency"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined())
     g = read_gpu(r, p, child_path(path, "preset"));
@@ -44,19 +97,20 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
   if (const auto v = n["peak"]; v.IsDefined()) g.peak_flops = r.flops(v, child_path(path, "peak"));
   if (const auto v = n["peak_fp32"]; v.IsDefined())
     g.peak_fp32_flops = r.flops(v, child_path(path, "peak_fp32"));
+  if (const auto v = n["vector_peak"]; v.IsDefined())
+    g.vector_flops = r.flops(v, child_path(path, "vector_peak"));
   if (const auto v = n["hbm_bandwidth"]; v.IsDefined())
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
   if (const auto v = n["reserved"]; v.IsDefined())
     g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
-  if (const auto v = n["efficiency"]; v.IsDefined()) {
-    const std::string e = r.scalar(v, child_path(path, "efficiency"), "a number in (0, 1]");
-    char* end = nullptr;
-    g.efficiency = std::strtod(e.c_str(), &end);
-    if (end == e.c_str() || *end != '\0' || !(g.efficiency > 0 && g.efficiency <= 1)) {
-      r.fail(v, child_path(path, "efficiency"), fmt::format("'{}' is not a share of the peak", e),
-             "a number in (0, 1], e.g. 0.45");
-    }
-  }
+  if (const auto v = n["efficiency"]; v.IsDefined())
+    g.efficiency = read_share(r, v, child_path(path, "efficiency"));
+  if (const auto v = n["matrix_efficiency"]; v.IsDefined())
+    g.matrix_efficiency = read_curve(r, v, child_path(path, "matrix_efficiency"), true);
+  if (const auto v = n["vector_efficiency"]; v.IsDefined())
+    g.vector_efficiency = read_curve(r, v, child_path(path, "vector_efficiency"), true);
+  if (const auto v = n["memory_efficiency"]; v.IsDefined())
+    g.memory_efficiency = read_curve(r, v, child_path(path, "memory_efficiency"), false);
   if (g.memory_bytes <= 0)
     r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
   return g;

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
 #include "scenario/models.h"
+#include "scenario/roofline.h"
 #include "scenario/shapes.h"
 #include "scenario/zoo.h"
 
@@ -217,16 +219,59 @@ Model read_included_model(const Reader& r, const YAML::Node& n, const Training& 
   return m;
 }
 
+// A profile measured at `measured` samples per micro-batch, brought to the training's
+// micro-batch r = micro_batch / measured times as large: bytes scale by r; a layer whose
+// matrix FLOPs are known (PipeDream Conv2d and Linear nodes) scales its times by the ratio
+// of its roofline at the two sizes (the efficiency curve), any other by r. Layers costed
+// analytically (a YAML profile with shapes) are already at the micro-batch.
+void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix_flops,
+                   const Training& t, const GpuSpec& gpu) {
+  const double r = static_cast<double>(t.micro_batch) / static_cast<double>(measured);
+  const double elem = static_cast<double>(element_bytes(t.precision));
+  auto scaled_time = [](Time x, double f) {
+    const double ps = std::round(static_cast<double>(x.ps_count()) * f);
+    if (!(ps < 9.2e18)) too_large("a scaled profile time");
+    return Time::ps(static_cast<int64_t>(ps));
+  };
+  auto scaled_bytes = [&](int64_t x) {
+    const double v = std::round(static_cast<double>(x) * r);
+    if (!(v < 4e18)) too_large("a scaled profile size");
+    return static_cast<int64_t>(v);
+  };
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    Layer& l = m.layers[i];
+    if (l.source == "analytic") continue;
+    double f = r;
+    const double flops = i < matrix_flops.size() ? matrix_flops[i] : 0;
+    if (flops > 0) {
+      // Input and output about the size of the output (activation_size is fp32).
+      const double bytes = 2 * static_cast<double>(l.output_bytes) / 4 * elem;
+      const double weights = static_cast<double>(l.params) * elem;
+      const Time at = roofline({flops, bytes}, true, weights, 1, gpu, t.precision).time;
+      const Time to = roofline({flops * r, bytes * r}, true, weights, 1, gpu, t.precision).time;
+      if (at > Time::zero()) f = static_cast<double>(to.ps_count()) / static_cast<double>(at.ps_count());
+    }
+    l.forward = scaled_time(l.forward, f);
+    l.backward_input = scaled_time(l.backward_input, f);
+    l.backward_weight = scaled_time(l.backward_weight, f);
+    l.activation_bytes = scaled_bytes(l.activation_bytes);
+    l.output_bytes = scaled_bytes(l.output_bytes);
+    l.source = flops > 0 ? "profile/curve" : "profile/linear";
+  }
+  m.input_bytes = scaled_bytes(m.input_bytes);
+}
+
 // model: {profile: FILE}: measured per-layer costs from a CSV table, PipeDream's profile
 // graph (recognised by its "ID -- DESCRIPTION -- ..." lines) or a YAML model (.yaml).
 Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
-  r.expect_map(n, "model", {"name", "profile", "input"});
+  r.expect_map(n, "model", {"name", "profile", "input", "batch"});
   const std::string rel = r.scalar(n["profile"], "model.profile", "a file path");
   const auto path = relative_to(r, rel);
   // Nesting is checked before reading: a profile naming itself is refused, not re-read.
   const Reader inner = r.nested(path.string(), n["profile"], "model.profile");
   const std::string text = read_text(r, n["profile"], "model.profile", path, "profile file");
   Model m;
+  std::vector<double> matrix_flops;
   if (yaml_file_name(rel)) {
     m = read_model_file(inner, text, t, gpu);
   } else {
@@ -237,7 +282,13 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
         first != std::string::npos &&
         text.substr(first, eol == std::string::npos ? eol : eol - first).find(" -- ") !=
             std::string::npos;
-    m = graph ? read_profile_graph(in, path.string()) : read_profile_csv(in, path.string());
+    m = graph ? read_profile_graph(in, path.string(), &matrix_flops)
+              : read_profile_csv(in, path.string());
+  }
+  if (n["batch"].IsDefined()) {
+    const int64_t measured = r.integer(n["batch"], "model.batch", 1, int64_t{1} << 24);
+    if (measured != t.micro_batch)
+      r.at(n["batch"], "model.batch", [&] { scale_profile(m, measured, matrix_flops, t, gpu); });
   }
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
@@ -299,6 +350,7 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
                  {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
                   "output", "params", "optimizer", "repeat"});
     Layer layer;
+    layer.optimizer_given = true;  // SPEC section 3: no optimizer time unless a layer gives one
     layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
                                        : fmt::format("layer{}", m.layers.size());
     layer.forward = r.time(r.require(l, p, "forward"), p + ".forward");

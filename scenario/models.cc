@@ -6,38 +6,59 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "scenario/roofline.h"
 
 namespace pipesim {
 
-Time analytic_time(double flops, const GpuSpec& gpu, Precision p) {
-  const double peak = p == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
-  if (!(peak > 0) || !(gpu.efficiency > 0)) {
-    throw InputError(
-        fmt::format("GPU '{}' has no {} peak or efficiency to turn FLOPs into time", gpu.name,
-                    p == Precision::kMixed ? "16-bit" : "fp32"),
-        "a GPU preset, or a mapping with peak (and peak_fp32 for fp32) and efficiency");
+namespace {
+
+// The ops of one transformer layer (see models.h) for b sequences of s tokens.
+std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
+  const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
+  std::vector<OpSpec> ops;
+  // Layer norm: reads x, writes y; its backward reads x and dy, writes dx.
+  ops.push_back(elementwise_op("ln1", sbh, 8, 2 * e, 3 * e));
+  ops.push_back(gemm_op("qkv", bs, h, 3 * h, e));
+  if (t.flash_attention) {
+    // Fused attention (Dao et al. 2022): reads q, k, v and writes the output; its backward
+    // re-computes the scores and runs five GEMMs of bs^2h/a each per head (2.5x the forward).
+    OpSpec att;
+    att.name = "flash_attention";
+    att.forward = {4 * b * s * s * h, e * 4 * sbh};
+    att.backward_input = {10 * b * s * s * h, e * 8 * sbh};
+    ops.push_back(att);
+  } else {
+    OpSpec scores;
+    scores.name = "scores";
+    scores.forward = {2 * b * s * s * h, e * (2 * sbh + as2b)};
+    scores.backward_input = {4 * b * s * s * h, e * (as2b + 4 * sbh)};
+    ops.push_back(scores);
+    ops.push_back(elementwise_op("softmax", as2b, 5, 2 * e, 3 * e));
+    ops.push_back(elementwise_op("attention_dropout", as2b, 1, 2 * e + 1, 2 * e + 1));
+    OpSpec values;
+    values.name = "values";
+    values.forward = {2 * b * s * s * h, e * (as2b + 2 * sbh)};
+    values.backward_input = {4 * b * s * s * h, e * (2 * as2b + 3 * sbh)};
+    ops.push_back(values);
   }
-  const double ps = std::ceil(flops / (peak * gpu.efficiency) * 1e12);
-  if (!(ps < 9.2e18)) too_large(fmt::format("a layer of {:.3g} FLOPs", flops));
-  return Time::ps(static_cast<int64_t>(ps));
+  ops.push_back(gemm_op("projection", bs, h, h, e));
+  // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
+  ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
+  ops.push_back(elementwise_op("ln2", sbh, 8, 2 * e, 3 * e));
+  ops.push_back(gemm_op("fc1", bs, h, f, e));
+  ops.push_back(elementwise_op("gelu", bs * f, 8, 2 * e, 3 * e));
+  ops.push_back(gemm_op("fc2", bs, f, h, e));
+  ops.push_back(elementwise_op("dropout_add2", sbh, 2, 3 * e + 1, 2 * e + 1));
+  return ops;
 }
 
-Layer analytic_layer(std::string name, double forward_flops, int64_t params,
-                     int64_t activation_bytes, int64_t output_bytes, const Training& training,
-                     const GpuSpec& gpu) {
-  Layer l;
-  l.name = std::move(name);
-  l.forward_flops = forward_flops;
-  l.forward = analytic_time(forward_flops, gpu, training.precision);
-  l.backward_input = l.forward;
-  l.backward_weight = l.forward;
-  l.split_backward = true;
-  l.params = params;
-  l.activation_bytes = activation_bytes;
-  l.output_bytes = output_bytes;
-  l.source = "analytic";
-  return l;
+bool attention_core(const std::string& op) {
+  return op == "scores" || op == "softmax" || op == "attention_dropout" || op == "values";
 }
+
+}  // namespace
 
 Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {
   const double b = static_cast<double>(training.micro_batch);
@@ -45,9 +66,11 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn),
                V = static_cast<double>(t.vocab);
   const int64_t elem = element_bytes(training.precision);
-  auto layer = [&](std::string name, double fwd_flops, int64_t params, int64_t activation,
-                   int64_t output) {
-    return analytic_layer(std::move(name), fwd_flops, params, activation, output, training, gpu);
+  const double e = static_cast<double>(elem);
+  auto layer = [&](std::string name, const std::vector<OpSpec>& ops, double fwd_flops,
+                   int64_t params, int64_t activation, int64_t output) {
+    return layer_from_ops(std::move(name), ops, fwd_flops, params, activation, output, training,
+                          gpu);
   };
   // Bytes are products of the shape and the micro-batch: check them in floating point
   // before they become integers (the largest, fp32 logits and the s^2 attention terms).
@@ -61,7 +84,13 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.input_bytes = static_cast<int64_t>(s * b) * 8;  // token ids (int64)
   m.tokens_per_sample = t.sequence;
   const int64_t embed_params = t.vocab * t.hidden + t.sequence * t.hidden;
-  m.layers.push_back(layer("embedding", 2 * s * b * h, embed_params, sbh * elem + sbh, sbh * elem));
+  // Word and position lookups, their sum and the dropout: reads two rows per token, writes
+  // the sum and the mask; the backward scatters the output gradient into both tables (W).
+  OpSpec lookup = elementwise_op("lookup", s * b * h, 2, 3 * e + 1, 0);
+  lookup.backward_weight = {0, 3 * e * s * b * h};
+  m.layers.push_back(
+      layer("embedding", {lookup}, 2 * s * b * h, embed_params, sbh * elem + sbh, sbh * elem));
+  const std::vector<OpSpec> ops = layer_ops(t, b, e);
   const int64_t layer_params = 4 * t.hidden * t.hidden + 4 * t.hidden + 2 * t.hidden * t.ffn +
                                t.ffn + t.hidden + 4 * t.hidden;
   const double layer_flops =
@@ -75,29 +104,40 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   // keeps none of them already.
   const double core_flops = 4 * b * s * s * h;
   const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
-  for (int i = 0; i < t.layers; ++i) {
-    m.layers.push_back(
-        layer(fmt::format("layer{}", i), layer_flops, layer_params, activation, sbh * elem));
+  // Every layer is the same: cost it once.
+  Layer x = layer("layer", ops, layer_flops, layer_params, activation, sbh * elem);
+  {
     // Megatron-LM: column-parallel QKV and first MLP GEMM, row-parallel projection and
     // second GEMM: one all-reduce of the b x s x h output after attention and one after the
     // MLP, and the same two on the input gradients in the backward. Without sequence
     // parallelism the layer-norm inputs (2 x 2sbh), the two dropout masks (2sbh) and the
     // attention and MLP inputs' copies (4sbh) stay whole: 10sbh of the 34sbh.
-    Layer& x = m.layers.back();
     x.tensor_parallel = true;
     x.tp_forward_allreduces = x.tp_backward_allreduces = 2;
     x.tp_allreduce_bytes = sbh * elem;
     x.tp_replicated_activation = 10 * sbh * elem / 2;
     if (!t.flash_attention) {
-      m.layers.back().attention_core_forward = analytic_time(core_flops, gpu, training.precision);
-      m.layers.back().attention_core_flops = core_flops;
-      m.layers.back().attention_core_bytes = core_bytes;
+      for (const OpCost& op : x.ops) {
+        if (attention_core(op.name))
+          x.attention_core_forward = checked_add(x.attention_core_forward, op.forward, "a time");
+      }
+      x.attention_core_flops = core_flops;
+      x.attention_core_bytes = core_bytes;
     }
+  }
+  for (int i = 0; i < t.layers; ++i) {
+    m.layers.push_back(x);
+    m.layers.back().name = fmt::format("layer{}", i);
   }
   // Output head: final layer norm, the projection to the vocabulary, the loss. Logits in
   // the training precision plus their fp32 softmax.
   const auto logits = static_cast<int64_t>(s * b * V);
-  m.layers.push_back(layer("head", 2 * b * s * h * V,
+  const std::vector<OpSpec> head_ops{
+      elementwise_op("ln_f", s * b * h, 8, 2 * e, 3 * e), gemm_op("logits", s * b, h, V, e),
+      // fp32 softmax and loss: reads the logits, writes the fp32 probabilities; the backward
+      // reads them and writes the logits' gradient.
+      elementwise_op("cross_entropy", s * b * V, 5, e + 4, 4 + e)};
+  m.layers.push_back(layer("head", head_ops, 2 * b * s * h * V,
                            (t.tie_embeddings ? 0 : t.vocab * t.hidden) + 2 * t.hidden,
                            logits * (elem + 4), 0));
   // Vocabulary-parallel embedding (an all-reduce of its output in the forward) and output

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -107,8 +108,10 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
           l.output_bytes = parse_bytes(v);
         else if (c == "params")
           l.params = parse_count(v);
-        else if (c == "optimizer")
+        else if (c == "optimizer") {
           l.optimizer = parse_time(v);
+          l.optimizer_given = true;
+        }
         else if (c == "repeat") {
           repeat = parse_count(v);
           if (repeat < 1 || repeat > 100'000)
@@ -140,7 +143,40 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
 // are milliseconds; activation_size (a node's output, a list "[a; b]" summed) is what the
 // layer keeps for its backward; a layer's output is every node's activation that crosses
 // the cut after it; parameter_size counts fp32 bytes, 4 per parameter.
-Model read_profile_graph(std::istream& in, const std::string& file) {
+namespace {
+
+// The integers in a PyTorch module description, in order: "Conv2d(64, 128,
+// kernel_size=(3, 3), ...)" -> 64, 128, 3, 3, ...
+std::vector<double> numbers_in(const std::string& desc) {
+  std::vector<double> out;
+  for (size_t i = 0; i < desc.size();) {
+    if (desc[i] >= '0' && desc[i] <= '9' && (i == 0 || !std::isalnum(static_cast<unsigned char>(desc[i - 1])))) {
+      double v = 0;
+      const auto [ptr, ec] = std::from_chars(desc.data() + i, desc.data() + desc.size(), v);
+      if (ec != std::errc()) break;
+      out.push_back(v);
+      i = static_cast<size_t>(ptr - desc.data());
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+// Forward FLOPs of a Conv2d(in, out, kernel_size=(kh, kw), ...) or Linear(in_features=i,
+// out_features=o) node from its fp32 output size; 0 for anything else.
+double node_matrix_flops(const std::string& desc, double output_bytes) {
+  const std::vector<double> v = numbers_in(desc);
+  const double outputs = output_bytes / 4;
+  if (desc.starts_with("Conv2d(") && v.size() >= 4) return 2 * v[0] * v[2] * v[3] * outputs;
+  if (desc.starts_with("Linear(") && v.size() >= 2) return 2 * v[0] * outputs;
+  return 0;
+}
+
+}  // namespace
+
+Model read_profile_graph(std::istream& in, const std::string& file,
+                         std::vector<double>* matrix_flops) {
   struct Node {
     std::string id, desc;
     double fwd_ms = 0, bwd_ms = 0, activation = 0, param_bytes = 0;
@@ -286,8 +322,12 @@ Model read_profile_graph(std::istream& in, const std::string& file) {
     l.name = nd.id;
     l.forward = ms(nd.fwd_ms, nd);
     l.backward_input = ms(nd.bwd_ms, nd);
-    l.activation_bytes = bytes(nd.activation, nd);
+    // An in-place op (ReLU(inplace=True) and friends) overwrites its input: its output is
+    // the tensor its producer already keeps.
+    l.activation_bytes =
+        nd.desc.find("inplace=True") != std::string::npos ? 0 : bytes(nd.activation, nd);
     l.params = bytes(nd.param_bytes / 4, nd);
+    if (matrix_flops != nullptr) matrix_flops->push_back(node_matrix_flops(nd.desc, nd.activation));
     l.source = "profile";
     l.output_bytes = bytes(std::max(live, 0.0), nd);
     m.layers.push_back(std::move(l));

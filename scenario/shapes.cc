@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "scenario/models.h"
+#include "scenario/roofline.h"
 
 namespace pipesim {
 namespace {
@@ -22,14 +23,33 @@ struct ShapeCost {
   double params = 0;
   double activation_elements = 0;  // precision-sized
   double activation_id_bytes = 0;  // token ids
+  // The ops that time the layer, per sample (elements; bytes are counted in elements and
+  // become bytes when the layer is built, except token ids which are 8 / element size).
+  std::vector<OpSpec> ops;
   ShapeCost& operator+=(const ShapeCost& o) {
     flops += o.flops;
     params += o.params;
     activation_elements += o.activation_elements;
     activation_id_bytes += o.activation_id_bytes;
+    ops.insert(ops.end(), o.ops.begin(), o.ops.end());
     return *this;
   }
 };
+
+// Ops are built per sample with byte counts in elements (element size 1); the layer
+// scales them by the micro-batch and the element size. Weights do not scale with the batch.
+OpSpec pool_op(double in, double out, double flops) {
+  OpSpec op;
+  op.name = "pool";
+  op.matrix = false;
+  op.forward = {flops, in + out};
+  op.backward_input = {flops, out + in};  // reads the output gradient, writes the input's
+  return op;
+}
+
+// Batch norm in training: statistics then normalisation (reads the input twice, writes
+// the output); its backward reads the input and the output gradient twice, writes one.
+OpSpec batch_norm_op(double elements) { return elementwise_op("batch_norm", elements, 8, 3, 4); }
 
 TensorShape image(int64_t c, int64_t h, int64_t w) {
   TensorShape t;
@@ -80,6 +100,14 @@ ShapeCost conv_cost(TensorShape& t, int64_t out, int64_t kh, int64_t kw, int64_t
   c.flops = 2 * static_cast<double>(kh * kw) * cin * outputs;
   c.params = static_cast<double>(kh * kw) * cin * cout + (bias ? cout : 0) + (bn ? 2 * cout : 0);
   c.activation_elements = t.elements() + (bn ? outputs : 0);
+  // Implicit GEMM: reads the input once, writes the output; B and W likewise.
+  OpSpec conv;
+  conv.name = fmt::format("conv{}x{}", kh, kw);
+  conv.forward = {c.flops, t.elements() + outputs};
+  conv.backward_input = conv.backward_weight = conv.forward;
+  conv.weight_bytes = static_cast<double>(kh * kw) * cin * cout;
+  c.ops.push_back(conv);
+  if (bn) c.ops.push_back(batch_norm_op(outputs));
   t = image(out, ho, wo);
   return c;
 }
@@ -134,8 +162,13 @@ ShapeCost factorized_reduce(TensorShape& t, int64_t out) {
   ShapeCost c = conv_cost(half, out / 2, 1, 1, 2, 2, 0, 0, false, false);
   c.flops *= 2;
   c.params = 2 * c.params + 2 * static_cast<double>(out);
+  for (OpSpec& op : c.ops) {
+    op.scale(2);
+    op.weight_bytes *= 2;
+  }
   t = image(out, half.height, half.width);
   c.activation_elements += t.elements();  // batch norm's input
+  c.ops.push_back(batch_norm_op(t.elements()));
   return c;
 }
 
@@ -165,8 +198,10 @@ ShapeCost cell_op(CellOp op, TensorShape& t, int64_t stride) {
     case CellOp::kMaxPool2x2: {
       const int64_t k = op == CellOp::kMaxPool2x2 ? 2 : 3;
       cost.activation_elements = t.elements();
+      const double in = t.elements();
       t = image(c, (t.height + stride - 1) / stride, (t.width + stride - 1) / stride);
       cost.flops = static_cast<double>(k * k) * t.elements();
+      cost.ops.push_back(pool_op(in, t.elements(), cost.flops));
       return cost;
     }
   }
@@ -234,17 +269,19 @@ struct Apply {
   ShapeCost operator()(const PoolOp& op) const {
     need_image("pool", s.current);
     ShapeCost c;
-    c.activation_elements = s.current.elements();
+    const double in = s.current.elements();
+    c.activation_elements = in;
     if (op.global) {
-      c.flops = s.current.elements();
+      c.flops = in;
       s.current = image(s.current.channels, 1, 1);
-      return c;
+    } else {
+      const int64_t stride = op.stride > 0 ? op.stride : op.kernel;
+      const int64_t ho = window_out("pool", s.current.height, op.kernel, stride, op.padding);
+      const int64_t wo = window_out("pool", s.current.width, op.kernel, stride, op.padding);
+      s.current = image(s.current.channels, ho, wo);
+      c.flops = static_cast<double>(op.kernel * op.kernel) * s.current.elements();
     }
-    const int64_t stride = op.stride > 0 ? op.stride : op.kernel;
-    const int64_t ho = window_out("pool", s.current.height, op.kernel, stride, op.padding);
-    const int64_t wo = window_out("pool", s.current.width, op.kernel, stride, op.padding);
-    s.current = image(s.current.channels, ho, wo);
-    c.flops = static_cast<double>(op.kernel * op.kernel) * s.current.elements();
+    c.ops.push_back(pool_op(in, s.current.elements(), c.flops));
     return c;
   }
 
@@ -259,6 +296,7 @@ struct Apply {
     c.flops = 2 * tokens * in * out;
     c.params = in * out + (op.bias ? out : 0);
     c.activation_elements = tokens * in;
+    c.ops.push_back(gemm_op("linear", tokens, in, out, 1));
     if (seq) {
       t.features = op.out;
     } else {
@@ -300,6 +338,10 @@ struct Apply {
     c.params = static_cast<double>(op.vocab) * static_cast<double>(op.dim);
     c.flops = static_cast<double>(ids.tokens) * static_cast<double>(op.dim);  // one per element
     c.activation_id_bytes = static_cast<double>(ids.tokens) * 8;
+    // Gathers one row per token and writes it; the backward scatters the gradient (W).
+    OpSpec lookup = elementwise_op("lookup", c.flops, 1, 2, 0);
+    lookup.backward_weight = {0, 2 * c.flops};
+    c.ops.push_back(lookup);
     s.current = sequence(ids.tokens, op.dim);
     return c;
   }
@@ -318,6 +360,17 @@ struct Apply {
     c.params = dirs * 4 * (in * h + h * h + 2 * h);  // two bias vectors, as cuDNN and PyTorch
     c.flops = dirs * T * 2 * 4 * (in * h + h * h);
     c.activation_elements = dirs * T * (in + 7 * h);
+    // One GEMM of every step's input at once; the recurrent GEMM and the gates run step by
+    // step (T sequential pieces, each at the efficiency of its own size).
+    OpSpec input = gemm_op("lstm_input", dirs * T, in, 4 * h, 1);
+    input.weight_bytes *= dirs;
+    OpSpec recurrent = gemm_op("lstm_recurrent", dirs * T, h, 4 * h, 1);
+    recurrent.weight_bytes *= dirs;
+    recurrent.repeats = T;
+    // Gates: read the four pre-activations and the cell state, write c, h and tanh(c).
+    OpSpec gates = elementwise_op("lstm_gates", dirs * T * h, 20, 8, 10);
+    gates.repeats = T;
+    c.ops.insert(c.ops.end(), {input, recurrent, gates});
     s.current.features = (op.bidirectional ? 2 : 1) * op.hidden;
     return c;
   }
@@ -336,6 +389,14 @@ struct Apply {
     c.params = q * a + k * a + 2 * a + 1;
     c.flops = 2 * T * q * a + 2 * Ts * k * a + 3 * T * Ts * a + 2 * T * Ts * k;
     c.activation_elements = T * q + Ts * k + T * Ts * a + T * Ts;
+    OpSpec context;
+    context.name = "context";
+    context.forward = {2 * T * Ts * k, T * Ts + Ts * k + T * k};
+    context.backward_input = {4 * T * Ts * k, 2 * (T * Ts + Ts * k + T * k)};
+    // v . tanh(q + k): writes the tanh tensor, reads it back in the backward.
+    c.ops.insert(c.ops.end(), {gemm_op("query", T, q, a, 1), gemm_op("key", Ts, k, a, 1),
+                               elementwise_op("scores", T * Ts * a, 3, 1, 2),
+                               elementwise_op("softmax", T * Ts, 5, 2, 3), context});
     s.carried.push_back(sequence(s.current.tokens, keys.features));
     return c;
   }
@@ -396,8 +457,13 @@ Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeS
   for (const auto& t : state.carried) out += tensor_bytes(t, elem);
   const double flops = c.flops * b;
   if (!(flops < 1e30)) too_large("a layer's FLOPs");
-  return analytic_layer(
-      std::move(name), flops, to_whole(c.params, "a layer's parameters"),
+  std::vector<OpSpec> ops = c.ops;
+  for (OpSpec& op : ops) {
+    op.scale(b, elem);
+    op.weight_bytes *= elem;
+  }
+  return layer_from_ops(
+      std::move(name), ops, flops, to_whole(c.params, "a layer's parameters"),
       to_whole((c.activation_elements * elem + c.activation_id_bytes) * b, "a layer's activations"),
       to_whole(out * b, "a layer's output"), training, gpu);
 }

@@ -43,7 +43,7 @@ void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu) {
         l.optimizer = Time::ps(static_cast<int64_t>(
             static_cast<long double>(t.optimizer_step->ps_count()) * l.params / total));
       }
-    } else if (l.source == "analytic" && gpu.hbm_bytes_per_s > 0) {
+    } else if (!l.optimizer_given && gpu.hbm_bytes_per_s > 0) {
       l.optimizer = serialization_time(
           checked_mul(l.params, optimizer_bytes_per_param(t.precision, t.optimizer),
                       "an optimizer step"),

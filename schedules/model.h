@@ -12,6 +12,19 @@
 
 namespace pipesim {
 
+// One operation of an analytically costed layer (a GEMM, a softmax, a pool...), for one
+// micro-batch: its forward FLOPs and HBM bytes, the time of each pass, and whether the
+// memory roofline (not the compute one) set the forward's and the backward's time.
+struct OpCost {
+  std::string name;
+  bool matrix = true;  // runs on the matrix unit (tensor cores) or the vector unit
+  double flops = 0;
+  double bytes = 0;
+  Time forward, backward_input, backward_weight;
+  bool forward_memory_bound = false;
+  bool backward_memory_bound = false;
+};
+
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {
   std::string name;
@@ -20,6 +33,9 @@ struct Layer {
   Time backward_weight;  // zero unless the profile is split
   bool split_backward = false;
   Time optimizer;                // optimizer step for this layer's parameters
+  // The optimizer time is the user's (hand-written YAML layers, a profile's optimizer
+  // column): otherwise the loader sets a memory-bound update over the GPU's HBM.
+  bool optimizer_given = false;
   int64_t activation_bytes = 0;  // kept from forward until backward
   int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;
@@ -39,7 +55,10 @@ struct Layer {
   int tp_forward_allreduces = 0, tp_backward_allreduces = 0;
   int64_t tp_allreduce_bytes = 0;
   int64_t tp_replicated_activation = 0;
-  std::string source = "profile";  // where the times come from: profile | analytic
+  // Where the times come from: analytic (per-op roofline), profile (as measured), or a
+  // profile scaled to another batch: profile/linear or profile/curve.
+  std::string source = "profile";
+  std::vector<OpCost> ops;  // analytic layers: the per-op breakdown of the times above
 
   Time backward() const { return backward_input + backward_weight; }
 };

@@ -55,13 +55,14 @@ int layer(const Scenario& s, const std::string& name) {
 // Differences, all from the profile: (1) our analytic times cost conv5's 14x14 layers by
 // FLOPs, cheap next to the 2.36M parameters each adds to the replicated stage's all-reduce,
 // so the balanced cut moves two of them to the single GPU: conv5_3, conv5_4, pool5 and the
-// classifier, DAPPLE's VGG-19 15:1 cut. (2) At PipeDream's default 1 GB/s, 15-1 (about
-// (3031 + 4*14/15 * 61 MB / 1 GB/s) / 15 = 217 ms a minibatch) and 11-4-1 (216.8 ms) are
-// within 0.3 %, and the DP takes 11-4-1; from 2 GB/s on, 15-1 wins clearly.
+// classifier, DAPPLE's VGG-19 15:1 cut. (2) At PipeDream's default 1 GB/s and at 2 GB/s the
+// DP takes 11-4-1, whose all-reduces are smaller (the per-op roofline makes the pools and
+// the memory-bound early layers slower than their FLOPs alone, which moves the balance);
+// from 25 Gbit/s on, 15-1 wins clearly.
 // (3) PipeDream's hierarchy over 4 nodes x 4 GPUs cannot express 15-1: a stage's GPUs are
 // (nodes at the top level) x (GPUs inside a node), at most 4 each, and 15 is neither.
 TEST(PipeDream, Vgg19FifteenOne) {
-  for (const char* bw : {"2 GB/s", "25 Gbit/s", "10 GB/s"}) {
+  for (const char* bw : {"25 Gbit/s", "10 GB/s"}) {
     SCOPED_TRACE(bw);
     const std::string yaml =
         scenario_yaml(fmt::format("gpu: v100-16gb, nodes: 1, gpus_per_node: 16, "

@@ -42,10 +42,15 @@ TEST(Recompute, KorthikantiTableTwoPerLayer) {
   EXPECT_EQ(m.layers[2].activation_bytes, 34 * sbh + 5 * as2b);
   EXPECT_EQ(kept(Recompute::kSelective), 34 * sbh);
   EXPECT_EQ(kept(Recompute::kFull), 2 * sbh);
-  // Selective re-runs the attention core: QK^T and attention over values, 4bs^2h FLOPs.
-  EXPECT_EQ(
-      stage_profiles(m, layer2, {Recompute::kSelective})[0].recompute_time,
-      analytic_time(4.0 * 2048 * 2048 * 1024, *find_gpu_preset("a100-80gb"), Precision::kMixed));
+  // Selective re-runs the attention core: QK^T, softmax, dropout and attention over values
+  // (ops 2 to 5 of the layer, after ln1 and qkv), 4bs^2h GEMM FLOPs.
+  const auto& ops = m.layers[2].ops;
+  ASSERT_GE(ops.size(), 6u);
+  EXPECT_EQ(ops[2].name, "scores");
+  EXPECT_EQ(ops[5].name, "values");
+  EXPECT_DOUBLE_EQ(ops[2].flops + ops[5].flops, 4.0 * 2048 * 2048 * 1024);
+  EXPECT_EQ(stage_profiles(m, layer2, {Recompute::kSelective})[0].recompute_time,
+            ops[2].forward + ops[3].forward + ops[4].forward + ops[5].forward);
   EXPECT_EQ(stage_profiles(m, layer2, {Recompute::kFull})[0].recompute_time, m.layers[2].forward);
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "scenario/models.h"
+#include "scenario/roofline.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
 
@@ -135,8 +136,12 @@ TEST(Zoo, HandWorkedShapeNetwork) {
   EXPECT_EQ(m.layers[2].params, 650);
   EXPECT_EQ(m.layers[2].output_bytes, 10 * 4 * 2);
   const GpuSpec& v100 = *find_gpu_preset("v100-32gb");
-  EXPECT_EQ(m.layers[2].forward, analytic_time(2 * 1280.0, v100, Precision::kFp32));
-  EXPECT_EQ(m.layers[2].backward_input + m.layers[2].backward_weight, 2 * m.layers[2].forward);
+  // One GEMM [2, 64] x [64, 10] in fp32: 2560 FLOPs, reads 2 x 64 inputs and 64 x 10
+  // weights, writes 2 x 10 outputs, 4 bytes each.
+  ASSERT_EQ(m.layers[2].ops.size(), 1u);
+  EXPECT_EQ(m.layers[2].forward,
+            roofline({2560, 4 * (128 + 20)}, true, 4 * 640, 1, v100, Precision::kFp32).time);
+  EXPECT_GT(m.layers[2].backward_weight, Time::zero());
   EXPECT_EQ(m.layers[2].source, "analytic");
 }
 

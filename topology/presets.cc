@@ -6,17 +6,43 @@ namespace pipesim {
 namespace {
 
 constexpr int64_t kGiB = 1024LL * 1024 * 1024;
+// The share of the peak the largest GEMMs reach.
+constexpr double kMatrixTop = 0.57;
+
+// Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
+// one GEMM, element-wise efficiency by its FLOPs, memory efficiency by the bytes one op
+// moves. The shapes are Calculon's A100 and H100 tables (calculon-ai/calculon,
+// systems/*.json); the matrix levels are fitted once to Megatron-LM's Table 1 and the
+// Zero Bubble GPT runs together (docs/validation.md).
+EfficiencyCurve matrix_curve(double top) {
+  return {{{0, 0.1}, {1e9, 0.6 * top / 0.95}, {16e9, 0.9 * top / 0.95}, {128e9, top}}};
+}
+EfficiencyCurve vector_curve() { return {{{0, 0.1}, {1e9, 0.5}, {16e9, 0.95}}}; }
+EfficiencyCurve memory_curve() { return {{{0, 0.3}, {1e6, 0.6}, {10e6, 0.75}, {100e6, 0.9}}}; }
+
+GpuSpec gpu(const char* name, int64_t memory, double peak, double fp32, double vector, double hbm,
+            double matrix_top) {
+  GpuSpec g;
+  g.name = name;
+  g.memory_bytes = memory;
+  g.peak_flops = peak;
+  g.peak_fp32_flops = fp32;
+  g.vector_flops = vector;
+  g.hbm_bytes_per_s = hbm;
+  g.matrix_efficiency = matrix_curve(matrix_top);
+  g.vector_efficiency = vector_curve();
+  g.memory_efficiency = memory_curve();
+  return g;
+}
 
 // Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM parts.
 const std::array<GpuSpec, 5>& gpu_presets() {
   static const std::array<GpuSpec, 5> table{{
-      // Efficiency: model FLOPs utilisation reported for large transformer training
-      // (docs/presets.md gives the sources).
-      {"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 900e9, 0, 0.30},
-      {"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 900e9, 0, 0.30},
-      {"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 1555e9, 0, 0.50},
-      {"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 2039e9, 0, 0.50},
-      {"h100-80gb", 80 * kGiB, 989e12, 67e12, 3350e9, 0, 0.45},
+      gpu("v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 900e9, kMatrixTop),
+      gpu("v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 900e9, kMatrixTop),
+      gpu("a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 1555e9, kMatrixTop),
+      gpu("a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 2039e9, kMatrixTop),
+      gpu("h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 3350e9, kMatrixTop),
   }};
   return table;
 }

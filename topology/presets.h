@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/time.h"
+#include "topology/efficiency.h"
 
 namespace pipesim {
 
@@ -17,10 +18,17 @@ struct GpuSpec {
   int64_t memory_bytes = 0;
   double peak_flops = 0;       // dense 16-bit tensor-core rate (mixed precision)
   double peak_fp32_flops = 0;  // dense fp32 rate (fp32 training without TF32)
+  double vector_flops = 0;      // 16-bit non-tensor rate (element-wise ops, mixed precision)
   double hbm_bytes_per_s = 0;
   int64_t reserved_bytes = 0;  // framework/context overhead the user asks us to count
-  // Share of the peak that analytic layer costs assume (FLOPs / (peak x efficiency)).
-  double efficiency = 0.5;
+  // Shares of the peaks an analytic op reaches, by its size: matrix ops (GEMMs,
+  // convolutions) and vector ops (element-wise) by their FLOPs, memory traffic by the
+  // bytes the op moves. An op takes max(FLOPs / (peak x eff), bytes / (HBM x eff)).
+  EfficiencyCurve matrix_efficiency = EfficiencyCurve::constant(0.5);
+  EfficiencyCurve vector_efficiency = EfficiencyCurve::constant(0.5);
+  EfficiencyCurve memory_efficiency = EfficiencyCurve::constant(0.5);
+  // cluster.gpu.efficiency: one share for every op and size, replacing the three curves.
+  std::optional<double> efficiency;
 };
 
 enum class LinkKind { kNvLink, kNvSwitch, kPcie, kEthernet, kInfiniBand, kHost };

@@ -19,7 +19,10 @@ Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t
                          const GpuSpec& gpu, bool nested);
 // Measured per-layer costs: a CSV table, or PipeDream's profile graph.
 Model read_profile_csv(std::istream& in, const std::string& file);
-Model read_profile_graph(std::istream& in, const std::string& file);
+// `matrix_flops`, when given, receives per layer the forward FLOPs of a Conv2d or Linear
+// node worked out from its description and output size (0 for other nodes).
+Model read_profile_graph(std::istream& in, const std::string& file,
+                         std::vector<double>* matrix_flops = nullptr);
 
 Training read_training(const Reader& r, const YAML::Node& n);
 // training.optimizer_step, when given, is spread over the layers in proportion to their

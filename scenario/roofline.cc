@@ -1,0 +1,109 @@
+#include "scenario/roofline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace pipesim {
+
+OpSpec& OpSpec::scale(double batch, double element) {
+  for (OpWork* w : {&forward, &backward_input, &backward_weight}) {
+    w->flops *= batch;
+    w->bytes *= batch * element;
+  }
+  return *this;
+}
+
+OpSpec gemm_op(std::string name, double m, double k, double n, double element_bytes) {
+  OpSpec op;
+  op.name = std::move(name);
+  const double flops = 2 * m * k * n;
+  op.forward = {flops, element_bytes * (m * k + m * n)};
+  op.backward_input = {flops, element_bytes * (m * n + m * k)};
+  op.backward_weight = {flops, element_bytes * (m * k + m * n)};
+  op.weight_bytes = element_bytes * k * n;
+  return op;
+}
+
+OpSpec elementwise_op(std::string name, double elements, double flops, double forward_bytes,
+                      double backward_bytes) {
+  OpSpec op;
+  op.name = std::move(name);
+  op.matrix = false;
+  op.forward = {elements * flops, elements * forward_bytes};
+  op.backward_input = {elements * flops, elements * backward_bytes};
+  return op;
+}
+
+Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
+                  const GpuSpec& gpu, Precision p) {
+  if (work.flops <= 0 && work.bytes <= 0) return {};
+  const bool mixed = p == Precision::kMixed;
+  double peak = mixed ? gpu.peak_flops : gpu.peak_fp32_flops;
+  // A GPU given without a vector peak: a quarter of the tensor rate (the A100's ratio).
+  if (mixed && !matrix) peak = gpu.vector_flops > 0 ? gpu.vector_flops : gpu.peak_flops / 4;
+  if (!(peak > 0)) {
+    throw InputError(
+        fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
+                    mixed ? "16-bit" : "fp32"),
+        "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
+  }
+  const double n = std::max(repeats, 1.0);
+  const double flops = work.flops / n, bytes = (work.bytes + weight_bytes) / n;
+  auto eff = [&](const EfficiencyCurve& c, double size) {
+    return gpu.efficiency ? *gpu.efficiency : c.at(size);
+  };
+  const double compute =
+      flops > 0 ? flops / (peak * eff(matrix ? gpu.matrix_efficiency : gpu.vector_efficiency,
+                                       flops))
+                : 0;
+  const double memory = gpu.hbm_bytes_per_s > 0 && bytes > 0
+                            ? bytes / (gpu.hbm_bytes_per_s * eff(gpu.memory_efficiency, bytes))
+                            : 0;
+  const double ps = std::ceil(std::max(compute, memory) * n * 1e12);
+  if (!(ps < 9.2e18)) too_large(fmt::format("an op of {:.3g} FLOPs", work.flops));
+  return {Time::ps(static_cast<int64_t>(ps)), memory > compute};
+}
+
+Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double forward_flops,
+                     int64_t params, int64_t activation_bytes, int64_t output_bytes,
+                     const Training& training, const GpuSpec& gpu) {
+  Layer l;
+  l.name = std::move(name);
+  l.forward_flops = forward_flops;
+  l.split_backward = true;
+  l.params = params;
+  l.activation_bytes = activation_bytes;
+  l.output_bytes = output_bytes;
+  l.source = "analytic";
+  const Precision p = training.precision;
+  for (const OpSpec& op : ops) {
+    OpCost c;
+    c.name = op.name;
+    c.matrix = op.matrix;
+    c.flops = op.forward.flops;
+    c.bytes = op.forward.bytes + op.weight_bytes;
+    const bool weights = op.weight_bytes > 0;
+    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p);
+    const Roofline b =
+        roofline(op.backward_input, op.matrix, weights ? op.weight_bytes : 0, op.repeats, gpu, p);
+    const Roofline w = roofline(op.backward_weight, op.matrix, weights ? 2 * op.weight_bytes : 0,
+                                op.repeats, gpu, p);
+    c.forward = f.time;
+    c.backward_input = b.time;
+    c.backward_weight = w.time;
+    c.forward_memory_bound = f.memory_bound;
+    c.backward_memory_bound = b.memory_bound || w.memory_bound;
+    l.forward = checked_add(l.forward, c.forward, "a layer's forward");
+    l.backward_input = checked_add(l.backward_input, c.backward_input, "a layer's backward");
+    l.backward_weight = checked_add(l.backward_weight, c.backward_weight, "a layer's backward");
+    l.ops.push_back(std::move(c));
+  }
+  return l;
+}
+
+}  // namespace pipesim

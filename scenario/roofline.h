@@ -1,0 +1,57 @@
+// Per-operation roofline costs: an op takes the larger of FLOPs / (matrix or vector peak x
+// efficiency(FLOPs)) and bytes / (HBM bandwidth x efficiency(bytes)), with the GPU's
+// efficiency curves (or its flat cluster.gpu.efficiency).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/model.h"
+#include "topology/presets.h"
+
+namespace pipesim {
+
+// Work of one pass of an op: FLOPs and HBM bytes (reads plus writes).
+struct OpWork {
+  double flops = 0;
+  double bytes = 0;
+};
+
+// An op before it is timed, for one micro-batch. `weight_bytes` (the op's weights, read in
+// the forward and the input gradient, read and written in the weight gradient) do not
+// scale with the batch. `repeats` > 1: the op runs as that many equal sequential pieces
+// (an LSTM's time steps), each at the efficiency of its own size.
+struct OpSpec {
+  std::string name;
+  bool matrix = true;
+  OpWork forward, backward_input, backward_weight;
+  double weight_bytes = 0;
+  double repeats = 1;
+  // FLOPs times `batch`, batch-dependent bytes times `batch` x `element` (ops built with
+  // bytes counted in elements).
+  OpSpec& scale(double batch, double element = 1);
+};
+
+// A GEMM of an [m, k] input by a [k, n] weight: 2mkn FLOPs per pass; the forward reads the
+// input and writes the output, B reads the output gradient and writes the input gradient,
+// W reads both activations and writes the weight gradient.
+OpSpec gemm_op(std::string name, double m, double k, double n, double element_bytes);
+// An element-wise (vector-unit) op over `elements`: `flops` per element, the forward moves
+// `forward_bytes` per element and the backward `backward_bytes` (input gradient only).
+OpSpec elementwise_op(std::string name, double elements, double flops, double forward_bytes,
+                      double backward_bytes);
+
+struct Roofline {
+  Time time;
+  bool memory_bound = false;
+};
+// One pass of an op on this GPU in this precision (`repeats` pieces of work / repeats).
+Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
+                  const GpuSpec& gpu, Precision p);
+
+// Times every op: a Layer whose forward, backward_input and backward_weight are the sums.
+Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double forward_flops,
+                     int64_t params, int64_t activation_bytes, int64_t output_bytes,
+                     const Training& training, const GpuSpec& gpu);
+
+}  // namespace pipesim
