@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/network_costs.h"
+#include "scenario/setup.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -307,6 +309,35 @@ TEST(Planner, ExhaustiveFlagAgreesAndIsRefusedWhenTooLarge) {
   const auto r = test::cli({"plan", bigfile, "--exhaustive", "--quiet"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("more than 100000 strategies"), std::string::npos) << r.err;
+}
+
+TEST(Planner, SharedAllReduceCostsMatchTheSimulatorsEstimate) {
+  // The planner keeps each group as its distinct step rates; the result must be
+  // allreduce_estimate's (the cheapest of ring, tree and hierarchical) to within the
+  // picosecond rounding of each of its steps.
+  Case c = cases()[0];
+  c.nodes = 4;
+  c.gpus_per_node = 4;
+  const Scenario s = load_scenario(case_file(c, "netcosts"));
+  const planner::NetworkCosts net(s);
+  // (first group, groups, copies, stride): a server, all 16 (hierarchical), 6 over two
+  // servers (uneven: ring), 4 copies one server apart, 3 copies 5 apart.
+  const std::vector<std::tuple<int, int, int, int>> groups{
+      {0, 4, 1, 4}, {0, 4, 4, 4}, {2, 6, 1, 6}, {1, 1, 4, 4}, {0, 2, 3, 5}};
+  for (const auto& [g, r, data, stride] : groups) {
+    std::vector<int> devices;
+    for (int k = 0; k < data; ++k)
+      for (int i = 0; i < r; ++i) devices.push_back(k * stride + g + i);
+    for (const int64_t bytes : {int64_t{1000}, int64_t{3} << 20, int64_t{100} << 20,
+                                int64_t{1} << 30}) {
+      double expected = 1e300;
+      for (AllReduceAlgo a :
+           {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical})
+        expected = std::min(expected, allreduce_estimate(s.cluster, devices, bytes, a).seconds());
+      EXPECT_NEAR(net.allreduce(g, r, data, stride, 1, bytes), expected, 1e-12 * 64)
+          << g << " " << r << " " << data << " " << stride << " " << bytes;
+    }
+  }
 }
 
 TEST(Planner, NeverProposesMoreReplicasThanSamples) {
