@@ -1,6 +1,7 @@
 // `pipesim plan`'s outputs: the JSON of SPEC section 6 and the summary table.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 
 #include "core/units.h"
@@ -73,9 +74,18 @@ std::string schedule_name(const Candidate& c) {
           ? fmt::format("+{}", to_string(c.point.recompute))
           : "");
 }
+// One policy, or a letter per stage (F fresh-first, A append-first, S scatter-first).
+std::string placement_name(const Candidate& c) {
+  if (c.point.stage_placement.empty()) return std::string(to_string(c.point.placement));
+  std::string out;
+  for (PlacementPolicy p : c.point.stage_placement)
+    out += fmt::format("{}{}", out.empty() ? "" : "-",
+                       static_cast<char>(std::toupper(static_cast<unsigned char>(to_string(p).front()))));
+  return out;
+}
 std::string row(const std::string& rank, const Candidate& c) {
   return fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", rank,
-                     schedule_name(c), layout(c), c.point.micro_batch, to_string(c.point.placement),
+                     schedule_name(c), layout(c), c.point.micro_batch, placement_name(c),
                      format_time(Time::ps(std::llround(c.iteration_s * 1e12))),
                      format_time(Time::ps(std::llround(c.estimate_s * 1e12))),
                      fmt::format("{:.1f}", c.throughput), format_bytes(c.peak_memory),

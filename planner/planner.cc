@@ -77,7 +77,19 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
     st["recompute"] = std::string(to_string(p.recompute));
   if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
   if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
-  st["placement"] = std::string(to_string(p.placement));
+  if (p.stage_placement.empty()) {
+    st["placement"] = std::string(to_string(p.placement));
+  } else {
+    // A policy per stage is written as what it resolves to: the device lists, copy by copy.
+    st["placement"] = nlohmann::ordered_json::array();
+    for (const auto& copy : p.devices(base.cluster)) {
+      for (const auto& stage : copy) {
+        nlohmann::ordered_json names = nlohmann::ordered_json::array();
+        for (int d : stage) names.push_back(base.cluster.device(d).name);
+        st["placement"].push_back(std::move(names));
+      }
+    }
+  }
   if (base.strategy.allreduce) st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
   if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
     st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
@@ -125,6 +137,9 @@ std::string why(const Report& r) {
         format_bytes(mem->capacity), mem->name);
   return out;
 }
+
+// Per-stage placement variants are tried on pipelines up to this deep.
+constexpr size_t kMaxPerStagePositions = 16;
 
 class Planner {
  public:
@@ -237,21 +252,34 @@ class Planner {
       best_mem = c.estimate.peak_memory;
       if (++front <= 16) take(c);
     }
-    // Placement variants of the best few: the same stages on other GPUs.
+    // Placement variants of the best few: the same stages on other GPUs, first under one
+    // policy for every stage (DAPPLE's three), then, for the best two, with one stage at a
+    // time under another policy than the rest (placement per stage). Only variants that
+    // really move a GPU are kept.
+    constexpr PlacementPolicy kPolicies[] = {
+        PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst, PlacementPolicy::kScatterFirst};
     const size_t variants = std::min<size_t>(out.size(), 8);
     for (size_t i = 0; i < variants; ++i) {
+      const Costed base = out[i];
+      const auto P = static_cast<size_t>(base.point.positions());
       std::set<std::vector<std::vector<std::vector<int>>>> placements;
-      for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
-                                  PlacementPolicy::kScatterFirst}) {
-        Costed c = out[i];
-        c.point.placement = pol;
-        std::vector<int> reps, groups;
-        for (int q = 0; q < c.point.positions(); ++q) {
-          reps.push_back(c.point.stages[static_cast<size_t>(q)].replicas * c.point.tensor);
-          groups.push_back(c.point.tensor);
+      auto variant = [&](const std::vector<PlacementPolicy>& policies) {
+        Costed c = base;
+        c.point.placement = policies.front();
+        c.point.stage_placement.clear();
+        if (std::any_of(policies.begin(), policies.end(),
+                        [&](PlacementPolicy p) { return p != policies.front(); }))
+          c.point.stage_placement = policies;
+        if (placements.insert(c.point.devices(base_.cluster)).second) take(c);
+      };
+      for (PlacementPolicy pol : kPolicies) variant(std::vector<PlacementPolicy>(P, pol));
+      if (i >= 2 || P < 2 || P > kMaxPerStagePositions) continue;
+      for (size_t q = 0; q < P; ++q) {
+        for (PlacementPolicy pol : kPolicies) {
+          std::vector<PlacementPolicy> policies(P, base.point.placement);
+          policies[q] = pol;
+          variant(policies);
         }
-        if (placements.insert(place(base_.cluster, reps, c.point.data, pol, groups)).second)
-          take(c);
       }
     }
     return out;
