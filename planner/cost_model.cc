@@ -15,6 +15,16 @@ int PlanPoint::gpus() const {
   return per_copy * data * tensor;
 }
 
+std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) const {
+  std::vector<int> reps, groups;
+  for (int q = 0; q < positions(); ++q) {
+    reps.push_back(stages[static_cast<size_t>(q)].replicas * tensor);
+    groups.push_back(tensor);
+  }
+  return stage_placement.empty() ? place(c, reps, data, placement, groups)
+                                 : place(c, reps, data, stage_placement, groups);
+}
+
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
   ScheduleTraits t;
   t.recompute = r;

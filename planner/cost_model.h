@@ -39,9 +39,14 @@ struct PlanPoint {
   Recompute recompute = Recompute::kNone;
   int tensor = 1;  // every stage's tensor-parallel degree
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;
+  // A policy per position when they differ (then written as explicit device lists); empty:
+  // `placement` for every stage.
+  std::vector<PlacementPolicy> stage_placement;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
   int gpus() const;  // data x replicas of every position
+  // [copy][position] -> devices, as the scenario loader places them.
+  std::vector<std::vector<std::vector<int>>> devices(const Cluster& c) const;
 };
 
 struct Estimate {

@@ -1,11 +1,12 @@
 #include "planner/network_costs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <vector>
 
-#include "scenario/setup.h"
+#include "schedules/collectives.h"
 
 namespace pipesim::planner {
 namespace {
@@ -51,24 +52,99 @@ std::pair<double, double> NetworkCosts::cut_rate(int g0, int r0, int g1, int r1)
   return cut_.emplace(key, std::make_pair(latency, per_byte)).first->second;
 }
 
+// allreduce_estimate (scenario/setup.h) takes the slowest of many transfers of the same
+// size; those depend on a route only through its latency and bandwidth, so a group is kept
+// as the few distinct (latency, bandwidth) pairs of each algorithm's steps and costed for
+// any size from them (the same alpha-beta terms, to within a picosecond's rounding).
+struct NetworkCosts::Group {
+  struct Rate {
+    double latency, per_byte;
+    bool operator==(const Rate&) const = default;
+  };
+  int64_t n = 0, depth = 0, local = 0, servers = 0;
+  bool hierarchical = false;
+  std::vector<Rate> ring, tree, intra, across;
+
+  static double step(const std::vector<Rate>& rates, int64_t bytes) {
+    double worst = 0;
+    for (const Rate& r : rates) worst = std::max(worst, r.latency + r.per_byte * double(bytes));
+    return worst;
+  }
+  static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+  double time(AllReduceAlgo a, int64_t bytes) const {
+    if (a == AllReduceAlgo::kTree) {
+      const int64_t k = tree_chunks(bytes);
+      return step(tree, 2 * ceil_div(bytes, 2 * k)) * double(2 * (depth + k - 1));
+    }
+    if (a == AllReduceAlgo::kHierarchical && hierarchical) {
+      return 2 * step(intra, ceil_div(bytes, local)) * double(local - 1) +
+             step(across, ceil_div(bytes, local * servers) * local) * double(2 * (servers - 1));
+    }
+    return step(ring, ceil_div(bytes, n)) * double(2 * (n - 1));
+  }
+};
+
+namespace {
+void add_rate(const Cluster& c, int a, int b, std::vector<NetworkCosts::Group::Rate>& out) {
+  if (a == b) return;
+  const Route& r = c.route(a, b);
+  const NetworkCosts::Group::Rate x{r.latency.seconds(), std::isinf(r.bottleneck_bytes_per_s)
+                                                             ? 0.0
+                                                             : 1.0 / r.bottleneck_bytes_per_s};
+  if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+}
+void add_ring(const Cluster& c, const std::vector<int>& ring,
+              std::vector<NetworkCosts::Group::Rate>& out) {
+  for (size_t i = 0; i < ring.size(); ++i) add_rate(c, ring[i], ring[(i + 1) % ring.size()], out);
+}
+}  // namespace
+
+NetworkCosts::NetworkCosts(NetworkCosts&&) noexcept = default;
+NetworkCosts::~NetworkCosts() = default;
+
 double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const {
   if (r * data < 2 || bytes <= 0) return 0;
-  const Key key{pack(g, r, data, stride), static_cast<uint64_t>(bytes) << 8 | static_cast<uint8_t>(t)};
-  if (auto it = ar_.find(key); it != ar_.end()) return it->second;
-  // Rank 0 of every group (every rank's data-parallel group looks alike), 1/t of the bytes.
-  std::vector<int> devices;
-  for (int c = 0; c < data; ++c) {
-    for (int i = 0; i < r; ++i) {
-      const int d = (c * stride + g + i) * t;
-      if (d < s_.cluster.num_devices()) devices.push_back(d);
+  const Key key{pack(g, r, data, stride), static_cast<uint64_t>(t)};
+  auto it = groups_.find(key);
+  if (it == groups_.end()) {
+    // Rank 0 of every group (every rank's data-parallel group looks alike).
+    std::vector<int> devices;
+    for (int c = 0; c < data; ++c) {
+      for (int i = 0; i < r; ++i) {
+        const int d = (c * stride + g + i) * t;
+        if (d < s_.cluster.num_devices()) devices.push_back(d);
+      }
     }
+    const Cluster& cl = s_.cluster;
+    auto grp = std::make_unique<Group>();
+    grp->n = static_cast<int64_t>(devices.size());
+    add_ring(cl, devices, grp->ring);
+    while ((int64_t{1} << (grp->depth + 1)) <= grp->n) ++grp->depth;
+    for (size_t pos = 1; pos < devices.size(); ++pos)
+      add_rate(cl, devices[pos], devices[(pos - 1) / 2], grp->tree);
+    std::map<int, std::vector<int>> nodes;
+    for (int d : devices) nodes[cl.device(d).node].push_back(d);
+    grp->servers = static_cast<int64_t>(nodes.size());
+    grp->local = static_cast<int64_t>(nodes.begin()->second.size());
+    bool even = true;
+    for (const auto& [node, local] : nodes)
+      even = even && static_cast<int64_t>(local.size()) == grp->local;
+    grp->hierarchical = even && grp->servers >= 2 && grp->local >= 2;
+    if (grp->hierarchical) {
+      std::vector<int> across;
+      for (const auto& [node, local] : nodes) across.push_back(local.front());
+      add_ring(cl, nodes.begin()->second, grp->intra);
+      add_ring(cl, across, grp->across);
+    }
+    it = groups_.emplace(key, std::move(grp)).first;
   }
+  if (it->second->n < 2) return 0;
   double best = std::numeric_limits<double>::infinity();
   for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
-    best = std::min(best, allreduce_estimate(s_.cluster, devices, bytes / t, a).seconds());
+    best = std::min(best, it->second->time(a, bytes / t));
   }
-  return ar_.emplace(key, best).first->second;
+  return best;
 }
 
 }  // namespace pipesim::planner

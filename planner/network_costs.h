@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 
@@ -16,6 +17,8 @@ class NetworkCosts {
  public:
   // Keeps a reference to `s`'s cluster and strategy.allreduce; `s` must outlive it.
   explicit NetworkCosts(const Scenario& s);
+  NetworkCosts(NetworkCosts&&) noexcept;
+  ~NetworkCosts();
 
   // Latency and seconds per byte of moving a micro-batch's output from the stage on devices
   // [g0, g0 + r0) to the one on [g1, g1 + r1): replica pair (i, j) moves the share of the
@@ -23,8 +26,11 @@ class NetworkCosts {
   std::pair<double, double> cut_rate(int g0, int r0, int g1, int r1) const;
   // Gradient all-reduce of `bytes` among `r` groups from group g, in `data` copies `stride`
   // groups apart, a group being `t` consecutive devices of which rank 0 takes part: the
-  // cheapest of ring, tree and hierarchical (or the scenario's choice).
+  // cheapest of ring, tree and hierarchical (or the scenario's choice), as
+  // allreduce_estimate (scenario/setup.h) costs them.
   double allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const;
+
+  struct Group;  // one all-reduce group's distinct step rates
 
  private:
   struct Key {
@@ -36,7 +42,7 @@ class NetworkCosts {
   };
   const Scenario& s_;
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;
-  mutable std::unordered_map<Key, double, Hash> ar_;
+  mutable std::unordered_map<Key, std::unique_ptr<Group>, Hash> groups_;
 };
 
 }  // namespace pipesim::planner

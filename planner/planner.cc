@@ -79,7 +79,19 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
     st["recompute"] = std::string(to_string(p.recompute));
   if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
   if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
-  st["placement"] = std::string(to_string(p.placement));
+  if (p.stage_placement.empty()) {
+    st["placement"] = std::string(to_string(p.placement));
+  } else {
+    // A policy per stage is written as what it resolves to: the device lists, copy by copy.
+    st["placement"] = nlohmann::ordered_json::array();
+    for (const auto& copy : p.devices(base.cluster)) {
+      for (const auto& stage : copy) {
+        nlohmann::ordered_json names = nlohmann::ordered_json::array();
+        for (int d : stage) names.push_back(base.cluster.device(d).name);
+        st["placement"].push_back(std::move(names));
+      }
+    }
+  }
   if (base.strategy.allreduce) st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
   if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
     st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
@@ -128,6 +140,9 @@ std::string why(const Report& r) {
   return out;
 }
 
+// Per-stage placement variants are tried on pipelines up to this deep.
+constexpr size_t kMaxPerStagePositions = 16;
+
 class Planner {
  public:
   Planner(const std::string& file, const std::vector<Override>& overrides,
@@ -147,6 +162,7 @@ class Planner {
       return skip;
     });
     std::vector<Costed> chosen = opt_.exhaustive ? std::move(pool) : choose(std::move(pool));
+    if (!opt_.exhaustive) within_budget(chosen, result);
     std::vector<std::optional<Candidate>> sims = simulate_all(chosen, t0, result);
     std::vector<Candidate> done;
     for (auto& c : sims)
@@ -238,24 +254,52 @@ class Planner {
       best_mem = c.estimate.peak_memory;
       if (++front <= 16) take(c);
     }
-    // Placement variants of the best few: the same stages on other GPUs.
+    // Placement variants of the best few: the same stages on other GPUs, first under one
+    // policy for every stage (DAPPLE's three), then, for the best two, with one stage at a
+    // time under another policy than the rest (placement per stage). Only variants that
+    // really move a GPU are kept.
+    constexpr PlacementPolicy kPolicies[] = {
+        PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst, PlacementPolicy::kScatterFirst};
     const size_t variants = std::min<size_t>(out.size(), 8);
     for (size_t i = 0; i < variants; ++i) {
+      const Costed base = out[i];
+      const auto P = static_cast<size_t>(base.point.positions());
       std::set<std::vector<std::vector<std::vector<int>>>> placements;
-      for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
-                                  PlacementPolicy::kScatterFirst}) {
-        Costed c = out[i];
-        c.point.placement = pol;
-        std::vector<int> reps, groups;
-        for (int q = 0; q < c.point.positions(); ++q) {
-          reps.push_back(c.point.stages[static_cast<size_t>(q)].replicas * c.point.tensor);
-          groups.push_back(c.point.tensor);
+      auto variant = [&](const std::vector<PlacementPolicy>& policies) {
+        Costed c = base;
+        c.point.placement = policies.front();
+        c.point.stage_placement.clear();
+        if (std::any_of(policies.begin(), policies.end(),
+                        [&](PlacementPolicy p) { return p != policies.front(); }))
+          c.point.stage_placement = policies;
+        if (placements.insert(c.point.devices(base_.cluster)).second) take(c);
+      };
+      for (PlacementPolicy pol : kPolicies) variant(std::vector<PlacementPolicy>(P, pol));
+      if (i >= 2 || P < 2 || P > kMaxPerStagePositions) continue;
+      for (size_t q = 0; q < P; ++q) {
+        for (PlacementPolicy pol : kPolicies) {
+          std::vector<PlacementPolicy> policies(P, base.point.placement);
+          policies[q] = pol;
+          variant(policies);
         }
-        if (placements.insert(place(base_.cluster, reps, c.point.data, pol, groups)).second)
-          take(c);
       }
     }
     return out;
+  }
+
+  // Phase 2's list cut where its predicted simulation work passes the budget (the best
+  // estimate always stays): on large clusters each simulation costs seconds, so fewer of
+  // the best are replayed instead of all of them with no time left.
+  void within_budget(std::vector<Costed>& chosen, Plan& result) const {
+    double work = 0;
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      work += chosen[i].estimate.work;
+      if (i > 0 && work > opt_.sim_budget) {
+        result.over_budget = static_cast<int>(chosen.size() - i);
+        chosen.resize(i);
+        return;
+      }
+    }
   }
 
   // Every strategy of the space: contiguous cuts, per-position replicas, data copies,
@@ -511,122 +555,11 @@ class Planner {
   mutable std::mutex progress_mutex_;
 };
 
-nlohmann::ordered_json candidate_json(const Candidate& c) {
-  nlohmann::ordered_json j;
-  j["strategy"] = c.strategy;
-  if (c.micro_batch) j["training"] = {{"micro_batch", *c.micro_batch}};
-  j["makespan_s"] = c.makespan_s;
-  j["iteration_time_s"] = c.iteration_s;
-  j["throughput_samples_per_s"] = c.throughput;
-  j["peak_memory_bytes"] = c.peak_memory;
-  j["oom"] = c.oom;
-  j["why"] = c.why;
-  j["estimated_iteration_time_s"] = c.estimate_s;
-  return j;
-}
-
 }  // namespace
 
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
   return Planner(file, overrides, options).run();
-}
-
-nlohmann::ordered_json to_json(const Plan& p) {
-  nlohmann::ordered_json j;
-  j["best"] =
-      p.candidates.empty() ? nlohmann::ordered_json(nullptr) : candidate_json(p.candidates.front());
-  j["candidates"] = nlohmann::ordered_json::array();
-  for (const Candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
-  j["pareto"] = nlohmann::ordered_json::array();
-  for (const Candidate& c : p.pareto) j["pareto"].push_back(candidate_json(c));
-  j["baselines"] = nlohmann::ordered_json::object();
-  for (const Baseline& b : p.baselines) {
-    nlohmann::ordered_json x =
-        b.result ? candidate_json(*b.result) : nlohmann::ordered_json::object();
-    x["note"] = b.note;
-    if (!b.error.empty()) x["error"] = b.error;
-    if (b.result && !p.candidates.empty() && b.result->throughput > 0 && !b.result->oom)
-      x["best_speedup"] = p.candidates.front().throughput / b.result->throughput;
-    j["baselines"][b.name] = x;
-  }
-  j["explored"] = p.explored;
-  j["simulated"] = p.simulated;
-  j["timed_out"] = p.timed_out;
-  j["too_large_to_simulate"] = p.too_large;
-  j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
-  j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
-  j["analytic_s"] = p.analytic_s;
-  j["wall_s"] = p.wall_s;
-  return j;
-}
-
-namespace {
-std::string layout(const Candidate& c) {
-  std::string reps;
-  for (int q = 0; q < c.point.positions(); ++q)
-    reps += fmt::format("{}{}", q ? "-" : "", c.point.stages[static_cast<size_t>(q)].replicas);
-  return fmt::format("{}x{}{}{}", reps, c.point.data,
-                     c.point.tensor > 1 ? fmt::format(" t{}", c.point.tensor) : "",
-                     c.point.virtual_stages > 1 ? fmt::format(" v{}", c.point.virtual_stages) : "");
-}
-std::string schedule_name(const Candidate& c) {
-  return fmt::format(
-      "{}{}{}", to_string(c.point.schedule),
-      c.point.warmup != Warmup::kSchedule ? fmt::format("/{}", to_string(c.point.warmup)) : "",
-      c.point.recompute != Recompute::kNone && c.point.schedule != ScheduleKind::kGpipeRecompute
-          ? fmt::format("+{}", to_string(c.point.recompute))
-          : "");
-}
-std::string row(const std::string& rank, const Candidate& c) {
-  return fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", rank,
-                     schedule_name(c), layout(c), c.point.micro_batch, to_string(c.point.placement),
-                     format_time(Time::ps(std::llround(c.iteration_s * 1e12))),
-                     format_time(Time::ps(std::llround(c.estimate_s * 1e12))),
-                     fmt::format("{:.1f}", c.throughput), format_bytes(c.peak_memory),
-                     c.oom ? "OUT OF MEMORY" : c.why);
-}
-}  // namespace
-
-std::string plan_table(const Plan& p) {
-  std::string out =
-      fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", "rank",
-                  "schedule", "replicas x data", "mb", "placement", "iteration", "estimate",
-                  "samples/s", "peak mem", "bound by");
-  for (size_t i = 0; i < p.candidates.size(); ++i)
-    out += row(std::to_string(i + 1), p.candidates[i]);
-  out += "\nPareto front (iteration time vs peak memory):\n";
-  for (const Candidate& c : p.pareto) out += row("", c);
-  if (!p.baselines.empty()) {
-    out += "\nbaselines (same simulator):\n";
-    std::string summary;
-    for (const Baseline& b : p.baselines) {
-      if (!b.result) {
-        out += fmt::format("{:>5}  {}: {}\n", "", b.name, b.error);
-        continue;
-      }
-      out += row(b.name == "data_parallel" ? "dp" : b.name.substr(0, 5), *b.result);
-      if (!p.candidates.empty() && !b.result->oom && b.result->throughput > 0) {
-        summary += fmt::format("{}{}'s by {:.2f}x", summary.empty() ? "" : ", ",
-                               b.name == "data_parallel" ? "data parallel" : b.name,
-                               p.candidates.front().throughput / b.result->throughput);
-      }
-    }
-    if (!summary.empty()) out += "best beats " + summary + "\n";
-  }
-  out += fmt::format(
-      "\n{} strategies costed, {} simulated in {:.2f} s{}{}; estimate error {:.1f} % mean, {:.1f} "
-      "% "
-      "max\n",
-      p.explored, p.simulated, p.wall_s, p.timed_out ? " (time limit reached)" : "",
-      p.too_large > 0 ? fmt::format(", {} too large to simulate", p.too_large) : "",
-      100 * p.estimate_error_mean, 100 * p.estimate_error_max);
-  if (!p.candidates.empty()) {
-    const Candidate& b = p.candidates.front();
-    out += "best strategy: " + b.strategy.dump() + "\n";
-    if (b.micro_batch) out += fmt::format("with training.micro_batch: {}\n", *b.micro_batch);
-  }
-  return out;
 }
 
 }  // namespace pipesim

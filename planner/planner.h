@@ -36,6 +36,9 @@ struct PlanOptions {
   // Strategies whose simulation would cost more than this (CostModel::simulation_work, about
   // a second per million on one core) are not simulated.
   double max_sim_work = 4e6;
+  // Phase 2 simulates the chosen strategies, best estimate first, until their predicted
+  // work adds up to this (the first always runs): about 15 s of one core.
+  double sim_budget = 1.5e7;
 };
 
 inline constexpr int64_t kMaxExhaustive = 100'000;
@@ -66,6 +69,7 @@ struct Plan {
   int simulated = 0;     // strategies simulated in full
   int rejected = 0;      // simulated candidates the loader refused (should stay 0)
   int too_large = 0;     // chosen by the estimate but too large to simulate
+  int over_budget = 0;   // chosen but past PlanOptions::sim_budget
   bool timed_out = false;
   double wall_s = 0;
   double analytic_s = 0;                                   // phase 1 alone

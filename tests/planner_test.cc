@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/network_costs.h"
+#include "scenario/setup.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -307,6 +309,74 @@ TEST(Planner, ExhaustiveFlagAgreesAndIsRefusedWhenTooLarge) {
   const auto r = test::cli({"plan", bigfile, "--exhaustive", "--quiet"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("more than 100000 strategies"), std::string::npos) << r.err;
+}
+
+TEST(Planner, SharedAllReduceCostsMatchTheSimulatorsEstimate) {
+  // The planner keeps each group as its distinct step rates; the result must be
+  // allreduce_estimate's (the cheapest of ring, tree and hierarchical) to within the
+  // picosecond rounding of each of its steps.
+  Case c = cases()[0];
+  c.nodes = 4;
+  c.gpus_per_node = 4;
+  const Scenario s = load_scenario(case_file(c, "netcosts"));
+  const planner::NetworkCosts net(s);
+  // (first group, groups, copies, stride): a server, all 16 (hierarchical), 6 over two
+  // servers (uneven: ring), 4 copies one server apart, 3 copies 5 apart.
+  const std::vector<std::tuple<int, int, int, int>> groups{
+      {0, 4, 1, 4}, {0, 4, 4, 4}, {2, 6, 1, 6}, {1, 1, 4, 4}, {0, 2, 3, 5}};
+  for (const auto& [g, r, data, stride] : groups) {
+    std::vector<int> devices;
+    for (int k = 0; k < data; ++k)
+      for (int i = 0; i < r; ++i) devices.push_back(k * stride + g + i);
+    for (const int64_t bytes : {int64_t{1000}, int64_t{3} << 20, int64_t{100} << 20,
+                                int64_t{1} << 30}) {
+      double expected = 1e300;
+      for (AllReduceAlgo a :
+           {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical})
+        expected = std::min(expected, allreduce_estimate(s.cluster, devices, bytes, a).seconds());
+      EXPECT_NEAR(net.allreduce(g, r, data, stride, 1, bytes), expected, 1e-12 * 64)
+          << g << " " << r << " " << data << " " << stride << " " << bytes;
+    }
+  }
+}
+
+TEST(Planner, PlacementPerStage) {
+  // 2 servers x 4 GPUs, three stages of 2 replicas. Append-first for every stage fills
+  // server 0 before opening server 1: {0, 1}, {2, 3}, {4, 5}. With stage 1 fresh-first it
+  // takes the server with the most free GPUs (server 1: 4 against 2): {4, 5}; stage 2,
+  // append-first again, then takes the first of the two servers with 2 left: {2, 3}.
+  Case c = cases()[0];
+  c.gpus_per_node = 4;
+  const Scenario s = load_scenario(case_file(c, "per-stage"));
+  using P = PlacementPolicy;
+  const std::vector<int> reps{2, 2, 2};
+  const auto uniform = place(s.cluster, reps, 1, P::kAppendFirst);
+  EXPECT_EQ(uniform, place(s.cluster, reps, 1, std::vector<P>(3, P::kAppendFirst)));
+  EXPECT_EQ(uniform.front(), (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}}));
+  EXPECT_EQ(place(s.cluster, reps, 1, {P::kAppendFirst, P::kFreshFirst, P::kAppendFirst}).front(),
+            (std::vector<std::vector<int>>{{0, 1}, {4, 5}, {2, 3}}));
+
+  // The planner tries per-stage variants of its best; one listed is written as device
+  // lists (data x stages of them) and pasted back simulates to the same throughput.
+  const auto r = test::cli({"plan", "--json", "-", "--quiet", "--top", "200"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  const json* mixed = nullptr;
+  for (const auto& cand : p["candidates"])
+    if (cand["strategy"]["placement"].is_array() && mixed == nullptr) mixed = &cand;
+  ASSERT_NE(mixed, nullptr) << "no per-stage placement among the candidates";
+  const json& st = (*mixed)["strategy"];
+  EXPECT_EQ(st["placement"].size(), st["data"].get<size_t>() * st["stages"].size());
+  std::vector<std::string> args{"run", "--json", "-", "--set", "strategy=" + st.dump()};
+  if (mixed->contains("training")) {
+    args.push_back("--set");
+    args.push_back(
+        fmt::format("training.micro_batch={}", (*mixed)["training"]["micro_batch"].get<int>()));
+  }
+  const auto run = test::cli(args);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_DOUBLE_EQ(json::parse(run.out)["throughput_samples_per_s"].get<double>(),
+                   (*mixed)["throughput_samples_per_s"].get<double>());
 }
 
 TEST(Planner, NeverProposesMoreReplicasThanSamples) {

@@ -24,6 +24,15 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                                  const std::vector<int>& replicas, int copies,
                                                  PlacementPolicy policy,
                                                  const std::vector<int>& group) {
+  return place(cluster, replicas, copies, std::vector<PlacementPolicy>(replicas.size(), policy),
+               group);
+}
+
+std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
+                                                 const std::vector<int>& replicas, int copies,
+                                                 const std::vector<PlacementPolicy>& policies,
+                                                 const std::vector<int>& group) {
+  PIPESIM_ASSERT(policies.size() == replicas.size(), "one placement policy per stage");
   const int needed = copies * std::accumulate(replicas.begin(), replicas.end(), 0);
   if (needed > cluster.num_devices()) {
     throw InputError(fmt::format("the strategy needs {} GPUs but the cluster has {}", needed,
@@ -44,6 +53,7 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
   for (int c = 0; c < copies; ++c) {
     for (size_t st = 0; st < replicas.size(); ++st) {
       const int r = replicas[st];
+      const PlacementPolicy policy = policies[st];
       const size_t unit = group.empty() ? 1 : static_cast<size_t>(std::max(1, group[st]));
       std::vector<int> devs;
       while (static_cast<int>(devs.size()) < r) {

@@ -27,5 +27,10 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                                  const std::vector<int>& replicas, int copies,
                                                  PlacementPolicy policy,
                                                  const std::vector<int>& group = {});
+// The same with a policy per stage (`policies[s]` for stage s of every copy).
+std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
+                                                 const std::vector<int>& replicas, int copies,
+                                                 const std::vector<PlacementPolicy>& policies,
+                                                 const std::vector<int>& group = {});
 
 }  // namespace pipesim

@@ -1,0 +1,138 @@
+// `pipesim plan`'s outputs: the JSON of SPEC section 6 and the summary table.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+
+#include "core/units.h"
+#include "planner/planner.h"
+
+namespace pipesim {
+namespace {
+
+nlohmann::ordered_json candidate_json(const Candidate& c) {
+  nlohmann::ordered_json j;
+  j["strategy"] = c.strategy;
+  if (c.micro_batch) j["training"] = {{"micro_batch", *c.micro_batch}};
+  j["makespan_s"] = c.makespan_s;
+  j["iteration_time_s"] = c.iteration_s;
+  j["throughput_samples_per_s"] = c.throughput;
+  j["peak_memory_bytes"] = c.peak_memory;
+  j["oom"] = c.oom;
+  j["why"] = c.why;
+  j["estimated_iteration_time_s"] = c.estimate_s;
+  return j;
+}
+
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const Plan& p) {
+  nlohmann::ordered_json j;
+  j["best"] =
+      p.candidates.empty() ? nlohmann::ordered_json(nullptr) : candidate_json(p.candidates.front());
+  j["candidates"] = nlohmann::ordered_json::array();
+  for (const Candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
+  j["pareto"] = nlohmann::ordered_json::array();
+  for (const Candidate& c : p.pareto) j["pareto"].push_back(candidate_json(c));
+  j["baselines"] = nlohmann::ordered_json::object();
+  for (const Baseline& b : p.baselines) {
+    nlohmann::ordered_json x =
+        b.result ? candidate_json(*b.result) : nlohmann::ordered_json::object();
+    x["note"] = b.note;
+    if (!b.error.empty()) x["error"] = b.error;
+    if (b.result && !p.candidates.empty() && b.result->throughput > 0 && !b.result->oom)
+      x["best_speedup"] = p.candidates.front().throughput / b.result->throughput;
+    j["baselines"][b.name] = x;
+  }
+  j["explored"] = p.explored;
+  j["simulated"] = p.simulated;
+  j["timed_out"] = p.timed_out;
+  j["too_large_to_simulate"] = p.too_large;
+  j["over_budget"] = p.over_budget;
+  j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
+  j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
+  j["analytic_s"] = p.analytic_s;
+  j["wall_s"] = p.wall_s;
+  return j;
+}
+
+namespace {
+std::string layout(const Candidate& c) {
+  std::string reps;
+  for (int q = 0; q < c.point.positions(); ++q)
+    reps += fmt::format("{}{}", q ? "-" : "", c.point.stages[static_cast<size_t>(q)].replicas);
+  return fmt::format("{}x{}{}{}", reps, c.point.data,
+                     c.point.tensor > 1 ? fmt::format(" t{}", c.point.tensor) : "",
+                     c.point.virtual_stages > 1 ? fmt::format(" v{}", c.point.virtual_stages) : "");
+}
+std::string schedule_name(const Candidate& c) {
+  return fmt::format(
+      "{}{}{}", to_string(c.point.schedule),
+      c.point.warmup != Warmup::kSchedule ? fmt::format("/{}", to_string(c.point.warmup)) : "",
+      c.point.recompute != Recompute::kNone && c.point.schedule != ScheduleKind::kGpipeRecompute
+          ? fmt::format("+{}", to_string(c.point.recompute))
+          : "");
+}
+// One policy, or a letter per stage (F fresh-first, A append-first, S scatter-first).
+std::string placement_name(const Candidate& c) {
+  if (c.point.stage_placement.empty()) return std::string(to_string(c.point.placement));
+  std::string out;
+  for (PlacementPolicy p : c.point.stage_placement)
+    out += fmt::format("{}{}", out.empty() ? "" : "-",
+                       static_cast<char>(std::toupper(static_cast<unsigned char>(to_string(p).front()))));
+  return out;
+}
+std::string row(const std::string& rank, const Candidate& c) {
+  return fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", rank,
+                     schedule_name(c), layout(c), c.point.micro_batch, placement_name(c),
+                     format_time(Time::ps(std::llround(c.iteration_s * 1e12))),
+                     format_time(Time::ps(std::llround(c.estimate_s * 1e12))),
+                     fmt::format("{:.1f}", c.throughput), format_bytes(c.peak_memory),
+                     c.oom ? "OUT OF MEMORY" : c.why);
+}
+}  // namespace
+
+std::string plan_table(const Plan& p) {
+  std::string out =
+      fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", "rank",
+                  "schedule", "replicas x data", "mb", "placement", "iteration", "estimate",
+                  "samples/s", "peak mem", "bound by");
+  for (size_t i = 0; i < p.candidates.size(); ++i)
+    out += row(std::to_string(i + 1), p.candidates[i]);
+  out += "\nPareto front (iteration time vs peak memory):\n";
+  for (const Candidate& c : p.pareto) out += row("", c);
+  if (!p.baselines.empty()) {
+    out += "\nbaselines (same simulator):\n";
+    std::string summary;
+    for (const Baseline& b : p.baselines) {
+      if (!b.result) {
+        out += fmt::format("{:>5}  {}: {}\n", "", b.name, b.error);
+        continue;
+      }
+      out += row(b.name == "data_parallel" ? "dp" : b.name.substr(0, 5), *b.result);
+      if (!p.candidates.empty() && !b.result->oom && b.result->throughput > 0) {
+        summary += fmt::format("{}{}'s by {:.2f}x", summary.empty() ? "" : ", ",
+                               b.name == "data_parallel" ? "data parallel" : b.name,
+                               p.candidates.front().throughput / b.result->throughput);
+      }
+    }
+    if (!summary.empty()) out += "best beats " + summary + "\n";
+  }
+  out += fmt::format(
+      "\n{} strategies costed, {} simulated in {:.2f} s{}{}{}; estimate error {:.1f} % mean, {:.1f} "
+      "% "
+      "max\n",
+      p.explored, p.simulated, p.wall_s, p.timed_out ? " (time limit reached)" : "",
+      p.too_large > 0 ? fmt::format(", {} too large to simulate", p.too_large) : "",
+      p.over_budget > 0 ? fmt::format(", {} left out by the simulation budget", p.over_budget) : "",
+      100 * p.estimate_error_mean, 100 * p.estimate_error_max);
+  if (!p.candidates.empty()) {
+    const Candidate& b = p.candidates.front();
+    out += "best strategy: " + b.strategy.dump() + "\n";
+    if (b.micro_batch) out += fmt::format("with training.micro_batch: {}\n", *b.micro_batch);
+  }
+  return out;
+}
+
+}  // namespace pipesim
