@@ -10,16 +10,16 @@
 
 namespace pipesim::planner {
 namespace {
-uint64_t pack(int a, int b, int c, int d) {
-  const auto f = [](int v) { return static_cast<uint64_t>(static_cast<uint16_t>(v)); };
-  return f(a) << 48 | f(b) << 32 | f(c) << 16 | f(d);
+// Two non-negative ints, whole (device counts need not fit in 16 bits).
+uint64_t pack(int a, int b) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
 }
 }  // namespace
 
 NetworkCosts::NetworkCosts(const Scenario& s) : s_(s) {}
 
 std::pair<double, double> NetworkCosts::cut_rate(int g0, int r0, int g1, int r1) const {
-  const Key key{pack(g0, r0, g1, r1), 0};
+  const Key key{pack(g0, r0), pack(g1, r1), 0};
   if (auto it = cut_.find(key); it != cut_.end()) return it->second;
   std::vector<int> from, to;
   for (int i = 0; i < r0; ++i) from.push_back(g0 + i);
@@ -112,7 +112,7 @@ NetworkCosts::~NetworkCosts() = default;
 
 double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const {
   if (r * data < 2 || bytes <= 0) return 0;
-  const Key key{pack(g, r, data, stride), static_cast<uint64_t>(t)};
+  const Key key{pack(g, r), pack(data, stride), static_cast<uint64_t>(t)};
   auto it = groups_.find(key);
   if (it == groups_.end()) {
     // Rank 0 of every group (every rank's data-parallel group looks alike).

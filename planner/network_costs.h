@@ -41,11 +41,13 @@ class NetworkCosts {
 
  private:
   struct Key {
-    uint64_t a, b;
+    uint64_t a, b, c;
     bool operator==(const Key&) const = default;
   };
   struct Hash {
-    size_t operator()(const Key& k) const { return k.a * 0x9E3779B97F4A7C15ULL ^ k.b; }
+    size_t operator()(const Key& k) const {
+      return (k.a * 0x9E3779B97F4A7C15ULL ^ k.b) * 0xC2B2AE3D27D4EB4FULL ^ k.c;
+    }
   };
   std::unique_ptr<Group> group(const std::vector<int>& devices) const;
   double cheapest(const Group& g, int64_t bytes) const;
