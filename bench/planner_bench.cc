@@ -35,9 +35,9 @@ void run_plan(benchmark::State& state, const std::string& file, bool analytic = 
   }
   state.counters["costed"] = static_cast<double>(p.explored);
   state.counters["simulated"] = p.simulated;
-  state.counters["costed_per_s"] = benchmark::Counter(
-      static_cast<double>(p.explored) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+  state.counters["costed_per_s"] =
+      benchmark::Counter(static_cast<double>(p.explored) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 // 16 V100s on 2 nodes, GPT-2-medium-sized (the embedded default scenario).

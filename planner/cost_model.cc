@@ -130,9 +130,9 @@ double CostModel::compute_time(int first, int last, int replicas, const Schedule
 double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
   // forward's); they do not shrink with replicas.
-  const double tp = (t.recompute == Recompute::kFull ? 2 : 1) *
-                        (tp_fwd_[u(last) + 1] - tp_fwd_[u(first)]) +
-                    tp_bwd_[u(last) + 1] - tp_bwd_[u(first)];
+  const double tp =
+      (t.recompute == Recompute::kFull ? 2 : 1) * (tp_fwd_[u(last) + 1] - tp_fwd_[u(first)]) +
+      tp_bwd_[u(last) + 1] - tp_bwd_[u(first)];
   return compute_time(first, last, replicas, t) + tp;
 }
 
@@ -186,7 +186,7 @@ double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64
   return net_->allreduce(g, r, data, stride, t_, bytes);
 }
 
-Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
   const ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   int per_copy = 0;
@@ -218,8 +218,15 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {
     }
     if (g + 1 < G) {
       const StageSpec& nx = p.stages[u(g) + 1];
-      const double c = cut_time(start[u(q)], st.replicas, start[u((g + 1) % P)], nx.replicas,
-                                output_bytes(st.last_layer));
+      const int64_t bytes = output_bytes(st.last_layer);
+      double c = 0;
+      if (placed == nullptr) {
+        c = cut_time(start[u(q)], st.replicas, start[u((g + 1) % P)], nx.replicas, bytes);
+      } else if (bytes > 0) {
+        const auto& copy = placed->front();
+        const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u((g + 1) % P)]);
+        c = latency + per_byte * static_cast<double>(bytes);
+      }
       cuts += c;
       block = std::max(block, c);
       if (t.exposed_hops) {
@@ -267,8 +274,15 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M) const {
   }
   double exposed = 0;
   for (int q = 0; q < P; ++q) {
-    const double ar =
-        allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)]);
+    double ar = 0;
+    if (placed == nullptr) {
+      ar = allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)]);
+    } else {
+      std::vector<int> group;  // rank 0 of each tensor group of the position, every copy
+      for (const auto& copy : *placed)
+        for (size_t i = 0; i < copy[u(q)].size(); i += u(t_)) group.push_back(copy[u(q)][i]);
+      ar = net_->allreduce(group, grad[u(q)] / t_);
+    }
     exposed = std::max(exposed, ar + opt[u(q)] - q * block / v);
   }
   e.allreduce_s = exposed;

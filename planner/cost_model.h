@@ -110,8 +110,11 @@ class CostModel {
   double allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const;
   int64_t gradient_bytes(int first, int last) const;
 
-  // The whole plan, placed contiguously (copy by copy, stage by stage).
-  Estimate estimate(const PlanPoint& p, int64_t micro_batches) const;
+  // The whole plan, placed contiguously (copy by copy, stage by stage), or on `placed`
+  // ([copy][position] -> devices, as PlanPoint::devices gives) for its cuts and all-reduces.
+  using Placement = std::vector<std::vector<std::vector<int>>>;
+  Estimate estimate(const PlanPoint& p, int64_t micro_batches,
+                    const Placement* placed = nullptr) const;
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
   // by their group size, which sets how many flows share each re-rating).
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;

@@ -10,29 +10,37 @@
 
 namespace pipesim::planner {
 namespace {
-uint64_t pack(int a, int b, int c, int d) {
-  const auto f = [](int v) { return static_cast<uint64_t>(static_cast<uint16_t>(v)); };
-  return f(a) << 48 | f(b) << 32 | f(c) << 16 | f(d);
+// Two non-negative ints, whole (device counts need not fit in 16 bits).
+uint64_t pack(int a, int b) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
 }
 }  // namespace
 
 NetworkCosts::NetworkCosts(const Scenario& s) : s_(s) {}
 
 std::pair<double, double> NetworkCosts::cut_rate(int g0, int r0, int g1, int r1) const {
-  const Key key{pack(g0, r0, g1, r1), 0};
+  const Key key{pack(g0, r0), pack(g1, r1), 0};
   if (auto it = cut_.find(key); it != cut_.end()) return it->second;
+  std::vector<int> from, to;
+  for (int i = 0; i < r0; ++i) from.push_back(g0 + i);
+  for (int j = 0; j < r1; ++j) to.push_back(g1 + j);
+  return cut_.emplace(key, cut_rate(from, to)).first->second;
+}
+
+std::pair<double, double> NetworkCosts::cut_rate(const std::vector<int>& from,
+                                                 const std::vector<int>& to) const {
   // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch. Bytes
   // leaving and entering each GPU, and each server when they cross servers.
   const Cluster& c = s_.cluster;
+  const auto r0 = static_cast<int64_t>(from.size()), r1 = static_cast<int64_t>(to.size());
   std::map<int, double> dev_out, dev_in, node_out, node_in;
   double latency = 0, per_byte = 0;
-  for (int i = 0; i < r0; ++i) {
-    for (int j = 0; j < r1; ++j) {
-      const int64_t lo = std::max<int64_t>(int64_t{i} * r1, int64_t{j} * r0);
-      const int64_t hi = std::min<int64_t>(int64_t{i + 1} * r1, int64_t{j + 1} * r0);
+  for (int64_t i = 0; i < r0; ++i) {
+    for (int64_t j = 0; j < r1; ++j) {
+      const int64_t lo = std::max(i * r1, j * r0), hi = std::min((i + 1) * r1, (j + 1) * r0);
       if (hi <= lo) continue;
-      const double share = static_cast<double>(hi - lo) / (double(r0) * r1);
-      const int a = g0 + i, b = g1 + j;
+      const double share = static_cast<double>(hi - lo) / (double(r0) * double(r1));
+      const int a = from[static_cast<size_t>(i)], b = to[static_cast<size_t>(j)];
       if (a == b || a >= c.num_devices() || b >= c.num_devices()) continue;
       const Route& route = c.route(a, b);
       latency = std::max(latency, route.latency.seconds());
@@ -49,7 +57,7 @@ std::pair<double, double> NetworkCosts::cut_rate(int g0, int r0, int g1, int r1)
   for (const auto* m : {&dev_out, &dev_in, &node_out, &node_in}) {
     for (const auto& [k, v] : *m) per_byte = std::max(per_byte, v);
   }
-  return cut_.emplace(key, std::make_pair(latency, per_byte)).first->second;
+  return {latency, per_byte};
 }
 
 // allreduce_estimate (scenario/setup.h) takes the slowest of many transfers of the same
@@ -104,7 +112,7 @@ NetworkCosts::~NetworkCosts() = default;
 
 double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const {
   if (r * data < 2 || bytes <= 0) return 0;
-  const Key key{pack(g, r, data, stride), static_cast<uint64_t>(t)};
+  const Key key{pack(g, r), pack(data, stride), static_cast<uint64_t>(t)};
   auto it = groups_.find(key);
   if (it == groups_.end()) {
     // Rank 0 of every group (every rank's data-parallel group looks alike).
@@ -115,34 +123,51 @@ double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_
         if (d < s_.cluster.num_devices()) devices.push_back(d);
       }
     }
-    const Cluster& cl = s_.cluster;
-    auto grp = std::make_unique<Group>();
-    grp->n = static_cast<int64_t>(devices.size());
-    add_ring(cl, devices, grp->ring);
-    while ((int64_t{1} << (grp->depth + 1)) <= grp->n) ++grp->depth;
-    for (size_t pos = 1; pos < devices.size(); ++pos)
-      add_rate(cl, devices[pos], devices[(pos - 1) / 2], grp->tree);
-    std::map<int, std::vector<int>> nodes;
-    for (int d : devices) nodes[cl.device(d).node].push_back(d);
-    grp->servers = static_cast<int64_t>(nodes.size());
-    grp->local = static_cast<int64_t>(nodes.begin()->second.size());
-    bool even = true;
-    for (const auto& [node, local] : nodes)
-      even = even && static_cast<int64_t>(local.size()) == grp->local;
-    grp->hierarchical = even && grp->servers >= 2 && grp->local >= 2;
-    if (grp->hierarchical) {
-      std::vector<int> across;
-      for (const auto& [node, local] : nodes) across.push_back(local.front());
-      add_ring(cl, nodes.begin()->second, grp->intra);
-      add_ring(cl, across, grp->across);
-    }
-    it = groups_.emplace(key, std::move(grp)).first;
+    it = groups_.emplace(key, group(devices)).first;
   }
-  if (it->second->n < 2) return 0;
+  return cheapest(*it->second, bytes / t);
+}
+
+double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes) const {
+  if (devices.size() < 2 || bytes <= 0) return 0;
+  auto it = placed_.find(devices);
+  if (it == placed_.end()) it = placed_.emplace(devices, group(devices)).first;
+  return cheapest(*it->second, bytes);
+}
+
+std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>& devices) const {
+  const Cluster& cl = s_.cluster;
+  auto grp = std::make_unique<Group>();
+  grp->n = static_cast<int64_t>(devices.size());
+  add_ring(cl, devices, grp->ring);
+  while ((int64_t{1} << (grp->depth + 1)) <= grp->n) ++grp->depth;
+  for (size_t pos = 1; pos < devices.size(); ++pos)
+    add_rate(cl, devices[pos], devices[(pos - 1) / 2], grp->tree);
+  if (devices.empty()) return grp;
+  std::map<int, std::vector<int>> nodes;
+  for (int d : devices) nodes[cl.device(d).node].push_back(d);
+  grp->servers = static_cast<int64_t>(nodes.size());
+  grp->local = static_cast<int64_t>(nodes.begin()->second.size());
+  bool even = true;
+  for (const auto& [node, local] : nodes)
+    even = even && static_cast<int64_t>(local.size()) == grp->local;
+  grp->hierarchical = even && grp->servers >= 2 && grp->local >= 2;
+  if (grp->hierarchical) {
+    std::vector<int> across;
+    for (const auto& [node, local] : nodes) across.push_back(local.front());
+    add_ring(cl, nodes.begin()->second, grp->intra);
+    add_ring(cl, across, grp->across);
+  }
+  return grp;
+}
+
+double NetworkCosts::cheapest(const Group& g, int64_t bytes) const {
+  if (g.n < 2) return 0;
   double best = std::numeric_limits<double>::infinity();
-  for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
-    best = std::min(best, it->second->time(a, bytes / t));
+    best = std::min(best, g.time(a, bytes));
   }
   return best;
 }

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "scenario/scenario.h"
 
@@ -24,25 +26,36 @@ class NetworkCosts {
   // [g0, g0 + r0) to the one on [g1, g1 + r1): replica pair (i, j) moves the share of the
   // samples they have in common; the busiest GPU link or server NIC sets the pace.
   std::pair<double, double> cut_rate(int g0, int r0, int g1, int r1) const;
+  // The same between any two device lists (a placed plan's stages).
+  std::pair<double, double> cut_rate(const std::vector<int>& from,
+                                     const std::vector<int>& to) const;
   // Gradient all-reduce of `bytes` among `r` groups from group g, in `data` copies `stride`
   // groups apart, a group being `t` consecutive devices of which rank 0 takes part: the
   // cheapest of ring, tree and hierarchical (or the scenario's choice), as
   // allreduce_estimate (scenario/setup.h) costs them.
   double allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const;
+  // The same among any devices, `bytes` each.
+  double allreduce(const std::vector<int>& devices, int64_t bytes) const;
 
   struct Group;  // one all-reduce group's distinct step rates
 
  private:
   struct Key {
-    uint64_t a, b;
+    uint64_t a, b, c;
     bool operator==(const Key&) const = default;
   };
   struct Hash {
-    size_t operator()(const Key& k) const { return k.a * 0x9E3779B97F4A7C15ULL ^ k.b; }
+    size_t operator()(const Key& k) const {
+      return (k.a * 0x9E3779B97F4A7C15ULL ^ k.b) * 0xC2B2AE3D27D4EB4FULL ^ k.c;
+    }
   };
+  std::unique_ptr<Group> group(const std::vector<int>& devices) const;
+  double cheapest(const Group& g, int64_t bytes) const;
+
   const Scenario& s_;
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;
   mutable std::unordered_map<Key, std::unique_ptr<Group>, Hash> groups_;
+  mutable std::map<std::vector<int>, std::unique_ptr<Group>> placed_;
 };
 
 }  // namespace pipesim::planner

@@ -24,7 +24,6 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   return j;
 }
 
-
 }  // namespace
 
 nlohmann::ordered_json to_json(const Plan& p) {
@@ -79,8 +78,9 @@ std::string placement_name(const Candidate& c) {
   if (c.point.stage_placement.empty()) return std::string(to_string(c.point.placement));
   std::string out;
   for (PlacementPolicy p : c.point.stage_placement)
-    out += fmt::format("{}{}", out.empty() ? "" : "-",
-                       static_cast<char>(std::toupper(static_cast<unsigned char>(to_string(p).front()))));
+    out += fmt::format(
+        "{}{}", out.empty() ? "" : "-",
+        static_cast<char>(std::toupper(static_cast<unsigned char>(to_string(p).front()))));
   return out;
 }
 std::string row(const std::string& rank, const Candidate& c) {
@@ -120,7 +120,8 @@ std::string plan_table(const Plan& p) {
     if (!summary.empty()) out += "best beats " + summary + "\n";
   }
   out += fmt::format(
-      "\n{} strategies costed, {} simulated in {:.2f} s{}{}{}; estimate error {:.1f} % mean, {:.1f} "
+      "\n{} strategies costed, {} simulated in {:.2f} s{}{}{}; estimate error {:.1f} % mean, "
+      "{:.1f} "
       "% "
       "max\n",
       p.explored, p.simulated, p.wall_s, p.timed_out ? " (time limit reached)" : "",

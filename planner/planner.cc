@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -208,11 +209,10 @@ class Planner {
     std::vector<Costed> pool;
     planner::SearchStats stats;
     const int N = base_.cluster.num_devices();
-    const planner::NetworkCosts net(base_);  // the same cluster at every micro-batch size
     for (const int64_t b : micro_batch_sizes(base_)) {
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
       for (const int t : tensor_degrees(sc)) {
-        const planner::CostModel cm(sc, t, &net);
+        const planner::CostModel cm(sc, t, net_.get());
         for (int d = 1; d * t <= N; ++d) {
           if (sc.training.global_batch % (b * d) != 0) continue;
           const int64_t M = sc.training.global_batch / (b * d);
@@ -258,8 +258,9 @@ class Planner {
     // policy for every stage (DAPPLE's three), then, for the best two, with one stage at a
     // time under another policy than the rest (placement per stage). Only variants that
     // really move a GPU are kept.
-    constexpr PlacementPolicy kPolicies[] = {
-        PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst, PlacementPolicy::kScatterFirst};
+    constexpr PlacementPolicy kPolicies[] = {PlacementPolicy::kAppendFirst,
+                                             PlacementPolicy::kFreshFirst,
+                                             PlacementPolicy::kScatterFirst};
     const size_t variants = std::min<size_t>(out.size(), 8);
     for (size_t i = 0; i < variants; ++i) {
       const Costed base = out[i];
@@ -272,7 +273,10 @@ class Planner {
         if (std::any_of(policies.begin(), policies.end(),
                         [&](PlacementPolicy p) { return p != policies.front(); }))
           c.point.stage_placement = policies;
-        if (placements.insert(c.point.devices(base_.cluster)).second) take(c);
+        const planner::CostModel::Placement devices = c.point.devices(base_.cluster);
+        if (!placements.insert(devices).second) return;
+        c.estimate = placed_estimate(c.point, devices);
+        take(c);
       };
       for (PlacementPolicy pol : kPolicies) variant(std::vector<PlacementPolicy>(P, pol));
       if (i >= 2 || P < 2 || P > kMaxPerStagePositions) continue;
@@ -285,6 +289,18 @@ class Planner {
       }
     }
     return out;
+  }
+
+  // A plan's estimate on its real placement (phase 1 costs every plan placed contiguously).
+  planner::Estimate placed_estimate(const PlanPoint& p, const planner::CostModel::Placement& d) {
+    auto& [sc, cm] = models_[{p.micro_batch, p.tensor}];
+    if (!cm) {
+      sc = std::make_unique<Scenario>(load_scenario(file_, with_micro_batch(p.micro_batch)));
+      cm = std::make_unique<planner::CostModel>(*sc, p.tensor, net_.get());
+    }
+    const planner::Estimate e =
+        cm->estimate(p, base_.training.global_batch / (p.micro_batch * p.data), &d);
+    return e;
   }
 
   // Phase 2's list cut where its predicted simulation work passes the budget (the best
@@ -552,6 +568,12 @@ class Planner {
   std::vector<Override> overrides_;
   PlanOptions opt_;
   Scenario base_;
+  // The network terms, the same at every micro-batch size and tensor degree.
+  std::unique_ptr<planner::NetworkCosts> net_ = std::make_unique<planner::NetworkCosts>(base_);
+  // (micro-batch, tensor) -> the scenario at that micro-batch and its cost model.
+  std::map<std::pair<int64_t, int>,
+           std::pair<std::unique_ptr<Scenario>, std::unique_ptr<planner::CostModel>>>
+      models_;
   mutable std::mutex progress_mutex_;
 };
 

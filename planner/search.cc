@@ -114,9 +114,9 @@ class Dp {
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }
         const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) + cm_.optimizer_time(j, k);
-        const double rest =
-            stages_after > 0 && gpus_after > 0 ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
-                                               : 0.0;
+        const double rest = stages_after > 0 && gpus_after > 0
+                                ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
+                                : 0.0;
         for (int i = 0; i < n_rl; ++i) {
           const double c = cut[i];
           double block = std::max(t, c);

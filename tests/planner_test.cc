@@ -328,14 +328,15 @@ TEST(Planner, SharedAllReduceCostsMatchTheSimulatorsEstimate) {
     std::vector<int> devices;
     for (int k = 0; k < data; ++k)
       for (int i = 0; i < r; ++i) devices.push_back(k * stride + g + i);
-    for (const int64_t bytes : {int64_t{1000}, int64_t{3} << 20, int64_t{100} << 20,
-                                int64_t{1} << 30}) {
+    for (const int64_t bytes :
+         {int64_t{1000}, int64_t{3} << 20, int64_t{100} << 20, int64_t{1} << 30}) {
       double expected = 1e300;
       for (AllReduceAlgo a :
            {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical})
         expected = std::min(expected, allreduce_estimate(s.cluster, devices, bytes, a).seconds());
       EXPECT_NEAR(net.allreduce(g, r, data, stride, 1, bytes), expected, 1e-12 * 64)
           << g << " " << r << " " << data << " " << stride << " " << bytes;
+      EXPECT_NEAR(net.allreduce(devices, bytes), expected, 1e-12 * 64);  // as device lists
     }
   }
 }
