@@ -151,7 +151,7 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
       if (op.kind == OpKind::kOptimizer || op.part > 0) continue;  // a split backward is one step
       steps.push_back({op.kind, op.micro_batch, op.chunk});
     }
-    const bool chunks = sc.strategy.schedule == ScheduleKind::kInterleaved;
+    const bool chunks = sc.strategy.virtual_stages > 1;
     if (!steps.empty()) out << fmt::format("dev{}: {}\n", d, format_steps(steps, chunks));
   }
   check_stdout(out);

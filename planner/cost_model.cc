@@ -44,8 +44,12 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
       t.w_fill = 1;
       break;
     case ScheduleKind::kZbH2:
+    case ScheduleKind::kZb2p:
       t.w_fill = 2;
       t.deep = true;
+      break;
+    case ScheduleKind::kZb1p:
+      t.w_fill = 1;
       break;
     case ScheduleKind::kPipeDream:
       t.async = true;
@@ -56,6 +60,7 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
       t.stashed = 1;
       break;
     case ScheduleKind::kInterleaved:
+    case ScheduleKind::kZbV:  // not a planner candidate: its V placement is not modelled here
       break;
   }
   return t;

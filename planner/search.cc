@@ -202,6 +202,8 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
   if (split_backward(s.model)) {
     base.push_back({ScheduleKind::kZbH1});
     base.push_back({ScheduleKind::kZbH2});
+    base.push_back({ScheduleKind::kZb1p});
+    base.push_back({ScheduleKind::kZb2p});
   }
   const bool cores = std::any_of(s.model.layers.begin(), s.model.layers.end(),
                                  [](const Layer& l) { return l.attention_core_bytes > 0; });

@@ -81,6 +81,40 @@ std::vector<int> warmup_depths(const Scenario& s) {
   return out;
 }
 
+StageCosts stage_costs(const Scenario& s) {
+  const Strategy& st = s.strategy;
+  const std::vector<StageProfile> prof = stage_profiles(s.model, st.stages, recompute_modes(s));
+  const auto& copy = s.placement.front();
+  StageCosts c;
+  for (size_t g = 0; g < prof.size(); ++g) {
+    const StageProfile& p = prof[g];
+    // One GPU's share: replicas split the micro-batch, tensor ranks the FLOPs; a recompute
+    // runs just before the backward, so the schedule sees it as part of B.
+    const int work = st.stages[g].replicas * st.tensor_of(st.stages[g]);
+    const bool recompute = st.recompute_of(st.stages[g]) != Recompute::kNone;
+    c.forward.push_back(p.forward / work);
+    c.backward.push_back((p.backward_input + (recompute ? p.recompute_time : Time::zero())) / work);
+    c.weight.push_back(p.backward_weight / work);
+    c.activation.push_back(p.activation_bytes / work);
+    // What W still reads once B is done: the inputs of the weight-gradient GEMMs. Profiles
+    // do not say which tensors those are; the paper's GPT layers keep 32h of 34h + 5as bytes
+    // per token (37-43 % in its Table 5 and 8 models), taken here as one half.
+    c.weight_activation.push_back(c.activation.back() / 2);
+    if (g + 1 == prof.size()) break;
+    // Idle-route time of the output to the next stage and of its gradient back, each lane
+    // pair moving its share.
+    const auto& from = copy[static_cast<size_t>(st.position_of(static_cast<int>(g)))];
+    const auto& to = copy[static_cast<size_t>(st.position_of(static_cast<int>(g) + 1))];
+    const int64_t bytes = p.output_bytes / static_cast<int64_t>(std::max(from.size(), to.size()));
+    const bool local = from[0] == to[0];
+    c.send.push_back(local ? Time::zero()
+                           : Cluster::transfer_time(s.cluster.route(from[0], to[0]), bytes));
+    c.gradient.push_back(local ? Time::zero()
+                               : Cluster::transfer_time(s.cluster.route(to[0], from[0]), bytes));
+  }
+  return c;
+}
+
 SlotOrders scenario_orders(const Scenario& s) {
   OrderSpec spec;
   spec.kind = s.strategy.schedule;
@@ -93,6 +127,11 @@ SlotOrders scenario_orders(const Scenario& s) {
   spec.in_flight = warmup_depths(s);
   for (const Recompute r : recompute_modes(s)) spec.recompute.push_back(r != Recompute::kNone);
   spec.user = s.user_order.empty() ? nullptr : &s.user_order;
+  StageCosts costs;
+  if (needs_stage_costs(s.strategy.schedule) && spec.user == nullptr) {
+    costs = stage_costs(s);
+    spec.costs = &costs;
+  }
   return build_orders(spec);
 }
 
@@ -244,8 +283,8 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
         devices.push_back(lanes[lane]);
     }
     int64_t params = 0;
-    for (size_t g = static_cast<size_t>(p); g < s.strategy.stages.size();
-         g += static_cast<size_t>(P)) {
+    for (size_t g = 0; g < s.strategy.stages.size(); ++g) {
+      if (s.strategy.position_of(static_cast<int>(g)) != p) continue;
       for (int l = s.strategy.stages[g].first_layer; l <= s.strategy.stages[g].last_layer; ++l) {
         params = checked_add(params, s.model.layers[static_cast<size_t>(l)].params,
                              "a gradient all-reduce");
@@ -270,6 +309,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
     LoweringInput in;
     in.orders = scenario_orders(s);
     in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s));
+    in.v_shape = s.strategy.schedule == ScheduleKind::kZbV;
     in.placement = s.placement;
     for (int p = 0; p < s.strategy.positions(); ++p)
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));

@@ -9,6 +9,10 @@
 namespace pipesim {
 
 SlotOrders scenario_orders(const Scenario& s);
+// What zb-1p, zb-2p and zb-v order from: each stage's F, B (with its recompute) and W on
+// one of its GPUs, its activation share, and the idle-route time of each cross-stage
+// transfer (of one lane pair's share of the output) in each direction.
+StageCosts stage_costs(const Scenario& s);
 TaskGraph scenario_task_graph(const Scenario& s);
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).

@@ -139,7 +139,7 @@ void check_tensor(const Reader& r, const YAML::Node& n, bool has_stages, const S
                            x.name, t, x.source),
                "tensor: 1 for measured or hand-written layers; generated transformer layers split");
     }
-    const int p = static_cast<int>(g) % st.positions();
+    const int p = st.position_of(static_cast<int>(g));
     if (t != st.tensor_of(st.stages[static_cast<size_t>(p)]))
       r.fail(at, path,
              fmt::format("stage {} shares devices with stage {} and needs its tensor degree", g, p),
@@ -178,13 +178,20 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   if (n["virtual_stages"].IsDefined()) {
     st.virtual_stages =
         static_cast<int>(r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 64));
-    if (st.virtual_stages > 1 && st.schedule != ScheduleKind::kInterleaved) {
+    if (st.schedule == ScheduleKind::kZbV && st.virtual_stages != 2) {
+      r.fail(n["virtual_stages"], "strategy.virtual_stages",
+             fmt::format("zb-v runs two chunks per device, not {}", st.virtual_stages),
+             "2, or leave it out");
+    }
+    if (st.virtual_stages > 1 && st.schedule != ScheduleKind::kInterleaved &&
+        st.schedule != ScheduleKind::kZbV) {
       r.fail(
           n["virtual_stages"], "strategy.virtual_stages",
           fmt::format("{} model chunks per device need an interleaved schedule", st.virtual_stages),
           "1, or schedule: interleaved");
     }
   }
+  if (st.schedule == ScheduleKind::kZbV) st.virtual_stages = 2;  // the V's two chunks
   const int v = st.virtual_stages;
   if (n["allreduce"].IsDefined()) {
     const auto a = r.choice<int>(n["allreduce"], "strategy.allreduce",
@@ -279,7 +286,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
              "a multiple of strategy.virtual_stages");
     }
     for (int g = count / v; g < count; ++g) {
-      const int p = g % (count / v);
+      const int p = st.position_of(g);
       if (st.stages[static_cast<size_t>(g)].replicas !=
           st.stages[static_cast<size_t>(p)].replicas) {
         r.fail(stages[static_cast<size_t>(g)], fmt::format("strategy.stages.{}.replicas", g),

@@ -8,6 +8,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "schedules/collectives.h"
+#include "schedules/zero_bubble_v.h"
 
 namespace pipesim {
 
@@ -152,6 +153,18 @@ class Lowering {
     return out;
   }
 
+  // Pipeline position of global stage g, and the global stage of chunk c on position p:
+  // round robin (g % P), or the V of zb-v (chunk 1 of position p is stage 2P - 1 - p).
+  int position(int g) const {
+    return in_.v_shape && g >= P_ ? 2 * P_ - 1 - g : g % P_;
+  }
+  int stage_of(int p, int c) const { return in_.v_shape ? v_stage(p, c, P_) : c * P_ + p; }
+  std::vector<int> stages_of(int p) const {
+    std::vector<int> out;
+    for (int c = 0; c < G_ / P_; ++c) out.push_back(stage_of(p, c));
+    return out;
+  }
+
   // The position's gradients are all-reduced (it has several copies or replicas).
   bool syncs_gradients(int p) const { return copies_ * replicas(p) >= 2; }
 
@@ -175,19 +188,19 @@ class Lowering {
   }
   int device(int c, int g, int j) const {
     return in_
-        .placement[static_cast<size_t>(c)][static_cast<size_t>(g % P_)][static_cast<size_t>(j)];
+        .placement[static_cast<size_t>(c)][static_cast<size_t>(position(g))][static_cast<size_t>(j)];
   }
   size_t slot(int c, int blk, int g, int m, int j) const {
     return ((((static_cast<size_t>(c) * blocks_ + blk) * G_ + g) * Mb_ + m) * max_r_) + j;
   }
   // Replica of stage g that holds micro-batch m in round-robin mode.
-  int rr_replica(int g, int m) const { return m % replicas(g % P_); }
+  int rr_replica(int g, int m) const { return m % replicas(position(g)); }
 
   void add_static_memory() {
     for (int c = 0; c < copies_; ++c) {
       for (int p = 0; p < P_; ++p) {
         int64_t params = 0;
-        for (int g = p; g < G_; g += P_)
+        for (const int g : stages_of(p))
           params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
                                "a device's parameter count");
         const int extra =
@@ -253,7 +266,7 @@ class Lowering {
       if (s.kind == OpKind::kRecompute) cur.has_r[k] = 1;
       if (s.kind == OpKind::kWeightGrad) cur.has_w[k] = 1;
     }
-    for (int g = p; g < G_; g += P_) cur.optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
+    for (const int g : stages_of(p)) cur.optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
     cur.optimizer = split_time(cur.optimizer, cur.t);  // each rank updates its 1/t
     cur.last_grad.assign(cur.steps->size(), 0);
     if (syncs_gradients(p)) {
@@ -314,7 +327,7 @@ class Lowering {
       cur.bucket_bytes.clear();
       return true;
     }
-    const int g = s.chunk * P_ + cur.p;
+    const int g = stage_of(cur.p, s.chunk);
     PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
     const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
     const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
@@ -467,7 +480,7 @@ class Lowering {
         const int t = tensor(p);
         if (t == 1) continue;
         for (int blk = 0; blk < blocks_; ++blk) {
-          for (int g = p; g < G_; g += P_) {
+          for (const int g : stages_of(p)) {
             for (int m = 0; m < Mb_; ++m) {
               for (int j = 0; j < replicas(p); ++j) {
                 for (const auto* index : {&fwd_, &rec_, &bwd_}) {
@@ -522,7 +535,7 @@ class Lowering {
     for (int c = 0; c < copies_; ++c) {
       for (int blk = 0; blk < blocks_; ++blk) {
         for (int g = 0; g < G_; ++g) {
-          const int r = replicas(g % P_), t = tensor(g % P_);
+          const int r = replicas(position(g)), t = tensor(position(g));
           for (int m = 0; m < Mb_; ++m) {
             const int mb = blk * Mb_ + m;
             for (int lane = 0; lane < r * t; ++lane) {
@@ -542,7 +555,7 @@ class Lowering {
             // Output of g to g+1 and the gradient back: replica i of r and j of r2 move the
             // samples they share; tensor rank k of t and k2 of t2 the share of the hidden
             // dimension they share (rank to rank when the degrees are equal).
-            const int r2 = replicas((g + 1) % P_), t2 = tensor((g + 1) % P_);
+            const int r2 = replicas(position(g + 1)), t2 = tensor(position(g + 1));
             const int64_t out = in_.stages[static_cast<size_t>(g)].output_bytes;
             for (int i = 0; i < r; ++i) {
               for (int j = 0; j < r2; ++j) {
@@ -594,7 +607,7 @@ class Lowering {
       const OptimizerStep& first = members.front();
       if (first.buckets.empty()) {  // gradients all ready at once
         int64_t params = 0;
-        for (int g = p; g < G_; g += P_)
+        for (const int g : stages_of(p))
           params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
                                "a gradient all-reduce");
         add_allreduce(b_, algo, group,

@@ -29,7 +29,7 @@ ParamBytes bytes_per_param(Precision p, Optimizer o) {
 }
 
 namespace {
-constexpr std::array<std::pair<std::string_view, ScheduleKind>, 10> kScheduleNames{{
+constexpr std::array<std::pair<std::string_view, ScheduleKind>, 13> kScheduleNames{{
     {"gpipe", ScheduleKind::kGpipe},
     {"gpipe-recompute", ScheduleKind::kGpipeRecompute},
     {"dapple", ScheduleKind::kDapple},
@@ -40,6 +40,9 @@ constexpr std::array<std::pair<std::string_view, ScheduleKind>, 10> kScheduleNam
     {"interleaved", ScheduleKind::kInterleaved},
     {"zb-h1", ScheduleKind::kZbH1},
     {"zb-h2", ScheduleKind::kZbH2},
+    {"zb-1p", ScheduleKind::kZb1p},
+    {"zb-2p", ScheduleKind::kZb2p},
+    {"zb-v", ScheduleKind::kZbV},
 }};
 constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
     {"schedule", Warmup::kSchedule},
@@ -87,7 +90,11 @@ bool is_async(ScheduleKind k) {
 }
 
 bool needs_split_backward(ScheduleKind k) {
-  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2 || needs_stage_costs(k);
+}
+
+bool needs_stage_costs(ScheduleKind k) {
+  return k == ScheduleKind::kZb1p || k == ScheduleKind::kZb2p || k == ScheduleKind::kZbV;
 }
 
 std::string_view to_string(Warmup w) {

@@ -109,6 +109,9 @@ enum class ScheduleKind {
   kInterleaved,
   kZbH1,
   kZbH2,
+  kZb1p,  // Zero Bubble's automatic schedule under p M_B of activations
+  kZb2p,  // the same under 2p M_B
+  kZbV,   // Zero Bubble's V: two chunks per device, chunk 1 on the way back up
 };
 
 std::string_view to_string(ScheduleKind k);
@@ -118,6 +121,8 @@ std::string schedule_names();  // for error messages
 // Asynchronous schedules never flush: mini-batches follow each other through the pipeline.
 bool is_async(ScheduleKind k);
 bool needs_split_backward(ScheduleKind k);  // zero-bubble schedules
+// Schedules whose order depends on the stage profiles and transfer times (scenario_orders).
+bool needs_stage_costs(ScheduleKind k);
 
 // strategy.recompute (SPEC section 3.1): full keeps each layer's input and re-runs the
 // stage's forward before its backward; selective keeps everything but the attention core
@@ -147,7 +152,7 @@ struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
   std::vector<StageSpec> stages;  // global stages; stage g runs on pipeline position g % positions
   int data = 1;
-  int virtual_stages = 1;  // model chunks per device (interleaved)
+  int virtual_stages = 1;  // model chunks per device (interleaved; 2 under zb-v)
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
   int tensor = 1;                          // tensor-parallel degree of every stage
@@ -169,6 +174,12 @@ struct Strategy {
   bool bucket_buffers = false;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
+  // Pipeline position of global stage g: g % positions, except in zb-v's V, where chunk 1
+  // of position p is global stage 2 positions - 1 - p.
+  int position_of(int g) const {
+    const int P = positions();
+    return schedule == ScheduleKind::kZbV && g >= P ? 2 * P - 1 - g : g % P;
+  }
 };
 
 // Micro-batches per iteration per pipeline copy: global_batch / (micro_batch * data).

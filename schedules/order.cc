@@ -7,6 +7,8 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "schedules/zero_bubble_auto.h"
+#include "schedules/zero_bubble_v.h"
 
 namespace pipesim {
 namespace {
@@ -46,12 +48,12 @@ StepList with_weight_grads(const StepList& in) {
 
 // R(m) right before B(m) on the chunks that recompute: the forward re-runs when the
 // gradient arrives, then the backward consumes it.
-StepList with_recomputes(const StepList& in, int position, int positions,
+StepList with_recomputes(const StepList& in, int position, int positions, bool v_shape,
                          const std::vector<char>& recompute) {
   StepList out;
   for (const Step& s : in) {
-    const size_t g = static_cast<size_t>(s.chunk) * static_cast<size_t>(positions) +
-                     static_cast<size_t>(position);
+    const auto g = static_cast<size_t>(v_shape ? v_stage(position, s.chunk, positions)
+                                               : s.chunk * positions + position);
     if (s.kind == OpKind::kBackward && g < recompute.size() && recompute[g])
       out.push_back({OpKind::kRecompute, s.micro_batch, s.chunk});
     out.push_back(s);
@@ -299,6 +301,25 @@ SlotOrders build_orders(const OrderSpec& spec) {
         base = zero_bubble_order(P, M, 2);
         places_w = true;
         break;
+      case ScheduleKind::kZb1p:
+      case ScheduleKind::kZb2p:
+        PIPESIM_ASSERT(spec.costs != nullptr, "zb-1p and zb-2p order from the stage costs");
+        base = zero_bubble_auto_order(*spec.costs, M, spec.kind == ScheduleKind::kZb1p ? 1 : 2);
+        places_w = true;
+        break;
+      case ScheduleKind::kZbV: {
+        PIPESIM_ASSERT(spec.costs != nullptr, "zb-v orders from the stage costs");
+        auto v = zero_bubble_v_order(*spec.costs, M);
+        if (!v) {
+          throw InputError(
+              fmt::format("zb-v cannot order {} micro-batches on {} devices", M, P),
+              "at least as many micro-batches per iteration as devices in the pipeline",
+              "strategy.schedule");
+        }
+        base = std::move(*v);
+        places_w = true;
+        break;
+      }
       default:
         PIPESIM_ASSERT(false, "asynchronous schedules are handled above");
     }
@@ -308,7 +329,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);
     if (spec.user == nullptr && spec.kind != ScheduleKind::kGpipeRecompute)
-      steps = with_recomputes(steps, p, P, spec.recompute);
+      steps = with_recomputes(steps, p, P, spec.kind == ScheduleKind::kZbV, spec.recompute);
     steps.push_back({OpKind::kOptimizer, 0, 0});
     out.steps[static_cast<size_t>(p)].assign(
         static_cast<size_t>(spec.replicas[static_cast<size_t>(p)]), steps);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "schedules/model.h"
+#include "schedules/stage_costs.h"
 #include "schedules/task_graph.h"
 
 namespace pipesim {
@@ -83,6 +84,7 @@ struct OrderSpec {
   std::vector<int> in_flight;           // [position] 1F1B warm-up depth; empty: S - s
   std::vector<char> recompute;          // [global stage] R before each B; empty: none
   const ScheduleOrder* user = nullptr;  // hand-written lists replace the generator
+  const StageCosts* costs = nullptr;    // for the schedules that need_stage_costs()
 };
 
 SlotOrders build_orders(const OrderSpec& spec);

@@ -335,7 +335,7 @@ TEST_P(EverySchedule, Invariants) {
       p.bandwidth = "20 GB/s";
       p.params = "2M";
       p.iterations = 2;
-      if (p.schedule == "interleaved") p.virtual_stages = 2;
+      if (p.schedule == "interleaved" || p.schedule == "zb-v") p.virtual_stages = 2;
       if (p.schedule.starts_with("zb")) p.tw_ms = {0.5};
       const SimRun r = test::run_pipe(p);
       const TaskGraph& g = r.graph;
@@ -394,7 +394,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, EverySchedule,
                                            "dapple/recompute=full", "dapple/recompute=selective",
                                            "interleaved/recompute=full", "zb-h1/recompute=full",
                                            "pipedream", "pipedream-2bw", "interleaved", "zb-h1",
-                                           "zb-h2"),
+                                           "zb-h2", "zb-1p", "zb-2p", "zb-v",
+                                           "zb-2p/recompute=full"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

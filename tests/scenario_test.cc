@@ -188,7 +188,7 @@ const Rule kRules[] = {
      ":16:13: strategy.schedule: unknown or unavailable schedule 'dapel'; did you mean 'dapple'? "
      "(gpipe, gpipe-recompute, dapple, 1f1b, pipedream-flush, pipedream, pipedream-2bw, "
      "interleaved, zb-h1, "
-     "zb-h2)"},
+     "zb-h2, zb-1p, zb-2p, zb-v)"},
     {"virtual_stages", edit(kBase, "schedule: dapple", "schedule: dapple\n  virtual_stages: 2"),
      ":17:19: strategy.virtual_stages: 2 model chunks per device need an interleaved schedule (1, "
      "or schedule: "
