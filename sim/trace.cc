@@ -111,8 +111,8 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
       continue;
     }
     const std::string name =
-        op.comm == CommKind::kAllReduce
-            ? fmt::format("allreduce s{} it{}", op.stage, op.iteration)
+        is_collective(op.comm)
+            ? fmt::format("{} s{} it{}", to_string(op.comm), op.stage, op.iteration)
             : fmt::format("{} s{} mb{}", to_string(op.comm), op.stage, op.micro_batch);
     const int lane = lanes.of_op[static_cast<size_t>(id)];
     const int64_t stid = send_tid(lanes, op.peer, lane), rtid = recv_tid(lanes, n, op.device, lane);
