@@ -1,7 +1,9 @@
 #include "scenario/setup.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <map>
+#include <climits>
 #include <numeric>
 
 #include "core/checked.h"
@@ -16,6 +18,27 @@ std::vector<int> position_replicas(const Scenario& s) {
   for (int p = 0; p < s.strategy.positions(); ++p)
     r.push_back(s.strategy.stages[static_cast<size_t>(p)].replicas);
   return r;
+}
+
+// "TP t x PP p x DP d": tensor degree, pipeline depth (and chunks per device), and
+// data-parallel ranks of a stage (replicas x copies); "a-b" where stages differ.
+std::string layout(const Scenario& s) {
+  const Strategy& st = s.strategy;
+  int t_lo = INT32_MAX, t_hi = 0, d_lo = INT32_MAX, d_hi = 0;
+  for (int p = 0; p < st.positions(); ++p) {
+    const StageSpec& stage = st.stages[static_cast<size_t>(p)];
+    t_lo = std::min(t_lo, st.tensor_of(stage));
+    t_hi = std::max(t_hi, st.tensor_of(stage));
+    d_lo = std::min(d_lo, stage.replicas * st.data);
+    d_hi = std::max(d_hi, stage.replicas * st.data);
+  }
+  auto range = [](int lo, int hi) {
+    return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
+  };
+  return fmt::format("TP {} x PP {}{} x DP {}", range(t_lo, t_hi), st.positions(),
+                     st.virtual_stages > 1 ? fmt::format(" ({} chunks each)", st.virtual_stages)
+                                           : "",
+                     range(d_lo, d_hi));
 }
 
 bool split_backward(const Model& m) {
@@ -174,6 +197,12 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   info.peak_flops_per_gpu =
       s.training.precision == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
   info.tokens_per_sample = s.model.tokens_per_sample;
+  info.layout = layout(s);
+  info.sequence_parallel = s.strategy.sequence_parallel;
+  info.zero = s.strategy.zero;
+  for (int p = 0; p < s.strategy.positions(); ++p)
+    info.zero_applies = info.zero_applies ||
+                        s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.data > 1;
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
   info.pipeline_devices = s.strategy.positions();
   info.virtual_stages = s.strategy.virtual_stages;
@@ -201,68 +230,16 @@ std::vector<int> stashed_versions(const Scenario& s) {
   return out;
 }
 
-namespace {
-// One step in which every member of `ring` sends `chunk` bytes to the next, as slow as its
-// slowest pair; `sharing` flows leave each sender at once and share its path.
-Time slowest_step(const Cluster& c, const std::vector<int>& ring, int64_t chunk, int64_t sharing) {
-  Time worst;
-  for (size_t i = 0; i < ring.size(); ++i) {
-    const int a = ring[i], b = ring[(i + 1) % ring.size()];
-    if (a != b) worst = max(worst, Cluster::transfer_time(c.route(a, b), chunk * sharing));
-  }
-  return worst;
+LinkCosts link_costs(const Cluster& c) {
+  return {[&c](int from, int to, int64_t bytes) {
+            return Cluster::transfer_time(c.route(from, to), bytes);
+          },
+          [&c](int device) { return c.device(device).node; }};
 }
-int64_t ceil_div(int64_t a, int64_t b) {
-  return a / b + (a % b != 0);
-}
-constexpr const char* kWhat = "an all-reduce estimate";
-}  // namespace
 
 Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64_t bytes,
                         AllReduceAlgo algo) {
-  const auto n = static_cast<int64_t>(devices.size());
-  if (n < 2 || bytes <= 0) return Time::zero();
-  switch (algo) {
-    case AllReduceAlgo::kRing:
-      return checked_mul(slowest_step(c, devices, ceil_div(bytes, n), 1), 2 * (n - 1), kWhat);
-    case AllReduceAlgo::kTree: {
-      // Two trees of depth D, each pipelining tree_chunks(bytes) = K chunks of bytes / (2 K) up and
-      // down; a member's links carry both trees' chunks.
-      int64_t depth = 0;
-      while ((int64_t{1} << (depth + 1)) <= n) ++depth;
-      Time edge;
-      for (int64_t pos = 1; pos < n; ++pos) {
-        const int a = devices[static_cast<size_t>(pos)],
-                  b = devices[static_cast<size_t>((pos - 1) / 2)];
-        if (a != b)
-          edge = max(edge,
-                     Cluster::transfer_time(
-                         c.route(a, b),
-                         checked_mul(2, ceil_div(bytes, 2 * int64_t{tree_chunks(bytes)}), kWhat)));
-      }
-      return checked_mul(edge, 2 * (depth + tree_chunks(bytes) - 1), kWhat);
-    }
-    case AllReduceAlgo::kHierarchical: {
-      std::map<int, std::vector<int>> nodes;
-      for (int d : devices) nodes[c.device(d).node].push_back(d);
-      const auto N = static_cast<int64_t>(nodes.size());
-      const auto g = static_cast<int64_t>(nodes.begin()->second.size());
-      bool even = true;
-      for (const auto& [node, local] : nodes)
-        even = even && static_cast<int64_t>(local.size()) == g;
-      if (!even || N < 2 || g < 2)
-        return allreduce_estimate(c, devices, bytes, AllReduceAlgo::kRing);
-      std::vector<int> across;
-      for (const auto& [node, local] : nodes) across.push_back(local.front());
-      const Time intra =
-          checked_mul(slowest_step(c, nodes.begin()->second, ceil_div(bytes, g), 1), g - 1, kWhat);
-      // g rings (one per local rank) cross the nodes' links at once.
-      const Time inter =
-          checked_mul(slowest_step(c, across, ceil_div(bytes, g * N), g), 2 * (N - 1), kWhat);
-      return checked_add(checked_mul(intra, 2, kWhat), inter, kWhat);
-    }
-  }
-  return Time::zero();
+  return allreduce_estimate(link_costs(c), devices, bytes, algo);
 }
 
 std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
@@ -314,6 +291,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
     for (int p = 0; p < s.strategy.positions(); ++p)
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
     in.sequence_parallel = s.strategy.sequence_parallel;
+    in.zero = s.strategy.zero;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
     in.param_bytes = bytes_per_param(s.training.precision, s.training.optimizer);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "scenario/scenario.h"
+#include "schedules/collective_estimates.h"
 #include "schedules/order.h"
 #include "schedules/task_graph.h"
 #include "sim/report.h"
@@ -37,8 +38,10 @@ std::vector<int> stashed_versions(const Scenario& s);
 // The all-reduce algorithm each position's gradient group uses: strategy.allreduce, or for
 // auto the one with the least estimated time on idle links for that group and size.
 std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s);
-// Idle-link estimate of an all-reduce of `bytes` among `devices` (alpha-beta, consistent
-// with how schedules/collectives.cc decomposes each algorithm).
+// The cluster's idle routes as the collective estimates see them
+// (schedules/collective_estimates.h).
+LinkCosts link_costs(const Cluster& c);
+// Idle-link estimate of an all-reduce of `bytes` among `devices` on the cluster.
 Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64_t bytes,
                         AllReduceAlgo algo);
 

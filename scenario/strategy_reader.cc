@@ -157,7 +157,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
-                "tensor", "sequence_parallel"});
+                "tensor", "sequence_parallel", "zero"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -213,6 +213,15 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   if (n["tensor"].IsDefined())
     st.tensor = static_cast<int>(r.integer(n["tensor"], "strategy.tensor", 1, 4096));
   st.sequence_parallel = read_flag(r, n["sequence_parallel"], "strategy.sequence_parallel", false);
+  if (n["zero"].IsDefined()) {
+    // With no data-parallel ranks to shard over, a ZeRO stage is accepted and changes
+    // nothing (the report says so), as DeepSpeed runs it on one rank.
+    st.zero = static_cast<int>(r.integer(n["zero"], "strategy.zero", 0, 3));
+    if (st.zero > 0 && is_async(st.schedule))
+      r.fail(n["zero"], "strategy.zero",
+             fmt::format("{} keeps whole weight versions on every replica", to_string(st.schedule)),
+             "a synchronous schedule, or zero: 0");
+  }
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;

@@ -47,11 +47,13 @@ WorkEstimate estimate_work(const Scenario& s) {
     }
     double params = 0, tp_allreduces = 0;
     const double layers = stage.last_layer - stage.first_layer + 1;
+    const bool full_recompute = st.recompute_of(stage) == Recompute::kFull;
     for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
       const Layer& layer = s.model.layers[static_cast<size_t>(l)];
       params += static_cast<double>(layer.params);
-      if (layer.tensor_parallel)
-        tp_allreduces += layer.tp_forward_allreduces + layer.tp_backward_allreduces;
+      if (layer.tensor_parallel)  // a full recompute re-issues the forward's
+        tp_allreduces += layer.tp_forward_allreduces * (full_recompute ? 2 : 1) +
+                         layer.tp_backward_allreduces;
     }
     // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
     // stage's replicas in every copy, one group per tensor rank.
@@ -59,6 +61,12 @@ WorkEstimate estimate_work(const Scenario& s) {
       const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
       const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
       w.transfers += t * buckets * allreduce_transfers(r * data, st.allreduce);
+      // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or before
+      // each F, R and B of every micro-batch (stage 3); its reduce-scatter is half the
+      // all-reduce counted above.
+      const double ring_pass = (r * data - 1) * r * data;
+      if (st.zero > 0 && st.zero < 3) w.transfers += t * ring_pass;
+      if (st.zero == 3) w.transfers += t * M * per_mb * ring_pass;
     }
     // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
     w.transfers += data * r * M * tp_allreduces * allreduce_transfers(t, AllReduceAlgo::kRing);

@@ -6,9 +6,9 @@
 // It counts what the simulation builds and the writers write: compute ops (F, B, W, R per
 // micro-batch on every device of a stage, the optimizer step), pipeline transfers between
 // consecutive stages, the transfers of every collective step (gradient all-reduces per
-// bucket, tensor-parallel all-reduces per layer), the devices, and the bytes of the Chrome
-// trace. Counts are upper estimates in floating point: the products of large batches,
-// replicas and copies overflow 64 bits.
+// bucket, tensor-parallel all-reduces per layer, ZeRO's weight gathers), the devices, and
+// the bytes of the Chrome trace. Counts are upper estimates in floating point: the products
+// of large batches, replicas and copies overflow 64 bits.
 #pragma once
 
 #include "scenario/scenario.h"

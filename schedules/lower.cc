@@ -2,68 +2,18 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
 #include "core/checked.h"
 #include "core/error.h"
 #include "schedules/collectives.h"
+#include "schedules/collectives_rs_ag.h"
+#include "schedules/zero.h"
 #include "schedules/zero_bubble_v.h"
 
 namespace pipesim {
-
-std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
-                                         const std::vector<Recompute>& recompute) {
-  std::vector<StageProfile> out;
-  out.reserve(stages.size());
-  for (size_t g = 0; g < stages.size(); ++g) {
-    const StageSpec& s = stages[g];
-    const Recompute mode = recompute.empty() ? Recompute::kFull : recompute[g];
-    StageProfile p;
-    for (int l = s.first_layer; l <= s.last_layer; ++l) {
-      const Layer& layer = model.layers.at(static_cast<size_t>(l));
-      p.forward = checked_add(p.forward, layer.forward, "a stage's forward time");
-      p.backward_input =
-          checked_add(p.backward_input, layer.backward_input, "a stage's backward time");
-      p.backward_weight =
-          checked_add(p.backward_weight, layer.backward_weight, "a stage's backward time");
-      p.optimizer = checked_add(p.optimizer, layer.optimizer, "a stage's optimizer time");
-      p.activation_bytes =
-          checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
-      p.params = checked_add(p.params, layer.params, "a stage's parameter count");
-      p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params, layer.forward,
-                          layer.tp_forward_allreduces, layer.tp_backward_allreduces,
-                          layer.tp_allreduce_bytes});
-      p.replicated_activation =
-          checked_add(p.replicated_activation, layer.tp_replicated_activation, "activations");
-      // What recompute keeps and re-allocates, layer by layer (Korthikanti et al. 2022).
-      const int64_t input =
-          l == 0 ? model.input_bytes : model.layers.at(static_cast<size_t>(l) - 1).output_bytes;
-      if (mode == Recompute::kSelective) {
-        const int64_t core = std::min(layer.attention_core_bytes, layer.activation_bytes);
-        p.kept_bytes = checked_add(p.kept_bytes, layer.activation_bytes - core, "kept activations");
-        p.transient_bytes = std::max(p.transient_bytes, core);
-        p.recompute_time =
-            checked_add(p.recompute_time, layer.attention_core_forward, "a recompute time");
-      } else {
-        const int64_t kept = std::min(input, layer.activation_bytes);
-        p.kept_bytes = checked_add(p.kept_bytes, kept, "kept activations");
-        p.transient_bytes = std::max(p.transient_bytes, layer.activation_bytes - kept);
-      }
-    }
-    p.full_recompute = mode != Recompute::kSelective;
-    if (p.full_recompute) p.recompute_time = p.forward;
-    // Full recompute keeps layer inputs, which tensor parallelism leaves whole; selective
-    // keeps the layer-norm and dropout tensors among the rest (Korthikanti et al., Table 2).
-    p.replicated_kept = mode == Recompute::kFull ? p.kept_bytes : p.replicated_activation;
-    p.input_bytes = s.first_layer == 0
-                        ? model.input_bytes
-                        : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;
-    p.output_bytes = model.layers.at(static_cast<size_t>(s.last_layer)).output_bytes;
-    out.push_back(p);
-  }
-  return out;
-}
 
 namespace {
 
@@ -84,6 +34,8 @@ int64_t overlap(int i, int r1, int j, int r2) {
 }
 
 constexpr OpId kNone = UINT32_MAX;
+// (position, tensor rank, micro-batch, stage, op kind): one ZeRO-3 weight gather.
+using GatherKey = std::tuple<int, int, int, int, int>;
 
 class Lowering {
  public:
@@ -114,6 +66,7 @@ class Lowering {
     add_pipeline_transfers();
     add_tensor_collectives();
     add_allreduces();
+    add_weight_gathers();
     TaskGraph graph = std::move(b_).build();
     if (auto problem = graph.validate()) {
       if (in_.user_order)
@@ -130,7 +83,11 @@ class Lowering {
     OpId before = kNone;         // the slot's compute op just before it
     std::vector<OpId> buckets;   // ops after which each gradient bucket is ready, in order
     std::vector<int64_t> bytes;  // each bucket's gradient bytes
+    OpId next = kNone;           // the device's next compute op (waits for ZeRO's weights)
   };
+  int node_of(int d) const {
+    return in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
+  }
 
   // Gradient buckets of stage g: layer ranges [first, last] in backward order (last layer
   // first), each closing once it holds bucket_bytes of gradients.
@@ -167,6 +124,35 @@ class Lowering {
 
   // The position's gradients are all-reduced (it has several copies or replicas).
   bool syncs_gradients(int p) const { return copies_ * replicas(p) >= 2; }
+  // Data-parallel ranks ZeRO shards position p's state over (1: ZeRO off or nothing to shard).
+  int zero_ranks(int p) const {
+    return in_.zero > 0 && syncs_gradients(p) ? copies_ * replicas(p) : 1;
+  }
+  bool gathers_weights(int p) const { return in_.zero >= 3 && zero_ranks(p) > 1; }
+  // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
+  int64_t weight_bytes(int p) const {
+    int64_t params = 0;
+    for (const int g : stages_of(p))
+      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params, "a weight gather");
+    return checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather");
+  }
+  // ZeRO-3 keeps the layer being computed and the one being gathered: the two largest.
+  int64_t gather_buffer(int p) const {
+    if (!gathers_weights(p)) return 0;
+    int64_t first = 0, second = 0;
+    for (const int g : stages_of(p)) {
+      for (const auto& l : in_.stages[static_cast<size_t>(g)].layers) {
+        const int64_t x = split_bytes(l.params, tensor(p));
+        if (x > first) {
+          second = first;
+          first = x;
+        } else {
+          second = std::max(second, x);
+        }
+      }
+    }
+    return checked_mul(first + second, in_.param_bytes.weights, "a weight-gather buffer");
+  }
 
   OpId tail(OpId id) const {
     const auto it = last_part_.find(id);
@@ -206,15 +192,14 @@ class Lowering {
         const int extra =
             in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
         params = split_bytes(params, tensor(p));  // each tensor rank holds 1/t of the weights
+        const ZeroBytes z = zero_resident_bytes(params, in_.param_bytes, in_.zero, zero_ranks(p));
         for (int j = 0; j < lanes(p); ++j) {
           const int d = device(c, p, j);
           const char* what = "a device's parameter memory";
           b_.add_static_memory(d, MemCategory::kWeights,
-                               checked_mul(params, in_.param_bytes.weights, what));
-          b_.add_static_memory(d, MemCategory::kGradients,
-                               checked_mul(params, in_.param_bytes.gradients, what));
-          b_.add_static_memory(d, MemCategory::kOptimizer,
-                               checked_mul(params, in_.param_bytes.optimizer, what));
+                               checked_add(z.weights, gather_buffer(p), what));
+          b_.add_static_memory(d, MemCategory::kGradients, z.gradients);
+          b_.add_static_memory(d, MemCategory::kOptimizer, z.optimizer);
           b_.add_static_memory(
               d, MemCategory::kStashedWeights,
               checked_mul(extra, checked_mul(params, in_.param_bytes.weights, what), what));
@@ -243,6 +228,12 @@ class Lowering {
     int blk = 0;
     size_t idx = 0;
     OpId before = kNone;  // the slot's last compute op, for the all-reduce
+    // The last two compute ops (tails) of the slot whatever the block, whether the last was
+    // an optimizer step, and the optimizer step waiting to learn the op after it.
+    OpId prev = kNone, prev2 = kNone;
+    bool prev_optimizer = false;
+    std::optional<std::pair<std::tuple<int, int, int>, size_t>> pending_optimizer;
+    std::optional<std::pair<GatherKey, size_t>> last_gather;  // ZeRO-3: the slot's last gather
     std::vector<OpId> buckets;
     std::vector<int64_t> bucket_bytes;
   };
@@ -267,7 +258,8 @@ class Lowering {
       if (s.kind == OpKind::kWeightGrad) cur.has_w[k] = 1;
     }
     for (const int g : stages_of(p)) cur.optimizer += in_.stages[static_cast<size_t>(g)].optimizer;
-    cur.optimizer = split_time(cur.optimizer, cur.t);  // each rank updates its 1/t
+    // Each rank updates its 1/t, and under ZeRO its 1/n shard of that.
+    cur.optimizer = split_time(cur.optimizer, cur.t * zero_ranks(p));
     cur.last_grad.assign(cur.steps->size(), 0);
     if (syncs_gradients(p)) {
       std::vector<long> last(static_cast<size_t>(G_ / P_),
@@ -312,7 +304,6 @@ class Lowering {
       cur.before = kNone;
     }
     const Step& s = (*cur.steps)[cur.idx++];
-    const int M = in_.micro_batches_per_iteration;
     Op op;
     op.kind = s.kind;
     op.device = cur.d;
@@ -321,12 +312,50 @@ class Lowering {
       op.iteration = cur.blk + s.micro_batch;  // one of the two is zero
       op.duration = cur.optimizer;
       const OpId id = b_.add(op);
-      optimizers_[{cur.p, cur.k, op.iteration}].push_back(
-          {id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes)});
+      auto& steps = optimizers_[{cur.p, cur.k, op.iteration}];
+      steps.push_back({id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes)});
+      cur.pending_optimizer = {{{cur.p, cur.k, op.iteration}, steps.size() - 1}};
       cur.buckets.clear();
       cur.bucket_bytes.clear();
+      cur.prev2 = cur.prev;
+      cur.prev = id;
+      cur.prev_optimizer = true;
       return true;
     }
+    const OpId first = emit_compute(cur, s, op);
+    note_compute(cur, s, first);
+    return true;
+  }
+
+  // After a compute op: the optimizer step before it learns it (its weights' all-gather
+  // feeds it), and under ZeRO-3 its weights are gathered one op ahead.
+  void note_compute(Cursor& cur, const Step& s, OpId first) {
+    if (cur.pending_optimizer) {
+      optimizers_[cur.pending_optimizer->first][cur.pending_optimizer->second].next = first;
+      cur.pending_optimizer.reset();
+    }
+    const Op& op = b_.op(first);
+    if (gathers_weights(cur.p) && s.kind != OpKind::kWeightGrad) {
+      // One ahead: the gather may start once the op before the previous one has ended and
+      // the device's previous gather is done (one communication stream).
+      std::vector<OpId> ready;
+      if (cur.prev2 != kNone) ready.push_back(cur.prev2);
+      if (cur.prev_optimizer) ready.push_back(cur.prev);  // the shard it gathers is updated
+      const GatherKey key{cur.p, cur.k, op.micro_batch, op.stage, static_cast<int>(s.kind)};
+      auto& gather = gathers_[key];
+      if (gather.members.empty()) gather_order_.push_back(key);
+      gather.members.push_back({cur.d, node_of(cur.d), std::move(ready), first});
+      gather.after.push_back(cur.last_gather);
+      cur.last_gather = {{key, gather.members.size() - 1}};
+    }
+    cur.prev2 = cur.prev;
+    cur.prev = tail(first);
+    cur.prev_optimizer = false;
+  }
+
+  // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
+  OpId emit_compute(Cursor& cur, const Step& s, Op op) {
+    const int M = in_.micro_batches_per_iteration;
     const int g = stage_of(cur.p, s.chunk);
     PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
     const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
@@ -397,13 +426,13 @@ class Lowering {
         for (const auto& sg : segs) bytes.push_back(sg.second);
         tp_parts_[target] = {std::move(parts), std::move(bytes)};
         cur.before = tail(target);
-        return true;
+        return target;
       }
     }
     if (!cur.last_grad[cur.idx - 1] || sp.layers.empty()) {  // (no per-layer costs: one bucket)
       target = b_.add(op);
       cur.before = target;
-      return true;
+      return target;
     }
     // The stage's last weight-gradient computation before the optimizer: one op per
     // gradient bucket, layers in backward order, so each bucket's all-reduce can start as
@@ -432,7 +461,7 @@ class Lowering {
                                              in_.gradient_bytes_per_param, "a gradient bucket"));
       cur.before = id;
     }
-    return true;
+    return target;
   }
 
   // The op whose end releases stage g's input gradient for micro-batch m on replica j:
@@ -497,11 +526,19 @@ class Lowering {
                     std::vector<CollectiveMember> members;
                     for (const TpParts* r : ranks) {
                       const int d = b_.op(r->parts[q]).device;
-                      const int node =
-                          in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
-                      members.push_back({d, node, {r->parts[q]}, r->parts[q + 1]});
+                      members.push_back({d, node_of(d), {r->parts[q]}, r->parts[q + 1]});
                     }
-                    add_allreduce(b_, AllReduceAlgo::kRing, members, r0.bytes[q], {g, blk});
+                    if (!in_.sequence_parallel) {
+                      add_allreduce(b_, AllReduceAlgo::kRing, members, r0.bytes[q], {g, blk});
+                      continue;
+                    }
+                    // Sequence parallelism: reduce-scatter into the sequence-split region
+                    // (layer norm, dropout), all-gather out of it.
+                    std::vector<CollectiveMember> scatter = members;
+                    for (CollectiveMember& m : scatter) m.done = kNone;
+                    const auto shards = add_reduce_scatter(b_, scatter, r0.bytes[q], {g, blk});
+                    for (size_t i = 0; i < members.size(); ++i) members[i].ready = shards[i];
+                    add_all_gather(b_, members, r0.bytes[q], {g, blk});
                   }
                 }
               }
@@ -601,8 +638,22 @@ class Lowering {
       std::vector<CollectiveMember> group;
       for (const OptimizerStep& m : members) {
         const int d = b_.op(m.op).device;
-        const int node = in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
-        group.push_back({d, node, {m.before}, m.op});
+        group.push_back({d, node_of(d), {m.before}, m.op});
+      }
+      // ZeRO: each rank reduces its shard of the gradients (ring reduce-scatter); stages 1
+      // and 2 then all-gather the updated weights, which the next compute op waits for.
+      const bool zero = zero_ranks(p) > 1;
+      const auto reduce = [&](int64_t bytes) {
+        return zero ? add_reduce_scatter(b_, group, bytes, {p, it})
+                    : add_allreduce(b_, algo, group, bytes, {p, it});
+      };
+      if (zero && !gathers_weights(p)) {
+        std::vector<CollectiveMember> after;
+        for (const OptimizerStep& m : members) {
+          const int d = b_.op(m.op).device;
+          after.push_back({d, node_of(d), {m.op}, m.next});
+        }
+        add_all_gather(b_, after, weight_bytes(p), {p, it});
       }
       const OptimizerStep& first = members.front();
       if (first.buckets.empty()) {  // gradients all ready at once
@@ -610,10 +661,8 @@ class Lowering {
         for (const int g : stages_of(p))
           params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
                                "a gradient all-reduce");
-        add_allreduce(b_, algo, group,
-                      checked_mul(split_bytes(params, tensor(p)), in_.gradient_bytes_per_param,
-                                  "a gradient all-reduce"),
-                      {p, it});
+        reduce(checked_mul(split_bytes(params, tensor(p)), in_.gradient_bytes_per_param,
+                           "a gradient all-reduce"));
         continue;
       }
       // One all-reduce per bucket, each once its layers are done on a member and the
@@ -628,8 +677,30 @@ class Lowering {
           group[i].ready.push_back(members[i].buckets[b]);
           group[i].done = b + 1 == first.buckets.size() ? members[i].op : kNone;
         }
-        previous = add_allreduce(b_, algo, group, first.bytes[b], {p, it});
+        previous = reduce(first.bytes[b]);
       }
+    }
+  }
+
+  // ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
+  // stage's weights (their tensor rank's share), each starting when its device is ready.
+  // Gathers are built in the order the slots issue them, so each can wait for the one
+  // before it on the same device.
+  void add_weight_gathers() {
+    for (const GatherKey& key : gather_order_) {
+      Gather& gather = gathers_.at(key);
+      for (size_t i = 0; i < gather.members.size(); ++i) {
+        if (const auto& before = gather.after[i]) {
+          for (OpId d : gathers_.at(before->first).result.at(before->second))
+            gather.members[i].ready.push_back(d);
+        }
+      }
+      const int p = std::get<0>(key), g = std::get<3>(key);
+      const int64_t params = in_.stages[static_cast<size_t>(g)].params;
+      gather.result = add_all_gather(
+          b_, gather.members,
+          checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather"),
+          {g, std::get<2>(key) / in_.micro_batches_per_iteration});
     }
   }
 
@@ -642,6 +713,15 @@ class Lowering {
   // (position, tensor rank, iteration) -> the optimizer steps of its devices (the rank's
   // data-parallel group), copy-major then replica.
   std::map<std::tuple<int, int, int>, std::vector<OptimizerStep>> optimizers_;
+  // ZeRO-3 weight gathers: their members (copy-major, then replica), the gather each
+  // member's device issued before, and once built, what each member's result waits for.
+  struct Gather {
+    std::vector<CollectiveMember> members;
+    std::vector<std::optional<std::pair<GatherKey, size_t>>> after;
+    std::vector<std::vector<OpId>> result;
+  };
+  std::map<GatherKey, Gather> gathers_;
+  std::vector<GatherKey> gather_order_;
   std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
   struct TpParts {
     std::vector<OpId> parts;     // the op's segments (and a last empty part)

@@ -20,6 +20,16 @@
 //    a ring: 2(n - 1) steps of bytes / n between ring neighbours, as transfers, so the
 //    all-reduce overlaps every other device's work and costs 2(n-1)(alpha + bytes/(n beta))
 //    on idle links.
+//  - Tensor parallelism cuts a stage's F, R and B into segments with the group's all-reduces
+//    between them; with sequence parallelism each all-reduce is a ring reduce-scatter then
+//    a ring all-gather (schedules/collectives_rs_ag.h).
+//  - ZeRO (schedules/zero.h) over the n devices holding copies of a position, when n >= 2:
+//    state sharded n ways; the gradients are reduce-scattered (ring) instead of
+//    all-reduced, the optimizer step updates 1/n of them; stages 1 and 2 then all-gather
+//    the updated weights, and the device's next compute op waits for them. Stage 3 instead
+//    all-gathers the stage's weights before every F, R and B (the gather for a device's op
+//    may start when the op two before it on the device has ended, i.e. one op ahead) and
+//    keeps a gathering buffer of the two largest layers' weights resident.
 #pragma once
 
 #include <vector>
@@ -83,6 +93,7 @@ struct LoweringInput {
   int64_t bucket_bytes = 0;
   // Each all-reduced device keeps a separate buffer as big as its gradients ("other").
   bool bucket_buffers = false;
+  int zero = 0;             // ZeRO stage 0-3 over each position's data-parallel devices
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
 };
 

@@ -157,6 +157,7 @@ struct Strategy {
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
   int tensor = 1;                          // tensor-parallel degree of every stage
   bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
+  int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {
     if (schedule == ScheduleKind::kGpipeRecompute) return Recompute::kFull;

@@ -41,6 +41,10 @@ const char* to_string(CommKind c) {
       return "gradient";
     case CommKind::kAllReduce:
       return "allreduce";
+    case CommKind::kReduceScatter:
+      return "reduce-scatter";
+    case CommKind::kAllGather:
+      return "all-gather";
   }
   return "?";
 }

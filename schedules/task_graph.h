@@ -45,8 +45,20 @@ using MemBreakdown = std::array<int64_t, kMemCategories>;
 using OpId = uint32_t;
 
 // What a transfer carries.
-enum class CommKind : uint8_t { kNone, kActivation, kGradient, kAllReduce };
+enum class CommKind : uint8_t {
+  kNone,
+  kActivation,
+  kGradient,
+  kAllReduce,
+  kReduceScatter,  // sequence parallelism, ZeRO gradients
+  kAllGather,      // sequence parallelism, ZeRO parameters
+};
 const char* to_string(CommKind c);
+// A step of a collective among a group (all-reduce, reduce-scatter, all-gather), as opposed
+// to a pipeline transfer between neighbouring stages.
+inline bool is_collective(CommKind c) {
+  return c == CommKind::kAllReduce || c == CommKind::kReduceScatter || c == CommKind::kAllGather;
+}
 
 struct Op {
   OpKind kind = OpKind::kForward;

@@ -59,7 +59,7 @@ void add_exposed_comm(const TaskGraph& graph, const Timeline& tl, int d, DeviceR
     }
     ready = max(ready, tl.start[first]);
     if (tl.start[id] <= ready) continue;
-    (graph.op(last).comm == CommKind::kAllReduce ? dr.exposed_allreduce
+    (is_collective(graph.op(last).comm) ? dr.exposed_allreduce
                                                  : dr.exposed_pipeline_comm) +=
         tl.start[id] - ready;
   }
@@ -158,6 +158,10 @@ std::string to_json(const Report& r) {
   ordered_json j;
   j["scenario"] = r.info.scenario;
   j["schedule"] = r.info.schedule;
+  j["layout"] = r.info.layout;
+  j["sequence_parallel"] = r.info.sequence_parallel;
+  j["zero"] = r.info.zero;
+  j["zero_applies"] = r.info.zero_applies;
   j["makespan_s"] = r.makespan.seconds();
   j["iteration_time_s"] = r.iteration_time.seconds();
   j["throughput_samples_per_s"] = r.throughput;
@@ -224,6 +228,16 @@ std::string to_json(const Report& r) {
 std::string summary_table(const Report& r) {
   std::string out;
   out += fmt::format("scenario    {}\nschedule    {}\n", r.info.scenario, r.info.schedule);
+  if (!r.info.layout.empty()) {
+    out += fmt::format("layout      {} = {} GPU{}{}{}\n", r.info.layout, r.info.gpus,
+                       r.info.gpus == 1 ? "" : "s",
+                       r.info.sequence_parallel ? ", sequence parallel" : "",
+                       r.info.zero == 0      ? ""
+                       : r.info.zero_applies ? fmt::format(", ZeRO-{}", r.info.zero)
+                                             : fmt::format(", ZeRO-{} (no effect: no "
+                                                           "data-parallel ranks)",
+                                                           r.info.zero));
+  }
   out += fmt::format("makespan    {}  ({} iteration{})\n", format_time(r.makespan),
                      r.info.iterations, r.info.iterations == 1 ? "" : "s");
   out += fmt::format("iteration   {}\n", format_time(r.iteration_time));

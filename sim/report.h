@@ -28,6 +28,13 @@ struct RunInfo {
   int gpus = 0;                   // GPUs the strategy uses
   double peak_flops_per_gpu = 0;  // in the training precision
   int64_t tokens_per_sample = 0;  // 0: the model has no sequence length
+  // The parallel layout, e.g. "TP 8 x PP 16 x DP 8" (a range where stages differ), whether
+  // sequence parallelism is on, the ZeRO stage asked for and whether any stage has
+  // data-parallel ranks for it to shard over.
+  std::string layout;
+  bool sequence_parallel = false;
+  int zero = 0;
+  bool zero_applies = false;
   std::vector<std::pair<std::string, std::string>> overrides;  // the --set KEY=VALUE applied
   // Megatron-LM's closed-form bubble of a synchronous pipeline, (S - 1) / (v M) for S
   // devices per pipeline, v chunks each, M micro-batches (Narayanan et al. 2021, eq. 1 and

@@ -163,9 +163,9 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
           op.micro_batch, op.iteration);
       continue;
     }
-    if (op.comm == CommKind::kAllReduce) {
-      fmt::format_to(std::back_inserter(label), FMT_COMPILE("allreduce s{} it{}"), op.stage,
-                     op.iteration);
+    if (is_collective(op.comm)) {
+      fmt::format_to(std::back_inserter(label), FMT_COMPILE("{} s{} it{}"),
+                     std::string_view(to_string(op.comm)), op.stage, op.iteration);
     } else {
       fmt::format_to(std::back_inserter(label), FMT_COMPILE("{} s{} mb{}"),
                      std::string_view(to_string(op.comm)), op.stage, op.micro_batch);

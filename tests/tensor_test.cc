@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "tests/support.h"
 
 namespace pipesim {
@@ -93,6 +95,104 @@ TEST(Tensor, KorthikantiActivationsAndWeightsPerGpu) {
     EXPECT_EQ(tp.report.devices[0].at_peak[static_cast<size_t>(MemCategory::kWeights)],
               (params + t - 1) / t * 2);
   }
+}
+
+TEST(Tensor, SequenceParallelReduceScatterThenAllGather) {
+  // With sequence parallelism each of the 2 + 4 L all-reduces is a ring reduce-scatter
+  // ((t - 1) steps of 2sbh / t per member) then a ring all-gather (as many): for t = 2,
+  // 2 transfers of sbh bytes each, and no all-reduce left. On idle links the pair takes
+  // what the all-reduce took (2 steps of latency + sbh / bandwidth), so the forward ends
+  // when it did without sequence parallelism.
+  const int L = 2;
+  const test::SimRun sp = test::run_yaml(gpt(2, L, "  sequence_parallel: true\n"));
+  std::map<CommKind, int64_t> transfers;
+  for (const Op& op : sp.graph.ops()) {
+    if (op.kind != OpKind::kTransfer) continue;
+    ++transfers[op.comm];
+    EXPECT_EQ(op.bytes, kSbh);
+  }
+  EXPECT_EQ(transfers[CommKind::kAllReduce], 0);
+  EXPECT_EQ(transfers[CommKind::kReduceScatter], (2 + 4 * L) * 2);
+  EXPECT_EQ(transfers[CommKind::kAllGather], (2 + 4 * L) * 2);
+  // Each all-gather waits for its reduce-scatter.
+  for (OpId id = 0; id < sp.graph.size(); ++id) {
+    if (sp.graph.op(id).comm != CommKind::kAllGather) continue;
+    for (OpId d : sp.graph.deps(id)) {
+      const CommKind c = sp.graph.op(d).comm;
+      EXPECT_TRUE(c == CommKind::kReduceScatter || c == CommKind::kAllGather);
+    }
+  }
+  const test::SimRun tp = test::run_yaml(gpt(2, L));
+  auto forward_end = [](const test::SimRun& r) {
+    Time end;
+    for (OpId id : r.graph.stream(0)) {
+      if (r.graph.op(id).kind == OpKind::kForward) end = max(end, r.timeline.end[id]);
+    }
+    return end;
+  };
+  EXPECT_EQ(forward_end(sp), forward_end(tp));
+}
+
+TEST(Tensor, KorthikantiTableTwoWithRecompute) {
+  // Activations kept per transformer layer from F to B (Korthikanti et al. 2022, Table 2),
+  // 16-bit, b = 1: selective recompute keeps sbh(10 + 24/t) without and sbh 34/t with
+  // sequence parallelism; full recompute keeps the layer's 2sbh input, whole on every
+  // rank without sequence parallelism and split t ways with it (the input of a layer
+  // lives in the sequence-parallel region). What F keeps is its allocation at start plus
+  // its release at end; one layer's share is the difference between 2 layers and 1.
+  auto kept = [](int t, int layers, const std::string& extra) {
+    const test::SimRun r = test::run_yaml(gpt(t, layers, extra));
+    for (OpId id : r.graph.stream(0)) {
+      const Op& op = r.graph.op(id);
+      if (op.kind == OpKind::kForward && op.part == 0) {
+        int64_t net = op.mem_at_start;
+        for (OpId p : r.graph.stream(0)) {
+          const Op& q = r.graph.op(p);
+          if (q.kind == OpKind::kForward) net += q.mem_at_end;
+        }
+        return net;
+      }
+    }
+    return int64_t{-1};
+  };
+  for (int t : {2, 4}) {
+    for (bool sp : {false, true}) {
+      const std::string s = sp ? "  sequence_parallel: true\n" : "";
+      const int64_t selective = sp ? 34 * kSbh / t : 10 * kSbh + 24 * kSbh / t;
+      const int64_t full = sp ? 2 * kSbh / t : 2 * kSbh;
+      for (const auto& [mode, want] :
+           std::vector<std::pair<std::string, int64_t>>{{"selective", selective}, {"full", full}}) {
+        const std::string extra = s + "  recompute: " + mode + "\n";
+        EXPECT_EQ(kept(t, 2, extra) - kept(t, 1, extra), want) << t << sp << mode;
+      }
+    }
+  }
+}
+
+TEST(Tensor, StaticMemoryDividesByT) {
+  // Weights, gradients and optimizer state of mixed-precision Adam (2, 2 and 12 bytes per
+  // parameter), each on 1/t of the parameters (rounded up).
+  int64_t params = 0;
+  for (const Layer& l : test::run_yaml(gpt(1, 2)).scenario.model.layers) params += l.params;
+  for (int t : {1, 2, 4}) {
+    const test::SimRun r = test::run_yaml(gpt(t, 2));
+    const int64_t share = (params + t - 1) / t;
+    for (int d = 0; d < t; ++d) {
+      const MemBreakdown& m = r.graph.static_memory(d);
+      EXPECT_EQ(m[static_cast<size_t>(MemCategory::kWeights)], share * 2) << t;
+      EXPECT_EQ(m[static_cast<size_t>(MemCategory::kGradients)], share * 2) << t;
+      EXPECT_EQ(m[static_cast<size_t>(MemCategory::kOptimizer)], share * 12) << t;
+    }
+  }
+}
+
+TEST(Tensor, SummaryShowsTheLayout) {
+  const test::SimRun r = test::run_yaml(gpt(2, 1, "  sequence_parallel: true\n"));
+  EXPECT_EQ(r.report.info.layout, "TP 2 x PP 1 x DP 1");
+  EXPECT_NE(
+      summary_table(r.report).find("layout      TP 2 x PP 1 x DP 1 = 2 GPUs, sequence parallel"),
+      std::string::npos)
+      << summary_table(r.report);
 }
 
 TEST(Tensor, GroupsStayInsideANodeAndDataParallelGroupsPerRank) {

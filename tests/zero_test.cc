@@ -1,0 +1,161 @@
+// strategy.zero (SPEC section 3.1): DeepSpeed ZeRO stages 1-3 in memory (Rajbhandari et al.
+// 2020, arXiv 1910.02054, Fig. 1) and in communication (reduce-scatter of gradients,
+// all-gather of weights) as transfers on the data-parallel group's links.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "schedules/collective_estimates.h"
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+// Psi = 12M parameters in 4 layers of 3M, one stage, N_d = 4 data-parallel copies on one
+// NVSwitch node (300 GB/s, 2 us), mixed-precision Adam: 2 + 2 + K bytes per parameter
+// with K = 12. One micro-batch per copy; a stage's F = 4 x 1 ms, B = 4 x 2 ms; no
+// optimizer time.
+std::string zero(int stage, int iterations = 1, int global_batch = 4,
+                 const std::string& extra = "") {
+  return fmt::format(
+      R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch2}}
+model:
+  layers:
+    - {{name: l, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, params: 3M,
+       repeat: 4}}
+training: {{global_batch: {}, micro_batch: 1, precision: mixed, optimizer: adam, iterations: {}}}
+strategy: {{schedule: dapple, pipeline: 1, data: 4, allreduce: ring, zero: {}{}}}
+)",
+      global_batch, iterations, stage, extra);
+}
+
+constexpr int64_t kPsi = 12'000'000;
+constexpr int64_t kNd = 4;
+
+int64_t static_bytes(const test::SimRun& r, int device, MemCategory c) {
+  return r.graph.static_memory(device)[static_cast<size_t>(c)];
+}
+
+// Bytes all transfers of a kind move, summed over the run.
+std::map<CommKind, int64_t> bytes_by_kind(const test::SimRun& r) {
+  std::map<CommKind, int64_t> out;
+  for (const Op& op : r.graph.ops()) {
+    if (op.kind == OpKind::kTransfer) out[op.comm] += op.bytes;
+  }
+  return out;
+}
+
+TEST(Zero, BytesPerParameterAsInTheZeroPaper) {
+  // Fig. 1: stage 0 (2 + 2 + K) Psi; stage 1 2 Psi + 2 Psi + K Psi / N_d; stage 2
+  // 2 Psi + (2 + K) Psi / N_d; stage 3 (2 + 2 + K) Psi / N_d, plus (stage 3) the gathering
+  // buffer of the two largest layers' 16-bit weights, 2 x 3M x 2 bytes.
+  const int64_t K = 12;
+  struct Want {
+    int64_t weights, gradients, optimizer;
+  };
+  const Want want[] = {{2 * kPsi, 2 * kPsi, K * kPsi},
+                       {2 * kPsi, 2 * kPsi, K * kPsi / kNd},
+                       {2 * kPsi, 2 * kPsi / kNd, K * kPsi / kNd},
+                       {2 * kPsi / kNd + 2 * 3'000'000 * 2, 2 * kPsi / kNd, K * kPsi / kNd}};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const test::SimRun r = test::run_yaml(zero(stage));
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(static_bytes(r, d, MemCategory::kWeights), want[stage].weights) << stage;
+      EXPECT_EQ(static_bytes(r, d, MemCategory::kGradients), want[stage].gradients) << stage;
+      EXPECT_EQ(static_bytes(r, d, MemCategory::kOptimizer), want[stage].optimizer) << stage;
+    }
+    EXPECT_EQ(r.report.info.zero, stage);
+  }
+}
+
+TEST(Zero, CommunicationVolume) {
+  // A ring all-reduce of 2 Psi bytes sends 2 (N_d - 1) chunks of 2 Psi / N_d from each
+  // rank. Stages 1 and 2: a reduce-scatter and an all-gather, (N_d - 1) chunks each: the
+  // same volume. Stage 3 (one micro-batch): the reduce-scatter and two all-gathers (before
+  // F and before B), 1.5 x the all-reduce's volume (the paper's section 7.2.2).
+  const int64_t all_reduce = 2 * (kNd - 1) * kNd * (2 * kPsi / kNd);
+  const auto plain = bytes_by_kind(test::run_yaml(zero(0)));
+  EXPECT_EQ(plain.at(CommKind::kAllReduce), all_reduce);
+  for (int stage : {1, 2}) {
+    auto z = bytes_by_kind(test::run_yaml(zero(stage)));
+    EXPECT_EQ(z[CommKind::kAllReduce], 0);
+    EXPECT_EQ(z[CommKind::kReduceScatter], all_reduce / 2);
+    EXPECT_EQ(z[CommKind::kAllGather], all_reduce / 2);
+  }
+  auto z3 = bytes_by_kind(test::run_yaml(zero(3)));
+  EXPECT_EQ(z3[CommKind::kReduceScatter] + z3[CommKind::kAllGather], all_reduce * 3 / 2);
+}
+
+// One ring pass (reduce-scatter or all-gather) of 2 Psi bytes among the 4 GPUs on idle
+// NVSwitch ports: 3 steps of (2 us + 6 MB / 300 GB/s) = 3 x 22 us.
+Time ring_pass(const test::SimRun& r) {
+  const Time by_hand = (Time::us(2) + Time::us(20)) * 3;
+  EXPECT_EQ(ring_pass_estimate(link_costs(r.scenario.cluster), {0, 1, 2, 3}, 2 * kPsi), by_hand);
+  return by_hand;
+}
+
+Time start_of(const test::SimRun& r, int device, OpKind kind, int micro_batch) {
+  for (OpId id : r.graph.stream(device)) {
+    const Op& op = r.graph.op(id);
+    if (op.kind == kind && op.micro_batch == micro_batch && op.part == 0)
+      return r.timeline.start[id];
+  }
+  ADD_FAILURE() << "no such op";
+  return Time::zero();
+}
+
+TEST(Zero, StageOneTimelineByHand) {
+  // F 0-4 ms, B 4-12 ms, the gradients' reduce-scatter T, the optimizer step (no time), the
+  // weights' all-gather T; the next iteration's F waits for it: it starts at 12 ms + 2T.
+  const test::SimRun r = test::run_yaml(zero(1, 2));
+  const Time T = ring_pass(r);
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(start_of(r, d, OpKind::kOptimizer, -1), Time::ms(12) + T);
+    EXPECT_EQ(start_of(r, d, OpKind::kForward, 1), Time::ms(12) + T * 2);
+  }
+}
+
+TEST(Zero, StageThreeGathersOneOpAheadByHand) {
+  // F0's weights are gathered first (T); B0's gather follows at once on the device's one
+  // communication stream (T to 2T, hidden behind F0 as 2T < T + 4 ms); B0 runs T + 4 ms to
+  // T + 12 ms, the gradients' reduce-scatter follows, the optimizer starts at 2T + 12 ms.
+  const test::SimRun r = test::run_yaml(zero(3));
+  const Time T = ring_pass(r);
+  EXPECT_EQ(start_of(r, 0, OpKind::kForward, 0), T);
+  EXPECT_EQ(start_of(r, 0, OpKind::kBackward, 0), T + Time::ms(4));
+  EXPECT_EQ(start_of(r, 0, OpKind::kOptimizer, -1), T * 2 + Time::ms(12));
+  // Two micro-batches (F0 B0 F1 B1): F1's gather may start when F0 ends, so every op but
+  // the first waits for nothing: the optimizer starts at T + 24 ms + T.
+  const test::SimRun two = test::run_yaml(zero(3, 1, 8));
+  EXPECT_EQ(start_of(two, 0, OpKind::kOptimizer, -1), T * 2 + Time::ms(24));
+}
+
+TEST(Zero, NothingToShardAndValidation) {
+  // One copy, one replica: accepted, nothing changes, the summary says so.
+  std::string y = zero(2);
+  y.replace(y.find("data: 4"), 7, "data: 1");
+  const test::SimRun one = test::run_yaml(y);
+  EXPECT_FALSE(one.report.info.zero_applies);
+  EXPECT_EQ(static_bytes(one, 0, MemCategory::kOptimizer), 12 * kPsi);
+  EXPECT_NE(summary_table(one.report).find("ZeRO-2 (no effect: no data-parallel ranks)"),
+            std::string::npos);
+  const test::SimRun four = test::run_yaml(zero(2));
+  EXPECT_NE(summary_table(four.report).find("TP 1 x PP 1 x DP 4 = 4 GPUs, ZeRO-2"),
+            std::string::npos)
+      << summary_table(four.report);
+
+  for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
+           {"zero: 4", "strategy.zero"},
+           {"zero: 1", "strategy.zero: pipedream keeps whole weight"}}) {
+    std::string bad = zero(0);
+    if (text == "zero: 1") bad.replace(bad.find("schedule: dapple"), 16, "schedule: pipedream");
+    bad.replace(bad.find("zero: 0"), 7, text);
+    const auto r = test::cli({"run", test::write_temp("zero-bad.yaml", bad)});
+    EXPECT_EQ(r.code, 2) << text;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace pipesim
