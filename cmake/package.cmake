@@ -31,7 +31,8 @@ install(EXPORT pipesimTargets NAMESPACE pipesim:: DESTINATION ${pipesim_cmake_di
 set(PIPESIM_WITH_MPI ${MPI_CXX_FOUND})  # the static libraries then link MPI
 configure_package_config_file(cmake/pipesimConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/pipesimConfig.cmake
-                              INSTALL_DESTINATION ${pipesim_cmake_dir})
+                              INSTALL_DESTINATION ${pipesim_cmake_dir}
+                              PATH_VARS CMAKE_INSTALL_DATADIR)
 # 0.x: a minor version may change the API.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/pipesimConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)

@@ -300,11 +300,12 @@ TEST(Trace, NoTwoSlicesOverlapOnATrack) {
   // dropped 76 transfers of the default scenario at 1 Gbit/s. Every slice on a track must
   // either end before the next starts or nest inside it.
   const Dir d("trace");
-  // The default scenario at 1 Gbit/s; and with two data-parallel copies, whose gradient
-  // all-reduces share links with the pipeline's transfers.
+  // The default model as a 16-stage pipeline at 1 Gbit/s; and with two data-parallel copies, whose
+  // gradient all-reduces share links with the pipeline's transfers.
   const std::vector<std::vector<std::string>> runs{
-      {"--set", "cluster.inter_node.bandwidth=1 Gbit/s"},
-      {"--set", "strategy.data=2", "--set", "strategy.pipeline=8"}};
+      {"--set", "strategy={schedule: dapple, pipeline: 16}", "--set",
+       "cluster.inter_node.bandwidth=1 Gbit/s"},
+      {"--set", "strategy={schedule: dapple, pipeline: 8, data: 2}"}};
   for (size_t k = 0; k < runs.size(); ++k) {
     std::vector<std::string> args{"run", "--trace", d.file("t.json")};
     args.insert(args.end(), runs[k].begin(), runs[k].end());
