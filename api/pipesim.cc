@@ -35,4 +35,9 @@ nlohmann::ordered_json plan_report(const std::string& path, const std::vector<Ov
   return at_scenario(path, [&] { return to_json(plan(path, overrides, options)); });
 }
 
+nlohmann::ordered_json sweep_report(const std::string& path, const std::vector<GridAxis>& axes,
+                                    const SweepOptions& options) {
+  return at_scenario(path, [&] { return to_json(run_sweep(path, axes, options)); });
+}
+
 }  // namespace pipesim

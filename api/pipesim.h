@@ -1,9 +1,9 @@
 // The public library API: what the Python module, the installed CMake package and other
 // programs embed. Each call loads a scenario (a YAML file, or the embedded default when the
 // path is empty), applies `--set` style overrides before validation, and returns exactly
-// what the command line writes: `run` the report of `pipesim run --json`, `plan` the object
-// of `pipesim plan --json`. Bad input throws InputError with the scenario's location, whose
-// message() is the text after "pipesim: error: " on the command line.
+// what the command line writes with `--json`: a run's report, a plan, a sweep. Bad input throws
+// InputError with the scenario's location, whose message() is the text after "pipesim: error: " on
+// the command line.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include "schedules/task_graph.h"
 #include "sim/engine.h"
 #include "sim/report.h"
+#include "sweep/sweep.h"
 
 namespace pipesim {
 
@@ -48,6 +49,10 @@ nlohmann::ordered_json run_report(const std::string& path,
 nlohmann::ordered_json plan_report(const std::string& path,
                                    const std::vector<Override>& overrides = {},
                                    const PlanOptions& options = {});
+
+// `pipesim sweep [path] --grid ... --json -`, as JSON (sweep/sweep.h's to_json).
+nlohmann::ordered_json sweep_report(const std::string& path, const std::vector<GridAxis>& axes,
+                                    const SweepOptions& options = {});
 
 // Runs `f`; an InputError without a location (one found while building or simulating, such
 // as a transfer too large) gets the scenario's: the file, or "<default>".

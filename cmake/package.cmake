@@ -7,7 +7,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(PIPESIM_LIBRARIES pipesim_core pipesim_topology pipesim_schedules pipesim_sim pipesim_scenario
-    pipesim_planner pipesim_api)
+    pipesim_parallel pipesim_planner pipesim_sweep pipesim_api)
 foreach(lib IN LISTS PIPESIM_LIBRARIES)
   # Headers include each other as "sim/report.h": from the source tree in the build, from
   # include/pipesim once installed (include/ too, for <pipesim/api/pipesim.h>).
@@ -20,7 +20,7 @@ install(TARGETS pipesim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${PIPESIM_LIBRARIES} EXPORT pipesimTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY core topology schedules sim scenario planner api
+install(DIRECTORY core topology schedules sim scenario parallel planner sweep api
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipesim
         FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
 install(DIRECTORY scenarios/ DESTINATION ${CMAKE_INSTALL_DATADIR}/pipesim/scenarios)
@@ -28,9 +28,11 @@ install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 set(pipesim_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/pipesim)
 install(EXPORT pipesimTargets NAMESPACE pipesim:: DESTINATION ${pipesim_cmake_dir})
+set(PIPESIM_WITH_MPI ${MPI_CXX_FOUND})  # the static libraries then link MPI
 configure_package_config_file(cmake/pipesimConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/pipesimConfig.cmake
-                              INSTALL_DESTINATION ${pipesim_cmake_dir})
+                              INSTALL_DESTINATION ${pipesim_cmake_dir}
+                              PATH_VARS CMAKE_INSTALL_DATADIR)
 # 0.x: a minor version may change the API.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/pipesimConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)

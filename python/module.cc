@@ -3,10 +3,12 @@
 //   import pipesim
 //   r = pipesim.run("scenario.yaml", set={"training.micro_batch": 1})  # == run --json
 //   p = pipesim.plan(None, top=5)                                         # == plan --json
+//   s = pipesim.sweep(None, grid={"training.micro_batch": "1..8*2"})    # == sweep --json
 //
 // Bad input raises pipesim.InputError (a ValueError) whose message is the line the command
 // line prints. The GIL is released while pipesim loads and simulates, so Python threads
 // can run several scenarios at once.
+#include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -41,29 +43,32 @@ py::object to_python(const nlohmann::ordered_json& j) {
     case nlohmann::json::value_t::array: {
       py::list out;
       for (const auto& v : j) out.append(to_python(v));
-      return std::move(out);
+      return out;
     }
     case nlohmann::json::value_t::object: {
       py::dict out;
       for (const auto& [key, v] : j.items()) out[py::str(key)] = to_python(v);
-      return std::move(out);
+      return out;
     }
     default:
       throw InternalError("a JSON value of a kind reports do not hold");
   }
 }
 
-// set={"key": value}: a str is YAML text, as after --set KEY=; anything else is written as
-// JSON (True -> true, 2 -> 2, {"a": 1} -> {"a": 1}), which YAML reads back the same.
+// A value given from Python as the YAML text pipesim reads: a str is YAML text already, as
+// after --set KEY=; anything else is written as JSON (True -> true, 2 -> 2, {"a": 1} ->
+// {"a": 1}), which YAML reads back the same.
+std::string yaml_text(const py::handle& value) {
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  return py::module_::import("json").attr("dumps")(value).cast<std::string>();
+}
+
+// set={"key": value}
 std::vector<Override> overrides(const std::optional<py::dict>& set) {
   std::vector<Override> out;
   if (!set) return out;
-  const py::object dumps = py::module_::import("json").attr("dumps");
-  for (const auto& [key, value] : *set) {
-    const std::string text = py::isinstance<py::str>(value) ? value.cast<std::string>()
-                                                            : dumps(value).cast<std::string>();
-    out.push_back({py::str(key).cast<std::string>(), text});
-  }
+  for (const auto& [key, value] : *set)
+    out.push_back({py::str(key).cast<std::string>(), yaml_text(value)});
   return out;
 }
 
@@ -71,8 +76,8 @@ std::string path_of(const std::optional<std::string>& scenario) {
   return scenario.value_or("");
 }
 
-py::object run(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
-               bool reproducible) {
+py::object run_py(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
+                  bool reproducible) {
   const std::vector<Override> o = overrides(set);
   nlohmann::ordered_json report;
   {
@@ -82,9 +87,9 @@ py::object run(const std::optional<std::string>& scenario, const std::optional<p
   return to_python(report);
 }
 
-py::object plan(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
-                int top, int threads, const std::optional<py::object>& time_limit,
-                bool exhaustive) {
+py::object plan_py(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
+                   int top, int threads, const std::optional<py::object>& time_limit,
+                   bool exhaustive) {
   const std::vector<Override> o = overrides(set);
   PlanOptions options;
   options.top = top;
@@ -114,8 +119,46 @@ py::object plan(const std::optional<std::string>& scenario, const std::optional<
   return to_python(result);
 }
 
-std::string resolve(const std::optional<std::string>& scenario,
-                    const std::optional<py::dict>& set) {
+// grid={"key": values}: a str is VALUES as after --grid KEY= ("1..64*2", "a,b,c"); a list
+// or tuple gives the values one by one (each as in set=).
+std::vector<GridAxis> grid_axes(const py::dict& grid) {
+  std::vector<GridAxis> axes;
+  for (const auto& [key, values] : grid) {
+    const std::string k = py::str(key).cast<std::string>();
+    if (py::isinstance<py::str>(values)) {
+      axes.push_back(parse_grid_axis(k + "=" + values.cast<std::string>()));
+    } else if (py::isinstance<py::list>(values) || py::isinstance<py::tuple>(values)) {
+      GridAxis axis{k, {}};
+      for (const auto& v : values) axis.values.push_back(yaml_text(v));
+      axes.push_back(std::move(axis));
+    } else {
+      throw InputError(fmt::format("the values of '{}' are neither a string nor a list", k),
+                       "'1..64*2', 'a,b,c' or a list of values", "grid", {"pipesim.sweep"});
+    }
+  }
+  return axes;
+}
+
+py::object sweep_py(const std::optional<std::string>& scenario, const py::dict& grid,
+                    const std::optional<py::dict>& set, bool zip, int threads) {
+  SweepOptions options;
+  options.sets = overrides(set);
+  options.zip = zip;
+  if (threads < 0)
+    throw InputError("threads must not be negative", "0 (every core) or more", "threads",
+                     {"pipesim.sweep"});
+  options.threads = threads;
+  const std::vector<GridAxis> axes = grid_axes(grid);
+  nlohmann::ordered_json result;
+  {
+    const py::gil_scoped_release release;
+    result = sweep_report(path_of(scenario), axes, options);
+  }
+  return to_python(result);
+}
+
+std::string resolve_py(const std::optional<std::string>& scenario,
+                       const std::optional<py::dict>& set) {
   const std::vector<Override> o = overrides(set);
   const py::gil_scoped_release release;
   const std::string path = path_of(scenario);
@@ -129,25 +172,33 @@ PYBIND11_MODULE(pipesim, m) {
   using namespace pybind11::literals;
   m.doc() = "pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training";
   m.attr("__version__") = PIPESIM_VERSION;
-  static py::exception<pipesim::InputError> input_error(m, "InputError", PyExc_ValueError);
+  // Never destroyed: a static py::object would be released after the interpreter is gone.
+  static auto* input_error =
+      new py::exception<pipesim::InputError>(m, "InputError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const pipesim::InputError& e) {
-      input_error(("pipesim: error: " + e.message()).c_str());
+      (*input_error)(("pipesim: error: " + e.message()).c_str());
     }
   });
-  m.def("run", &pipesim::run, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
+  m.def("run", &pipesim::run_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
         "reproducible"_a = false,
         "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "
         "overrides (dotted key -> value) and returns the report of `pipesim run --json`. "
         "reproducible=True reports wall_s as 0.");
-  m.def("plan", &pipesim::plan, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
+  m.def("plan", &pipesim::plan_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
         "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(), "exhaustive"_a = false,
         "Searches strategies for the scenario's cluster, model and training and returns the "
         "object of `pipesim plan --json` (best, candidates, pareto, baselines, ...). "
         "time_limit: seconds, or a string such as '60s'.");
-  m.def("resolve", &pipesim::resolve, "scenario"_a = py::none(), py::kw_only(),
+  m.def("sweep", &pipesim::sweep_py, "scenario"_a = py::none(), py::kw_only(), "grid"_a,
+        "set"_a = py::none(), "zip"_a = false, "threads"_a = 0,
+        "Runs the scenario at every point of a grid (key -> '1..64*2', 'a,b,c' or a list of "
+        "values; the product, or with zip=True the lists paired) on `threads` threads (0: "
+        "every core) and returns the object of `pipesim sweep --json`. A point that fails "
+        "validation carries its message in `error`.");
+  m.def("resolve", &pipesim::resolve_py, "scenario"_a = py::none(), py::kw_only(),
         "set"_a = py::none(),
         "The scenario as simulated (overrides applied, shorthands expanded), as the YAML text "
         "`pipesim run --resolved` writes.");

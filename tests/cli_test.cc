@@ -36,7 +36,9 @@ TEST(Cli, HelpVersionAndUsageErrors) {
 TEST(Cli, RunDefaultWritesEveryReport) {
   const std::string j = test::temp_path("d.json"), t = test::temp_path("d.trace.json"),
                     c = test::temp_path("d.csv");
-  const auto r = test::cli({"run", "--json", j, "--trace", t, "--csv", c});
+  // The 16-stage pipeline of single GPUs the counts below are derived for.
+  const auto r = test::cli({"run", "--set", "strategy={schedule: dapple, pipeline: 16}", "--json",
+                            j, "--trace", t, "--csv", c});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("makespan"), std::string::npos);
   EXPECT_NE(r.out.find("node1/gpu7"), std::string::npos);
@@ -118,12 +120,13 @@ TEST(Cli, OrderPrintsTheReferenceTable) {
 }
 
 TEST(Cli, OutOfMemoryStillWritesTheReportAndExits1) {
-  // GPipe keeps all M = 32 micro-batches' activations. The head stage (node1/gpu7) holds
-  // 51.5 M params x 16 B = 0.767 GiB plus 589 MiB per forward: it crosses 16 GiB on the
-  // 27th forward, F26 ((16 - 0.767) / 0.575 = 26.5). Stage 0 stays under: 0.97 GiB
-  // static + 32 x 456 MiB = 15.2 GiB.
+  // The default model and cluster as a 16-stage pipeline of single GPUs. GPipe keeps all M = 32
+  // micro-batches' activations. The head stage (node1/gpu7) holds 51.5 M params x 16 B = 0.767 GiB
+  // plus 589 MiB per forward: it crosses 16 GiB on the 27th forward, F26 ((16 - 0.767) / 0.575
+  // = 26.5). Stage 0 stays under: 0.97 GiB static + 32 x 456 MiB = 15.2 GiB.
   const std::string j = test::temp_path("oom.json");
-  const auto r = test::cli({"run", "--set", "strategy.schedule=gpipe", "--json", j});
+  const auto r =
+      test::cli({"run", "--set", "strategy={schedule: gpipe, pipeline: 16}", "--json", j});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node1/gpu7 needs")) << r.err;
   EXPECT_NE(r.err.find("op F26 crossed"), std::string::npos) << r.err;
@@ -212,7 +215,8 @@ TEST(Cli, ResolvedScenarioRerunsToTheSameReport) {
   // (the overrides are applied in it, so the re-run echoes none).
   const std::string examples = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/";
   const std::vector<std::vector<std::string>> runs = {
-      {"run", "--set", "strategy.pipeline=8", "--set", "strategy.data=2"},
+      {"run", "--set", "strategy={schedule: dapple, pipeline: 8}", "--set", "strategy.data=2"},
+      {"run"},
       {"run", examples + "dapple-hybrid.yaml"},
       {"run", examples + "profile-csv.yaml"},  // names a profile relative to itself
       {"run", examples + "gpt-generated.yaml", "--set", "strategy.placement=scatter-first"},
@@ -227,9 +231,10 @@ TEST(Cli, ResolvedScenarioRerunsToTheSameReport) {
     }());
     const std::string text = test::read_file(resolved);
     // Shorthands expanded: explicit stages and device lists, no pipeline: N.
-    EXPECT_EQ(text.find("pipeline:"), std::string::npos) << text;
+    EXPECT_EQ(text.find("pipeline:", text.find('\n')), std::string::npos)
+        << text;  // after the comment
     EXPECT_NE(text.find("stages:"), std::string::npos) << text;
-    EXPECT_NE(text.find("placement:\n    - ["), std::string::npos) << text;
+    EXPECT_NE(text.find("[node0/gpu0"), std::string::npos) << text;  // device lists
     EXPECT_EQ(reproducible_report({"run", resolved}), first) << args[1];
   }
 }

@@ -15,3 +15,11 @@ add_test(NAME Package.FindPackageConsumer
                  -DCXX=${CMAKE_CXX_COMPILER} -DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/install_test.cmake)
 set_tests_properties(Package.FindPackageConsumer PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+
+# Every plot script renders from small reports (skipped without matplotlib).
+if(Python3_EXECUTABLE)
+  add_test(NAME Plots.RenderFromSmallReports
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_plots.py -v)
+  set_tests_properties(Plots.RenderFromSmallReports PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+    ENVIRONMENT "PIPESIM=$<TARGET_FILE:pipesim>;PIPESIM_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endif()

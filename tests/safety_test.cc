@@ -300,11 +300,12 @@ TEST(Trace, NoTwoSlicesOverlapOnATrack) {
   // dropped 76 transfers of the default scenario at 1 Gbit/s. Every slice on a track must
   // either end before the next starts or nest inside it.
   const Dir d("trace");
-  // The default scenario at 1 Gbit/s; and with two data-parallel copies, whose gradient
-  // all-reduces share links with the pipeline's transfers.
+  // The default model as a 16-stage pipeline at 1 Gbit/s; and with two data-parallel copies, whose
+  // gradient all-reduces share links with the pipeline's transfers.
   const std::vector<std::vector<std::string>> runs{
-      {"--set", "cluster.inter_node.bandwidth=1 Gbit/s"},
-      {"--set", "strategy.data=2", "--set", "strategy.pipeline=8"}};
+      {"--set", "strategy={schedule: dapple, pipeline: 16}", "--set",
+       "cluster.inter_node.bandwidth=1 Gbit/s"},
+      {"--set", "strategy={schedule: dapple, pipeline: 8, data: 2}"}};
   for (size_t k = 0; k < runs.size(); ++k) {
     std::vector<std::string> args{"run", "--trace", d.file("t.json")};
     args.insert(args.end(), runs[k].begin(), runs[k].end());
@@ -368,9 +369,9 @@ TEST(WorkEstimate, TooMuchWorkIsRefusedAtOnceWithTheEstimateAndTheLimit) {
   // Before: the cap counted compute ops only. A 2,000-way data-parallel ring has few
   // compute ops but 2 x 1999 x 2000 transfers per gradient bucket.
   auto t0 = std::chrono::steady_clock::now();
-  auto r = test::cli({"run", "--set", "cluster.nodes=4000", "--set", "strategy.data=2000", "--set",
-                      "training.global_batch=4000", "--set", "training.micro_batch=1", "--set",
-                      "strategy.pipeline=16"});
+  auto r = test::cli({"run", "--set", "cluster.nodes=4000", "--set",
+                      "strategy={schedule: dapple, pipeline: 16, data: 2000}", "--set",
+                      "training.global_batch=4000", "--set", "training.micro_batch=1"});
   expect_one_line_error(r, "strategy: this run would simulate about");
   EXPECT_NE(r.err.find("transfers, collective steps included) (at most 5e+07"), std::string::npos)
       << r.err;
@@ -387,9 +388,9 @@ TEST(WorkEstimate, ATraceTooLargeIsRefusedBeforeSimulating) {
   // Before: 1.6 M micro-batches with --trace left an 8 GB temporary file.
   const Dir d("bigtrace");
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r =
-      test::cli({"run", "--set", "training.global_batch=3200000", "--set", "strategy.pipeline=2",
-                 "--trace", d.file("t.json"), "--json", d.file("r.json")});
+  const auto r = test::cli({"run", "--set", "training.global_batch=3200000", "--set",
+                            "strategy={schedule: dapple, pipeline: 2}", "--trace", d.file("t.json"),
+                            "--json", d.file("r.json")});
   expect_one_line_error(r, "--trace: the trace would be about");
   EXPECT_NE(r.err.find("(at most 4.29 GB"), std::string::npos) << r.err;
   EXPECT_LT(seconds_since(t0), 30.0);

@@ -79,8 +79,11 @@ class Errors(unittest.TestCase):
                              ["run", TOY, "--set", "strategy.vertical_sync=true"])
         missing = os.path.join(SOURCE, "no-such-scenario.yaml")
         self.check_same_line(lambda: pipesim.run(missing), ["run", missing])
-        self.check_same_line(lambda: pipesim.plan(TOY, time_limit="ten"),
-                             ["plan", TOY, "--time-limit", "ten"])
+        # Python's own arguments are named as in Python.
+        with self.assertRaises(pipesim.InputError) as caught:
+            pipesim.plan(TOY, time_limit="ten")
+        self.assertEqual(str(caught.exception), "pipesim: error: pipesim.plan: time_limit: "
+                         "'ten' is not a quantity (units: ps, ns, us, ms, s)")
 
     def test_input_error_is_a_value_error(self):
         self.assertTrue(issubclass(pipesim.InputError, ValueError))
@@ -104,14 +107,43 @@ class Plan(unittest.TestCase):
             self.assertGreater(pipesim.plan(TOY, top=1, time_limit=limit)["simulated"], 0)
 
 
+class Sweep(unittest.TestCase):
+    def test_equals_cli_sweep_json(self):
+        got = pipesim.sweep(TOY, grid={"training.micro_batch": "1..16*2",
+                                       "strategy.schedule": ["gpipe", "dapple"]},
+                            set={"training.iterations": 1}, threads=2)
+        want = cli_json("sweep", TOY, "--grid", "training.micro_batch=1..16*2",
+                        "--grid", "strategy.schedule=gpipe,dapple",
+                        "--set", "training.iterations=1", "--threads", "2")
+        self.assertEqual(got, want)
+        self.assertEqual(len(got["points"]), 5 * 2)
+
+    def test_zip_and_failing_points(self):
+        # micro_batch 3 does not divide the global batch of 64: that point fails, the rest run.
+        got = pipesim.sweep(TOY, grid={"training.micro_batch": [2, 3, 4],
+                                       "strategy.schedule": "gpipe,dapple,gpipe"}, zip=True)
+        want = cli_json("sweep", TOY, "--grid", "training.micro_batch=2,3,4",
+                        "--grid", "strategy.schedule=gpipe,dapple,gpipe", "--zip")
+        self.assertEqual(got, want)
+        self.assertEqual(len(got["points"]), 3)
+        self.assertEqual(got["failed"], 1)
+
+    def test_malformed_grid_is_input_error(self):
+        with self.assertRaises(pipesim.InputError) as caught:
+            pipesim.sweep(TOY, grid={"training.micro_batch": "8..1"})
+        r = cli("sweep", TOY, "--grid", "training.micro_batch=8..1")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(str(caught.exception), r.stderr.rstrip("\n"))
+
+
 class Resolve(unittest.TestCase):
     def test_equals_cli_resolved_and_reruns_identically(self):
-        sets = {"strategy.pipeline": 8, "strategy.data": 2}
+        sets = {"strategy": {"schedule": "dapple", "pipeline": 8}, "strategy.data": 2}
         text = pipesim.resolve(None, set=sets)
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "resolved.yaml")
-            r = cli("run", "--set", "strategy.pipeline=8", "--set", "strategy.data=2",
-                    "--resolved", path)
+            r = cli("run", "--set", 'strategy={"schedule": "dapple", "pipeline": 8}',
+                    "--set", "strategy.data=2", "--resolved", path)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(path) as f:
                 self.assertEqual(f.read(), text)
