@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/backend_commands.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -326,6 +327,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_flag("--exhaustive", plan_args.exhaustive,
                      "simulate every strategy of the space (refused above 100000)");
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
+  BackendCommands backend(app);
 
   try {
     try {
@@ -350,6 +352,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                          [&] { return cmd_model(model_file, model_sets, model_json, out); });
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
+    if (backend.parsed()) return backend.run(out, err);
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";
