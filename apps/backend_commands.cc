@@ -42,8 +42,8 @@ double host_scale(const std::string& text, const Scenario& s) {
   }
   if (!(v >= 1e-6 && v <= 1e3))
     throw InputError(fmt::format("'{}' is not a time scale", text),
-                     "auto, or wall seconds per scenario second from 1e-6 to 1000",
-                     "--time-scale", {"<command line>"});
+                     "auto, or wall seconds per scenario second from 1e-6 to 1000", "--time-scale",
+                     {"<command line>"});
   return v;
 }
 
@@ -88,12 +88,14 @@ BackendCommands::BackendCommands(CLI::App& app) {
       ->check(CLI::Range(0, 1000));
   validate_cmd_->add_flag("--sweep", sweep_,
                           "validate a grid: schedules x stages x micro-batches x link speeds");
-  validate_cmd_->add_option("--schedules", schedules_, "sweep: schedules (default gpipe,dapple,pipedream)")
+  validate_cmd_
+      ->add_option("--schedules", schedules_, "sweep: schedules (default gpipe,dapple,pipedream)")
       ->delimiter(',');
   validate_cmd_->add_option("--stages", stages_, "sweep: pipeline depths (default 2,4,8)")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
-  validate_cmd_->add_option("--micro-batches", micro_batches_, "sweep: micro-batches (default 4,8,16)")
+  validate_cmd_
+      ->add_option("--micro-batches", micro_batches_, "sweep: micro-batches (default 4,8,16)")
       ->delimiter(',')
       ->check(CLI::Range(1, 100000));
   validate_cmd_->add_option("--links", links_,
@@ -111,8 +113,8 @@ int BackendCommands::run(std::ostream& out, std::ostream& err) const {
     for (const auto* path : {&out_, &json_}) {
       if (path->empty() && ((path == &out_ && profile_cmd_->parsed()) ||
                             (path == &json_ && validate_cmd_->count("--json") > 0)))
-        throw InputError("the output path is empty", "a file path", path == &out_ ? "--out" : "--json",
-                         {"<command line>"});
+        throw InputError("the output path is empty", "a file path",
+                         path == &out_ ? "--out" : "--json", {"<command line>"});
     }
     return profile_cmd_->parsed() ? profile(out) : validate(out, err);
   } catch (InputError& e) {

@@ -1,6 +1,9 @@
 #include "backend/host_backend.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,10 +12,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "backend/arena.h"
 #include "backend/host_links.h"

@@ -56,17 +56,17 @@ void LinkEmulator::run() {
 
 // Handles the events due by `t`, in time order.
 void LinkEmulator::due(Time t) {
-    while (!events_.empty() && events_.front().time <= t) {
-      std::pop_heap(events_.begin(), events_.end(), std::greater<>());
-      const Event e = events_.back();
-      events_.pop_back();
-      model_now_ = max(model_now_, e.time);
-      if (e.latency) {
-        start_flow(e.op, e.time);
-      } else if (network_.is_current(e.op, e.time)) {
-        end_flow(e.op, e.time);
-      }
+  while (!events_.empty() && events_.front().time <= t) {
+    std::pop_heap(events_.begin(), events_.end(), std::greater<>());
+    const Event e = events_.back();
+    events_.pop_back();
+    model_now_ = max(model_now_, e.time);
+    if (e.latency) {
+      start_flow(e.op, e.time);
+    } else if (network_.is_current(e.op, e.time)) {
+      end_flow(e.op, e.time);
     }
+  }
 }
 
 void LinkEmulator::start(OpId id, Time now) {
@@ -106,11 +106,11 @@ void LinkEmulator::end_flow(OpId id, Time t) {
       if (c.op == u.flow) c.finish = u.finish;
     }
   }
-  const auto it = std::find_if(copies_.begin(), copies_.end(), [&](const Copy& c) {
-    return c.op == id;
-  });
+  const auto it =
+      std::find_if(copies_.begin(), copies_.end(), [&](const Copy& c) { return c.op == id; });
   if (it != copies_.end()) {
-    std::memcpy(dst_.data() + it->copied, src_.data() + it->copied, static_cast<size_t>(it->total - it->copied));
+    std::memcpy(dst_.data() + it->copied, src_.data() + it->copied,
+                static_cast<size_t>(it->total - it->copied));
     copies_.erase(it);
   }
   --remaining_;

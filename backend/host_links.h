@@ -27,8 +27,8 @@ struct ScaledClock {
   double scale = 1.0;  // wall seconds per scenario second
 
   Time now() const {
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin)
-                            .count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
     return Time::ps(static_cast<int64_t>(wall / scale * 1e12));
   }
   std::chrono::steady_clock::time_point wall(Time t) const {
@@ -40,7 +40,8 @@ struct ScaledClock {
 class LinkEmulator {
  public:
   static constexpr int64_t kCopyCap = 1 << 20;
-  // `clock` must outlive the emulator. `done(op, start, end)` is called on the emulator's thread when a transfer ends.
+  // `clock` must outlive the emulator. `done(op, start, end)` is called on the emulator's thread
+  // when a transfer ends.
   using Done = std::function<void(OpId, Time, Time)>;
   LinkEmulator(const TaskGraph& g, const Cluster& c, const ScaledClock& clock, Done done);
 
@@ -56,9 +57,7 @@ class LinkEmulator {
     uint64_t seq;
     OpId op;
     bool latency;  // latency elapsed (else: projected end of the flow)
-    bool operator>(const Event& o) const {
-      return time != o.time ? time > o.time : seq > o.seq;
-    }
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
   struct Copy {
     OpId op;

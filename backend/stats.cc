@@ -34,8 +34,8 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
       }
     }
   }
-  const double denom = std::sqrt((concordant + discordant + ties_a) *
-                                 (concordant + discordant + ties_b));
+  const double denom =
+      std::sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b));
   return denom == 0 ? 1.0 : (concordant - discordant) / denom;
 }
 

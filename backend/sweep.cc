@@ -85,9 +85,9 @@ nlohmann::ordered_json to_json(const SweepResult& r) {
 }
 
 std::string sweep_table(const SweepResult& r) {
-  std::string out = fmt::format("{:<10} {:>2} {:>3} {:>10} {:>12} {:>10} {:>10} {:>8}\n",
-                                "schedule", "S", "M", "link", "measured", "predicted", "replay",
-                                "noise");
+  std::string out =
+      fmt::format("{:<10} {:>2} {:>3} {:>10} {:>12} {:>10} {:>10} {:>8}\n", "schedule", "S", "M",
+                  "link", "measured", "predicted", "replay", "noise");
   for (const SweepPoint& p : r.points) {
     out += fmt::format("{:<10} {:>2} {:>3} {:>10} {:>10.4g} s {:>+9.1f}% {:>+9.1f}% {:>7.2f}%\n",
                        p.schedule, p.stages, p.micro_batches, p.link, p.v.measured_s,

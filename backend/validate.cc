@@ -86,8 +86,7 @@ Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
     (i < runs.size() / 2 ? first : second).push_back(m);
   }
   v.measured_s = median(all);
-  v.noise_floor =
-      v.measured_s > 0 ? std::abs(median(first) - median(second)) / v.measured_s : 0;
+  v.noise_floor = v.measured_s > 0 ? std::abs(median(first) - median(second)) / v.measured_s : 0;
 
   // Per-op medians: durations, and a timeline laid out from the median starts.
   std::vector<Time> durations(g.size()), start(g.size()), end(g.size());

@@ -28,15 +28,15 @@ struct Validation {
   double time_scale = 1;
   int stages = 0;
   int64_t micro_batches = 0;
-  int runs = 0;              // timed executions
-  double measured_s = 0;     // median makespan over every timed execution
-  double noise_floor = 0;    // |median(set 1) - median(set 2)| / measured
-  double predicted_s = 0;    // simulated with the scenario's costs
+  int runs = 0;                // timed executions
+  double measured_s = 0;       // median makespan over every timed execution
+  double noise_floor = 0;      // |median(set 1) - median(set 2)| / measured
+  double predicted_s = 0;      // simulated with the scenario's costs
   double predicted_error = 0;  // |predicted - measured| / measured
   // Replay: each timed run simulated with its own measured op times; the median of those
   // makespans, and of their errors against the run's measured makespan, and the largest.
   double replay_s = 0, replay_error = 0, replay_error_max = 0;
-  double replay_median_ops_s = 0;  // simulated with every op's median measured time
+  double replay_median_ops_s = 0;                // simulated with every op's median measured time
   double op_error_median = 0, op_error_p90 = 0;  // compute ops: |scenario - measured| / measured
   double measured_bubble = 0, predicted_bubble = 0, replay_bubble = 0;
   std::vector<DevicePeak> peaks;  // devices with compute ops

@@ -19,9 +19,9 @@
 namespace pipesim {
 namespace {
 
-constexpr int kDim = 4096;             // GEMM n and k at most
-constexpr int kMaxM = 4096;            // GEMM m at most
-constexpr int kSmGroup = 8;            // green-context partitions come in 8-SM groups
+constexpr int kDim = 4096;                // GEMM n and k at most
+constexpr int kMaxM = 4096;               // GEMM m at most
+constexpr int kSmGroup = 8;               // green-context partitions come in 8-SM groups
 constexpr size_t kLinkCopyCap = 1 << 20;  // bytes a paced copy really moves at most
 
 void check(cudaError_t e, const char* what) {
@@ -70,8 +70,8 @@ struct Driver {
     fetch(from_green, "cuCtxFromGreenCtx");
     fetch(push, "cuCtxPushCurrent");
     fetch(pop, "cuCtxPopCurrent");
-    return device_get && get_resource && split && generate_desc && green_create &&
-           green_destroy && green_stream && from_green && push && pop;
+    return device_get && get_resource && split && generate_desc && green_create && green_destroy &&
+           green_stream && from_green && push && pop;
   }
 };
 
@@ -153,7 +153,8 @@ CudaExecutor::CudaExecutor(const Scenario& s) : cluster_(s.cluster) {
   for (const auto& copy : s.placement) {
     for (const auto& position : copy) {
       for (int d : position) {
-        if (partition_of_.at(static_cast<size_t>(d)) < 0) partition_of_[static_cast<size_t>(d)] = used++;
+        if (partition_of_.at(static_cast<size_t>(d)) < 0)
+          partition_of_[static_cast<size_t>(d)] = used++;
       }
     }
   }
@@ -305,16 +306,15 @@ size_t CudaExecutor::gemm(Partition& p, double flops, bool transpose_a) {
   constexpr double kFull = 2.0 * kMaxM * kDim * kDim;
   const int calls = std::max(1, static_cast<int>(std::ceil(flops / kFull)));
   const double each = flops / calls;
-  const int nk = each >= kFull
-                     ? kDim
-                     : std::clamp(static_cast<int>(std::cbrt(each / 2)) / 64 * 64, 64, kDim);
-  const int m = std::clamp(
-      static_cast<int>(std::lround(each / (2.0 * nk * nk) / 64)) * 64, 64, kMaxM);
+  const int nk =
+      each >= kFull ? kDim : std::clamp(static_cast<int>(std::cbrt(each / 2)) / 64 * 64, 64, kDim);
+  const int m =
+      std::clamp(static_cast<int>(std::lround(each / (2.0 * nk * nk) / 64)) * 64, 64, kMaxM);
   const float alpha = 1.0f, beta = 0.0f;
   for (int i = 0; i < calls; ++i) {
     PIPESIM_CUDA(cublasGemmEx(p.blas, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, nk,
-                              nk, &alpha, p.a, CUDA_R_16BF, transpose_a ? nk : m, p.b,
-                              CUDA_R_16BF, nk, &beta, p.c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                              nk, &alpha, p.a, CUDA_R_16BF, transpose_a ? nk : m, p.b, CUDA_R_16BF,
+                              nk, &beta, p.c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
   }
   return static_cast<size_t>(m) * static_cast<size_t>(nk);
@@ -410,7 +410,8 @@ Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<OpWork>& wor
         if (streams[d] != s) PIPESIM_CUDA(cudaStreamWaitEvent(s, done[d], 0));
       }
       PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 2 * id, s));
-      if (op.kind != OpKind::kTransfer) arenas[static_cast<size_t>(op.device)].apply(op.mem_at_start);
+      if (op.kind != OpKind::kTransfer)
+        arenas[static_cast<size_t>(op.device)].apply(op.mem_at_start);
       launch(op, work[id], p, s);
       if (op.kind != OpKind::kTransfer) arenas[static_cast<size_t>(op.device)].apply(op.mem_at_end);
       PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 2 * id + 1, s));
@@ -419,8 +420,8 @@ Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<OpWork>& wor
   }
   PIPESIM_CUDA(cudaDeviceSynchronize());
   std::vector<uint64_t> host(2 * n + 1);
-  PIPESIM_CUDA(cudaMemcpy(host.data(), stamps_, host.size() * sizeof(uint64_t),
-                          cudaMemcpyDeviceToHost));
+  PIPESIM_CUDA(
+      cudaMemcpy(host.data(), stamps_, host.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
   Measurement m;
   const uint64_t t0 = host[2 * n];
   auto at = [&](uint64_t t) { return Time::ns(t > t0 ? static_cast<int64_t>(t - t0) : 0); };
@@ -458,10 +459,9 @@ std::unique_ptr<Executor> make_cuda_executor(const Scenario& s) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
-    throw InputError(fmt::format("no CUDA device ({})", e != cudaSuccess ? cudaGetErrorString(e)
-                                                                        : "none found"),
-                     "a machine with an NVIDIA GPU, or --backend host", "--backend",
-                     {"<command line>"});
+    throw InputError(
+        fmt::format("no CUDA device ({})", e != cudaSuccess ? cudaGetErrorString(e) : "none found"),
+        "a machine with an NVIDIA GPU, or --backend host", "--backend", {"<command line>"});
   }
   return std::make_unique<CudaExecutor>(s);
 }

@@ -153,13 +153,13 @@ TEST(Profile, RoundTripsThroughTheCsvReader) {
 
 TEST(Commands, ValidateWritesJson) {
   const std::string file = test::write_temp("validate.yaml", test::to_yaml(small_pipe()));
-  const test::CliResult r = test::cli({"validate", file, "--json", "-", "--iterations", "1",
-                                       "--time-scale", "0.01"});
+  const test::CliResult r =
+      test::cli({"validate", file, "--json", "-", "--iterations", "1", "--time-scale", "0.01"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"measured_makespan_s", "noise_floor", "predicted_makespan_s",
-                          "replay_makespan_s", "op_error_median", "op_error_p90",
-                          "measured_bubble", "predicted_bubble", "peak_memory"})
+  for (const char* key :
+       {"measured_makespan_s", "noise_floor", "predicted_makespan_s", "replay_makespan_s",
+        "op_error_median", "op_error_p90", "measured_bubble", "predicted_bubble", "peak_memory"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["backend"], "host");
   EXPECT_EQ(j["timing_faithful"], false);
@@ -173,8 +173,8 @@ TEST(Commands, SweepReportsErrorsAndRanking) {
       std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/backend-sweep.yaml";
   const test::CliResult r =
       test::cli({"validate", scenario, "--sweep", "--schedules", "gpipe", "--stages", "2",
-                 "--micro-batches", "2,4", "--iterations", "1", "--warmup", "0",
-                 "--time-scale", "0.002", "--quiet", "--json", "-"});
+                 "--micro-batches", "2,4", "--iterations", "1", "--warmup", "0", "--time-scale",
+                 "0.002", "--quiet", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["configurations"].size(), 4u);
