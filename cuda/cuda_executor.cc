@@ -392,7 +392,6 @@ Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<OpWork>& wor
     PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 2 * n, first.stream));
     PIPESIM_CUDA(cudaEventRecord(origin, first.stream));
   });
-  std::vector<bool> waited_origin;
   std::map<cudaStream_t, bool> started;
   for (OpId id : order) {
     const Op& op = g.op(id);
