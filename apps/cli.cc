@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "api/pipesim.h"
+#include "apps/backend_commands.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -353,6 +354,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                      "simulate every strategy of the space (refused above 100000)");
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
   SweepCommand sweep(app, output_options);
+  BackendCommands backend(app);
 
   try {
     try {
@@ -378,6 +380,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
     if (sweep.parsed()) return at_scenario(sweep.scenario(), [&] { return sweep.run(out, err); });
+    if (backend.parsed()) return backend.run(out, err);
     return kInternal;
   } catch (const InputError& e) {
     err << "pipesim: error: " << e.message() << "\n";

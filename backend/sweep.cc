@@ -1,0 +1,105 @@
+#include "backend/sweep.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <ostream>
+
+#include "backend/stats.h"
+
+namespace pipesim {
+
+SweepResult sweep(const std::string& file, const std::vector<Override>& overrides,
+                  const SweepGrid& grid, const ExecutorFactory& make,
+                  const ValidateOptions& options, std::ostream* progress) {
+  SweepResult r;
+  const Scenario base = load_scenario(file, overrides);
+  const int64_t per_micro = base.training.micro_batch * base.strategy.data;
+  for (const std::string& link : grid.links) {
+    for (const std::string& schedule : grid.schedules) {
+      for (int stages : grid.stages) {
+        for (int m : grid.micro_batches) {
+          std::vector<Override> o = overrides;
+          o.push_back({"strategy.schedule", schedule});
+          o.push_back({"strategy.pipeline", std::to_string(stages)});
+          o.push_back({"training.global_batch", std::to_string(per_micro * m)});
+          o.push_back({grid.link_key, link});
+          const Scenario s = load_scenario(file, o);
+          const std::unique_ptr<Executor> e = make(s);
+          SweepPoint p{schedule, link, stages, m, validate(s, *e, options)};
+          if (progress != nullptr) {
+            *progress << fmt::format(
+                "{} S={} M={} link {}: measured {:.4g} s, predicted {:+.1f} %, replay {:+.1f} %\n",
+                schedule, stages, m, link, p.v.measured_s,
+                (p.v.predicted_s / p.v.measured_s - 1) * 100,
+                (p.v.replay_s / p.v.measured_s - 1) * 100);
+          }
+          r.points.push_back(std::move(p));
+        }
+      }
+    }
+  }
+  std::vector<double> measured, predicted, replay, pe, re;
+  for (const SweepPoint& p : r.points) {
+    measured.push_back(p.v.measured_s);
+    predicted.push_back(p.v.predicted_s);
+    replay.push_back(p.v.replay_s);
+    pe.push_back(p.v.predicted_error);
+    re.push_back(p.v.replay_error);
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0 : sum / static_cast<double>(v.size());
+  };
+  auto most = [](const std::vector<double>& v) {
+    return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+  };
+  r.predicted_mape = mean(pe);
+  r.predicted_max_error = most(pe);
+  r.replay_mape = mean(re);
+  r.replay_max_error = most(re);
+  r.kendall_tau = kendall_tau(predicted, measured);
+  r.replay_kendall_tau = kendall_tau(replay, measured);
+  return r;
+}
+
+nlohmann::ordered_json to_json(const SweepResult& r) {
+  nlohmann::ordered_json j;
+  j["summary"] = {{"configurations", r.points.size()},
+                  {"predicted_mape", r.predicted_mape},
+                  {"predicted_max_error", r.predicted_max_error},
+                  {"replay_mape", r.replay_mape},
+                  {"replay_max_error", r.replay_max_error},
+                  {"kendall_tau", r.kendall_tau},
+                  {"replay_kendall_tau", r.replay_kendall_tau}};
+  auto points = nlohmann::ordered_json::array();
+  for (const SweepPoint& p : r.points) {
+    nlohmann::ordered_json v = to_json(p.v);
+    v["link"] = p.link;
+    points.push_back(v);
+  }
+  j["configurations"] = points;
+  return j;
+}
+
+std::string sweep_table(const SweepResult& r) {
+  std::string out =
+      fmt::format("{:<10} {:>2} {:>3} {:>10} {:>12} {:>10} {:>10} {:>8}\n", "schedule", "S", "M",
+                  "link", "measured", "predicted", "replay", "noise");
+  for (const SweepPoint& p : r.points) {
+    out += fmt::format("{:<10} {:>2} {:>3} {:>10} {:>10.4g} s {:>+9.1f}% {:>+9.1f}% {:>7.2f}%\n",
+                       p.schedule, p.stages, p.micro_batches, p.link, p.v.measured_s,
+                       (p.v.predicted_s / p.v.measured_s - 1) * 100,
+                       (p.v.replay_s / p.v.measured_s - 1) * 100, p.v.noise_floor * 100);
+  }
+  out += fmt::format(
+      "predicted   MAPE {:.2f} %, max {:.2f} %, Kendall tau {:.3f}\n"
+      "replay      MAPE {:.2f} %, max {:.2f} %, Kendall tau {:.3f}\n",
+      r.predicted_mape * 100, r.predicted_max_error * 100, r.kendall_tau, r.replay_mape * 100,
+      r.replay_max_error * 100, r.replay_kendall_tau);
+  return out;
+}
+
+}  // namespace pipesim

@@ -1,0 +1,468 @@
+#include "cuda/cuda_executor.h"
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "backend/arena.h"
+#include "core/error.h"
+#include "cuda/kernels.h"
+
+namespace pipesim {
+namespace {
+
+constexpr int kDim = 4096;                // GEMM n and k at most
+constexpr int kMaxM = 4096;               // GEMM m at most
+constexpr int kSmGroup = 8;               // green-context partitions come in 8-SM groups
+constexpr size_t kLinkCopyCap = 1 << 20;  // bytes a paced copy really moves at most
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
+}
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(fmt::format("cuBLAS: {}: status {}", what, static_cast<int>(s)));
+}
+void check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error(fmt::format("CUDA driver: {}: error {}", what, static_cast<int>(r)));
+}
+#define PIPESIM_CUDA(x) check((x), #x)
+
+// Driver entry points, fetched from the runtime so the driver stub is never linked.
+struct Driver {
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDeviceGetDevResource) get_resource = nullptr;
+  decltype(&cuDevSmResourceSplitByCount) split = nullptr;
+  decltype(&cuDevResourceGenerateDesc) generate_desc = nullptr;
+  decltype(&cuGreenCtxCreate) green_create = nullptr;
+  decltype(&cuGreenCtxDestroy) green_destroy = nullptr;
+  decltype(&cuGreenCtxStreamCreate) green_stream = nullptr;
+  decltype(&cuCtxFromGreenCtx) from_green = nullptr;
+  decltype(&cuCtxPushCurrent) push = nullptr;
+  decltype(&cuCtxPopCurrent) pop = nullptr;
+
+  template <typename F>
+  static void fetch(F& f, const char* name) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &p, 13000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      f = reinterpret_cast<F>(p);
+  }
+  bool load() {
+    fetch(device_get, "cuDeviceGet");
+    fetch(get_resource, "cuDeviceGetDevResource");
+    fetch(split, "cuDevSmResourceSplitByCount");
+    fetch(generate_desc, "cuDevResourceGenerateDesc");
+    fetch(green_create, "cuGreenCtxCreate");
+    fetch(green_destroy, "cuGreenCtxDestroy");
+    fetch(green_stream, "cuGreenCtxStreamCreate");
+    fetch(from_green, "cuCtxFromGreenCtx");
+    fetch(push, "cuCtxPushCurrent");
+    fetch(pop, "cuCtxPopCurrent");
+    return device_get && get_resource && split && generate_desc && green_create && green_destroy &&
+           green_stream && from_green && push && pop;
+  }
+};
+
+// A virtual GPU (or the links' partition): its SMs, context, stream, cuBLAS handle, GEMM
+// operands and the events its streams record.
+struct Partition {
+  int sms = 0;
+  CUgreenCtx green = nullptr;
+  CUcontext ctx = nullptr;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* a = nullptr;   // bf16 [kMaxM x kDim]
+  void* b = nullptr;   // bf16 [kDim x kDim]
+  float* c = nullptr;  // fp32 [kMaxM x kDim]: GEMM output, optimizer weights
+  float* g = nullptr;  // fp32 [kMaxM x kDim]: optimizer gradients
+  std::vector<cudaEvent_t> events;
+};
+
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(const Scenario& s);
+  ~CudaExecutor() override;
+  CudaExecutor(const CudaExecutor&) = delete;
+  CudaExecutor& operator=(const CudaExecutor&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  std::string description() const override { return description_; }
+  bool timing_faithful() const override { return green_; }
+  double time_scale() const override { return 1.0; }
+  Measurement run(const TaskGraph& g, const std::vector<OpWork>& work) override;
+  Time time_op(const Op& op, const OpWork& work) override;
+
+ private:
+  // Runs `f` with the partition's context current (green contexts), else as is.
+  template <typename F>
+  void in(Partition& p, F&& f) {
+    if (p.ctx != nullptr) PIPESIM_CUDA(driver_.push(p.ctx));
+    try {
+      f();
+    } catch (...) {
+      CUcontext ignored = nullptr;
+      if (p.ctx != nullptr) driver_.pop(&ignored);
+      throw;
+    }
+    CUcontext popped = nullptr;
+    if (p.ctx != nullptr) PIPESIM_CUDA(driver_.pop(&popped));
+  }
+  bool make_green(int partitions);
+  void make_plain(int partitions, int sms);
+  void setup(Partition& p, bool compute);
+  Partition& part_of(const Op& op) {
+    if (op.kind == OpKind::kTransfer) return parts_.back();
+    return parts_[static_cast<size_t>(partition_of_.at(static_cast<size_t>(op.device)))];
+  }
+  cudaStream_t stream_of(const Op& op);
+  cudaEvent_t event(Partition& p, size_t i);
+  void ensure_stamps(size_t n);
+  size_t gemm(Partition& p, double flops, bool transpose_a);
+  void launch(const Op& op, const OpWork& w, Partition& p, cudaStream_t s);
+
+  const Cluster& cluster_;
+  Driver driver_;
+  bool green_ = false;
+  std::string description_;
+  std::vector<int> partition_of_;  // device -> compute partition, -1 when unused
+  std::deque<Partition> parts_;    // compute partitions, then the links' partition
+  std::map<std::pair<int, int>, cudaStream_t> link_streams_;
+  void* link_src_ = nullptr;
+  void* link_dst_ = nullptr;
+  uint64_t* stamps_ = nullptr;  // device: [2 x op] global-timer stamps
+  size_t stamp_capacity_ = 0;
+};
+
+CudaExecutor::CudaExecutor(const Scenario& s) : cluster_(s.cluster) {
+  PIPESIM_CUDA(cudaSetDevice(0));
+  PIPESIM_CUDA(cudaFree(nullptr));  // the primary context, before any green context
+  partition_of_.assign(static_cast<size_t>(s.cluster.num_devices()), -1);
+  int used = 0;
+  for (const auto& copy : s.placement) {
+    for (const auto& position : copy) {
+      for (int d : position) {
+        if (partition_of_.at(static_cast<size_t>(d)) < 0)
+          partition_of_[static_cast<size_t>(d)] = used++;
+      }
+    }
+  }
+  cudaDeviceProp prop{};
+  PIPESIM_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const int total = prop.multiProcessorCount;
+  const int per = (total - kSmGroup) / std::max(used, 1) / kSmGroup * kSmGroup;
+  green_ = per >= kSmGroup && driver_.load() && make_green(used);
+  if (!green_) make_plain(used, std::max(1, (total - kSmGroup) / std::max(used, 1)));
+  for (size_t i = 0; i < parts_.size(); ++i) setup(parts_[i], i + 1 < parts_.size());
+  PIPESIM_CUDA(cudaMalloc(&link_src_, kLinkCopyCap));
+  PIPESIM_CUDA(cudaMalloc(&link_dst_, kLinkCopyCap));
+  PIPESIM_CUDA(cudaMemset(link_src_, 1, kLinkCopyCap));
+  PIPESIM_CUDA(cudaDeviceSynchronize());
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  description_ = fmt::format(
+      "cuda: {} ({} SMs, driver {}, runtime {}), {} virtual GPUs of {} SMs + {} SMs for links, {}",
+      prop.name, total, driver, runtime, used, parts_.front().sms, parts_.back().sms,
+      green_ ? "green contexts" : "plain streams (not timing-faithful)");
+}
+
+bool CudaExecutor::make_green(int partitions) {
+  CUdevice dev = 0;
+  CUdevResource all{};
+  if (driver_.device_get(&dev, 0) != CUDA_SUCCESS ||
+      driver_.get_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
+    return false;
+  const int total = static_cast<int>(all.sm.smCount);
+  const int per = (total - kSmGroup) / partitions / kSmGroup * kSmGroup;
+  CUdevResource link{}, rest{}, left{};
+  unsigned one = 1;
+  if (driver_.split(&link, &one, &all, &rest, 0, kSmGroup) != CUDA_SUCCESS || one != 1)
+    return false;
+  std::vector<CUdevResource> groups(static_cast<size_t>(partitions));
+  unsigned n = static_cast<unsigned>(partitions);
+  if (driver_.split(groups.data(), &n, &rest, &left, 0, static_cast<unsigned>(per)) !=
+          CUDA_SUCCESS ||
+      n != static_cast<unsigned>(partitions))
+    return false;
+  groups.push_back(link);
+  for (CUdevResource& r : groups) {
+    Partition& p = parts_.emplace_back();
+    CUdevResourceDesc desc = nullptr;
+    if (driver_.generate_desc(&desc, &r, 1) != CUDA_SUCCESS ||
+        driver_.green_create(&p.green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS ||
+        driver_.from_green(&p.ctx, p.green) != CUDA_SUCCESS) {
+      parts_.pop_back();
+      for (Partition& q : parts_) driver_.green_destroy(q.green);
+      parts_.clear();
+      return false;
+    }
+    p.sms = static_cast<int>(r.sm.smCount);
+    CUstream st = nullptr;
+    PIPESIM_CUDA(driver_.green_stream(&st, p.green, CU_STREAM_NON_BLOCKING, 0));
+    p.stream = st;
+  }
+  return true;
+}
+
+void CudaExecutor::make_plain(int partitions, int sms) {
+  for (int i = 0; i <= partitions; ++i) {
+    Partition& p = parts_.emplace_back();
+    p.sms = i < partitions ? sms : kSmGroup;
+    PIPESIM_CUDA(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
+  }
+}
+
+void CudaExecutor::setup(Partition& p, bool compute) {
+  if (!compute) return;
+  in(p, [&] {
+    PIPESIM_CUDA(cublasCreate(&p.blas));
+    PIPESIM_CUDA(cublasSetStream(p.blas, p.stream));
+    PIPESIM_CUDA(cublasSetSmCountTarget(p.blas, p.sms));
+  });
+  const size_t big = static_cast<size_t>(kMaxM) * kDim;
+  PIPESIM_CUDA(cudaMalloc(&p.a, big * 2));
+  PIPESIM_CUDA(cudaMalloc(&p.b, static_cast<size_t>(kDim) * kDim * 2));
+  PIPESIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&p.c), big * sizeof(float)));
+  PIPESIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&p.g), big * sizeof(float)));
+  // Small non-zero operands (0x3c3c is about 0.0115 in bf16 and as a float's high half):
+  // tensor cores draw less power on zeros, which would flatter the clocks.
+  PIPESIM_CUDA(cudaMemset(p.a, 0x3c, big * 2));
+  PIPESIM_CUDA(cudaMemset(p.b, 0x3c, static_cast<size_t>(kDim) * kDim * 2));
+  PIPESIM_CUDA(cudaMemset(p.c, 0x3c, big * sizeof(float)));
+  PIPESIM_CUDA(cudaMemset(p.g, 0x3c, big * sizeof(float)));
+}
+
+CudaExecutor::~CudaExecutor() {
+  cudaDeviceSynchronize();
+  for (auto& [pair, s] : link_streams_) cudaStreamDestroy(s);
+  for (Partition& p : parts_) {
+    for (cudaEvent_t e : p.events) cudaEventDestroy(e);
+    if (p.blas != nullptr) cublasDestroy(p.blas);
+    cudaFree(p.a);
+    cudaFree(p.b);
+    cudaFree(p.c);
+    cudaFree(p.g);
+    if (p.green != nullptr) {
+      driver_.green_destroy(p.green);  // its streams go with it
+    } else if (p.stream != nullptr) {
+      cudaStreamDestroy(p.stream);
+    }
+  }
+  cudaFree(link_src_);
+  cudaFree(link_dst_);
+  cudaFree(stamps_);
+}
+
+cudaStream_t CudaExecutor::stream_of(const Op& op) {
+  if (op.kind != OpKind::kTransfer) return part_of(op).stream;
+  const auto key = std::make_pair(op.device, op.peer);
+  const auto it = link_streams_.find(key);
+  if (it != link_streams_.end()) return it->second;
+  Partition& link = parts_.back();
+  cudaStream_t s = nullptr;
+  if (link.green != nullptr) {
+    CUstream st = nullptr;
+    PIPESIM_CUDA(driver_.green_stream(&st, link.green, CU_STREAM_NON_BLOCKING, 0));
+    s = st;
+  } else {
+    PIPESIM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  return link_streams_[key] = s;
+}
+
+// Events are made in the context of the streams that record them.
+cudaEvent_t CudaExecutor::event(Partition& p, size_t i) {
+  while (p.events.size() <= i) {
+    cudaEvent_t e = nullptr;
+    in(p, [&] { PIPESIM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); });
+    p.events.push_back(e);
+  }
+  return p.events[i];
+}
+
+void CudaExecutor::ensure_stamps(size_t n) {
+  if (n <= stamp_capacity_) return;
+  cudaFree(stamps_);
+  stamps_ = nullptr;
+  PIPESIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&stamps_), n * sizeof(uint64_t)));
+  stamp_capacity_ = n;
+}
+
+// GEMMs of about `flops` on the partition; returns the elements of the last output.
+size_t CudaExecutor::gemm(Partition& p, double flops, bool transpose_a) {
+  if (flops <= 0) return 0;
+  constexpr double kFull = 2.0 * kMaxM * kDim * kDim;
+  const int calls = std::max(1, static_cast<int>(std::ceil(flops / kFull)));
+  const double each = flops / calls;
+  const int nk =
+      each >= kFull ? kDim : std::clamp(static_cast<int>(std::cbrt(each / 2)) / 64 * 64, 64, kDim);
+  const int m =
+      std::clamp(static_cast<int>(std::lround(each / (2.0 * nk * nk) / 64)) * 64, 64, kMaxM);
+  const float alpha = 1.0f, beta = 0.0f;
+  for (int i = 0; i < calls; ++i) {
+    PIPESIM_CUDA(cublasGemmEx(p.blas, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, nk,
+                              nk, &alpha, p.a, CUDA_R_16BF, transpose_a ? nk : m, p.b, CUDA_R_16BF,
+                              nk, &beta, p.c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+  }
+  return static_cast<size_t>(m) * static_cast<size_t>(nk);
+}
+
+void CudaExecutor::launch(const Op& op, const OpWork& w, Partition& p, cudaStream_t s) {
+  switch (op.kind) {
+    case OpKind::kForward:
+    case OpKind::kRecompute: {
+      const size_t out = gemm(p, w.flops, false);
+      if (out > 0) PIPESIM_CUDA(cuda::launch_elementwise(p.c, out, s));
+      break;
+    }
+    case OpKind::kBackward:  // input gradient, then weight gradient (halves when unsplit)
+      gemm(p, w.flops / 2, false);
+      gemm(p, w.flops / 2, true);
+      break;
+    case OpKind::kWeightGrad:
+      gemm(p, w.flops, true);
+      break;
+    case OpKind::kOptimizer:
+      if (w.bytes > 0) {
+        PIPESIM_CUDA(cuda::launch_optimizer(p.c, p.g, static_cast<size_t>(w.bytes) / 12,
+                                            static_cast<size_t>(kMaxM) * kDim, s));
+      }
+      break;
+    case OpKind::kTransfer: {
+      const Time t = cluster_.transfer_time(op.device, op.peer, op.bytes);
+      const size_t bytes = std::min(static_cast<size_t>(op.bytes), kLinkCopyCap);
+      PIPESIM_CUDA(cuda::launch_paced_copy(link_dst_, link_src_, bytes,
+                                           static_cast<uint64_t>(t.ps_count() / 1000), s));
+      break;
+    }
+  }
+}
+
+Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<OpWork>& work) {
+  const size_t n = g.size();
+  ensure_stamps(2 * n + 1);
+  // Issue order: deps and each stream's order, so every event waited on is recorded first.
+  std::vector<uint32_t> indeg(n, 0);
+  std::vector<OpId> next_in_stream(n, UINT32_MAX);
+  for (OpId id = 0; id < n; ++id) indeg[id] = static_cast<uint32_t>(g.deps(id).size());
+  for (int d = 0; d < g.num_devices(); ++d) {
+    const auto st = g.stream(d);
+    for (size_t i = 1; i < st.size(); ++i) {
+      next_in_stream[st[i - 1]] = st[i];
+      ++indeg[st[i]];
+    }
+  }
+  std::vector<OpId> order;
+  order.reserve(n);
+  for (OpId id = 0; id < n; ++id) {
+    if (indeg[id] == 0) order.push_back(id);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    const OpId id = order[i];
+    auto release = [&](OpId s) {
+      if (--indeg[s] == 0) order.push_back(s);
+    };
+    for (OpId s : g.successors(id)) release(s);
+    if (next_in_stream[id] != UINT32_MAX) release(next_in_stream[id]);
+  }
+  PIPESIM_ASSERT(order.size() == n, "a validated TaskGraph has no cycle");
+
+  std::vector<Arena> arenas;
+  for (int d = 0; d < g.num_devices(); ++d) arenas.emplace_back(g.static_memory(d));
+  std::vector<cudaEvent_t> done(n, nullptr);
+  std::vector<size_t> used(parts_.size(), 0);
+  std::vector<cudaStream_t> streams(n, nullptr);
+  // Every stream first waits for the origin stamp's event.
+  Partition& first = parts_.front();
+  cudaEvent_t origin = event(first, used[0]++);
+  in(first, [&] {
+    PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 2 * n, first.stream));
+    PIPESIM_CUDA(cudaEventRecord(origin, first.stream));
+  });
+  std::map<cudaStream_t, bool> started;
+  for (OpId id : order) {
+    const Op& op = g.op(id);
+    Partition& p = part_of(op);
+    const size_t pi = static_cast<size_t>(&p - &parts_.front());
+    cudaStream_t s = stream_of(op);
+    streams[id] = s;
+    done[id] = event(p, used[pi]++);
+    in(p, [&] {
+      if (!started[s]) {
+        started[s] = true;
+        if (s != first.stream) PIPESIM_CUDA(cudaStreamWaitEvent(s, origin, 0));
+      }
+      for (OpId d : g.deps(id)) {
+        if (streams[d] != s) PIPESIM_CUDA(cudaStreamWaitEvent(s, done[d], 0));
+      }
+      PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 2 * id, s));
+      if (op.kind != OpKind::kTransfer)
+        arenas[static_cast<size_t>(op.device)].apply(op.mem_at_start);
+      launch(op, work[id], p, s);
+      if (op.kind != OpKind::kTransfer) arenas[static_cast<size_t>(op.device)].apply(op.mem_at_end);
+      PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 2 * id + 1, s));
+      PIPESIM_CUDA(cudaEventRecord(done[id], s));
+    });
+  }
+  PIPESIM_CUDA(cudaDeviceSynchronize());
+  std::vector<uint64_t> host(2 * n + 1);
+  PIPESIM_CUDA(
+      cudaMemcpy(host.data(), stamps_, host.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  Measurement m;
+  const uint64_t t0 = host[2 * n];
+  auto at = [&](uint64_t t) { return Time::ns(t > t0 ? static_cast<int64_t>(t - t0) : 0); };
+  for (OpId id = 0; id < n; ++id) {
+    m.start.push_back(at(host[2 * id]));
+    m.end.push_back(at(host[2 * id + 1]));
+    m.makespan = max(m.makespan, m.end.back());
+  }
+  for (const Arena& a : arenas) m.peak_memory.push_back(a.peak());
+  return m;
+}
+
+Time CudaExecutor::time_op(const Op& op, const OpWork& work) {
+  Partition& p = part_of(op);
+  ensure_stamps(2);
+  in(p, [&] {
+    PIPESIM_CUDA(cuda::launch_stamp(stamps_, p.stream));
+    launch(op, work, p, p.stream);
+    PIPESIM_CUDA(cuda::launch_stamp(stamps_ + 1, p.stream));
+  });
+  PIPESIM_CUDA(cudaStreamSynchronize(p.stream));
+  uint64_t t[2] = {0, 0};
+  PIPESIM_CUDA(cudaMemcpy(t, stamps_, sizeof(t), cudaMemcpyDeviceToHost));
+  return Time::ns(t[1] > t[0] ? static_cast<int64_t>(t[1] - t[0]) : 0);
+}
+
+}  // namespace
+
+bool cuda_device_present() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::unique_ptr<Executor> make_cuda_executor(const Scenario& s) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    throw InputError(
+        fmt::format("no CUDA device ({})", e != cudaSuccess ? cudaGetErrorString(e) : "none found"),
+        "a machine with an NVIDIA GPU, or --backend host", "--backend", {"<command line>"});
+  }
+  return std::make_unique<CudaExecutor>(s);
+}
+
+}  // namespace pipesim

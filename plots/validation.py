@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Predicted (and replayed) vs measured makespan, from `pipesim validate --sweep --json r.json`.
+
+usage: python3 plots/validation.py r.json out.png
+"""
+import argparse
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MARKERS = {"gpipe": "o", "dapple": "s", "pipedream": "^"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json")
+    ap.add_argument("out")
+    args = ap.parse_args()
+    with open(args.json) as f:
+        report = json.load(f)
+    points = report["configurations"]
+    summary = report["summary"]
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for schedule in sorted({p["schedule"] for p in points}):
+        mine = [p for p in points if p["schedule"] == schedule]
+        measured = [p["measured_makespan_s"] * 1e3 for p in mine]
+        ax.scatter(measured, [p["predicted_makespan_s"] * 1e3 for p in mine],
+                   marker=MARKERS.get(schedule, "o"), label=f"{schedule} predicted")
+        ax.scatter(measured, [p["replay_makespan_s"] * 1e3 for p in mine],
+                   marker=MARKERS.get(schedule, "o"), facecolors="none", edgecolors="gray",
+                   label=f"{schedule} replay")
+    values = [p[k] * 1e3 for p in points
+              for k in ("measured_makespan_s", "predicted_makespan_s", "replay_makespan_s")]
+    lo, hi = min(values) * 0.9, max(values) * 1.1
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured makespan (ms)")
+    ax.set_ylabel("simulated makespan (ms)")
+    backend = points[0]["backend"] if points else "?"
+    ax.set_title(f"{backend}: MAPE {summary['predicted_mape'] * 100:.1f} %, "
+                 f"Kendall tau {summary['kendall_tau']:.2f}", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
