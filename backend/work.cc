@@ -17,7 +17,8 @@ double stage_flop_rate(const Scenario& s, int stage) {
   const GpuSpec& gpu = s.cluster.device(0).gpu;
   const double peak =
       s.training.precision == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
-  return peak * gpu.efficiency;
+  // No FLOPs to go by: the matrix units at the efficiency of a large GEMM.
+  return peak * gpu.efficiency.value_or(gpu.matrix_efficiency.at(1e12));
 }
 
 std::vector<OpWork> op_work(const Scenario& s, const TaskGraph& g) {

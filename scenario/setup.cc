@@ -200,7 +200,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   info.layout = layout(s);
   info.sequence_parallel = s.strategy.sequence_parallel;
   info.zero = s.strategy.zero;
-  for (int p = 0; p < s.strategy.positions(); ++p)
+  for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
     info.zero_applies = info.zero_applies ||
                         s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.data > 1;
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
