@@ -1,0 +1,299 @@
+// The lowering of a schedule to a TaskGraph: the class shared by lower.cc (compute ops
+// and pipeline transfers) and lower_collectives.cc (static memory and the
+// tensor-parallel, data-parallel and ZeRO collectives). Internal to schedules/.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "schedules/collectives.h"
+#include "schedules/collectives_rs_ag.h"
+#include "schedules/lower.h"
+#include "schedules/zero.h"
+#include "schedules/zero_bubble_v.h"
+
+namespace pipesim::lowering {
+
+// Ceiling division without the overflow of (a + r - 1) / r near the top of the range.
+inline Time split_time(Time t, int r) {
+  return Time::ps(t.ps_count() / r + (t.ps_count() % r != 0));
+}
+inline int64_t split_bytes(int64_t b, int r) {
+  return b / r + (b % r != 0);
+}
+
+// Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
+// micro-batch: replica i covers [i * r2, (i + 1) * r2).
+inline int64_t overlap(int i, int r1, int j, int r2) {
+  const int64_t lo = std::max<int64_t>(int64_t{i} * r2, int64_t{j} * r1);
+  const int64_t hi = std::min<int64_t>(int64_t{i + 1} * r2, int64_t{j + 1} * r1);
+  return std::max<int64_t>(0, hi - lo);
+}
+
+inline constexpr OpId kNone = UINT32_MAX;
+// (position, tensor rank, micro-batch, stage, op kind): one ZeRO-3 weight gather.
+using GatherKey = std::tuple<int, int, int, int, int>;
+
+class Lowering {
+ public:
+  explicit Lowering(const LoweringInput& in)
+      : in_(in),
+        b_(in.num_devices),
+        copies_(static_cast<int>(in.placement.size())),
+        P_(copies_ > 0 ? static_cast<int>(in.placement[0].size()) : 0),
+        G_(static_cast<int>(in.stages.size())),
+        Mb_(in.orders.micro_batches),
+        blocks_(in.orders.blocks) {
+    PIPESIM_ASSERT(copies_ > 0 && P_ > 0 && G_ % P_ == 0, "stages are a multiple of positions");
+    PIPESIM_ASSERT(static_cast<int>(in.orders.steps.size()) == P_, "one order list per position");
+    for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
+    const size_t slots = static_cast<size_t>(copies_) * blocks_ * G_ * Mb_ * max_r_;
+    for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
+  }
+
+  TaskGraph run();
+
+ private:
+  struct OptimizerStep {
+    OpId op = kNone;
+    OpId before = kNone;         // the slot's compute op just before it
+    std::vector<OpId> buckets;   // ops after which each gradient bucket is ready, in order
+    std::vector<int64_t> bytes;  // each bucket's gradient bytes
+    OpId next = kNone;           // the device's next compute op (waits for ZeRO's weights)
+  };
+  int node_of(int d) const {
+    return in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
+  }
+
+  // Gradient buckets of stage g: layer ranges [first, last] in backward order (last layer
+  // first), each closing once it holds bucket_bytes of gradients.
+  std::vector<std::pair<int, int>> buckets_of(int g) const {
+    const auto& layers = in_.stages[static_cast<size_t>(g)].layers;
+    std::vector<std::pair<int, int>> out;
+    int64_t acc = 0;
+    int end = static_cast<int>(layers.size()) - 1;
+    for (int l = end; l >= 0; --l) {
+      acc = checked_add(acc,
+                        checked_mul(layers[static_cast<size_t>(l)].params,
+                                    in_.gradient_bytes_per_param, "a gradient bucket"),
+                        "a gradient bucket");
+      if ((in_.bucket_bytes > 0 && acc >= in_.bucket_bytes) || l == 0) {
+        out.emplace_back(l, end);
+        end = l - 1;
+        acc = 0;
+      }
+    }
+    return out;
+  }
+
+  // Pipeline position of global stage g, and the global stage of chunk c on position p:
+  // round robin (g % P), or the V of zb-v (chunk 1 of position p is stage 2P - 1 - p).
+  int position(int g) const {
+    return in_.v_shape && g >= P_ ? 2 * P_ - 1 - g : g % P_;
+  }
+  int stage_of(int p, int c) const { return in_.v_shape ? v_stage(p, c, P_) : c * P_ + p; }
+  std::vector<int> stages_of(int p) const {
+    std::vector<int> out;
+    for (int c = 0; c < G_ / P_; ++c) out.push_back(stage_of(p, c));
+    return out;
+  }
+
+  // The position's gradients are all-reduced (it has several copies or replicas).
+  bool syncs_gradients(int p) const { return copies_ * replicas(p) >= 2; }
+  // Data-parallel ranks ZeRO shards position p's state over (1: ZeRO off or nothing to shard).
+  int zero_ranks(int p) const {
+    return in_.zero > 0 && syncs_gradients(p) ? copies_ * replicas(p) : 1;
+  }
+  bool gathers_weights(int p) const { return in_.zero >= 3 && zero_ranks(p) > 1; }
+  // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
+  int64_t weight_bytes(int p) const {
+    int64_t params = 0;
+    for (const int g : stages_of(p))
+      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params, "a weight gather");
+    return checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather");
+  }
+  // ZeRO-3 keeps the layer being computed and the one being gathered: the two largest.
+  int64_t gather_buffer(int p) const {
+    if (!gathers_weights(p)) return 0;
+    int64_t first = 0, second = 0;
+    for (const int g : stages_of(p)) {
+      for (const auto& l : in_.stages[static_cast<size_t>(g)].layers) {
+        const int64_t x = split_bytes(l.params, tensor(p));
+        if (x > first) {
+          second = first;
+          first = x;
+        } else {
+          second = std::max(second, x);
+        }
+      }
+    }
+    return checked_mul(first + second, in_.param_bytes.weights, "a weight-gather buffer");
+  }
+
+  OpId tail(OpId id) const {
+    const auto it = last_part_.find(id);
+    return it == last_part_.end() ? id : it->second;
+  }
+
+  int tensor(int p) const { return in_.tensor.empty() ? 1 : in_.tensor[static_cast<size_t>(p)]; }
+  // GPUs of one copy of position p: replicas x tensor ranks ("lanes").
+  int lanes(int p) const {
+    return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size());
+  }
+  int replicas(int p) const { return lanes(p) / tensor(p); }
+  // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
+  // whole on each rank unless sequence parallelism splits it too.
+  int64_t lane_bytes(int64_t total, int64_t replicated, int split, int t) const {
+    if (t == 1 || in_.sequence_parallel) return split_bytes(total, split * t);
+    replicated = std::min(replicated, total);
+    return split_bytes(total - replicated, split * t) + split_bytes(replicated, split);
+  }
+  int device(int c, int g, int j) const {
+    return in_
+        .placement[static_cast<size_t>(c)][static_cast<size_t>(position(g))][static_cast<size_t>(j)];
+  }
+  size_t slot(int c, int blk, int g, int m, int j) const {
+    return ((((static_cast<size_t>(c) * blocks_ + blk) * G_ + g) * Mb_ + m) * max_r_) + j;
+  }
+  // Replica of stage g that holds micro-batch m in round-robin mode.
+  int rr_replica(int g, int m) const { return m % replicas(position(g)); }
+
+  void add_static_memory();
+
+  // Compute ops of one device, in its stream order, for every block.
+  // The compute ops of one device slot, emitted one step at a time.
+  struct Cursor {
+    int c = 0, p = 0, j = 0, d = 0, split = 1;
+    int lane = 0, k = 0, t = 1;  // lane j * t + k: tensor rank k of replica j
+    const StepList* steps = nullptr;
+    std::vector<char> has_r, has_w;  // [chunk * Mb + m]: this slot recomputes / runs a separate W
+    std::vector<char> last_grad;     // [step]: the last step computing a chunk's weight gradients
+                                     // before an optimizer step (split into gradient buckets)
+    Time optimizer;
+    int blk = 0;
+    size_t idx = 0;
+    OpId before = kNone;  // the slot's last compute op, for the all-reduce
+    // The last two compute ops (tails) of the slot whatever the block, whether the last was
+    // an optimizer step, and the optimizer step waiting to learn the op after it.
+    OpId prev = kNone, prev2 = kNone;
+    bool prev_optimizer = false;
+    std::optional<std::pair<std::tuple<int, int, int>, size_t>> pending_optimizer;
+    std::optional<std::pair<GatherKey, size_t>> last_gather;  // ZeRO-3: the slot's last gather
+    std::vector<OpId> buckets;
+    std::vector<int64_t> bucket_bytes;
+  };
+
+  Cursor make_cursor(int c, int p, int lane);
+
+  // Compute ops of all slots, one step of each slot in turn, so that ops which run at
+  // about the same time get nearby ids (the engine then touches memory in order). Each
+  // device's stream order is its own steps' order.
+  void add_compute();
+
+  // Emits the slot's next step; false when it has none left.
+  bool emit_step(Cursor& cur);
+
+  // After a compute op: the optimizer step before it learns it (its weights' all-gather
+  // feeds it), and under ZeRO-3 its weights are gathered one op ahead.
+  void note_compute(Cursor& cur, const Step& s, OpId first);
+
+  // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
+  OpId emit_compute(Cursor& cur, const Step& s, Op op);
+
+  // The op whose end releases stage g's input gradient for micro-batch m on replica j:
+  // B, or under `late` semantics W when the slot runs a separate W (SlotOrders).
+  OpId gradient_source(int c, int blk, int g, int m, int j) const;
+
+  // The segments of a tensor-parallel op: (time, bytes of the all-reduce after it), in the
+  // order the op runs its layers (forward order for F and a full R, backward order for B).
+  // A layer issuing n all-reduces splits its time into n equal segments; a layer issuing
+  // none joins the next segment. W and a selective R issue none.
+  std::vector<std::pair<Time, int64_t>> tp_segments(const StageProfile& sp, OpKind kind,
+                                                    bool has_w) const {
+    std::vector<std::pair<Time, int64_t>> out;
+    const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && sp.full_recompute);
+    if (!fwd && kind != OpKind::kBackward) return out;
+    Time acc;
+    const size_t L = sp.layers.size();
+    for (size_t i = 0; i < L; ++i) {
+      const auto& lc = sp.layers[fwd ? i : L - 1 - i];
+      const Time t =
+          fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
+      const int n = fwd ? lc.tp_forward : lc.tp_backward;
+      if (n == 0 || lc.tp_bytes == 0) {
+        acc += t;
+        continue;
+      }
+      for (int q = 0; q < n; ++q) {
+        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n), lc.tp_bytes);
+        acc = Time::zero();
+      }
+    }
+    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, 0);
+    return out;
+  }
+
+  // The all-reduces between the segments of every tensor-parallel op: ranks of one replica
+  // all-reduce after each segment, and each rank's next segment waits for the result.
+  void add_tensor_collectives();
+
+  OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
+                    CommKind kind) {
+    const OpId id = b_.add(transfer_op(src, dst, bytes, kind, g, mb, it));
+    if (from != kNone) b_.add_dep(id, from);
+    return id;
+  }
+
+  // `from` on device src feeds `to` on device dst: directly on one device, else through a transfer.
+  void connect(OpId from, int src, OpId to, int dst, int g, int mb, int it, int64_t bytes,
+               CommKind kind) {
+    if (src == dst) {
+      b_.add_dep(to, from);
+      return;
+    }
+    b_.add_dep(to, add_transfer(from, src, dst, g, mb, it, bytes, kind));
+  }
+
+  void add_pipeline_transfers();
+
+  // Gradient all-reduce among the devices of each position before each optimizer step.
+  void add_allreduces();
+
+  // ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
+  // stage's weights (their tensor rank's share), each starting when its device is ready.
+  // Gathers are built in the order the slots issue them, so each can wait for the one
+  // before it on the same device.
+  void add_weight_gathers();
+
+  const LoweringInput& in_;
+  TaskGraphBuilder b_;
+  int copies_, P_, G_, Mb_, blocks_;
+  int max_r_ = 1;
+  std::vector<OpId> fwd_, bwd_, wgt_, rec_;
+  // (position, iteration) -> the optimizer steps of its devices, copy-major then replica.
+  // (position, tensor rank, iteration) -> the optimizer steps of its devices (the rank's
+  // data-parallel group), copy-major then replica.
+  std::map<std::tuple<int, int, int>, std::vector<OptimizerStep>> optimizers_;
+  // ZeRO-3 weight gathers: their members (copy-major, then replica), the gather each
+  // member's device issued before, and once built, what each member's result waits for.
+  struct Gather {
+    std::vector<CollectiveMember> members;
+    std::vector<std::optional<std::pair<GatherKey, size_t>>> after;
+    std::vector<std::vector<OpId>> result;
+  };
+  std::map<GatherKey, Gather> gathers_;
+  std::vector<GatherKey> gather_order_;
+  std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
+  struct TpParts {
+    std::vector<OpId> parts;     // the op's segments (and a last empty part)
+    std::vector<int64_t> bytes;  // the all-reduce after each segment (0: none)
+  };
+  std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
+};
+
+}  // namespace pipesim::lowering

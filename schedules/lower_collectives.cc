@@ -1,0 +1,165 @@
+// Static memory and every collective of a lowered schedule: the tensor-parallel
+// all-reduces (or reduce-scatter + all-gather), the data-parallel gradient all-reduce or
+// ZeRO's reduce-scatter, and ZeRO's weight all-gathers.
+#include "schedules/internal/lowering.h"
+
+namespace pipesim::lowering {
+
+void Lowering::add_static_memory() {
+  for (int c = 0; c < copies_; ++c) {
+    for (int p = 0; p < P_; ++p) {
+      int64_t params = 0;
+      for (const int g : stages_of(p))
+        params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
+                             "a device's parameter count");
+      const int extra =
+          in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
+      params = split_bytes(params, tensor(p));  // each tensor rank holds 1/t of the weights
+      const ZeroBytes z = zero_resident_bytes(params, in_.param_bytes, in_.zero, zero_ranks(p));
+      for (int j = 0; j < lanes(p); ++j) {
+        const int d = device(c, p, j);
+        const char* what = "a device's parameter memory";
+        b_.add_static_memory(d, MemCategory::kWeights,
+                             checked_add(z.weights, gather_buffer(p), what));
+        b_.add_static_memory(d, MemCategory::kGradients, z.gradients);
+        b_.add_static_memory(d, MemCategory::kOptimizer, z.optimizer);
+        b_.add_static_memory(
+            d, MemCategory::kStashedWeights,
+            checked_mul(extra, checked_mul(params, in_.param_bytes.weights, what), what));
+        if (in_.bucket_buffers && (replicas(p) > 1 || copies_ > 1)) {
+          b_.add_static_memory(d, MemCategory::kOther,
+                               checked_mul(params, in_.gradient_bytes_per_param, what));
+        }
+      }
+    }
+  }
+  for (size_t d = 0; d < in_.reserved_bytes.size(); ++d) {
+    b_.add_static_memory(static_cast<int>(d), MemCategory::kOther, in_.reserved_bytes[d]);
+  }
+}
+
+// The all-reduces between the segments of every tensor-parallel op: ranks of one replica
+// all-reduce after each segment, and each rank's next segment waits for the result.
+void Lowering::add_tensor_collectives() {
+  for (int c = 0; c < copies_; ++c) {
+    for (int p = 0; p < P_; ++p) {
+      const int t = tensor(p);
+      if (t == 1) continue;
+      for (int blk = 0; blk < blocks_; ++blk) {
+        for (const int g : stages_of(p)) {
+          for (int m = 0; m < Mb_; ++m) {
+            for (int j = 0; j < replicas(p); ++j) {
+              for (const auto* index : {&fwd_, &rec_, &bwd_}) {
+                std::vector<const TpParts*> ranks;
+                for (int k = 0; k < t; ++k) {
+                  const OpId first = (*index)[slot(c, blk, g, m, j * t + k)];
+                  const auto it = tp_parts_.find(first);
+                  if (it != tp_parts_.end()) ranks.push_back(&it->second);
+                }
+                if (ranks.size() != static_cast<size_t>(t)) continue;
+                const TpParts& r0 = *ranks.front();
+                for (size_t q = 0; q < r0.bytes.size(); ++q) {
+                  if (r0.bytes[q] == 0) continue;
+                  std::vector<CollectiveMember> members;
+                  for (const TpParts* r : ranks) {
+                    const int d = b_.op(r->parts[q]).device;
+                    members.push_back({d, node_of(d), {r->parts[q]}, r->parts[q + 1]});
+                  }
+                  if (!in_.sequence_parallel) {
+                    add_allreduce(b_, AllReduceAlgo::kRing, members, r0.bytes[q], {g, blk});
+                    continue;
+                  }
+                  // Sequence parallelism: reduce-scatter into the sequence-split region
+                  // (layer norm, dropout), all-gather out of it.
+                  std::vector<CollectiveMember> scatter = members;
+                  for (CollectiveMember& m : scatter) m.done = kNone;
+                  const auto shards = add_reduce_scatter(b_, scatter, r0.bytes[q], {g, blk});
+                  for (size_t i = 0; i < members.size(); ++i) members[i].ready = shards[i];
+                  add_all_gather(b_, members, r0.bytes[q], {g, blk});
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Gradient all-reduce among the devices of each position before each optimizer step.
+void Lowering::add_allreduces() {
+  for (auto& [key, members] : optimizers_) {
+    const auto [p, rank, it] = key;
+    (void)rank;
+    const AllReduceAlgo algo =
+        in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
+    std::vector<CollectiveMember> group;
+    for (const OptimizerStep& m : members) {
+      const int d = b_.op(m.op).device;
+      group.push_back({d, node_of(d), {m.before}, m.op});
+    }
+    // ZeRO: each rank reduces its shard of the gradients (ring reduce-scatter); stages 1
+    // and 2 then all-gather the updated weights, which the next compute op waits for.
+    const bool zero = zero_ranks(p) > 1;
+    const auto reduce = [&](int64_t bytes) {
+      return zero ? add_reduce_scatter(b_, group, bytes, {p, it})
+                  : add_allreduce(b_, algo, group, bytes, {p, it});
+    };
+    if (zero && !gathers_weights(p)) {
+      std::vector<CollectiveMember> after;
+      for (const OptimizerStep& m : members) {
+        const int d = b_.op(m.op).device;
+        after.push_back({d, node_of(d), {m.op}, m.next});
+      }
+      add_all_gather(b_, after, weight_bytes(p), {p, it});
+    }
+    const OptimizerStep& first = members.front();
+    if (first.buckets.empty()) {  // gradients all ready at once
+      int64_t params = 0;
+      for (const int g : stages_of(p))
+        params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
+                             "a gradient all-reduce");
+      reduce(checked_mul(split_bytes(params, tensor(p)), in_.gradient_bytes_per_param,
+                         "a gradient all-reduce"));
+      continue;
+    }
+    // One all-reduce per bucket, each once its layers are done on a member and the
+    // previous bucket's has finished there (one communication stream per device, as
+    // PyTorch DDP with NCCL); the optimizer waits for the last.
+    std::vector<std::vector<OpId>> previous(members.size());
+    for (size_t b = 0; b < first.buckets.size(); ++b) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        PIPESIM_ASSERT(members[i].buckets.size() == first.buckets.size(),
+                       "replicas share the bucket layout");
+        group[i].ready = previous[i];
+        group[i].ready.push_back(members[i].buckets[b]);
+        group[i].done = b + 1 == first.buckets.size() ? members[i].op : kNone;
+      }
+      previous = reduce(first.bytes[b]);
+    }
+  }
+}
+
+// ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
+// stage's weights (their tensor rank's share), each starting when its device is ready.
+// Gathers are built in the order the slots issue them, so each can wait for the one
+// before it on the same device.
+void Lowering::add_weight_gathers() {
+  for (const GatherKey& key : gather_order_) {
+    Gather& gather = gathers_.at(key);
+    for (size_t i = 0; i < gather.members.size(); ++i) {
+      if (const auto& before = gather.after[i]) {
+        for (OpId d : gathers_.at(before->first).result.at(before->second))
+          gather.members[i].ready.push_back(d);
+      }
+    }
+    const int p = std::get<0>(key), g = std::get<3>(key);
+    const int64_t params = in_.stages[static_cast<size_t>(g)].params;
+    gather.result = add_all_gather(
+        b_, gather.members,
+        checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather"),
+        {g, std::get<2>(key) / in_.micro_batches_per_iteration});
+  }
+}
+
+}  // namespace pipesim::lowering
