@@ -1,7 +1,7 @@
 // Generate + simulate an S-stage pipeline with M micro-batches, for every schedule.
-// Target (issue: simulator core): >= 2 M ops/s on a 2-core CI machine for 64-stage DAPPLE
+// Target: >= 2 M ops/s on a 2-core CI machine for 64-stage DAPPLE
 // with 1024 micro-batches (about 260 k ops with transfers), memory proportional to the ops
-// (reported as bytes_per_op). The schedules issue asks for the same figure per schedule.
+// (reported as bytes_per_op); the same figure per schedule.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// Event queue throughput. Target (issue: simulator core): >= 10 M events/s on a 2-core
+// Event queue throughput. Target: >= 10 M events/s on a 2-core
 // CI machine, measured as one pop + one push ("hold" model, as ns-3's bench-scheduler)
 // with a queue of N pending events.
 #include <benchmark/benchmark.h>

@@ -1,4 +1,4 @@
-// Network scale. Targets (issue: network) on a 2-core CI machine:
+// Network scale. Targets on a 2-core CI machine:
 //  - 1024 GPUs (128 nodes x 8): one 1 GiB all-reduce, each algorithm: <= 2 s, <= 2 GiB RAM;
 //  - 1024 GPUs, pipeline 16 x data 64, M = 64, one iteration with bucketed gradient sync:
 //    <= 5 s, <= 4 GiB RAM.

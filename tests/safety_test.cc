@@ -1,4 +1,4 @@
-// Hostile inputs and outputs (issue 12): inputs are bounded regular files whose content is
+// Hostile inputs and outputs: inputs are bounded regular files whose content is
 // never echoed, nested files cannot recurse, invalid UTF-8 is bad input with a location,
 // outputs are all or nothing and never written through a symlink or over an input, and
 // the trace keeps every transfer visible.
