@@ -1,7 +1,9 @@
 # The Python module (python/), when pybind11 and Python's headers are found.
 # Debian's interpreter is preferred whatever `python3` on PATH is (a pyenv shim, say, has
 # neither Debian's headers nor its packages); -DPython3_EXECUTABLE=... picks another.
-if(NOT PIPESIM_PYTHON)
+# Not in sanitizer builds: an instrumented module cannot load into an uninstrumented
+# interpreter (the Release build tests it).
+if(NOT PIPESIM_PYTHON OR PIPESIM_SANITIZE)
   return()
 endif()
 if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
