@@ -89,8 +89,8 @@ void Lowering::add_tensor_collectives() {
 // Gradient all-reduce among the devices of each position before each optimizer step.
 void Lowering::add_allreduces() {
   for (auto& [key, members] : optimizers_) {
-    const auto [p, rank, it] = key;
-    (void)rank;
+    // (position, tensor rank, iteration); plain names, so the lambdas below may capture them.
+    const int p = std::get<0>(key), it = std::get<2>(key);
     const AllReduceAlgo algo =
         in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
     std::vector<CollectiveMember> group;
