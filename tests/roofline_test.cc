@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
+#include "scenario/models.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
 
@@ -26,6 +27,7 @@ TEST(Roofline, CurvesInterpolateBetweenTheirPoints) {
   EXPECT_NEAR(m.at(5.5e6), 0.6 + 0.5 * 0.15, 1e-12);  // half way from 1 MB to 10 MB
   EXPECT_NEAR(m.at(0.5e6), 0.45, 1e-12);             // half way from 0 to 1 MB
   EXPECT_DOUBLE_EQ(EfficiencyCurve::constant(0.4).at(123), 0.4);
+  EXPECT_DOUBLE_EQ(m.at(std::nan("")), 0.3);  // never past the table
 }
 
 TEST(Roofline, GemmByHand) {
@@ -88,6 +90,26 @@ strategy: {schedule: dapple, pipeline: 1}
   EXPECT_EQ(pool->forward, ps_of(513'802'240.0 / (900e9 * 0.9)));
   EXPECT_EQ(pool->backward_weight, Time::zero());
   EXPECT_GT(pool->backward_input, Time::zero());
+}
+
+TEST(Roofline, FlashAttentionChangesCostAndMemory) {
+  // s = 2048, h = 1024, a = 16, b = 1: the unfused core moves the a s^2 b = 64M-element
+  // scores through HBM several times (softmax, dropout, both GEMMs); the fused op reads q,
+  // k, v and writes the output, 4 sbh elements. Its memory drops the 5 a s^2 b term.
+  TransformerShape t{1, 1024, 16, 4096, 2048, 1000, false, true};
+  Training tr;
+  tr.precision = Precision::kMixed;
+  const GpuSpec& gpu = *find_gpu_preset("a100-80gb");
+  const Layer plain = transformer_model(t, tr, gpu).layers[1];
+  t.flash_attention = true;
+  const Layer flash = transformer_model(t, tr, gpu).layers[1];
+  EXPECT_EQ(plain.ops.size(), 13u);
+  ASSERT_EQ(flash.ops.size(), 10u);
+  EXPECT_EQ(flash.ops[2].name, "flash_attention");
+  EXPECT_DOUBLE_EQ(flash.ops[2].bytes, 2.0 * 4 * 2048 * 1024);
+  EXPECT_LT(flash.forward, plain.forward);
+  const int64_t as2b = 16LL * 2048 * 2048;
+  EXPECT_EQ(plain.activation_bytes - flash.activation_bytes, 5 * as2b);
 }
 
 TEST(Roofline, FlatEfficiencyReplacesTheCurves) {
@@ -204,6 +226,23 @@ TEST(GpuCurves, ScenarioKeysAndErrors) {
     const test::CliResult r = test::cli({"model", path});
     EXPECT_EQ(r.code, 2) << gpu;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+TEST(TensorParallel, ProfileAndShapeLayersRefuseASplit) {
+  // Only generated transformer layers carry Megatron's layout; a profile (measured) or a
+  // shape-described layer under tensor: 2 is bad input naming the layer and its source.
+  const std::string csv = test::write_temp("tp.csv", "name,forward,backward\na,1 ms,2 ms\n");
+  for (const auto& [model, source] : std::vector<std::pair<std::string, std::string>>{
+           {"{profile: " + csv + "}", "profile"}, {"{include: vgg19}", "analytic"}}) {
+    const std::string path = test::write_temp(
+        "tp.yaml", "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2}\nmodel: " + model +
+                       "\ntraining: {global_batch: 2, micro_batch: 2}\nstrategy: {schedule: "
+                       "dapple, pipeline: 1, tensor: 2}\n");
+    const test::CliResult r = test::cli({"run", path});
+    EXPECT_EQ(r.code, 2) << model;
+    EXPECT_NE(r.err.find("strategy.tensor: layer 0"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("(" + source + " costs)"), std::string::npos) << r.err;
   }
 }
 

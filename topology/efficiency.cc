@@ -6,7 +6,7 @@ namespace pipesim {
 
 double EfficiencyCurve::at(double size) const {
   if (points.empty()) return 0;
-  if (size <= points.front().size) return points.front().efficiency;
+  if (!(size > points.front().size)) return points.front().efficiency;  // NaN too
   if (size >= points.back().size) return points.back().efficiency;
   const auto hi = std::upper_bound(points.begin(), points.end(), size,
                                    [](double s, const EfficiencyPoint& p) { return s < p.size; });
