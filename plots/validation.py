@@ -1,15 +1,14 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Predicted (and replayed) vs measured makespan, from `pipesim validate --sweep --json r.json`.
 
-usage: python3 plots/validation.py r.json out.png
+usage: plots/validation.py r.json out.png
 """
 import argparse
 import json
 
-import matplotlib
+from plotting import legend_above, note, pyplot, save
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 
 MARKERS = {"gpipe": "o", "dapple": "s", "pipedream": "^"}
 
@@ -41,11 +40,10 @@ def main():
     ax.set_xlabel("measured makespan (ms)")
     ax.set_ylabel("simulated makespan (ms)")
     backend = points[0]["backend"] if points else "?"
-    ax.set_title(f"{backend}: MAPE {summary['predicted_mape'] * 100:.1f} %, "
-                 f"Kendall tau {summary['kendall_tau']:.2f}", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    note(fig, f"{backend}: MAPE {summary['predicted_mape'] * 100:.1f} %, "
+         f"Kendall tau {summary['kendall_tau']:.2f}")
+    legend_above(ax, ncol=2)
+    save(fig, args.out, bottom_note=True)
 
 
 if __name__ == "__main__":

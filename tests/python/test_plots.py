@@ -4,6 +4,7 @@
 Run by ctest with PIPESIM (the program) and PIPESIM_SOURCE_DIR; exit 77 (skipped) when this
 interpreter has no matplotlib.
 """
+import json
 import os
 import struct
 import subprocess
@@ -79,6 +80,18 @@ class Plots(unittest.TestCase):
 
     def test_pareto(self):
         self.render("pareto", "plan.json")
+
+    def test_validation(self):
+        # The fields `pipesim validate --sweep --json` writes, for two configurations.
+        point = {"backend": "host", "measured_makespan_s": 0.010,
+                 "predicted_makespan_s": 0.012, "replay_makespan_s": 0.0105}
+        report = {"summary": {"predicted_mape": 0.2, "kendall_tau": 1.0},
+                  "configurations": [{**point, "schedule": "gpipe"},
+                                     {**point, "schedule": "dapple",
+                                      "measured_makespan_s": 0.020}]}
+        with open(self.path("validate.json"), "w") as f:
+            json.dump(report, f)
+        self.render("validation", "validate.json")
 
     def test_sweep(self):
         self.render("sweep", "sweep.csv")
