@@ -60,10 +60,11 @@ std::pair<double, double> NetworkCosts::cut_rate(const std::vector<int>& from,
   return {latency, per_byte};
 }
 
-// allreduce_estimate (scenario/setup.h) takes the slowest of many transfers of the same
-// size; those depend on a route only through its latency and bandwidth, so a group is kept
-// as the few distinct (latency, bandwidth) pairs of each algorithm's steps and costed for
-// any size from them (the same alpha-beta terms, to within a picosecond's rounding).
+// allreduce_estimate (schedules/collective_estimates.h) takes the slowest of many
+// transfers of the same size; those depend on a route only through its latency and
+// bandwidth, so a group is kept as the few distinct (latency, bandwidth) pairs of each
+// algorithm's steps and costed for any size from them (the same alpha-beta terms, to
+// within a picosecond's rounding).
 struct NetworkCosts::Group {
   struct Rate {
     double latency, per_byte;

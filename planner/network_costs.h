@@ -32,7 +32,7 @@ class NetworkCosts {
   // Gradient all-reduce of `bytes` among `r` groups from group g, in `data` copies `stride`
   // groups apart, a group being `t` consecutive devices of which rank 0 takes part: the
   // cheapest of ring, tree and hierarchical (or the scenario's choice), as
-  // allreduce_estimate (scenario/setup.h) costs them.
+  // allreduce_estimate (schedules/collective_estimates.h) costs them.
   double allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const;
   // The same among any devices, `bytes` each.
   double allreduce(const std::vector<int>& devices, int64_t bytes) const;

@@ -3,12 +3,15 @@
 // decomposition gives on links nothing else uses. Used to choose an all-reduce algorithm per
 // gradient group (strategy.allreduce: auto) and by the planner's cost model.
 //
-//   ring all-reduce      2(n - 1) steps of bytes / n to the next member: 2(n - 1)(alpha + bytes /
-//   (n beta)) reduce-scatter,      (n - 1) steps of bytes / n to the next member:  (n - 1)(alpha +
-//   bytes / (n beta)) all-gather (rings) tree                 two trees of depth D pipelining K =
-//   tree_chunks(bytes) chunks up and down hierarchical         ring reduce-scatter in each node,
-//   ring all-reduce across nodes (one
-//                        ring per local rank, sharing each node's links), all-gather in each node
+// clang-format off
+//   ring all-reduce  2(n - 1) steps of bytes / n to the next member:
+//                    2(n - 1)(alpha + bytes / (n beta))
+//   reduce-scatter,  (n - 1) steps of bytes / n to the next member:
+//   all-gather       (n - 1)(alpha + bytes / (n beta))   (rings)
+//   tree             two trees of depth D pipelining K = tree_chunks(bytes) chunks up and down
+//   hierarchical     ring reduce-scatter in each node, ring all-reduce across nodes (one ring
+//                    per local rank, sharing each node's links), all-gather in each node
+// clang-format on
 //
 // The network is seen through two functions, so this folder needs no cluster type: the time
 // of a transfer between two devices on their idle route, and each device's server.

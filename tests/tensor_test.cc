@@ -114,13 +114,15 @@ TEST(Tensor, SequenceParallelReduceScatterThenAllGather) {
   EXPECT_EQ(transfers[CommKind::kAllReduce], 0);
   EXPECT_EQ(transfers[CommKind::kReduceScatter], (2 + 4 * L) * 2);
   EXPECT_EQ(transfers[CommKind::kAllGather], (2 + 4 * L) * 2);
-  // Each all-gather waits for its reduce-scatter.
+  // Each all-gather waits for its reduce-scatter: with t = 2 both rings have one step, so
+  // every all-gather transfer depends on a reduce-scatter transfer directly.
   for (OpId id = 0; id < sp.graph.size(); ++id) {
     if (sp.graph.op(id).comm != CommKind::kAllGather) continue;
+    int after_reduce_scatter = 0;
     for (OpId d : sp.graph.deps(id)) {
-      const CommKind c = sp.graph.op(d).comm;
-      EXPECT_TRUE(c == CommKind::kReduceScatter || c == CommKind::kAllGather);
+      after_reduce_scatter += sp.graph.op(d).comm == CommKind::kReduceScatter;
     }
+    EXPECT_GE(after_reduce_scatter, 1) << id;
   }
   const test::SimRun tp = test::run_yaml(gpt(2, L));
   auto forward_end = [](const test::SimRun& r) {
