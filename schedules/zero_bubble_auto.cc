@@ -186,7 +186,7 @@ class Replay {
 };
 
 // The best of the eight variants, in the reference's trial order (first wins ties).
-std::pair<ScheduleOrder, int64_t> best(const StageCosts& costs, int micro_batches, int factor) {
+ScheduleOrder best(const StageCosts& costs, int micro_batches, int factor) {
   PIPESIM_ASSERT(!costs.forward.empty() && micro_batches >= 1 && factor >= 1,
                  "a pipeline to schedule");
   ScheduleOrder order;
@@ -203,13 +203,13 @@ std::pair<ScheduleOrder, int64_t> best(const StageCosts& costs, int micro_batche
       }
     }
   }
-  return {std::move(order), span};
+  return order;
 }
 
 }  // namespace
 
 ScheduleOrder zero_bubble_auto_order(const StageCosts& costs, int micro_batches,
                                      int memory_factor) {
-  return best(costs, micro_batches, memory_factor).first;
+  return best(costs, micro_batches, memory_factor);
 }
 }  // namespace pipesim

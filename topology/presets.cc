@@ -12,8 +12,8 @@ constexpr double kMatrixTop = 0.57;
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
 // one GEMM, element-wise efficiency by its FLOPs, memory efficiency by the bytes one op
 // moves. The shapes are Calculon's A100 and H100 tables (calculon-ai/calculon,
-// systems/*.json); the matrix levels are fitted once to Megatron-LM's Table 1 and the
-// Zero Bubble GPT runs together (docs/validation.md).
+// systems/*.json); the matrix level is fitted once to Megatron-LM's Table 1
+// (docs/validation.md, which also shows where it misses the Zero Bubble GPT stage times).
 EfficiencyCurve matrix_curve(double top) {
   return {{{0, 0.1}, {1e9, 0.6 * top / 0.95}, {16e9, 0.9 * top / 0.95}, {128e9, top}}};
 }
