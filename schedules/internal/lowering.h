@@ -24,7 +24,7 @@ inline Time split_time(Time t, int r) {
   return Time::ps(t.ps_count() / r + (t.ps_count() % r != 0));
 }
 inline int64_t split_bytes(int64_t b, int r) {
-  return b / r + (b % r != 0);
+  return ceil_div(b, r);
 }
 
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
