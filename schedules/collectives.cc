@@ -36,7 +36,20 @@ OpId Builder::send(int from, int to, int64_t bytes, const Deps& deps, OpId extra
 void Builder::ring(const std::vector<int>& ranks, int steps, int64_t chunk,
                    std::vector<Deps>& incoming) {
   const size_t n = ranks.size();
-  if (n < 2) return;
+  if (n < 2 || steps < 1) return;
+  if (b_.compact_rings()) {
+    const int64_t sent = checked_mul(chunk, steps, "the bytes of a collective");
+    CompactRing ring{0, static_cast<uint32_t>(n), static_cast<uint32_t>(steps), chunk};
+    for (size_t i = 0; i < n; ++i) {
+      const OpId id =
+          send(ranks[i], ranks[(i + 1) % n], sent, incoming[static_cast<size_t>(ranks[i])]);
+      if (i == 0) ring.first = id;
+    }
+    b_.add_ring(ring);
+    for (size_t i = 0; i < n; ++i)
+      incoming[static_cast<size_t>(ranks[i])] = {ring.first + static_cast<OpId>(i)};
+    return;
+  }
   for (int s = 0; s < steps; ++s) {
     std::vector<OpId> next(n);
     for (size_t i = 0; i < n; ++i) {

@@ -23,7 +23,8 @@ class Builder {
 
   // `steps` rounds around the ring `ranks` (member indices), each member sending `chunk`
   // bytes to the next once it has received the previous round's. incoming[r] (indexed by
-  // member) is what the member's first send waits for; on return, the last transfer into it.
+  // member) is what the member's first send waits for; on return, the last transfer into it
+  // (with compact rings, the member's op of the CompactRing, which ends then).
   void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<Deps>& incoming);
 
   // NCCL's double binary tree over all members, pipelined in tree_chunks(bytes) chunks.

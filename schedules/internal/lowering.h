@@ -49,6 +49,7 @@ class Lowering {
         G_(static_cast<int>(in.stages.size())),
         Mb_(in.orders.micro_batches),
         blocks_(in.orders.blocks) {
+    b_.set_compact_rings(in.compact_rings);
     PIPESIM_ASSERT(copies_ > 0 && P_ > 0 && G_ % P_ == 0, "stages are a multiple of positions");
     PIPESIM_ASSERT(static_cast<int>(in.orders.steps.size()) == P_, "one order list per position");
     for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
