@@ -9,6 +9,8 @@
 //   4 MB ring all-reduce over 8192 GPUs        <= 20 CPU-s, <= 2 GiB
 //   1 GiB tree all-reduce over 2048 GPUs       <= 2 CPU-s
 //   4096 GPUs, 64 stages x 1024 micro-batches x 64 copies (17 M ops)   <= 15 CPU-s, <= 2 GiB
+// Rows whose last argument is 1 keep ring collectives compact (TaskGraphBuilder::
+// set_compact_rings); the 8192-GPU ring row runs only compact (expanded, it is 134 M ops).
 // peak_rss_mib is the process's high-water mark so far (rows run in the order below).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -56,7 +58,8 @@ Cluster cluster_of(int gpus) {
                                    *find_link_preset("nvswitch"), *find_link_preset("ib-ndr"));
 }
 
-// range(0): GPUs; range(1): algorithm; range(2): bytes.
+// range(0): GPUs; range(1): algorithm; range(2): bytes; range(3): 1 for compact rings
+// (TaskGraphBuilder::set_compact_rings), 0 for one transfer per step and member.
 void BM_AllReduce(benchmark::State& state) {
   const Cluster c = cluster_of(static_cast<int>(state.range(0)));
   const auto algo = static_cast<AllReduceAlgo>(state.range(1));
@@ -65,17 +68,21 @@ void BM_AllReduce(benchmark::State& state) {
   Run run;
   for (auto _ : state) {
     TaskGraphBuilder b(c.num_devices());
+    b.set_compact_rings(state.range(3) != 0);
     add_allreduce(b, algo, members, state.range(2), {0, 0});
     const TaskGraph g = std::move(b).build();
     run.note(g, simulate(g, c));
   }
   run.report(state);
-  state.SetLabel(fmt::format("{} {} MiB", to_string(algo), state.range(2) >> 20));
+  state.SetLabel(fmt::format("{} {} MiB{}", to_string(algo), state.range(2) >> 20,
+                             state.range(3) != 0 ? " compact" : ""));
 }
 constexpr int64_t kMiB = int64_t{1} << 20;
 BENCHMARK(BM_AllReduce)
-    ->ArgsProduct({{128, 512, 2048, 8192}, {0}, {4 * kMiB}})
-    ->ArgsProduct({{128, 512, 2048}, {1, 2}, {1024 * kMiB}})
+    ->ArgsProduct({{128, 512, 2048}, {0}, {4 * kMiB}, {0, 1}})
+    ->Args({8192, 0, 4 * kMiB, 1})
+    ->ArgsProduct({{128, 512, 2048}, {1}, {1024 * kMiB}, {0}})
+    ->ArgsProduct({{128, 512, 2048}, {2}, {1024 * kMiB}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
@@ -99,16 +106,18 @@ strategy: {{schedule: dapple, pipeline: {S}, data: {D}, allreduce: ring}}
   const Scenario sc = load_scenario_text(yaml, "bench.yaml");
   Run run;
   for (auto _ : state) {
-    const TaskGraph g = scenario_task_graph(sc);
+    const TaskGraph g = scenario_task_graph(sc, state.range(3) != 0);
     run.note(g, simulate(g, sc.cluster));
   }
   run.report(state);
 }
 BENCHMARK(BM_PipelineData)
-    ->Args({8, 128, 16})
-    ->Args({8, 128, 128})
-    ->Args({64, 1024, 8})
-    ->Args({64, 1024, 64})
+    ->Args({8, 128, 16, 0})
+    ->Args({8, 128, 128, 0})
+    ->Args({8, 128, 128, 1})
+    ->Args({64, 1024, 8, 0})
+    ->Args({64, 1024, 64, 0})
+    ->Args({64, 1024, 64, 1})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

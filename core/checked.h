@@ -13,6 +13,12 @@ namespace pipesim {
 
 [[noreturn]] void too_large(std::string_view what);
 
+// Ceiling of a / b for a >= 0, b > 0, without the overflow of (a + b - 1) / b near the top
+// of the range.
+constexpr int64_t ceil_div(int64_t a, int64_t b) {
+  return a / b + (a % b != 0);
+}
+
 inline int64_t checked_add(int64_t a, int64_t b, std::string_view what) {
   int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r)) too_large(what);

@@ -79,7 +79,6 @@ struct NetworkCosts::Group {
     for (const Rate& r : rates) worst = std::max(worst, r.latency + r.per_byte * double(bytes));
     return worst;
   }
-  static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
   double time(AllReduceAlgo a, int64_t bytes) const {
     if (a == AllReduceAlgo::kTree) {
       const int64_t k = tree_chunks(bytes);

@@ -281,7 +281,7 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
   return out;
 }
 
-TaskGraph scenario_task_graph(const Scenario& s) {
+TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
@@ -299,6 +299,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
     in.stashed_versions = stashed_versions(s);
     for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
     in.user_order = !s.user_order.empty();
+    in.compact_rings = compact_rings;
     in.allreduce = allreduce_algorithms(s);
     in.bucket_bytes = s.strategy.bucket_bytes;
     in.bucket_buffers = s.strategy.bucket_buffers;

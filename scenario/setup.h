@@ -14,7 +14,8 @@ SlotOrders scenario_orders(const Scenario& s);
 // one of its GPUs, its activation share, and the idle-route time of each cross-stage
 // transfer (of one lane pair's share of the output) in each direction.
 StageCosts stage_costs(const Scenario& s);
-TaskGraph scenario_task_graph(const Scenario& s);
+// With `compact_rings`, ring collectives are CompactRing (for the engine only).
+TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false);
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).
 std::vector<Recompute> recompute_modes(const Scenario& s);

@@ -18,9 +18,6 @@ Time slowest_step(const LinkCosts& links, const std::vector<int>& ring, int64_t 
   }
   return worst;
 }
-int64_t ceil_div(int64_t a, int64_t b) {
-  return a / b + (a % b != 0);
-}
 constexpr const char* kWhat = "a collective estimate";
 }  // namespace
 

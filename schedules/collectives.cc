@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "schedules/internal/collective_builder.h"
 
 namespace pipesim {
 
@@ -19,133 +20,142 @@ std::string_view to_string(AllReduceAlgo a) {
   return "?";
 }
 
-namespace {
+namespace collective {
 
-constexpr OpId kNone = UINT32_MAX;
-using Deps = std::vector<OpId>;
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return a / b + (a % b != 0);
+OpId Builder::send(int from, int to, int64_t bytes, const Deps& deps, OpId extra) {
+  const OpId id =
+      b_.add(transfer_op(m_[static_cast<size_t>(from)].device, m_[static_cast<size_t>(to)].device,
+                         bytes, kind_, tag_.stage, -1, tag_.iteration));
+  for (OpId d : deps) {
+    if (d != kNone) b_.add_dep(id, d);
+  }
+  if (extra != kNone) b_.add_dep(id, extra);
+  return id;
 }
 
-class Builder {
- public:
-  Builder(TaskGraphBuilder& b, const std::vector<CollectiveMember>& m, CollectiveTag tag)
-      : b_(b), m_(m), tag_(tag) {}
-
-  OpId send(int from, int to, int64_t bytes, const Deps& deps, OpId extra = kNone) {
-    const OpId id =
-        b_.add(transfer_op(m_[static_cast<size_t>(from)].device, m_[static_cast<size_t>(to)].device,
-                           bytes, CommKind::kAllReduce, tag_.stage, -1, tag_.iteration));
-    for (OpId d : deps) {
-      if (d != kNone) b_.add_dep(id, d);
+void Builder::ring(const std::vector<int>& ranks, int steps, int64_t chunk,
+                   std::vector<Deps>& incoming) {
+  const size_t n = ranks.size();
+  if (n < 2 || steps < 1) return;
+  if (b_.compact_rings()) {
+    const int64_t sent = checked_mul(chunk, steps, "the bytes of a collective");
+    CompactRing ring{0, static_cast<uint32_t>(n), static_cast<uint32_t>(steps), chunk};
+    for (size_t i = 0; i < n; ++i) {
+      const OpId id =
+          send(ranks[i], ranks[(i + 1) % n], sent, incoming[static_cast<size_t>(ranks[i])]);
+      if (i == 0) ring.first = id;
     }
-    if (extra != kNone) b_.add_dep(id, extra);
-    return id;
+    b_.add_ring(ring);
+    for (size_t i = 0; i < n; ++i)
+      incoming[static_cast<size_t>(ranks[i])] = {ring.first + static_cast<OpId>(i)};
+    return;
   }
-
-  // `steps` rounds around the ring `ranks` (member indices), each member sending `chunk`
-  // bytes to the next once it has received the previous round's. incoming[r] (indexed by
-  // member) is what the member's first send waits for; on return, the last transfer into it.
-  void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<Deps>& incoming) {
-    const size_t n = ranks.size();
-    if (n < 2) return;
-    for (int s = 0; s < steps; ++s) {
-      std::vector<OpId> next(n);
-      for (size_t i = 0; i < n; ++i) {
-        next[(i + 1) % n] =
-            send(ranks[i], ranks[(i + 1) % n], chunk, incoming[static_cast<size_t>(ranks[i])]);
-      }
-      for (size_t i = 0; i < n; ++i) incoming[static_cast<size_t>(ranks[i])] = {next[i]};
+  for (int s = 0; s < steps; ++s) {
+    std::vector<OpId> next(n);
+    for (size_t i = 0; i < n; ++i) {
+      next[(i + 1) % n] =
+          send(ranks[i], ranks[(i + 1) % n], chunk, incoming[static_cast<size_t>(ranks[i])]);
     }
+    for (size_t i = 0; i < n; ++i) incoming[static_cast<size_t>(ranks[i])] = {next[i]};
   }
+}
 
-  void tree(int64_t bytes, std::vector<Deps>& incoming) {
-    const int n = static_cast<int>(m_.size());
-    const int K = tree_chunks(bytes);
-    const int64_t chunk = ceil_div(bytes, 2 * int64_t{K});
-    std::vector<Deps> finals(static_cast<size_t>(n));
-    for (int t = 0; t < 2; ++t) {
-      // Tree 0 is heap-shaped over ranks 0..n-1; tree 1 the same over the reversed ranks.
-      auto rank = [&](int pos) { return t == 0 ? pos : n - 1 - pos; };
-      std::vector<OpId> up_prev(static_cast<size_t>(n), kNone),
-          down_prev(static_cast<size_t>(n), kNone);
-      for (int k = 0; k < K; ++k) {
-        std::vector<OpId> up(static_cast<size_t>(n), kNone), down(static_cast<size_t>(n), kNone);
-        // Reduce: children before parents.
-        for (int pos = n - 1; pos >= 1; --pos) {
-          const int r = rank(pos), parent = rank((pos - 1) / 2);
-          const OpId id = send(r, parent, chunk, incoming[static_cast<size_t>(r)],
-                               up_prev[static_cast<size_t>(pos)]);
-          for (int c : {2 * pos + 1, 2 * pos + 2}) {
-            if (c < n) b_.add_dep(id, up[static_cast<size_t>(c)]);
-          }
-          up[static_cast<size_t>(pos)] = id;
+void Builder::tree(int64_t bytes, std::vector<Deps>& incoming) {
+  const int n = static_cast<int>(m_.size());
+  const int K = tree_chunks(bytes);
+  const int64_t chunk = ceil_div(bytes, 2 * int64_t{K});
+  std::vector<Deps> finals(static_cast<size_t>(n));
+  for (int t = 0; t < 2; ++t) {
+    // Tree 0 is heap-shaped over ranks 0..n-1; tree 1 the same over the reversed ranks.
+    auto rank = [&](int pos) { return t == 0 ? pos : n - 1 - pos; };
+    std::vector<OpId> up_prev(static_cast<size_t>(n), kNone),
+        down_prev(static_cast<size_t>(n), kNone);
+    for (int k = 0; k < K; ++k) {
+      std::vector<OpId> up(static_cast<size_t>(n), kNone), down(static_cast<size_t>(n), kNone);
+      // Reduce: children before parents.
+      for (int pos = n - 1; pos >= 1; --pos) {
+        const int r = rank(pos), parent = rank((pos - 1) / 2);
+        const OpId id = send(r, parent, chunk, incoming[static_cast<size_t>(r)],
+                             up_prev[static_cast<size_t>(pos)]);
+        for (int c : {2 * pos + 1, 2 * pos + 2}) {
+          if (c < n) b_.add_dep(id, up[static_cast<size_t>(c)]);
         }
-        // Broadcast: parents before children; the root once its children's chunk is in.
-        for (int pos = 1; pos < n; ++pos) {
-          const int r = rank(pos), ppos = (pos - 1) / 2, parent = rank(ppos);
-          Deps deps{down_prev[static_cast<size_t>(pos)]};
-          if (ppos == 0) {
-            for (OpId d : incoming[static_cast<size_t>(rank(0))]) deps.push_back(d);
-            for (int c : {1, 2}) {
-              if (c < n) deps.push_back(up[static_cast<size_t>(c)]);
-            }
-          } else {
-            deps.push_back(down[static_cast<size_t>(ppos)]);
-          }
-          down[static_cast<size_t>(pos)] = send(parent, r, chunk, deps);
-        }
-        up_prev = up;
-        down_prev = down;
+        up[static_cast<size_t>(pos)] = id;
       }
-      for (int pos = 0; pos < n; ++pos) {
-        Deps& f = finals[static_cast<size_t>(rank(pos))];
-        if (pos > 0) {
-          f.push_back(down_prev[static_cast<size_t>(pos)]);
-        } else {
+      // Broadcast: parents before children; the root once its children's chunk is in.
+      for (int pos = 1; pos < n; ++pos) {
+        const int r = rank(pos), ppos = (pos - 1) / 2, parent = rank(ppos);
+        Deps deps{down_prev[static_cast<size_t>(pos)]};
+        if (ppos == 0) {
+          for (OpId d : incoming[static_cast<size_t>(rank(0))]) deps.push_back(d);
           for (int c : {1, 2}) {
-            if (c < n) f.push_back(up_prev[static_cast<size_t>(c)]);
+            if (c < n) deps.push_back(up[static_cast<size_t>(c)]);
           }
+        } else {
+          deps.push_back(down[static_cast<size_t>(ppos)]);
+        }
+        down[static_cast<size_t>(pos)] = send(parent, r, chunk, deps);
+      }
+      up_prev = up;
+      down_prev = down;
+    }
+    for (int pos = 0; pos < n; ++pos) {
+      Deps& f = finals[static_cast<size_t>(rank(pos))];
+      if (pos > 0) {
+        f.push_back(down_prev[static_cast<size_t>(pos)]);
+      } else {
+        for (int c : {1, 2}) {
+          if (c < n) f.push_back(up_prev[static_cast<size_t>(c)]);
         }
       }
     }
-    incoming = std::move(finals);
   }
+  incoming = std::move(finals);
+}
 
-  // Members grouped by node, in order; empty if nodes hold different numbers of members.
-  std::vector<std::vector<int>> by_node() const {
-    std::map<int, std::vector<int>> groups;
-    std::vector<int> order;
-    for (int i = 0; i < static_cast<int>(m_.size()); ++i) {
-      auto& g = groups[m_[static_cast<size_t>(i)].node];
-      if (g.empty()) order.push_back(m_[static_cast<size_t>(i)].node);
-      g.push_back(i);
-    }
-    std::vector<std::vector<int>> out;
-    for (int node : order) out.push_back(groups[node]);
-    for (const auto& g : out) {
-      if (g.size() != out.front().size()) return {};
-    }
-    return out;
+std::vector<std::vector<int>> Builder::by_node() const {
+  std::map<int, std::vector<int>> groups;
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(m_.size()); ++i) {
+    auto& g = groups[m_[static_cast<size_t>(i)].node];
+    if (g.empty()) order.push_back(m_[static_cast<size_t>(i)].node);
+    g.push_back(i);
   }
+  std::vector<std::vector<int>> out;
+  for (int node : order) out.push_back(groups[node]);
+  for (const auto& g : out) {
+    if (g.size() != out.front().size()) return {};
+  }
+  return out;
+}
 
- private:
-  TaskGraphBuilder& b_;
-  const std::vector<CollectiveMember>& m_;
-  CollectiveTag tag_;
-};
+std::vector<Deps> ready_of(const std::vector<CollectiveMember>& members) {
+  std::vector<Deps> out;
+  out.reserve(members.size());
+  for (const CollectiveMember& m : members) out.push_back(m.ready);
+  return out;
+}
 
-}  // namespace
+void wait_for_done(TaskGraphBuilder& b, const std::vector<CollectiveMember>& members,
+                   const std::vector<Deps>& incoming) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].done == kNone) continue;
+    for (OpId d : incoming[i]) {
+      if (d != kNone) b.add_dep(members[i].done, d);
+    }
+  }
+}
+
+}  // namespace collective
 
 std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
                                              const std::vector<CollectiveMember>& members,
                                              int64_t bytes, CollectiveTag tag) {
+  using collective::Deps;
   const int n = static_cast<int>(members.size());
-  std::vector<Deps> incoming;
-  for (const CollectiveMember& m : members) incoming.push_back(m.ready);
+  std::vector<Deps> incoming = collective::ready_of(members);
   if (n >= 2 && bytes > 0) {
-    Builder build(b, members, tag);
+    collective::Builder build(b, members, tag, CommKind::kAllReduce);
     std::vector<int> all(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
     std::vector<std::vector<int>> nodes;
@@ -168,13 +178,7 @@ std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo 
       build.ring(all, 2 * (n - 1), ceil_div(bytes, n), incoming);
     }
   }
-  for (int i = 0; i < n; ++i) {
-    const CollectiveMember& m = members[static_cast<size_t>(i)];
-    if (m.done == kNone) continue;
-    for (OpId d : incoming[static_cast<size_t>(i)]) {
-      if (d != kNone) b.add_dep(m.done, d);
-    }
-  }
+  collective::wait_for_done(b, members, incoming);
   return incoming;
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/checked.h"
 #include "schedules/task_graph.h"
 
 namespace pipesim {
@@ -27,8 +28,7 @@ std::string_view to_string(AllReduceAlgo a);
 // NCCL pipelines in finer chunks; deeper pipelines here mean many more concurrent flows in
 // one contended component, and max-min re-rating cost grows with its size.
 inline int tree_chunks(int64_t bytes) {
-  const int64_t per_tree = bytes / 2 + bytes % 2;
-  const int64_t k = (per_tree + (int64_t{4} << 20) - 1) / (int64_t{4} << 20);
+  const int64_t k = ceil_div(ceil_div(bytes, 2), int64_t{4} << 20);
   return static_cast<int>(k < 1 ? 1 : (k > 8 ? 8 : k));
 }
 

@@ -95,6 +95,8 @@ struct LoweringInput {
   bool bucket_buffers = false;
   int zero = 0;             // ZeRO stage 0-3 over each position's data-parallel devices
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
+  // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).
+  bool compact_rings = false;
 };
 
 TaskGraph lower(const LoweringInput& in);

@@ -191,6 +191,13 @@ void TaskGraphBuilder::reserve(size_t ops, size_t deps) {
   edges_.reserve(deps);
 }
 
+void TaskGraphBuilder::add_ring(const CompactRing& ring) {
+  PIPESIM_ASSERT(ring.n >= 2 && ring.steps >= 1 && ring.first + ring.n == ops_.size() &&
+                     (rings_.empty() || rings_.back().first + rings_.back().n <= ring.first),
+                 "a ring's members are the last ops added");
+  rings_.push_back(ring);
+}
+
 OpId TaskGraphBuilder::add(const Op& op) {
   PIPESIM_ASSERT(op.device >= 0 && op.device < num_devices_, "op device out of range");
   const auto id = static_cast<OpId>(ops_.size());
@@ -238,6 +245,7 @@ TaskGraph TaskGraphBuilder::build() && {
   }
   g.ops_ = std::move(ops_);
   g.static_memory_ = std::move(static_memory_);
+  g.rings_ = std::move(rings_);
   return g;
 }
 

@@ -81,6 +81,19 @@ struct Op {
 Op transfer_op(int src, int dst, int64_t bytes, CommKind comm, int stage, int micro_batch,
                int iteration);
 
+// A ring collective kept compact (TaskGraphBuilder::set_compact_rings): `steps` rounds in
+// which each of its n members sends `chunk` bytes to the next once it has received the
+// previous round's. Member i is op first + i, a transfer from the member to the next one
+// carrying all it sends (steps * chunk bytes), with the member's ready ops as deps: it
+// starts with the member's first send and ends when the member's last receive arrives.
+// The engine runs every step as its own flow, exactly as the expanded transfers would run.
+struct CompactRing {
+  OpId first = 0;
+  uint32_t n = 0;
+  uint32_t steps = 0;
+  int64_t chunk = 0;
+};
+
 class TaskGraph {
  public:
   size_t size() const { return ops_.size(); }
@@ -103,6 +116,8 @@ class TaskGraph {
     return static_memory_[static_cast<size_t>(device)];
   }
   size_t num_deps() const { return deps_.size(); }
+  // Compact ring collectives, in order of their first member op.
+  std::span<const CompactRing> rings() const { return rings_; }
 
   // Checks the graph: deps in range, every compute op in exactly one stream and on its own
   // device, no transfer in a stream, and no cycle through deps and stream order (which would
@@ -120,6 +135,7 @@ class TaskGraph {
   std::vector<uint32_t> stream_begin_{0};
   std::vector<OpId> stream_ops_;
   std::vector<MemBreakdown> static_memory_;
+  std::vector<CompactRing> rings_;
 };
 
 class TaskGraphBuilder {
@@ -130,10 +146,19 @@ class TaskGraphBuilder {
   void add_dep(OpId op, OpId dep);
   void add_static_memory(int device, MemCategory c, int64_t bytes);
   void reserve(size_t ops, size_t deps);
+  // Whether collectives add their rings as CompactRing (O(n) ops) instead of one transfer
+  // per step and member (O(n * steps)). The engine's results are the same either way;
+  // backends other than the engine need the expanded form.
+  void set_compact_rings(bool on) { compact_rings_ = on; }
+  bool compact_rings() const { return compact_rings_; }
+  // Registers ops ring.first .. ring.first + n - 1 (just added, in member order) as a ring.
+  void add_ring(const CompactRing& ring);
   TaskGraph build() &&;
 
  private:
   int num_devices_;
+  bool compact_rings_ = false;
+  std::vector<CompactRing> rings_;
   std::vector<Op> ops_;
 
   std::vector<std::pair<OpId, OpId>> edges_;  // (op, dep)

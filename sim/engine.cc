@@ -39,6 +39,13 @@ class Engine {
     running_.assign(static_cast<size_t>(c.num_devices()), false);
     memory_.resize(static_cast<size_t>(c.num_devices()));
     queue_.reserve(static_cast<size_t>(c.num_devices()) * 2 + 64);
+    const auto rings = g.rings();
+    if (!rings.empty()) {
+      ring_of_.assign(n, kNoRing);
+      for (uint32_t r = 0; r < rings.size(); ++r) {
+        for (uint32_t i = 0; i < rings[r].n; ++i) ring_of_[rings[r].first + i] = r;
+      }
+    }
   }
 
   Timeline run() {
@@ -68,7 +75,11 @@ class Engine {
           start_flow(id, now);
           break;
         case kFlowDone:
-          if (!network_.is_current(id, now)) break;  // re-rated since; a newer event stands
+          if (id >= graph_.size()) --step_of(id).pending;
+          if (!network_.is_current(id, now)) {  // re-rated since; a newer event stands
+            if (id >= graph_.size()) release_if_done(id);
+            break;
+          }
           ++tl_.events;
           end_flow(id, now);
           break;
@@ -105,12 +116,60 @@ class Engine {
 
   void start_transfer(OpId id, Time now) {
     const Op& op = graph_.op(id);
-    const Route& route = cluster_.route(op.device, op.peer);
-    routes_[id] = &route;
     tl_.start[id] = now;
+    if (!ring_of_.empty() && ring_of_[id] != kNoRing) {
+      const uint32_t r = ring_of_[id];
+      start_step(r, id - graph_.rings()[r].first, 0, now);
+      return;
+    }
+    start_route(id, cluster_.route(op.device, op.peer), op.bytes, now);
+  }
+
+  // Step `step` of a compact ring: member `member` sends a chunk to the next, as a flow
+  // named by an id past the graph's ops (reused once no event names it any more).
+  void start_step(uint32_t ring, uint32_t member, uint32_t step, Time now) {
+    const CompactRing& cr = graph_.rings()[ring];
+    const Op& op = graph_.op(cr.first + member);
+    OpId id = 0;
+    if (free_steps_.empty()) {
+      id = static_cast<OpId>(graph_.size() + steps_.size());
+      PIPESIM_ASSERT(id <= kIdMask, "fewer than 2^30 ops and ring steps in flight");
+      steps_.emplace_back();
+      routes_.push_back(nullptr);
+    } else {
+      id = free_steps_.back();
+      free_steps_.pop_back();
+    }
+    step_of(id) = {ring, member, step, 0, false};
+    start_route(id, cluster_.route(op.device, op.peer), cr.chunk, now);
+  }
+
+  // The step's chunk has arrived at the next member: it sends its next step, or, after the
+  // last, the next member's op of the ring ends.
+  void end_step(OpId id, Time now) {
+    StepFlow& sf = step_of(id);
+    sf.ended = true;
+    const StepFlow done = sf;
+    release_if_done(id);
+    const CompactRing& cr = graph_.rings()[done.ring];
+    const uint32_t next = (done.member + 1) % cr.n;
+    if (done.step + 1 < cr.steps) {
+      start_step(done.ring, next, done.step + 1, now);
+    } else {
+      finish(cr.first + next, now);
+    }
+  }
+
+  void release_if_done(OpId id) {
+    const StepFlow& sf = step_of(id);
+    if (sf.ended && sf.pending == 0) free_steps_.push_back(id);
+  }
+
+  void start_route(OpId id, const Route& route, int64_t bytes, Time now) {
+    routes_[id] = &route;
     for (LinkDirection h : route.hops) {
-      auto& bytes = tl_.links[static_cast<size_t>(h)].bytes;
-      bytes = checked_add(bytes, op.bytes, "the bytes a link carries");
+      auto& link_bytes = tl_.links[static_cast<size_t>(h)].bytes;
+      link_bytes = checked_add(link_bytes, bytes, "the bytes a link carries");
     }
     if (route.latency > Time::zero()) {
       push(checked_add(now, route.latency, "the simulated time"), id, kLatencyDone);
@@ -128,7 +187,7 @@ class Engine {
           std::max(tl_.links[hu].peak_flows, static_cast<int>(link_active_[hu]));
     }
     changed_.clear();
-    network_.add(id, route, graph_.op(id).bytes, now, changed_);
+    network_.add(id, route, flow_bytes(id), now, changed_);
     after_rerate(now);
   }
 
@@ -140,11 +199,26 @@ class Engine {
       if (--link_active_[hu] == 0) tl_.links[hu].busy += now - link_since_[hu];
     }
     after_rerate(now);
+    if (id >= graph_.size()) {
+      if (options_.record_links) {
+        for (LinkDirection h : routes_[id]->hops) record_link(h, now);
+      }
+      end_step(id, now);
+      return;
+    }
     finish(id, now);
   }
 
+  int64_t flow_bytes(OpId id) const {
+    if (id < graph_.size()) return graph_.op(id).bytes;
+    return graph_.rings()[steps_[id - graph_.size()].ring].chunk;
+  }
+
   void after_rerate(Time now) {
-    for (const FlowNetwork::Update& u : changed_) push(u.finish, u.flow, kFlowDone);
+    for (const FlowNetwork::Update& u : changed_) {
+      if (u.flow >= graph_.size()) ++step_of(u.flow).pending;
+      push(u.finish, u.flow, kFlowDone);
+    }
     if (!options_.record_links) return;
     for (const FlowNetwork::Update& u : changed_) {
       for (LinkDirection h : routes_[u.flow]->hops) record_link(h, now);
@@ -161,7 +235,8 @@ class Engine {
     const Op& op = graph_.op(id);
     tl_.end[id] = now;
     if (op.kind == OpKind::kTransfer) {
-      if (options_.record_links) {
+      // A compact ring's member op has no route of its own: its steps recorded theirs.
+      if (options_.record_links && routes_[id] != nullptr) {
         for (LinkDirection h : routes_[id]->hops) record_link(h, now);
       }
     } else {
@@ -210,6 +285,15 @@ class Engine {
     if (!tl_.oom.oom && total > capacity) tl_.oom = {true, d, cause, now, total, capacity};
   }
 
+  // A step of a compact ring in flight (or ended, with completion events still queued).
+  struct StepFlow {
+    uint32_t ring = 0, member = 0, step = 0;
+    uint32_t pending = 0;  // kFlowDone events queued for this id
+    bool ended = false;
+  };
+  StepFlow& step_of(OpId id) { return steps_[id - graph_.size()]; }
+  static constexpr uint32_t kNoRing = UINT32_MAX;
+
   const TaskGraph& graph_;
   const Cluster& cluster_;
   SimOptions options_;
@@ -224,6 +308,9 @@ class Engine {
   std::vector<uint32_t> link_active_;
   std::vector<Time> link_since_;
   std::vector<FlowNetwork::Update> changed_;
+  std::vector<uint32_t> ring_of_;  // [op] its compact ring, or kNoRing; empty without rings
+  std::vector<StepFlow> steps_;    // [id - graph size]
+  std::vector<OpId> free_steps_;
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 // transfers never occupy a compute stream: each waits its route's latency, then sends its
 // bytes as a flow sharing every link direction it crosses max-min fairly with the other
 // flows there (FlowNetwork). On an idle path that is latency + bytes / bottleneck.
+// A compact ring (TaskGraph::rings) runs each of its steps as such a transfer, started when
+// the chunk before it has arrived, exactly as the ring's expanded transfers would run.
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,7 @@ Time FlowNetwork::finish_time(const Flow& f, Time now) const {
 
 void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
                       std::vector<Update>& changed) {
+  if (id >= slot_of_.size()) slot_of_.resize(size_t{id} + 1, kNoSlot);
   PIPESIM_ASSERT(slot_of_[id] == kNoSlot, "a flow starts once");
   uint32_t s;
   if (free_.empty()) {

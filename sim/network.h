@@ -25,6 +25,7 @@ class FlowNetwork {
   // How progressive filling finds each round's bottleneck link: a min-heap (the default)
   // or, as the reference the heap is tested against, a scan of every link.
   enum class Filling { kHeap, kScan };
+  // Flow ids below `max_flow_id` are expected; larger ones grow the id table when they start.
   FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap);
 
   struct Update {
@@ -39,6 +40,7 @@ class FlowNetwork {
            std::vector<Update>& changed);
   // Whether a completion event for `flow` at `t` is still its current projection.
   bool is_current(uint32_t flow, Time t) const {
+    if (flow >= slot_of_.size()) return false;
     const uint32_t s = slot_of_[flow];
     return s != kNoSlot && slots_[s].finish == t;
   }

@@ -24,7 +24,7 @@ inline Time split_time(Time t, int r) {
   return Time::ps(t.ps_count() / r + (t.ps_count() % r != 0));
 }
 inline int64_t split_bytes(int64_t b, int r) {
-  return b / r + (b % r != 0);
+  return ceil_div(b, r);
 }
 
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
@@ -49,6 +49,7 @@ class Lowering {
         G_(static_cast<int>(in.stages.size())),
         Mb_(in.orders.micro_batches),
         blocks_(in.orders.blocks) {
+    b_.set_compact_rings(in.compact_rings);
     PIPESIM_ASSERT(copies_ > 0 && P_ > 0 && G_ % P_ == 0, "stages are a multiple of positions");
     PIPESIM_ASSERT(static_cast<int>(in.orders.steps.size()) == P_, "one order list per position");
     for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
