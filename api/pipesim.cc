@@ -3,13 +3,15 @@
 #include <chrono>
 
 #include "scenario/setup.h"
+#include "scenario/work_estimate.h"
 
 namespace pipesim {
 
 Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& overrides,
                              const SimulateOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  TaskGraph graph = scenario_task_graph(scenario);
+  if (!options.compact_collectives) check_work(estimate_work(scenario), Collectives::kExpanded);
+  TaskGraph graph = scenario_task_graph(scenario, options.compact_collectives);
   SimOptions sim;
   sim.record_memory = options.record_memory;
   sim.record_links = options.record_links;

@@ -33,6 +33,9 @@ struct SimulateOptions {
   bool record_memory = false;  // the memory timeline, for traces and --memory-csv
   bool record_links = false;   // link utilisation, for traces
   bool reproducible = false;   // report wall_s as 0, so equal inputs give equal reports
+  // Ring collectives as CompactRing (the same timeline; n ops per ring instead of one per
+  // step). Off where every step must be an op of its own: traces, op CSVs, backends.
+  bool compact_collectives = true;
 };
 
 // Builds the TaskGraph of a loaded scenario, simulates it and makes its report; `overrides`

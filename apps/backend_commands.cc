@@ -29,7 +29,7 @@ std::vector<Override> overrides(const std::vector<std::string>& sets) {
 
 double host_scale(const std::string& text, const Scenario& s) {
   if (text == "auto") {
-    const TaskGraph g = scenario_task_graph(s);
+    const TaskGraph g = scenario_task_graph(s, true);
     return auto_time_scale(g, simulate(g, s.cluster).makespan);
   }
   double v = 0;

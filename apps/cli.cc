@@ -99,6 +99,8 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   opts.record_memory = !o.trace.empty() || !o.memory_csv.empty();
   opts.record_links = !o.trace.empty();
   opts.reproducible = o.reproducible;
+  // A trace and the op CSV show every collective step.
+  opts.compact_collectives = o.trace.empty() && o.csv.empty();
   const std::vector<Override> overrides = parse_overrides(o.sets);
   const Simulation run = simulate_scenario(std::move(loaded), overrides, opts);
   const Scenario& sc = run.scenario;
@@ -143,7 +145,7 @@ std::vector<InputIdentity> plan_inputs(const std::string& file,
 
 int cmd_order(const std::string& file, const std::vector<std::string>& sets, std::ostream& out) {
   const Scenario sc = load(file, sets);
-  const TaskGraph graph = scenario_task_graph(sc);
+  const TaskGraph graph = scenario_task_graph(sc, true);
   // Read back from the TaskGraph, the representation every backend runs.
   for (int d = 0; d < graph.num_devices(); ++d) {
     std::vector<Step> steps;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "scenario/setup.h"
+#include "scenario/work_estimate.h"
 #include "sim/engine.h"
 
 namespace pipesim {
@@ -61,6 +62,8 @@ double bubble_fraction(const TaskGraph& g, const std::vector<Time>& start,
 }
 
 Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
+  // A backend runs every collective step as an op of its own.
+  check_work(estimate_work(s), Collectives::kExpanded);
   const TaskGraph g = scenario_task_graph(s);
   if (auto problem = g.validate()) throw InternalError("invalid TaskGraph: " + *problem);
   const std::vector<OpWork> work = op_work(s, g);

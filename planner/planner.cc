@@ -427,7 +427,7 @@ class Planner {
     with.push_back({"strategy", c.strategy.dump()});
     try {
       const Scenario sc = load_scenario(file_, with);
-      const TaskGraph graph = scenario_task_graph(sc);
+      const TaskGraph graph = scenario_task_graph(sc, true);
       const Timeline tl = simulate(graph, sc.cluster);
       const RunInfo info = run_info(sc, 0.0);
       const Report rep = make_report(graph, sc.cluster, tl, info);

@@ -11,16 +11,36 @@
 namespace pipesim {
 namespace {
 
-// Transfers of one all-reduce among n members: ring 2(n - 1) steps of n sends; tree two
-// binary trees, each up and down in up to 8 chunks over n - 1 edges; hierarchical at most
-// a ring's. `auto` picks per group later, so the largest is taken.
-double allreduce_transfers(double n, std::optional<AllReduceAlgo> algo) {
-  if (n < 2) return 0;
+// Transfers of one all-reduce among n members, and how many of them are ring steps: ring
+// 2(n - 1) steps of n sends; tree two binary trees, each up and down in up to 8 chunks over
+// n - 1 edges; hierarchical at most a ring's. `auto` picks per group later, so the largest
+// is taken.
+struct CollectiveCount {
+  double transfers = 0;
+  double ring_steps = 0;
+  double ring_members = 0;  // the ops compact rings keep instead (a hierarchical's 3 rings)
+  CollectiveCount& operator*=(double k) {
+    transfers *= k;
+    ring_steps *= k;
+    ring_members *= k;
+    return *this;
+  }
+};
+
+CollectiveCount allreduce_transfers(double n, std::optional<AllReduceAlgo> algo) {
+  if (n < 2) return {};
   const double ring = 2 * (n - 1) * n;
   const double tree = 2 * 2 * 8 * (n - 1);
-  if (algo == AllReduceAlgo::kTree) return tree;
-  if (algo == AllReduceAlgo::kRing || algo == AllReduceAlgo::kHierarchical) return ring;
-  return std::max(ring, tree);
+  if (algo == AllReduceAlgo::kTree) return {tree, 0, 0};
+  if (algo == AllReduceAlgo::kRing || algo == AllReduceAlgo::kHierarchical)
+    return {ring, ring, 3 * n};
+  return ring >= tree ? CollectiveCount{ring, ring, 3 * n} : CollectiveCount{tree, 0, 0};
+}
+
+// One ring pass (a reduce-scatter or an all-gather) among n members.
+CollectiveCount ring_pass(double n) {
+  if (n < 2) return {};
+  return {(n - 1) * n, (n - 1) * n, n};
 }
 
 // Bytes per event in the trace: a compute slice and its memory counter changes; a
@@ -32,6 +52,11 @@ constexpr double kTraceBytesPerTransfer = 2000;
 
 WorkEstimate estimate_work(const Scenario& s) {
   WorkEstimate w;
+  auto add = [&w](const CollectiveCount& c) {
+    w.transfers += c.transfers;
+    w.ring_steps += c.ring_steps;
+    w.ring_members += c.ring_members;
+  };
   const Strategy& st = s.strategy;
   const double M = static_cast<double>(s.micro_batches);
   const double data = st.data;
@@ -60,38 +85,46 @@ WorkEstimate estimate_work(const Scenario& s) {
     if (params > 0) {
       const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
       const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
-      w.transfers += t * buckets * allreduce_transfers(r * data, st.allreduce);
+      add(allreduce_transfers(r * data, st.allreduce) *= t * buckets);
       // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or before
       // each F, R and B of every micro-batch (stage 3); its reduce-scatter is half the
       // all-reduce counted above.
-      const double ring_pass = (r * data - 1) * r * data;
-      if (st.zero > 0 && st.zero < 3) w.transfers += t * ring_pass;
-      if (st.zero == 3) w.transfers += t * M * per_mb * ring_pass;
+      if (st.zero > 0 && st.zero < 3) add(ring_pass(r * data) *= t);
+      if (st.zero == 3) add(ring_pass(r * data) *= t * M * per_mb);
     }
     // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
-    w.transfers += data * r * M * tp_allreduces * allreduce_transfers(t, AllReduceAlgo::kRing);
+    add(allreduce_transfers(t, AllReduceAlgo::kRing) *= data * r * M * tp_allreduces);
   }
   w.compute_ops *= s.training.iterations;
   w.transfers *= s.training.iterations;
+  w.ring_steps *= s.training.iterations;
+  w.ring_members *= s.training.iterations;
   w.devices = s.cluster.num_devices();
   w.trace_bytes = w.compute_ops * kTraceBytesPerComputeOp + w.transfers * kTraceBytesPerTransfer;
   return w;
 }
 
-void check_work(const WorkEstimate& w) {
+void check_work(const WorkEstimate& w, Collectives form) {
   if (w.devices > kMaxDevices) {
     throw InputError(fmt::format("the cluster has {:.0f} GPUs", w.devices),
                      fmt::format("at most {:.0f}", kMaxDevices), "cluster");
   }
-  if (w.ops() > kMaxSimulatedOps) {
+  const std::string lower = "lower training.iterations, global_batch / micro_batch, replicas or data";
+  const bool compact = form == Collectives::kCompact;
+  const double ops = compact ? w.compact_ops() : w.ops();
+  if (ops > kMaxSimulatedOps) {
     throw InputError(
         fmt::format("this run would simulate about {:.3g} ops ({:.3g} compute ops and {:.3g} "
-                    "transfers, collective steps included)",
-                    w.ops(), w.compute_ops, w.transfers),
-        fmt::format("at most {:.3g}; lower training.iterations, global_batch / micro_batch, "
-                    "replicas or data",
-                    kMaxSimulatedOps),
-        "strategy");
+                    "transfers, collective steps {})",
+                    ops, w.compute_ops, ops - w.compute_ops,
+                    compact ? "of rings kept compact" : "included"),
+        fmt::format("at most {:.3g}; {}", kMaxSimulatedOps, lower), "strategy");
+  }
+  if (compact && w.transfers > kMaxFlowSteps) {
+    throw InputError(
+        fmt::format("this run would simulate about {:.3g} transfers and collective steps",
+                    w.transfers),
+        fmt::format("at most {:.3g}; {}", kMaxFlowSteps, lower), "strategy");
   }
 }
 

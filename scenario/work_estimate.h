@@ -18,20 +18,31 @@ namespace pipesim {
 struct WorkEstimate {
   double compute_ops = 0;
   double transfers = 0;  // point-to-point and collective steps: one flow each
+  // Of the transfers, the ring steps that compact rings do not store, and the member ops
+  // they store instead.
+  double ring_steps = 0;
+  double ring_members = 0;
   double devices = 0;
   double trace_bytes = 0;
+  // Ops stored with every collective step expanded.
   double ops() const { return compute_ops + transfers; }
+  // Ops stored with compact rings.
+  double compact_ops() const { return ops() - ring_steps + ring_members; }
 };
 
 inline constexpr double kMaxSimulatedOps = 50e6;  // about 9 GB of host memory, minutes
+// Flow steps of a run with compact rings: about 250 ns each, minutes at the limit.
+inline constexpr double kMaxFlowSteps = 500e6;
 inline constexpr double kMaxDevices = 65536;
 inline constexpr double kMaxTraceBytes = 4.0 * (int64_t{1} << 30);
 
 WorkEstimate estimate_work(const Scenario& s);
 
 // Throws InputError (without a location; the caller adds one) when the ops or the devices
-// are over their limit.
-void check_work(const WorkEstimate& w);
+// are over their limit: the ops stored with compact rings (and the flow steps), or with
+// every step expanded.
+enum class Collectives { kCompact, kExpanded };
+void check_work(const WorkEstimate& w, Collectives form = Collectives::kCompact);
 // Throws InputError when the trace would be larger than kMaxTraceBytes.
 void check_trace_size(const WorkEstimate& w);
 

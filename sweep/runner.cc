@@ -48,7 +48,7 @@ SweepPoint run_point(const std::string& file, const Grid& grid, const SweepOptio
   }
   try {
     const Scenario sc = load_scenario(file, with);
-    const TaskGraph graph = scenario_task_graph(sc);
+    const TaskGraph graph = scenario_task_graph(sc, true);
     const Timeline tl = simulate(graph, sc.cluster);
     p.report = summarize(make_report(graph, sc.cluster, tl, run_info(sc, 0.0, with)));
   } catch (InputError& e) {

@@ -367,15 +367,30 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 TEST(WorkEstimate, TooMuchWorkIsRefusedAtOnceWithTheEstimateAndTheLimit) {
   // Before: the cap counted compute ops only. A 2,000-way data-parallel ring has few
-  // compute ops but 2 x 1999 x 2000 transfers per gradient bucket.
+  // compute ops but 2 x 1999 x 2000 transfers per gradient bucket: 16 stages make 1.3e8
+  // ring steps. Compact rings store 2000 ops per ring and simulate it; a run that stores
+  // every step (an op CSV) is refused at once.
   auto t0 = std::chrono::steady_clock::now();
+  const Dir d("bigcsv");
   auto r = test::cli({"run", "--set", "cluster.nodes=4000", "--set",
                       "strategy={schedule: dapple, pipeline: 16, data: 2000}", "--set",
-                      "training.global_batch=4000", "--set", "training.micro_batch=1"});
+                      "training.global_batch=4000", "--set", "training.micro_batch=1", "--csv",
+                      d.file("ops.csv")});
   expect_one_line_error(r, "strategy: this run would simulate about");
   EXPECT_NE(r.err.find("transfers, collective steps included) (at most 5e+07"), std::string::npos)
       << r.err;
   EXPECT_LT(seconds_since(t0), 30.0);  // a guard against building it first (minutes), not a timing target
+  EXPECT_TRUE(d.entries().empty());
+  // 8 stages x 8,000-way rings: at least 8 x 2 x 7999 x 8000 = 1.02e9 steps (more with
+  // several gradient buckets per stage), over the flow-step limit even compact.
+  t0 = std::chrono::steady_clock::now();
+  r = test::cli({"run", "--set", "cluster.nodes=8000", "--set",
+                 "strategy={schedule: dapple, pipeline: 8, data: 8000}", "--set",
+                 "training.global_batch=8000", "--set", "training.micro_batch=1"});
+  expect_one_line_error(r, "strategy: this run would simulate about");
+  EXPECT_NE(r.err.find("transfers and collective steps (at most 5e+08"), std::string::npos)
+      << r.err;
+  EXPECT_LT(seconds_since(t0), 30.0);
   // Before: 12,500 nodes x 8 GPUs were built (5.4 GB) before anything was checked.
   t0 = std::chrono::steady_clock::now();
   expect_one_line_error(
