@@ -194,13 +194,14 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.lane)];
   PIPESIM_ASSERT(target == kNone, "each step appears once per block");
   if (cur.t > 1) {
-    // Megatron-LM's tensor-parallel all-reduces cut the op into segments; the collectives
-    // between them are added once every rank has its segments (add_tensor_collectives).
+    // The tensor-parallel collectives (Megatron-LM's all-reduces, the shape-described
+    // layers' all-gathers) cut the op into segments; the collectives between them are added once
+    // every rank has its segments (add_tensor_collectives).
     const auto segs = tp_segments(sp, s.kind, cur.has_w[k] != 0);
-    if (segs.size() > 1 || (segs.size() == 1 && segs[0].second > 0)) {
+    if (segs.size() > 1 || (segs.size() == 1 && segs[0].second.bytes > 0)) {
       // One part per segment, and a last empty one when the op ends with a collective
       // (what follows waits for it there).
-      const size_t n = segs.size() + (segs.back().second > 0 ? 1 : 0);
+      const size_t n = segs.size() + (segs.back().second.bytes > 0 ? 1 : 0);
       std::vector<OpId> parts;
       for (size_t q = 0; q < n; ++q) {
         Op part = op;
@@ -212,9 +213,9 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
       }
       target = parts.front();
       if (parts.size() > 1) last_part_[target] = parts.back();
-      std::vector<int64_t> bytes;
-      for (const auto& sg : segs) bytes.push_back(sg.second);
-      tp_parts_[target] = {std::move(parts), std::move(bytes)};
+      std::vector<TpCollective> collectives;
+      for (const auto& sg : segs) collectives.push_back(sg.second);
+      tp_parts_[target] = {std::move(parts), std::move(collectives)};
       cur.before = tail(target);
       return target;
     }

@@ -61,15 +61,20 @@ struct StageProfile {
     Time backward_input, backward_weight;
     int64_t params = 0;
     Time forward;
-    int tp_forward = 0, tp_backward = 0;  // tensor-parallel all-reduces issued
-    int64_t tp_bytes = 0;                 // bytes of each
+    // Tensor-parallel collectives issued in the forward and the backward, in order, each
+    // after an equal segment of the pass.
+    std::vector<TpCollective> tp_forward, tp_backward;
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
 
-// `recompute[g]`, when given, is global stage g's mode (Strategy::recompute_of).
+// `recompute[g]`, when given, is global stage g's mode (Strategy::recompute_of); `tensor[g]`,
+// when given, its tensor degree: a layer with a tensor_split then costs t x one rank's share
+// of it (the lowering divides by t again), its activations are t x the split share plus
+// the replicated part, and its collectives are the shard's.
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
-                                         const std::vector<Recompute>& recompute = {});
+                                         const std::vector<Recompute>& recompute = {},
+                                         const std::vector<int>& tensor = {});
 
 struct LoweringInput {
   SlotOrders orders;

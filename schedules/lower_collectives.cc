@@ -38,8 +38,9 @@ void Lowering::add_static_memory() {
   }
 }
 
-// The all-reduces between the segments of every tensor-parallel op: ranks of one replica
-// all-reduce after each segment, and each rank's next segment waits for the result.
+// The collectives between the segments of every tensor-parallel op: ranks of one replica
+// all-reduce (or all-gather) after each segment, and each rank's next segment waits for
+// the result.
 void Lowering::add_tensor_collectives() {
   for (int c = 0; c < copies_; ++c) {
     for (int p = 0; p < P_; ++p) {
@@ -58,24 +59,29 @@ void Lowering::add_tensor_collectives() {
                 }
                 if (ranks.size() != static_cast<size_t>(t)) continue;
                 const TpParts& r0 = *ranks.front();
-                for (size_t q = 0; q < r0.bytes.size(); ++q) {
-                  if (r0.bytes[q] == 0) continue;
+                for (size_t q = 0; q < r0.collectives.size(); ++q) {
+                  const TpCollective& coll = r0.collectives[q];
+                  if (coll.bytes == 0) continue;
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
                     members.push_back({d, node_of(d), {r->parts[q]}, r->parts[q + 1]});
                   }
+                  if (coll.kind == TpCollective::Kind::kAllGather) {
+                    add_all_gather(b_, members, coll.bytes, {g, blk});
+                    continue;
+                  }
                   if (!in_.sequence_parallel) {
-                    add_allreduce(b_, AllReduceAlgo::kRing, members, r0.bytes[q], {g, blk});
+                    add_allreduce(b_, AllReduceAlgo::kRing, members, coll.bytes, {g, blk});
                     continue;
                   }
                   // Sequence parallelism: reduce-scatter into the sequence-split region
                   // (layer norm, dropout), all-gather out of it.
                   std::vector<CollectiveMember> scatter = members;
                   for (CollectiveMember& m : scatter) m.done = kNone;
-                  const auto shards = add_reduce_scatter(b_, scatter, r0.bytes[q], {g, blk});
+                  const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
                   for (size_t i = 0; i < members.size(); ++i) members[i].ready = shards[i];
-                  add_all_gather(b_, members, r0.bytes[q], {g, blk});
+                  add_all_gather(b_, members, coll.bytes, {g, blk});
                 }
               }
             }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +26,26 @@ struct OpCost {
   bool forward_memory_bound = false;
   bool backward_memory_bound = false;
 };
+
+// A collective a tensor-parallel layer issues on its tensor group: an all-reduce of
+// `bytes`, or an all-gather whose result is `bytes` (each rank contributing bytes / t).
+struct TpCollective {
+  enum class Kind { kAllReduce, kAllGather };
+  Kind kind = Kind::kAllReduce;
+  int64_t bytes = 0;
+};
+
+// One tensor rank's share of a shape-described layer split t ways (scenario/shape_shards.h):
+// its times from the per-op rooflines of the sharded shapes, its activations (the part split
+// t ways, and what every rank keeps whole), and the collectives its forward and backward
+// issue, in order, each after an equal segment of the pass.
+struct TensorShard {
+  Time forward, backward_input, backward_weight;
+  int64_t split_activation = 0;       // one rank's share
+  int64_t replicated_activation = 0;  // whole on every rank
+  std::vector<TpCollective> forward_collectives, backward_collectives;
+};
+using TensorSplit = std::function<TensorShard(int t)>;
 
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {
@@ -55,6 +77,9 @@ struct Layer {
   int tp_forward_allreduces = 0, tp_backward_allreduces = 0;
   int64_t tp_allreduce_bytes = 0;
   int64_t tp_replicated_activation = 0;
+  // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
+  // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
+  std::shared_ptr<const TensorSplit> tensor_split;
   // Where the times come from: analytic (per-op roofline), profile (as measured), or a
   // profile scaled to another batch: profile/linear or profile/curve.
   std::string source = "profile";

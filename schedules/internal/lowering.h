@@ -209,13 +209,14 @@ class Lowering {
   // B, or under `late` semantics W when the slot runs a separate W (SlotOrders).
   OpId gradient_source(int c, int blk, int g, int m, int j) const;
 
-  // The segments of a tensor-parallel op: (time, bytes of the all-reduce after it), in the
-  // order the op runs its layers (forward order for F and a full R, backward order for B).
-  // A layer issuing n all-reduces splits its time into n equal segments; a layer issuing
-  // none joins the next segment. W and a selective R issue none.
-  std::vector<std::pair<Time, int64_t>> tp_segments(const StageProfile& sp, OpKind kind,
-                                                    bool has_w) const {
-    std::vector<std::pair<Time, int64_t>> out;
+  // The segments of a tensor-parallel op: (time, the collective after it), in the order the
+  // op runs its layers (forward order for F and a full R, backward order for B). A layer
+  // issuing n collectives splits its time into n equal segments; a layer issuing none joins
+  // the next segment. W and a selective R issue none. A last segment with no collective
+  // after it has bytes 0.
+  std::vector<std::pair<Time, TpCollective>> tp_segments(const StageProfile& sp, OpKind kind,
+                                                         bool has_w) const {
+    std::vector<std::pair<Time, TpCollective>> out;
     const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && sp.full_recompute);
     if (!fwd && kind != OpKind::kBackward) return out;
     Time acc;
@@ -224,22 +225,25 @@ class Lowering {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
       const Time t =
           fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
-      const int n = fwd ? lc.tp_forward : lc.tp_backward;
-      if (n == 0 || lc.tp_bytes == 0) {
+      const auto& colls = fwd ? lc.tp_forward : lc.tp_backward;
+      if (colls.empty()) {
         acc += t;
         continue;
       }
-      for (int q = 0; q < n; ++q) {
-        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n), lc.tp_bytes);
+      const auto n = static_cast<int64_t>(colls.size());
+      for (int64_t q = 0; q < n; ++q) {
+        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n),
+                         colls[static_cast<size_t>(q)]);
         acc = Time::zero();
       }
     }
-    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, 0);
+    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, TpCollective{});
     return out;
   }
 
-  // The all-reduces between the segments of every tensor-parallel op: ranks of one replica
-  // all-reduce after each segment, and each rank's next segment waits for the result.
+  // The collectives between the segments of every tensor-parallel op: ranks of one replica
+  // all-reduce (or all-gather) after each segment, and each rank's next segment waits for
+  // the result.
   void add_tensor_collectives();
 
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
@@ -290,8 +294,8 @@ class Lowering {
   std::vector<GatherKey> gather_order_;
   std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
   struct TpParts {
-    std::vector<OpId> parts;     // the op's segments (and a last empty part)
-    std::vector<int64_t> bytes;  // the all-reduce after each segment (0: none)
+    std::vector<OpId> parts;                // the op's segments (and a last empty part)
+    std::vector<TpCollective> collectives;  // the collective after each segment (bytes 0: none)
   };
   std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
 };
