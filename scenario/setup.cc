@@ -294,7 +294,7 @@ TaskGraph scenario_task_graph(const Scenario& s) {
     in.orders = scenario_orders(s);
     in.stages =
         stage_profiles(s.model, s.strategy.stages, recompute_modes(s), stage_tensor_degrees(s));
-    in.v_shape = s.strategy.schedule == ScheduleKind::kZbV;
+    in.v_shape = is_v_shape(s.strategy.schedule);
     in.placement = s.placement;
     for (int p = 0; p < s.strategy.positions(); ++p)
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));

@@ -109,7 +109,6 @@ bool Lowering::emit_step(Cursor& cur) {
     cur.bucket_bytes.clear();
     cur.prev2 = cur.prev;
     cur.prev = id;
-    cur.prev_optimizer = true;
     return true;
   }
   const OpId first = emit_compute(cur, s, op);
@@ -130,8 +129,9 @@ void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
     // the device's previous gather is done (one communication stream).
     std::vector<OpId> ready;
     if (cur.prev2 != kNone) ready.push_back(cur.prev2);
-    if (cur.prev_optimizer) ready.push_back(cur.prev);  // the shard it gathers is updated
-    const GatherKey key{cur.p, cur.k, op.micro_batch, op.stage, static_cast<int>(s.kind)};
+    if (cur.prev != kNone && b_.op(cur.prev).kind == OpKind::kOptimizer)
+      ready.push_back(cur.prev);  // the shard it gathers is updated
+    const GatherKey key{cur.k, op.micro_batch, op.stage, static_cast<int>(s.kind)};
     auto& gather = gathers_[key];
     if (gather.members.empty()) gather_order_.push_back(key);
     gather.members.push_back({cur.d, node_of(cur.d), std::move(ready), first});
@@ -140,7 +140,6 @@ void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
   }
   cur.prev2 = cur.prev;
   cur.prev = tail(first);
-  cur.prev_optimizer = false;
 }
 
 // Emits one F, R, B or W step (several ops when it is split) and returns its first op.

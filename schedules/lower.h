@@ -78,8 +78,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 
 struct LoweringInput {
   SlotOrders orders;
-  std::vector<StageProfile> stages;  // [global stage]; stage g runs on position g % P
-  bool v_shape = false;  // zb-v: chunk 1 of position p is stage 2P - 1 - p instead
+  std::vector<StageProfile> stages;  // [global stage]; positions as position_of_stage says
+  bool v_shape = false;              // zb-v's V (is_v_shape)
   // [copy][position] -> devices of its replicas x tensor ranks, replica-major: lane
   // j * t + k is rank k of replica j.
   std::vector<std::vector<std::vector<int>>> placement;

@@ -8,13 +8,9 @@ namespace pipesim::lowering {
 void Lowering::add_static_memory() {
   for (int c = 0; c < copies_; ++c) {
     for (int p = 0; p < P_; ++p) {
-      int64_t params = 0;
-      for (const int g : stages_of(p))
-        params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
-                             "a device's parameter count");
+      const int64_t params = rank_params(p);
       const int extra =
           in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
-      params = split_bytes(params, tensor(p));  // each tensor rank holds 1/t of the weights
       const ZeroBytes z = zero_resident_bytes(params, in_.param_bytes, in_.zero, zero_ranks(p));
       for (int j = 0; j < lanes(p); ++j) {
         const int d = device(c, p, j);
@@ -121,12 +117,7 @@ void Lowering::add_allreduces() {
     }
     const OptimizerStep& first = members.front();
     if (first.buckets.empty()) {  // gradients all ready at once
-      int64_t params = 0;
-      for (const int g : stages_of(p))
-        params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
-                             "a gradient all-reduce");
-      reduce(checked_mul(split_bytes(params, tensor(p)), in_.gradient_bytes_per_param,
-                         "a gradient all-reduce"));
+      reduce(checked_mul(rank_params(p), in_.gradient_bytes_per_param, "a gradient all-reduce"));
       continue;
     }
     // One all-reduce per bucket, each once its layers are done on a member and the
@@ -159,12 +150,12 @@ void Lowering::add_weight_gathers() {
           gather.members[i].ready.push_back(d);
       }
     }
-    const int p = std::get<0>(key), g = std::get<3>(key);
+    const int g = std::get<2>(key);
     const int64_t params = in_.stages[static_cast<size_t>(g)].params;
-    gather.result = add_all_gather(
-        b_, gather.members,
-        checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather"),
-        {g, std::get<2>(key) / in_.micro_batches_per_iteration});
+    gather.result = add_all_gather(b_, gather.members,
+                                   checked_mul(split_bytes(params, tensor(position(g))),
+                                               in_.param_bytes.weights, "a weight gather"),
+                                   {g, std::get<1>(key) / in_.micro_batches_per_iteration});
   }
 }
 

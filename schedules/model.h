@@ -140,6 +140,19 @@ enum class ScheduleKind {
 };
 
 std::string_view to_string(ScheduleKind k);
+
+// Where global stages sit on the P pipeline positions: chunk c of position p is global stage
+// c P + p (round robin), except in zb-v's V (is_v_shape), whose chunk 1 runs back up the
+// devices: chunk 1 of position p is global stage 2P - 1 - p.
+inline bool is_v_shape(ScheduleKind k) {
+  return k == ScheduleKind::kZbV;
+}
+inline int stage_of_position(int p, int chunk, int P, bool v_shape) {
+  return v_shape && chunk == 1 ? 2 * P - 1 - p : chunk * P + p;
+}
+inline int position_of_stage(int g, int P, bool v_shape) {
+  return v_shape && g >= P ? 2 * P - 1 - g : g % P;
+}
 // Accepts the SPEC names and aliases (1f1b, pipedream-flush).
 std::optional<ScheduleKind> parse_schedule(std::string_view name);
 std::string schedule_names();  // for error messages
@@ -175,7 +188,7 @@ struct StageSpec {
 
 struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
-  std::vector<StageSpec> stages;  // global stages; stage g runs on pipeline position g % positions
+  std::vector<StageSpec> stages;  // global stages; stage g runs on position position_of(g)
   int data = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved; 2 under zb-v)
   Warmup warmup = Warmup::kSchedule;
@@ -200,12 +213,8 @@ struct Strategy {
   bool bucket_buffers = false;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
-  // Pipeline position of global stage g: g % positions, except in zb-v's V, where chunk 1
-  // of position p is global stage 2 positions - 1 - p.
-  int position_of(int g) const {
-    const int P = positions();
-    return schedule == ScheduleKind::kZbV && g >= P ? 2 * P - 1 - g : g % P;
-  }
+  // Pipeline position of global stage g (position_of_stage).
+  int position_of(int g) const { return position_of_stage(g, positions(), is_v_shape(schedule)); }
 };
 
 // Micro-batches per iteration per pipeline copy: global_batch / (micro_batch * data).

@@ -15,7 +15,6 @@
 #include "schedules/collectives_rs_ag.h"
 #include "schedules/lower.h"
 #include "schedules/zero.h"
-#include "schedules/zero_bubble_v.h"
 
 namespace pipesim::lowering {
 
@@ -36,8 +35,9 @@ inline int64_t overlap(int i, int r1, int j, int r2) {
 }
 
 inline constexpr OpId kNone = UINT32_MAX;
-// (position, tensor rank, micro-batch, stage, op kind): one ZeRO-3 weight gather.
-using GatherKey = std::tuple<int, int, int, int, int>;
+// (tensor rank, micro-batch, stage, op kind): one ZeRO-3 weight gather (the stage names its
+// position).
+using GatherKey = std::tuple<int, int, int, int>;
 
 class Lowering {
  public:
@@ -91,12 +91,10 @@ class Lowering {
     return out;
   }
 
-  // Pipeline position of global stage g, and the global stage of chunk c on position p:
-  // round robin (g % P), or the V of zb-v (chunk 1 of position p is stage 2P - 1 - p).
-  int position(int g) const {
-    return in_.v_shape && g >= P_ ? 2 * P_ - 1 - g : g % P_;
-  }
-  int stage_of(int p, int c) const { return in_.v_shape ? v_stage(p, c, P_) : c * P_ + p; }
+  // Pipeline position of global stage g, and the global stage of chunk c on position p
+  // (schedules/model.h: round robin, or zb-v's V).
+  int position(int g) const { return position_of_stage(g, P_, in_.v_shape); }
+  int stage_of(int p, int c) const { return stage_of_position(p, c, P_, in_.v_shape); }
   std::vector<int> stages_of(int p) const {
     std::vector<int> out;
     for (int c = 0; c < G_ / P_; ++c) out.push_back(stage_of(p, c));
@@ -110,12 +108,17 @@ class Lowering {
     return in_.zero > 0 && syncs_gradients(p) ? copies_ * replicas(p) : 1;
   }
   bool gathers_weights(int p) const { return in_.zero >= 3 && zero_ranks(p) > 1; }
-  // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
-  int64_t weight_bytes(int p) const {
+  // Parameters of position p's stages held by one tensor rank (1/t of them, rounded up).
+  int64_t rank_params(int p) const {
     int64_t params = 0;
     for (const int g : stages_of(p))
-      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params, "a weight gather");
-    return checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather");
+      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
+                           "a device's parameter count");
+    return split_bytes(params, tensor(p));
+  }
+  // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
+  int64_t weight_bytes(int p) const {
+    return checked_mul(rank_params(p), in_.param_bytes.weights, "a weight gather");
   }
   // ZeRO-3 keeps the layer being computed and the one being gathered: the two largest.
   int64_t gather_buffer(int p) const {
@@ -165,7 +168,6 @@ class Lowering {
 
   void add_static_memory();
 
-  // Compute ops of one device, in its stream order, for every block.
   // The compute ops of one device slot, emitted one step at a time.
   struct Cursor {
     int c = 0, p = 0, j = 0, d = 0, split = 1;
@@ -178,10 +180,9 @@ class Lowering {
     int blk = 0;
     size_t idx = 0;
     OpId before = kNone;  // the slot's last compute op, for the all-reduce
-    // The last two compute ops (tails) of the slot whatever the block, whether the last was
-    // an optimizer step, and the optimizer step waiting to learn the op after it.
+    // The last two compute ops (tails) of the slot whatever the block, and the optimizer
+    // step waiting to learn the op after it.
     OpId prev = kNone, prev2 = kNone;
-    bool prev_optimizer = false;
     std::optional<std::pair<std::tuple<int, int, int>, size_t>> pending_optimizer;
     std::optional<std::pair<GatherKey, size_t>> last_gather;  // ZeRO-3: the slot's last gather
     std::vector<OpId> buckets;
@@ -279,7 +280,6 @@ class Lowering {
   int copies_, P_, G_, Mb_, blocks_;
   int max_r_ = 1;
   std::vector<OpId> fwd_, bwd_, wgt_, rec_;
-  // (position, iteration) -> the optimizer steps of its devices, copy-major then replica.
   // (position, tensor rank, iteration) -> the optimizer steps of its devices (the rank's
   // data-parallel group), copy-major then replica.
   std::map<std::tuple<int, int, int>, std::vector<OptimizerStep>> optimizers_;
