@@ -54,6 +54,24 @@ WorkEstimate estimate_work(const Scenario& s) {
       if (layer.tensor_parallel)  // a full recompute re-issues the forward's
         tp_allreduces += layer.tp_forward_allreduces * (full_recompute ? 2 : 1) +
                          layer.tp_backward_allreduces;
+      if (layer.tensor_split && t > 1) {
+        // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends),
+        // each also cutting the op into one more part.
+        const TensorShard shard = (*layer.tensor_split)(st.tensor_of(stage));
+        double transfers = 0, parts = 0;
+        const auto add = [&](const std::vector<TpCollective>& list, double times) {
+          for (const TpCollective& c : list) {
+            transfers += times * (c.kind == TpCollective::Kind::kAllGather
+                                      ? (t - 1) * t
+                                      : allreduce_transfers(t, AllReduceAlgo::kRing));
+            parts += times;
+          }
+        };
+        add(shard.forward_collectives, full_recompute ? 2 : 1);  // a full recompute re-issues
+        add(shard.backward_collectives, 1);
+        w.transfers += data * r * M * transfers;
+        w.compute_ops += data * r * t * M * parts;
+      }
     }
     // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
     // stage's replicas in every copy, one group per tensor rank.

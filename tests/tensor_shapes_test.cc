@@ -8,6 +8,7 @@
 
 #include <map>
 
+#include "scenario/work_estimate.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -129,6 +130,11 @@ TEST(TensorShapes, LstmGathersTheHiddenStateEveryStep) {
   EXPECT_EQ(gathers, 8);
   EXPECT_EQ(small, 16);
   EXPECT_EQ(large, 4);
+  // The scenario's work estimate (its size guard) counts these 28 transfers, and one more
+  // compute part per collective on each rank: 2 ranks x (F, B, W, optimizer + 9 parts).
+  const WorkEstimate w = estimate_work(r.scenario);
+  EXPECT_EQ(w.transfers, 28);
+  EXPECT_EQ(w.compute_ops, 2 * (3 + 1 + 9));
 }
 
 TEST(TensorShapes, AttentionAllReducesItsScores) {
