@@ -79,12 +79,15 @@ WorkEstimate estimate_work(const Scenario& s) {
       const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
       const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
       w.transfers += t * buckets * allreduce_transfers(r * data, st.allreduce);
-      // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or before
-      // each F, R and B of every micro-batch (stage 3); its reduce-scatter is half the
-      // all-reduce counted above.
+      // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or of each
+      // layer before each F, R and B of every micro-batch (stage 3, each op then one part
+      // per layer); its reduce-scatter is half the all-reduce counted above.
       const double ring_pass = (r * data - 1) * r * data;
       if (st.zero > 0 && st.zero < 3) w.transfers += t * ring_pass;
-      if (st.zero == 3) w.transfers += t * M * per_mb * ring_pass;
+      if (st.zero == 3 && r * data > 1) {
+        w.transfers += t * M * per_mb * ring_pass * layers;
+        w.compute_ops += data * r * t * M * per_mb * (layers - 1);
+      }
     }
     // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
     w.transfers += data * r * M * tp_allreduces * allreduce_transfers(t, AllReduceAlgo::kRing);

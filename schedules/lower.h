@@ -27,9 +27,10 @@
 //    state sharded n ways; the gradients are reduce-scattered (ring) instead of
 //    all-reduced, the optimizer step updates 1/n of them; stages 1 and 2 then all-gather
 //    the updated weights, and the device's next compute op waits for them. Stage 3 instead
-//    all-gathers the stage's weights before every F, R and B (the gather for a device's op
-//    may start when the op two before it on the device has ended, i.e. one op ahead) and
-//    keeps a gathering buffer of the two largest layers' weights resident.
+//    all-gathers each layer's weights before the layer's part of every F, R and B (the op
+//    is one part per layer; the gather for a part may start when the part two before it
+//    on the device has ended, i.e. one layer ahead, as DeepSpeed prefetches) and keeps a
+//    gathering buffer of the two largest layers' weights resident.
 #pragma once
 
 #include <vector>

@@ -137,8 +137,9 @@ void Lowering::add_allreduces() {
   }
 }
 
-// ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
-// stage's weights (their tensor rank's share), each starting when its device is ready.
+// ZeRO-3: before each layer's part of F, R and B, the devices holding copies of its stage
+// all-gather the layer's weights (their tensor rank's share), each starting when its
+// device is ready.
 // Gathers are built in the order the slots issue them, so each can wait for the one
 // before it on the same device.
 void Lowering::add_weight_gathers() {
@@ -151,9 +152,8 @@ void Lowering::add_weight_gathers() {
       }
     }
     const int g = std::get<2>(key);
-    const int64_t params = in_.stages[static_cast<size_t>(g)].params;
     gather.result = add_all_gather(b_, gather.members,
-                                   checked_mul(split_bytes(params, tensor(position(g))),
+                                   checked_mul(split_bytes(gather.params, tensor(position(g))),
                                                in_.param_bytes.weights, "a weight gather"),
                                    {g, std::get<1>(key) / in_.micro_batches_per_iteration});
   }

@@ -35,9 +35,9 @@ inline int64_t overlap(int i, int r1, int j, int r2) {
 }
 
 inline constexpr OpId kNone = UINT32_MAX;
-// (tensor rank, micro-batch, stage, op kind): one ZeRO-3 weight gather (the stage names its
-// position).
-using GatherKey = std::tuple<int, int, int, int>;
+// (tensor rank, micro-batch, stage, op kind, part): one ZeRO-3 weight gather (the stage names
+// its position; the part, the layer of the op it feeds).
+using GatherKey = std::tuple<int, int, int, int, int>;
 
 class Lowering {
  public:
@@ -200,7 +200,7 @@ class Lowering {
   bool emit_step(Cursor& cur);
 
   // After a compute op: the optimizer step before it learns it (its weights' all-gather
-  // feeds it), and under ZeRO-3 its weights are gathered one op ahead.
+  // feeds it), and under ZeRO-3 its layers' weights are gathered one layer ahead.
   void note_compute(Cursor& cur, const Step& s, OpId first);
 
   // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
@@ -269,8 +269,9 @@ class Lowering {
   // Gradient all-reduce among the devices of each position before each optimizer step.
   void add_allreduces();
 
-  // ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
-  // stage's weights (their tensor rank's share), each starting when its device is ready.
+  // ZeRO-3: before each layer's part of F, R and B, the devices holding copies of its stage
+  // all-gather the layer's weights (their tensor rank's share), each starting when its
+  // device is ready.
   // Gathers are built in the order the slots issue them, so each can wait for the one
   // before it on the same device.
   void add_weight_gathers();
@@ -286,6 +287,7 @@ class Lowering {
   // ZeRO-3 weight gathers: their members (copy-major, then replica), the gather each
   // member's device issued before, and once built, what each member's result waits for.
   struct Gather {
+    int64_t params = 0;  // of the layers it gathers (all tensor ranks')
     std::vector<CollectiveMember> members;
     std::vector<std::optional<std::pair<GatherKey, size_t>>> after;
     std::vector<std::vector<OpId>> result;
@@ -293,6 +295,12 @@ class Lowering {
   std::map<GatherKey, Gather> gathers_;
   std::vector<GatherKey> gather_order_;
   std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
+  // ZeRO-3: first part of an op split per layer -> its parts and each one's parameters.
+  struct LayerParts {
+    std::vector<OpId> parts;
+    std::vector<int64_t> params;
+  };
+  std::unordered_map<OpId, LayerParts> layer_parts_;
   struct TpParts {
     std::vector<OpId> parts;                // the op's segments (and a last empty part)
     std::vector<TpCollective> collectives;  // the collective after each segment (bytes 0: none)
