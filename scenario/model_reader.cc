@@ -312,6 +312,7 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
   if (!layers.IsSequence() || layers.size() == 0)
     r.fail(layers, "model.layers", "expected a non-empty list of layers",
            "e.g. '- {forward: 1 ms, backward: 2 ms}'");
+  std::vector<std::pair<ShapeOp, ShapeState>> inputs;  // shape-described: each op and its input
   std::vector<std::string> shape_keys{"name", "repeat", "drop_carried"};
   shape_keys.insert(shape_keys.end(), kShapeOps.begin(), kShapeOps.end());
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -335,6 +336,7 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
       const int64_t repeat = read_repeat(r, l, p, m.layers.size());
       const bool drop = read_flag(r, l["drop_carried"], p + ".drop_carried", false);
       for (int64_t k = 0; k < repeat; ++k) {
+        inputs.emplace_back(op, state);
         m.layers.push_back(r.at(l[kind], p + "." + kind, [&] {
           return shape_layer(repeated_name(base, k, repeat), op, drop, state, t, gpu);
         }));
@@ -375,6 +377,21 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
     if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
     if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");
     append_repeated(m, layer, read_repeat(r, l, p, m.layers.size()));
+  }
+  // Tensor splits; consecutive linears pair up as Megatron-LM's column- and row-parallel
+  // halves, a linear without a partner is column-parallel with its output gathered.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto linear = [&](size_t k) {
+      return k < inputs.size() && std::holds_alternative<LinearOp>(inputs[k].first);
+    };
+    LinearSplit split = LinearSplit::kGather;
+    if (linear(i) && linear(i + 1)) split = LinearSplit::kColumn;
+    m.layers[i].tensor_split = shape_tensor_split(inputs[i].first, inputs[i].second, split, t, gpu);
+    if (split == LinearSplit::kColumn) {
+      ++i;
+      m.layers[i].tensor_split =
+          shape_tensor_split(inputs[i].first, inputs[i].second, LinearSplit::kRow, t, gpu);
+    }
   }
   return m;
 }

@@ -53,6 +53,12 @@ std::vector<Recompute> recompute_modes(const Scenario& s) {
   return out;
 }
 
+std::vector<int> stage_tensor_degrees(const Scenario& s) {
+  std::vector<int> out;
+  for (const StageSpec& st : s.strategy.stages) out.push_back(s.strategy.tensor_of(st));
+  return out;
+}
+
 std::vector<int> warmup_depths(const Scenario& s) {
   if (!has_warmup(s.strategy.schedule) || !s.user_order.empty()) return {};
   const int S = s.strategy.positions();
@@ -106,7 +112,8 @@ std::vector<int> warmup_depths(const Scenario& s) {
 
 StageCosts stage_costs(const Scenario& s) {
   const Strategy& st = s.strategy;
-  const std::vector<StageProfile> prof = stage_profiles(s.model, st.stages, recompute_modes(s));
+  const std::vector<StageProfile> prof =
+      stage_profiles(s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s));
   const auto& copy = s.placement.front();
   StageCosts c;
   for (size_t g = 0; g < prof.size(); ++g) {
@@ -285,8 +292,9 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
-    in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s));
-    in.v_shape = s.strategy.schedule == ScheduleKind::kZbV;
+    in.stages =
+        stage_profiles(s.model, s.strategy.stages, recompute_modes(s), stage_tensor_degrees(s));
+    in.v_shape = is_v_shape(s.strategy.schedule);
     in.placement = s.placement;
     for (int p = 0; p < s.strategy.positions(); ++p)
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));

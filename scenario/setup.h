@@ -19,6 +19,8 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false);
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).
 std::vector<Recompute> recompute_modes(const Scenario& s);
+// Tensor-parallel degree of every global stage (Strategy::tensor_of).
+std::vector<int> stage_tensor_degrees(const Scenario& s);
 
 // Micro-batches each pipeline position has in flight at its first backward under the
 // 1F1B schedules (strategy.warmup); empty when the schedule or a hand-written order decides.

@@ -8,33 +8,17 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "scenario/internal/shape_cost.h"
 #include "scenario/models.h"
 #include "scenario/roofline.h"
 
 namespace pipesim {
 namespace {
 
+using internal::scaled_ops;
+using internal::ShapeCost;
+using internal::to_whole;
 using Kind = TensorShape::Kind;
-
-// Per-sample costs of one op (floating point, exact for whole numbers below 2^53,
-// checked before they become bytes).
-struct ShapeCost {
-  double flops = 0;
-  double params = 0;
-  double activation_elements = 0;  // precision-sized
-  double activation_id_bytes = 0;  // token ids
-  // The ops that time the layer, per sample (elements; bytes are counted in elements and
-  // become bytes when the layer is built, except token ids which are 8 / element size).
-  std::vector<OpSpec> ops;
-  ShapeCost& operator+=(const ShapeCost& o) {
-    flops += o.flops;
-    params += o.params;
-    activation_elements += o.activation_elements;
-    activation_id_bytes += o.activation_id_bytes;
-    ops.insert(ops.end(), o.ops.begin(), o.ops.end());
-    return *this;
-  }
-};
 
 // Ops are built per sample with byte counts in elements (element size 1); the layer
 // scales them by the micro-batch and the element size. Weights do not scale with the batch.
@@ -360,17 +344,7 @@ struct Apply {
     c.params = dirs * 4 * (in * h + h * h + 2 * h);  // two bias vectors, as cuDNN and PyTorch
     c.flops = dirs * T * 2 * 4 * (in * h + h * h);
     c.activation_elements = dirs * T * (in + 7 * h);
-    // One GEMM of every step's input at once; the recurrent GEMM and the gates run step by
-    // step (T sequential pieces, each at the efficiency of its own size).
-    OpSpec input = gemm_op("lstm_input", dirs * T, in, 4 * h, 1);
-    input.weight_bytes *= dirs;
-    OpSpec recurrent = gemm_op("lstm_recurrent", dirs * T, h, 4 * h, 1);
-    recurrent.weight_bytes *= dirs;
-    recurrent.repeats = T;
-    // Gates: read the four pre-activations and the cell state, write c, h and tanh(c).
-    OpSpec gates = elementwise_op("lstm_gates", dirs * T * h, 20, 8, 10);
-    gates.repeats = T;
-    c.ops.insert(c.ops.end(), {input, recurrent, gates});
+    c.ops = internal::lstm_ops(dirs, T, in, h, h);
     s.current.features = (op.bidirectional ? 2 : 1) * op.hidden;
     return c;
   }
@@ -440,16 +414,48 @@ double tensor_bytes(const TensorShape& t, double elem) {
   return t.elements() * (t.kind == Kind::kTokens ? 8 : elem);
 }
 
+}  // namespace
+
+namespace internal {
+
 int64_t to_whole(double v, std::string_view what) {
   if (!(v < 4e18)) too_large(what);
   return static_cast<int64_t>(std::llround(v));
 }
 
-}  // namespace
+// The ops of a cost, built per sample in elements, for one micro-batch of b samples.
+std::vector<OpSpec> scaled_ops(const ShapeCost& c, double b, double elem) {
+  std::vector<OpSpec> ops = c.ops;
+  for (OpSpec& op : ops) {
+    op.scale(b, elem);
+    op.weight_bytes *= elem;
+  }
+  return ops;
+}
+
+std::vector<OpSpec> lstm_ops(double dirs, double T, double in, double h, double units) {
+  // One GEMM of every step's input at once; the recurrent GEMM and the gates run step by
+  // step (T sequential pieces, each at the efficiency of its own size).
+  OpSpec input = gemm_op("lstm_input", dirs * T, in, 4 * units, 1);
+  input.weight_bytes *= dirs;
+  OpSpec recurrent = gemm_op("lstm_recurrent", dirs * T, h, 4 * units, 1);
+  recurrent.weight_bytes *= dirs;
+  recurrent.repeats = T;
+  // Gates: read the four pre-activations and the cell state, write c, h and tanh(c).
+  OpSpec gates = elementwise_op("lstm_gates", dirs * T * units, 20, 8, 10);
+  gates.repeats = T;
+  return {input, recurrent, gates};
+}
+
+ShapeCost apply_shape_op(const ShapeOp& op, ShapeState& state) {
+  return std::visit(Apply{state}, op);
+}
+
+}  // namespace internal
 
 Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeState& state,
                   const Training& training, const GpuSpec& gpu) {
-  const ShapeCost c = std::visit(Apply{state}, op);
+  const ShapeCost c = internal::apply_shape_op(op, state);
   if (drop_carried) state.carried.clear();
   const double b = static_cast<double>(training.micro_batch);
   const double elem = static_cast<double>(element_bytes(training.precision));
@@ -457,13 +463,8 @@ Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeS
   for (const auto& t : state.carried) out += tensor_bytes(t, elem);
   const double flops = c.flops * b;
   if (!(flops < 1e30)) too_large("a layer's FLOPs");
-  std::vector<OpSpec> ops = c.ops;
-  for (OpSpec& op : ops) {
-    op.scale(b, elem);
-    op.weight_bytes *= elem;
-  }
   return layer_from_ops(
-      std::move(name), ops, flops, to_whole(c.params, "a layer's parameters"),
+      std::move(name), scaled_ops(c, b, elem), flops, to_whole(c.params, "a layer's parameters"),
       to_whole((c.activation_elements * elem + c.activation_id_bytes) * b, "a layer's activations"),
       to_whole(out * b, "a layer's output"), training, gpu);
 }

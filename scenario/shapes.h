@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -103,6 +104,33 @@ struct ShapeState {
 // incoming shape.
 Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeState& state,
                   const Training& training, const GpuSpec& gpu);
+
+// How tensor parallelism splits a linear layer (Megatron-LM): column-parallel with its output
+// all-gathered when it stands alone, or the column- and row-parallel halves of a pair of
+// consecutive linears (the MLP's fc1 and fc2).
+enum class LinearSplit { kGather, kColumn, kRow };
+
+// The tensor split of a shape-described layer whose input is `input` (the state before it),
+// for Layer::tensor_split; null for the ops pipesim does not split (bottleneck, AmoebaNet
+// cell, embedding). At degree t (docs/parallelism.md, "Shape-described layers"):
+//   linear     column: out / t features, the input kept whole, an all-reduce of the input
+//              gradient in the backward (kGather: and an all-gather of the output in the
+//              forward); row: in / t input features, an all-reduce of the output in the
+//              forward.
+//   conv       out / t channels (batch norm on those, its statistics being per channel), an
+//              all-gather of the output in the forward, an all-reduce of the input gradient in
+//              the backward.
+//   attention  the attention width a / t (query and key projections, tanh scores); an
+//              all-reduce of the partial scores (T x Ts) before the softmax, which with the
+//              context runs whole on every rank; an all-reduce of the query's and keys' input
+//              gradients in the backward.
+//   lstm       h / t hidden units of every gate: each time step all-gathers the new hidden
+//              state (the recurrent GEMM needs all of it); the backward all-reduces the
+//              hidden state's gradient every step, then the input gradient.
+//   pool       runs whole on every rank (no parameters, no collective).
+std::shared_ptr<const TensorSplit> shape_tensor_split(const ShapeOp& op, const ShapeState& input,
+                                                      LinearSplit split, const Training& training,
+                                                      const GpuSpec& gpu);
 
 // The input of a shape-described model, for one micro-batch.
 int64_t shape_input_bytes(const TensorShape& input, const Training& training);

@@ -118,8 +118,9 @@ Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string
 }
 
 // Tensor parallelism splits only layers whose operators pipesim knows (generated
-// transformer layers); the chunks of one device share its tensor group; sequence
-// parallelism needs a tensor group.
+// transformer layers, shape-described linear, conv, pool, attention and lstm layers);
+// sequence parallelism only transformer layers; the chunks of one device share its tensor group;
+// sequence parallelism needs a tensor group.
 void check_tensor(const Reader& r, const YAML::Node& n, bool has_stages, const Scenario& sc) {
   const Strategy& st = sc.strategy;
   bool any = false;
@@ -133,11 +134,18 @@ void check_tensor(const Reader& r, const YAML::Node& n, bool has_stages, const S
     any = true;
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
       const Layer& x = sc.model.layers[static_cast<size_t>(l)];
-      if (!x.tensor_parallel)
+      if (!x.tensor_parallel && !x.tensor_split)
         r.fail(at, path,
                fmt::format("layer {} ('{}') has no operator layout to split {} ways ({} costs)", l,
                            x.name, t, x.source),
-               "tensor: 1 for measured or hand-written layers; generated transformer layers split");
+               "tensor: 1 for measured or hand-written layers, bottlenecks, AmoebaNet cells and "
+               "embeddings; transformer, linear, conv, pool, attention and lstm layers split");
+      if (st.sequence_parallel && x.tensor_split)
+        r.fail(n["sequence_parallel"], "strategy.sequence_parallel",
+               fmt::format("sequence parallelism splits transformer layers' layer norms and "
+                           "dropouts; layer {} ('{}') on a stage of tensor {} is shape-described",
+                           l, x.name, t),
+               "sequence_parallel: false, or tensor: 1 on stages of shape-described layers");
     }
     const int p = st.position_of(static_cast<int>(g));
     if (t != st.tensor_of(st.stages[static_cast<size_t>(p)]))

@@ -19,6 +19,12 @@ struct CollectiveCount {
   double transfers = 0;
   double ring_steps = 0;
   double ring_members = 0;  // the ops compact rings keep instead (a hierarchical's 3 rings)
+  CollectiveCount& operator+=(const CollectiveCount& o) {
+    transfers += o.transfers;
+    ring_steps += o.ring_steps;
+    ring_members += o.ring_members;
+    return *this;
+  }
   CollectiveCount& operator*=(double k) {
     transfers *= k;
     ring_steps *= k;
@@ -79,6 +85,26 @@ WorkEstimate estimate_work(const Scenario& s) {
       if (layer.tensor_parallel)  // a full recompute re-issues the forward's
         tp_allreduces += layer.tp_forward_allreduces * (full_recompute ? 2 : 1) +
                          layer.tp_backward_allreduces;
+      if (layer.tensor_split && t > 1) {
+        // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends),
+        // each also cutting the op into one more part.
+        const TensorShard shard = (*layer.tensor_split)(st.tensor_of(stage));
+        CollectiveCount collectives;
+        double parts = 0;
+        const auto count = [&](const std::vector<TpCollective>& list, double times) {
+          for (const TpCollective& c : list) {
+            CollectiveCount one = c.kind == TpCollective::Kind::kAllGather
+                                      ? ring_pass(t)
+                                      : allreduce_transfers(t, AllReduceAlgo::kRing);
+            collectives += one *= times;
+            parts += times;
+          }
+        };
+        count(shard.forward_collectives, full_recompute ? 2 : 1);  // a full recompute re-issues
+        count(shard.backward_collectives, 1);
+        add(collectives *= data * r * M);
+        w.compute_ops += data * r * t * M * parts;
+      }
     }
     // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
     // stage's replicas in every copy, one group per tensor rank.
@@ -86,11 +112,14 @@ WorkEstimate estimate_work(const Scenario& s) {
       const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
       const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
       add(allreduce_transfers(r * data, st.allreduce) *= t * buckets);
-      // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or before
-      // each F, R and B of every micro-batch (stage 3); its reduce-scatter is half the
-      // all-reduce counted above.
+      // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or of each
+      // layer before each F, R and B of every micro-batch (stage 3, each op then one part
+      // per layer); its reduce-scatter is half the all-reduce counted above.
       if (st.zero > 0 && st.zero < 3) add(ring_pass(r * data) *= t);
-      if (st.zero == 3) add(ring_pass(r * data) *= t * M * per_mb);
+      if (st.zero == 3 && r * data > 1) {
+        add(ring_pass(r * data) *= t * M * per_mb * layers);
+        w.compute_ops += data * r * t * M * per_mb * (layers - 1);
+      }
     }
     // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
     add(allreduce_transfers(t, AllReduceAlgo::kRing) *= data * r * M * tp_allreduces);

@@ -109,7 +109,6 @@ bool Lowering::emit_step(Cursor& cur) {
     cur.bucket_bytes.clear();
     cur.prev2 = cur.prev;
     cur.prev = id;
-    cur.prev_optimizer = true;
     return true;
   }
   const OpId first = emit_compute(cur, s, op);
@@ -118,29 +117,40 @@ bool Lowering::emit_step(Cursor& cur) {
 }
 
 // After a compute op: the optimizer step before it learns it (its weights' all-gather
-// feeds it), and under ZeRO-3 its weights are gathered one op ahead.
+// feeds it), and under ZeRO-3 its layers' weights are gathered one layer ahead.
 void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
   if (cur.pending_optimizer) {
     optimizers_[cur.pending_optimizer->first][cur.pending_optimizer->second].next = first;
     cur.pending_optimizer.reset();
   }
   const Op& op = b_.op(first);
-  if (gathers_weights(cur.p) && s.kind != OpKind::kWeightGrad) {
-    // One ahead: the gather may start once the op before the previous one has ended and
-    // the device's previous gather is done (one communication stream).
+  if (!gathers_weights(cur.p) || s.kind == OpKind::kWeightGrad) {
+    cur.prev2 = cur.prev;
+    cur.prev = tail(first);
+    return;
+  }
+  // One layer ahead (DeepSpeed's prefetch): the gather of a part's layer may start once the
+  // part before the previous one has ended and the device's previous gather is done (one
+  // communication stream). An op not split per layer gathers all its layers at once.
+  const auto it = layer_parts_.find(first);
+  const LayerParts whole{{first}, {in_.stages[static_cast<size_t>(op.stage)].params}};
+  const LayerParts& lp = it == layer_parts_.end() ? whole : it->second;
+  const int mb = op.micro_batch, stage = op.stage;
+  for (size_t q = 0; q < lp.parts.size(); ++q) {
     std::vector<OpId> ready;
     if (cur.prev2 != kNone) ready.push_back(cur.prev2);
-    if (cur.prev_optimizer) ready.push_back(cur.prev);  // the shard it gathers is updated
-    const GatherKey key{cur.p, cur.k, op.micro_batch, op.stage, static_cast<int>(s.kind)};
+    if (cur.prev != kNone && b_.op(cur.prev).kind == OpKind::kOptimizer)
+      ready.push_back(cur.prev);  // the shard it gathers is updated
+    const GatherKey key{cur.k, mb, stage, static_cast<int>(s.kind), static_cast<int>(q)};
     auto& gather = gathers_[key];
     if (gather.members.empty()) gather_order_.push_back(key);
-    gather.members.push_back({cur.d, node_of(cur.d), std::move(ready), first});
+    gather.params = lp.params[q];
+    gather.members.push_back({cur.d, node_of(cur.d), std::move(ready), lp.parts[q]});
     gather.after.push_back(cur.last_gather);
     cur.last_gather = {{key, gather.members.size() - 1}};
+    cur.prev2 = cur.prev;
+    cur.prev = q + 1 == lp.parts.size() ? tail(first) : lp.parts[q];
   }
-  cur.prev2 = cur.prev;
-  cur.prev = tail(first);
-  cur.prev_optimizer = false;
 }
 
 // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
@@ -194,13 +204,14 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.lane)];
   PIPESIM_ASSERT(target == kNone, "each step appears once per block");
   if (cur.t > 1) {
-    // Megatron-LM's tensor-parallel all-reduces cut the op into segments; the collectives
-    // between them are added once every rank has its segments (add_tensor_collectives).
+    // The tensor-parallel collectives (Megatron-LM's all-reduces, the shape-described
+    // layers' all-gathers) cut the op into segments; the collectives between them are added once
+    // every rank has its segments (add_tensor_collectives).
     const auto segs = tp_segments(sp, s.kind, cur.has_w[k] != 0);
-    if (segs.size() > 1 || (segs.size() == 1 && segs[0].second > 0)) {
+    if (segs.size() > 1 || (segs.size() == 1 && segs[0].second.bytes > 0)) {
       // One part per segment, and a last empty one when the op ends with a collective
       // (what follows waits for it there).
-      const size_t n = segs.size() + (segs.back().second > 0 ? 1 : 0);
+      const size_t n = segs.size() + (segs.back().second.bytes > 0 ? 1 : 0);
       std::vector<OpId> parts;
       for (size_t q = 0; q < n; ++q) {
         Op part = op;
@@ -212,12 +223,40 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
       }
       target = parts.front();
       if (parts.size() > 1) last_part_[target] = parts.back();
-      std::vector<int64_t> bytes;
-      for (const auto& sg : segs) bytes.push_back(sg.second);
-      tp_parts_[target] = {std::move(parts), std::move(bytes)};
+      std::vector<TpCollective> collectives;
+      for (const auto& sg : segs) collectives.push_back(sg.second);
+      tp_parts_[target] = {std::move(parts), std::move(collectives)};
       cur.before = tail(target);
       return target;
     }
+  }
+  // ZeRO-3 gathers weights layer by layer before F, a full R and B: one part per layer, in
+  // the order the op runs them, each waiting for its own layer's gather.
+  const bool per_layer = gathers_weights(cur.p) && sp.layers.size() > 1 &&
+                         (s.kind == OpKind::kForward || s.kind == OpKind::kBackward ||
+                          (s.kind == OpKind::kRecompute && sp.full_recompute));
+  if (per_layer && !cur.last_grad[cur.idx - 1]) {
+    const bool fwd = s.kind != OpKind::kBackward;
+    const size_t L = sp.layers.size();
+    LayerParts lp;
+    for (size_t i = 0; i < L; ++i) {
+      const auto& lc = sp.layers[fwd ? i : L - 1 - i];
+      Op part = op;
+      part.part = static_cast<int16_t>(i);
+      part.duration = split_time(
+          fwd ? lc.forward
+              : (cur.has_w[k] ? lc.backward_input : lc.backward_input + lc.backward_weight),
+          work);
+      part.mem_at_start = i == 0 ? op.mem_at_start : 0;
+      part.mem_at_end = i + 1 == L ? op.mem_at_end : 0;
+      lp.parts.push_back(b_.add(part));
+      lp.params.push_back(lc.params);
+    }
+    target = lp.parts.front();
+    last_part_[target] = lp.parts.back();
+    cur.before = lp.parts.back();
+    layer_parts_[target] = std::move(lp);
+    return target;
   }
   if (!cur.last_grad[cur.idx - 1] || sp.layers.empty()) {  // (no per-layer costs: one bucket)
     target = b_.add(op);
@@ -226,10 +265,32 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   }
   // The stage's last weight-gradient computation before the optimizer: one op per
   // gradient bucket, layers in backward order, so each bucket's all-reduce can start as
-  // soon as its layers are done. Deps into the op go to the first part, deps out of it
-  // leave from the last.
+  // soon as its layers are done (under ZeRO-3 a B is one op per layer, a bucket closing
+  // with its last). Deps into the op go to the first part, deps out of it leave from the
+  // last.
   const auto buckets = buckets_of(g);
+  LayerParts lp;
   for (size_t b = 0; b < buckets.size(); ++b) {
+    if (per_layer) {
+      int64_t params = 0;
+      for (int l = buckets[b].second; l >= buckets[b].first; --l) {
+        const auto& lc = sp.layers[static_cast<size_t>(l)];
+        Op part = op;
+        part.part = static_cast<int16_t>(lp.parts.size());
+        part.duration = split_time(
+            cur.has_w[k] ? lc.backward_weight : lc.backward_input + lc.backward_weight, work);
+        part.mem_at_start = lp.parts.empty() ? op.mem_at_start : 0;
+        part.mem_at_end = b + 1 == buckets.size() && l == buckets[b].first ? op.mem_at_end : 0;
+        lp.parts.push_back(b_.add(part));
+        lp.params.push_back(lc.params);
+        params += lc.params;
+      }
+      cur.buckets.push_back(lp.parts.back());
+      cur.bucket_bytes.push_back(checked_mul(split_bytes(params, cur.t),
+                                             in_.gradient_bytes_per_param, "a gradient bucket"));
+      cur.before = lp.parts.back();
+      continue;
+    }
     Op part = op;
     part.part = static_cast<int16_t>(b);
     Time t;
@@ -250,6 +311,11 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     cur.bucket_bytes.push_back(checked_mul(split_bytes(params, cur.t),
                                            in_.gradient_bytes_per_param, "a gradient bucket"));
     cur.before = id;
+  }
+  if (per_layer) {
+    target = lp.parts.front();
+    last_part_[target] = lp.parts.back();
+    layer_parts_[target] = std::move(lp);
   }
   return target;
 }

@@ -27,9 +27,10 @@
 //    state sharded n ways; the gradients are reduce-scattered (ring) instead of
 //    all-reduced, the optimizer step updates 1/n of them; stages 1 and 2 then all-gather
 //    the updated weights, and the device's next compute op waits for them. Stage 3 instead
-//    all-gathers the stage's weights before every F, R and B (the gather for a device's op
-//    may start when the op two before it on the device has ended, i.e. one op ahead) and
-//    keeps a gathering buffer of the two largest layers' weights resident.
+//    all-gathers each layer's weights before the layer's part of every F, R and B (the op
+//    is one part per layer; the gather for a part may start when the part two before it
+//    on the device has ended, i.e. one layer ahead, as DeepSpeed prefetches) and keeps a
+//    gathering buffer of the two largest layers' weights resident.
 #pragma once
 
 #include <vector>
@@ -61,20 +62,25 @@ struct StageProfile {
     Time backward_input, backward_weight;
     int64_t params = 0;
     Time forward;
-    int tp_forward = 0, tp_backward = 0;  // tensor-parallel all-reduces issued
-    int64_t tp_bytes = 0;                 // bytes of each
+    // Tensor-parallel collectives issued in the forward and the backward, in order, each
+    // after an equal segment of the pass.
+    std::vector<TpCollective> tp_forward, tp_backward;
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
 
-// `recompute[g]`, when given, is global stage g's mode (Strategy::recompute_of).
+// `recompute[g]`, when given, is global stage g's mode (Strategy::recompute_of); `tensor[g]`,
+// when given, its tensor degree: a layer with a tensor_split then costs t x one rank's share
+// of it (the lowering divides by t again), its activations are t x the split share plus
+// the replicated part, and its collectives are the shard's.
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
-                                         const std::vector<Recompute>& recompute = {});
+                                         const std::vector<Recompute>& recompute = {},
+                                         const std::vector<int>& tensor = {});
 
 struct LoweringInput {
   SlotOrders orders;
-  std::vector<StageProfile> stages;  // [global stage]; stage g runs on position g % P
-  bool v_shape = false;  // zb-v: chunk 1 of position p is stage 2P - 1 - p instead
+  std::vector<StageProfile> stages;  // [global stage]; positions as position_of_stage says
+  bool v_shape = false;              // zb-v's V (is_v_shape)
   // [copy][position] -> devices of its replicas x tensor ranks, replica-major: lane
   // j * t + k is rank k of replica j.
   std::vector<std::vector<std::vector<int>>> placement;

@@ -8,13 +8,9 @@ namespace pipesim::lowering {
 void Lowering::add_static_memory() {
   for (int c = 0; c < copies_; ++c) {
     for (int p = 0; p < P_; ++p) {
-      int64_t params = 0;
-      for (const int g : stages_of(p))
-        params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
-                             "a device's parameter count");
+      const int64_t params = rank_params(p);
       const int extra =
           in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
-      params = split_bytes(params, tensor(p));  // each tensor rank holds 1/t of the weights
       const ZeroBytes z = zero_resident_bytes(params, in_.param_bytes, in_.zero, zero_ranks(p));
       for (int j = 0; j < lanes(p); ++j) {
         const int d = device(c, p, j);
@@ -38,8 +34,9 @@ void Lowering::add_static_memory() {
   }
 }
 
-// The all-reduces between the segments of every tensor-parallel op: ranks of one replica
-// all-reduce after each segment, and each rank's next segment waits for the result.
+// The collectives between the segments of every tensor-parallel op: ranks of one replica
+// all-reduce (or all-gather) after each segment, and each rank's next segment waits for
+// the result.
 void Lowering::add_tensor_collectives() {
   for (int c = 0; c < copies_; ++c) {
     for (int p = 0; p < P_; ++p) {
@@ -58,24 +55,29 @@ void Lowering::add_tensor_collectives() {
                 }
                 if (ranks.size() != static_cast<size_t>(t)) continue;
                 const TpParts& r0 = *ranks.front();
-                for (size_t q = 0; q < r0.bytes.size(); ++q) {
-                  if (r0.bytes[q] == 0) continue;
+                for (size_t q = 0; q < r0.collectives.size(); ++q) {
+                  const TpCollective& coll = r0.collectives[q];
+                  if (coll.bytes == 0) continue;
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
                     members.push_back({d, node_of(d), {r->parts[q]}, r->parts[q + 1]});
                   }
+                  if (coll.kind == TpCollective::Kind::kAllGather) {
+                    add_all_gather(b_, members, coll.bytes, {g, blk});
+                    continue;
+                  }
                   if (!in_.sequence_parallel) {
-                    add_allreduce(b_, AllReduceAlgo::kRing, members, r0.bytes[q], {g, blk});
+                    add_allreduce(b_, AllReduceAlgo::kRing, members, coll.bytes, {g, blk});
                     continue;
                   }
                   // Sequence parallelism: reduce-scatter into the sequence-split region
                   // (layer norm, dropout), all-gather out of it.
                   std::vector<CollectiveMember> scatter = members;
                   for (CollectiveMember& m : scatter) m.done = kNone;
-                  const auto shards = add_reduce_scatter(b_, scatter, r0.bytes[q], {g, blk});
+                  const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
                   for (size_t i = 0; i < members.size(); ++i) members[i].ready = shards[i];
-                  add_all_gather(b_, members, r0.bytes[q], {g, blk});
+                  add_all_gather(b_, members, coll.bytes, {g, blk});
                 }
               }
             }
@@ -115,12 +117,7 @@ void Lowering::add_allreduces() {
     }
     const OptimizerStep& first = members.front();
     if (first.buckets.empty()) {  // gradients all ready at once
-      int64_t params = 0;
-      for (const int g : stages_of(p))
-        params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
-                             "a gradient all-reduce");
-      reduce(checked_mul(split_bytes(params, tensor(p)), in_.gradient_bytes_per_param,
-                         "a gradient all-reduce"));
+      reduce(checked_mul(rank_params(p), in_.gradient_bytes_per_param, "a gradient all-reduce"));
       continue;
     }
     // One all-reduce per bucket, each once its layers are done on a member and the
@@ -140,8 +137,9 @@ void Lowering::add_allreduces() {
   }
 }
 
-// ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
-// stage's weights (their tensor rank's share), each starting when its device is ready.
+// ZeRO-3: before each layer's part of F, R and B, the devices holding copies of its stage
+// all-gather the layer's weights (their tensor rank's share), each starting when its
+// device is ready.
 // Gathers are built in the order the slots issue them, so each can wait for the one
 // before it on the same device.
 void Lowering::add_weight_gathers() {
@@ -153,12 +151,11 @@ void Lowering::add_weight_gathers() {
           gather.members[i].ready.push_back(d);
       }
     }
-    const int p = std::get<0>(key), g = std::get<3>(key);
-    const int64_t params = in_.stages[static_cast<size_t>(g)].params;
-    gather.result = add_all_gather(
-        b_, gather.members,
-        checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather"),
-        {g, std::get<2>(key) / in_.micro_batches_per_iteration});
+    const int g = std::get<2>(key);
+    gather.result = add_all_gather(b_, gather.members,
+                                   checked_mul(split_bytes(gather.params, tensor(position(g))),
+                                               in_.param_bytes.weights, "a weight gather"),
+                                   {g, std::get<1>(key) / in_.micro_batches_per_iteration});
   }
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +26,26 @@ struct OpCost {
   bool forward_memory_bound = false;
   bool backward_memory_bound = false;
 };
+
+// A collective a tensor-parallel layer issues on its tensor group: an all-reduce of
+// `bytes`, or an all-gather whose result is `bytes` (each rank contributing bytes / t).
+struct TpCollective {
+  enum class Kind { kAllReduce, kAllGather };
+  Kind kind = Kind::kAllReduce;
+  int64_t bytes = 0;
+};
+
+// One tensor rank's share of a shape-described layer split t ways (scenario/shape_shards.h):
+// its times from the per-op rooflines of the sharded shapes, its activations (the part split
+// t ways, and what every rank keeps whole), and the collectives its forward and backward
+// issue, in order, each after an equal segment of the pass.
+struct TensorShard {
+  Time forward, backward_input, backward_weight;
+  int64_t split_activation = 0;       // one rank's share
+  int64_t replicated_activation = 0;  // whole on every rank
+  std::vector<TpCollective> forward_collectives, backward_collectives;
+};
+using TensorSplit = std::function<TensorShard(int t)>;
 
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {
@@ -55,6 +77,9 @@ struct Layer {
   int tp_forward_allreduces = 0, tp_backward_allreduces = 0;
   int64_t tp_allreduce_bytes = 0;
   int64_t tp_replicated_activation = 0;
+  // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
+  // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
+  std::shared_ptr<const TensorSplit> tensor_split;
   // Where the times come from: analytic (per-op roofline), profile (as measured), or a
   // profile scaled to another batch: profile/linear or profile/curve.
   std::string source = "profile";
@@ -115,6 +140,19 @@ enum class ScheduleKind {
 };
 
 std::string_view to_string(ScheduleKind k);
+
+// Where global stages sit on the P pipeline positions: chunk c of position p is global stage
+// c P + p (round robin), except in zb-v's V (is_v_shape), whose chunk 1 runs back up the
+// devices: chunk 1 of position p is global stage 2P - 1 - p.
+inline bool is_v_shape(ScheduleKind k) {
+  return k == ScheduleKind::kZbV;
+}
+inline int stage_of_position(int p, int chunk, int P, bool v_shape) {
+  return v_shape && chunk == 1 ? 2 * P - 1 - p : chunk * P + p;
+}
+inline int position_of_stage(int g, int P, bool v_shape) {
+  return v_shape && g >= P ? 2 * P - 1 - g : g % P;
+}
 // Accepts the SPEC names and aliases (1f1b, pipedream-flush).
 std::optional<ScheduleKind> parse_schedule(std::string_view name);
 std::string schedule_names();  // for error messages
@@ -150,7 +188,7 @@ struct StageSpec {
 
 struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
-  std::vector<StageSpec> stages;  // global stages; stage g runs on pipeline position g % positions
+  std::vector<StageSpec> stages;  // global stages; stage g runs on position position_of(g)
   int data = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved; 2 under zb-v)
   Warmup warmup = Warmup::kSchedule;
@@ -175,12 +213,8 @@ struct Strategy {
   bool bucket_buffers = false;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
-  // Pipeline position of global stage g: g % positions, except in zb-v's V, where chunk 1
-  // of position p is global stage 2 positions - 1 - p.
-  int position_of(int g) const {
-    const int P = positions();
-    return schedule == ScheduleKind::kZbV && g >= P ? 2 * P - 1 - g : g % P;
-  }
+  // Pipeline position of global stage g (position_of_stage).
+  int position_of(int g) const { return position_of_stage(g, positions(), is_v_shape(schedule)); }
 };
 
 // Micro-batches per iteration per pipeline copy: global_batch / (micro_batch * data).

@@ -52,8 +52,7 @@ StepList with_recomputes(const StepList& in, int position, int positions, bool v
                          const std::vector<char>& recompute) {
   StepList out;
   for (const Step& s : in) {
-    const auto g = static_cast<size_t>(v_shape ? v_stage(position, s.chunk, positions)
-                                               : s.chunk * positions + position);
+    const auto g = static_cast<size_t>(stage_of_position(position, s.chunk, positions, v_shape));
     if (s.kind == OpKind::kBackward && g < recompute.size() && recompute[g])
       out.push_back({OpKind::kRecompute, s.micro_batch, s.chunk});
     out.push_back(s);
@@ -329,7 +328,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);
     if (spec.user == nullptr && spec.kind != ScheduleKind::kGpipeRecompute)
-      steps = with_recomputes(steps, p, P, spec.kind == ScheduleKind::kZbV, spec.recompute);
+      steps = with_recomputes(steps, p, P, is_v_shape(spec.kind), spec.recompute);
     steps.push_back({OpKind::kOptimizer, 0, 0});
     out.steps[static_cast<size_t>(p)].assign(
         static_cast<size_t>(spec.replicas[static_cast<size_t>(p)]), steps);

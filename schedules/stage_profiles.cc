@@ -1,13 +1,44 @@
 // Per-stage costs summed from the layers of each global stage (schedules/lower.h).
 #include <algorithm>
+#include <optional>
 
 #include "core/checked.h"
 #include "schedules/lower.h"
 
 namespace pipesim {
 
+namespace {
+
+// Megatron-LM's all-reduces of a generated transformer layer.
+std::vector<TpCollective> allreduces(int n, int64_t bytes) {
+  if (bytes == 0) return {};
+  return std::vector<TpCollective>(static_cast<size_t>(n), {TpCollective::Kind::kAllReduce, bytes});
+}
+
+// The layer as stage_profiles sees it at tensor degree t: a shape-described layer's times
+// become t x one rank's (the lowering divides by t), its activations t x one rank's split
+// share plus the replicated part. (What stage_profiles reads; shape-described layers have
+// no attention core and no Megatron all-reduces.)
+Layer sharded(const Layer& layer, const TensorShard& s, int t) {
+  Layer x;
+  x.optimizer = layer.optimizer;
+  x.params = layer.params;
+  x.output_bytes = layer.output_bytes;
+  const char* what = "a tensor-parallel layer's costs";
+  x.forward = checked_mul(s.forward, t, what);
+  x.backward_input = checked_mul(s.backward_input, t, what);
+  x.backward_weight = checked_mul(s.backward_weight, t, what);
+  x.activation_bytes =
+      checked_add(checked_mul(s.split_activation, int64_t{t}, what), s.replicated_activation, what);
+  x.tp_replicated_activation = s.replicated_activation;
+  return x;
+}
+
+}  // namespace
+
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
-                                         const std::vector<Recompute>& recompute) {
+                                         const std::vector<Recompute>& recompute,
+                                         const std::vector<int>& tensor) {
   std::vector<StageProfile> out;
   out.reserve(stages.size());
   for (size_t g = 0; g < stages.size(); ++g) {
@@ -15,7 +46,13 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
     const Recompute mode = recompute.empty() ? Recompute::kFull : recompute[g];
     StageProfile p;
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
-      const Layer& layer = model.layers.at(static_cast<size_t>(l));
+      const int t = tensor.empty() ? 1 : tensor[g];
+      const Layer& base = model.layers.at(static_cast<size_t>(l));
+      std::optional<TensorShard> shard;
+      if (t > 1 && base.tensor_split) shard = (*base.tensor_split)(t);
+      std::optional<Layer> copy;
+      if (shard) copy = sharded(base, *shard, t);
+      const Layer& layer = copy ? *copy : base;
       p.forward = checked_add(p.forward, layer.forward, "a stage's forward time");
       p.backward_input =
           checked_add(p.backward_input, layer.backward_input, "a stage's backward time");
@@ -25,9 +62,18 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
       p.params = checked_add(p.params, layer.params, "a stage's parameter count");
-      p.layers.push_back({layer.backward_input, layer.backward_weight, layer.params, layer.forward,
-                          layer.tp_forward_allreduces, layer.tp_backward_allreduces,
-                          layer.tp_allreduce_bytes});
+      StageProfile::LayerCost cost{
+          layer.backward_input,
+          layer.backward_weight,
+          layer.params,
+          layer.forward,
+          allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),
+          allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes)};
+      if (shard) {
+        cost.tp_forward = shard->forward_collectives;
+        cost.tp_backward = shard->backward_collectives;
+      }
+      p.layers.push_back(std::move(cost));
       p.replicated_activation =
           checked_add(p.replicated_activation, layer.tp_replicated_activation, "activations");
       // What recompute keeps and re-allocates, layer by layer (Korthikanti et al. 2022).

@@ -11,8 +11,9 @@
 //   stage 3  (2 + 2 + K) Psi / N_d
 // Communication (schedules/lower.h): stages 1 and 2 reduce-scatter the gradients instead of
 // all-reducing them, each rank updates its shard, then all-gather the updated weights;
-// stage 3 reduce-scatters the gradients and all-gathers a stage's weights before each of
-// its forwards, recomputes and backwards (1.5 x the all-reduce's volume per pass).
+// stage 3 reduce-scatters the gradients and all-gathers each layer's weights before the
+// layer's part of every forward, recompute and backward (1.5 x the all-reduce's volume per
+// pass).
 #pragma once
 
 #include <cstdint>

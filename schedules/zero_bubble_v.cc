@@ -8,10 +8,6 @@
 
 namespace pipesim {
 
-int v_stage(int position, int chunk, int positions) {
-  return chunk == 0 ? position : 2 * positions - 1 - position;
-}
-
 namespace {
 
 // Step kinds and the builder's chunk numbering: forwards run chunk 0 then 1, backwards
@@ -64,7 +60,7 @@ class VReplay {
  private:
   static size_t u(int v) { return static_cast<size_t>(v); }
   int stage_of(Kind k, int chunk, int i) const {
-    return v_stage(i, k == kF ? chunk : 1 - chunk, S_);
+    return stage_of_position(i, k == kF ? chunk : 1 - chunk, S_, true);
   }
   int64_t cost(Kind k, int chunk, int i) const {
     const auto& t = k == kF ? c_.forward : k == kB ? c_.backward : c_.weight;

@@ -15,9 +15,6 @@
 
 namespace pipesim {
 
-// Global stage of chunk `chunk` (0 or 1) on position `position` of `positions`.
-int v_stage(int position, int chunk, int positions);
-
 // Per-device orders (Step::chunk 0 or 1) for `micro_batches` micro-batches; `costs` covers
 // the 2S global stages. Empty when the builder cannot order this many micro-batches on
 // this many devices (its rules assume enough micro-batches to fill the V).

@@ -229,12 +229,15 @@ TEST(GpuCurves, ScenarioKeysAndErrors) {
   }
 }
 
-TEST(TensorParallel, ProfileAndShapeLayersRefuseASplit) {
-  // Only generated transformer layers carry Megatron's layout; a profile (measured) or a
-  // shape-described layer under tensor: 2 is bad input naming the layer and its source.
+TEST(TensorParallel, ProfileAndUnsplittableShapeLayersRefuseASplit) {
+  // Generated transformer layers and shape-described linear, conv, pool, attention and lstm
+  // layers have a tensor-parallel layout; a profile (measured) layer or a bottleneck under
+  // tensor: 2 is bad input naming the layer and its source.
   const std::string csv = test::write_temp("tp.csv", "name,forward,backward\na,1 ms,2 ms\n");
   for (const auto& [model, source] : std::vector<std::pair<std::string, std::string>>{
-           {"{profile: " + csv + "}", "profile"}, {"{include: vgg19}", "analytic"}}) {
+           {"{profile: " + csv + "}", "profile"},
+           {"{input: {image: [16, 8, 8]}, layers: [{bottleneck: {mid: 4, out: 16}}]}",
+            "analytic"}}) {
     const std::string path = test::write_temp(
         "tp.yaml", "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2}\nmodel: " + model +
                        "\ntraining: {global_batch: 2, micro_batch: 2}\nstrategy: {schedule: "
@@ -244,6 +247,14 @@ TEST(TensorParallel, ProfileAndShapeLayersRefuseASplit) {
     EXPECT_NE(r.err.find("strategy.tensor: layer 0"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("(" + source + " costs)"), std::string::npos) << r.err;
   }
+  // VGG-19 (convs, pools, linears) splits.
+  const std::string vgg = test::write_temp(
+      "tp.yaml",
+      "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2}\nmodel: {include: vgg19}\n"
+      "training: {global_batch: 2, micro_batch: 2}\nstrategy: {schedule: dapple, pipeline: 1, "
+      "tensor: 2}\n");
+  const test::CliResult ok = test::cli({"run", vgg});
+  EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
 TEST(ModelCommand, OpsBreakdownWithBounds) {

@@ -118,19 +118,29 @@ TEST(Zero, StageOneTimelineByHand) {
   }
 }
 
-TEST(Zero, StageThreeGathersOneOpAheadByHand) {
-  // F0's weights are gathered first (T); B0's gather follows at once on the device's one
-  // communication stream (T to 2T, hidden behind F0 as 2T < T + 4 ms); B0 runs T + 4 ms to
-  // T + 12 ms, the gradients' reduce-scatter follows, the optimizer starts at 2T + 12 ms.
+TEST(Zero, StageThreeGathersOneLayerAheadByHand) {
+  // DeepSpeed gathers layer by layer, prefetching one layer ahead. One layer's weights
+  // (2 x 3M bytes) on the ring of 4: 3 steps of (2 us + 1.5 MB / 300 GB/s) = 3 x 7 us = t.
+  // F0's first layer waits for its gather (t); every later layer's gather runs while the
+  // layer before computes (on the device's one communication stream, behind 1-2 ms
+  // layers), so F0 runs t to t + 4 ms and B0 at once after it, to t + 12 ms. The gradients'
+  // reduce-scatter (one bucket of all 4 layers, a ring pass of 2 Psi bytes: T) follows; the
+  // optimizer starts at t + 12 ms + T.
   const test::SimRun r = test::run_yaml(zero(3));
   const Time T = ring_pass(r);
-  EXPECT_EQ(start_of(r, 0, OpKind::kForward, 0), T);
-  EXPECT_EQ(start_of(r, 0, OpKind::kBackward, 0), T + Time::ms(4));
-  EXPECT_EQ(start_of(r, 0, OpKind::kOptimizer, -1), T * 2 + Time::ms(12));
-  // Two micro-batches (F0 B0 F1 B1): F1's gather may start when F0 ends, so every op but
-  // the first waits for nothing: the optimizer starts at T + 24 ms + T.
+  const Time t = (Time::us(2) + Time::us(5)) * 3;
+  EXPECT_EQ(ring_pass_estimate(link_costs(r.scenario.cluster), {0, 1, 2, 3}, 2 * kPsi / 4), t);
+  EXPECT_EQ(start_of(r, 0, OpKind::kForward, 0), t);
+  EXPECT_EQ(start_of(r, 0, OpKind::kBackward, 0), t + Time::ms(4));
+  EXPECT_EQ(start_of(r, 0, OpKind::kOptimizer, -1), t + T + Time::ms(12));
+  // One gather per layer before each F and B: 2 x 4 gathers of 3 steps x 4 members.
+  int gathers = 0;
+  for (const Op& op : r.graph.ops()) gathers += op.comm == CommKind::kAllGather;
+  EXPECT_EQ(gathers, 2 * 4 * 3 * 4);
+  // Two micro-batches (F0 B0 F1 B1): every layer but the first waits for nothing: the
+  // optimizer starts at t + 24 ms + T.
   const test::SimRun two = test::run_yaml(zero(3, 1, 8));
-  EXPECT_EQ(start_of(two, 0, OpKind::kOptimizer, -1), T * 2 + Time::ms(24));
+  EXPECT_EQ(start_of(two, 0, OpKind::kOptimizer, -1), t + T + Time::ms(24));
 }
 
 TEST(Zero, NothingToShardAndValidation) {

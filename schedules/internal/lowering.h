@@ -15,7 +15,6 @@
 #include "schedules/collectives_rs_ag.h"
 #include "schedules/lower.h"
 #include "schedules/zero.h"
-#include "schedules/zero_bubble_v.h"
 
 namespace pipesim::lowering {
 
@@ -36,7 +35,8 @@ inline int64_t overlap(int i, int r1, int j, int r2) {
 }
 
 inline constexpr OpId kNone = UINT32_MAX;
-// (position, tensor rank, micro-batch, stage, op kind): one ZeRO-3 weight gather.
+// (tensor rank, micro-batch, stage, op kind, part): one ZeRO-3 weight gather (the stage names
+// its position; the part, the layer of the op it feeds).
 using GatherKey = std::tuple<int, int, int, int, int>;
 
 class Lowering {
@@ -92,12 +92,10 @@ class Lowering {
     return out;
   }
 
-  // Pipeline position of global stage g, and the global stage of chunk c on position p:
-  // round robin (g % P), or the V of zb-v (chunk 1 of position p is stage 2P - 1 - p).
-  int position(int g) const {
-    return in_.v_shape && g >= P_ ? 2 * P_ - 1 - g : g % P_;
-  }
-  int stage_of(int p, int c) const { return in_.v_shape ? v_stage(p, c, P_) : c * P_ + p; }
+  // Pipeline position of global stage g, and the global stage of chunk c on position p
+  // (schedules/model.h: round robin, or zb-v's V).
+  int position(int g) const { return position_of_stage(g, P_, in_.v_shape); }
+  int stage_of(int p, int c) const { return stage_of_position(p, c, P_, in_.v_shape); }
   std::vector<int> stages_of(int p) const {
     std::vector<int> out;
     for (int c = 0; c < G_ / P_; ++c) out.push_back(stage_of(p, c));
@@ -111,12 +109,17 @@ class Lowering {
     return in_.zero > 0 && syncs_gradients(p) ? copies_ * replicas(p) : 1;
   }
   bool gathers_weights(int p) const { return in_.zero >= 3 && zero_ranks(p) > 1; }
-  // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
-  int64_t weight_bytes(int p) const {
+  // Parameters of position p's stages held by one tensor rank (1/t of them, rounded up).
+  int64_t rank_params(int p) const {
     int64_t params = 0;
     for (const int g : stages_of(p))
-      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params, "a weight gather");
-    return checked_mul(split_bytes(params, tensor(p)), in_.param_bytes.weights, "a weight gather");
+      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
+                           "a device's parameter count");
+    return split_bytes(params, tensor(p));
+  }
+  // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
+  int64_t weight_bytes(int p) const {
+    return checked_mul(rank_params(p), in_.param_bytes.weights, "a weight gather");
   }
   // ZeRO-3 keeps the layer being computed and the one being gathered: the two largest.
   int64_t gather_buffer(int p) const {
@@ -166,7 +169,6 @@ class Lowering {
 
   void add_static_memory();
 
-  // Compute ops of one device, in its stream order, for every block.
   // The compute ops of one device slot, emitted one step at a time.
   struct Cursor {
     int c = 0, p = 0, j = 0, d = 0, split = 1;
@@ -179,10 +181,9 @@ class Lowering {
     int blk = 0;
     size_t idx = 0;
     OpId before = kNone;  // the slot's last compute op, for the all-reduce
-    // The last two compute ops (tails) of the slot whatever the block, whether the last was
-    // an optimizer step, and the optimizer step waiting to learn the op after it.
+    // The last two compute ops (tails) of the slot whatever the block, and the optimizer
+    // step waiting to learn the op after it.
     OpId prev = kNone, prev2 = kNone;
-    bool prev_optimizer = false;
     std::optional<std::pair<std::tuple<int, int, int>, size_t>> pending_optimizer;
     std::optional<std::pair<GatherKey, size_t>> last_gather;  // ZeRO-3: the slot's last gather
     std::vector<OpId> buckets;
@@ -200,7 +201,7 @@ class Lowering {
   bool emit_step(Cursor& cur);
 
   // After a compute op: the optimizer step before it learns it (its weights' all-gather
-  // feeds it), and under ZeRO-3 its weights are gathered one op ahead.
+  // feeds it), and under ZeRO-3 its layers' weights are gathered one layer ahead.
   void note_compute(Cursor& cur, const Step& s, OpId first);
 
   // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
@@ -210,13 +211,14 @@ class Lowering {
   // B, or under `late` semantics W when the slot runs a separate W (SlotOrders).
   OpId gradient_source(int c, int blk, int g, int m, int j) const;
 
-  // The segments of a tensor-parallel op: (time, bytes of the all-reduce after it), in the
-  // order the op runs its layers (forward order for F and a full R, backward order for B).
-  // A layer issuing n all-reduces splits its time into n equal segments; a layer issuing
-  // none joins the next segment. W and a selective R issue none.
-  std::vector<std::pair<Time, int64_t>> tp_segments(const StageProfile& sp, OpKind kind,
-                                                    bool has_w) const {
-    std::vector<std::pair<Time, int64_t>> out;
+  // The segments of a tensor-parallel op: (time, the collective after it), in the order the
+  // op runs its layers (forward order for F and a full R, backward order for B). A layer
+  // issuing n collectives splits its time into n equal segments; a layer issuing none joins
+  // the next segment. W and a selective R issue none. A last segment with no collective
+  // after it has bytes 0.
+  std::vector<std::pair<Time, TpCollective>> tp_segments(const StageProfile& sp, OpKind kind,
+                                                         bool has_w) const {
+    std::vector<std::pair<Time, TpCollective>> out;
     const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && sp.full_recompute);
     if (!fwd && kind != OpKind::kBackward) return out;
     Time acc;
@@ -225,22 +227,25 @@ class Lowering {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
       const Time t =
           fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
-      const int n = fwd ? lc.tp_forward : lc.tp_backward;
-      if (n == 0 || lc.tp_bytes == 0) {
+      const auto& colls = fwd ? lc.tp_forward : lc.tp_backward;
+      if (colls.empty()) {
         acc += t;
         continue;
       }
-      for (int q = 0; q < n; ++q) {
-        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n), lc.tp_bytes);
+      const auto n = static_cast<int64_t>(colls.size());
+      for (int64_t q = 0; q < n; ++q) {
+        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n),
+                         colls[static_cast<size_t>(q)]);
         acc = Time::zero();
       }
     }
-    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, 0);
+    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, TpCollective{});
     return out;
   }
 
-  // The all-reduces between the segments of every tensor-parallel op: ranks of one replica
-  // all-reduce after each segment, and each rank's next segment waits for the result.
+  // The collectives between the segments of every tensor-parallel op: ranks of one replica
+  // all-reduce (or all-gather) after each segment, and each rank's next segment waits for
+  // the result.
   void add_tensor_collectives();
 
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
@@ -265,8 +270,9 @@ class Lowering {
   // Gradient all-reduce among the devices of each position before each optimizer step.
   void add_allreduces();
 
-  // ZeRO-3: before each F, R and B, the devices holding copies of its stage all-gather the
-  // stage's weights (their tensor rank's share), each starting when its device is ready.
+  // ZeRO-3: before each layer's part of F, R and B, the devices holding copies of its stage
+  // all-gather the layer's weights (their tensor rank's share), each starting when its
+  // device is ready.
   // Gathers are built in the order the slots issue them, so each can wait for the one
   // before it on the same device.
   void add_weight_gathers();
@@ -276,13 +282,13 @@ class Lowering {
   int copies_, P_, G_, Mb_, blocks_;
   int max_r_ = 1;
   std::vector<OpId> fwd_, bwd_, wgt_, rec_;
-  // (position, iteration) -> the optimizer steps of its devices, copy-major then replica.
   // (position, tensor rank, iteration) -> the optimizer steps of its devices (the rank's
   // data-parallel group), copy-major then replica.
   std::map<std::tuple<int, int, int>, std::vector<OptimizerStep>> optimizers_;
   // ZeRO-3 weight gathers: their members (copy-major, then replica), the gather each
   // member's device issued before, and once built, what each member's result waits for.
   struct Gather {
+    int64_t params = 0;  // of the layers it gathers (all tensor ranks')
     std::vector<CollectiveMember> members;
     std::vector<std::optional<std::pair<GatherKey, size_t>>> after;
     std::vector<std::vector<OpId>> result;
@@ -290,9 +296,15 @@ class Lowering {
   std::map<GatherKey, Gather> gathers_;
   std::vector<GatherKey> gather_order_;
   std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
+  // ZeRO-3: first part of an op split per layer -> its parts and each one's parameters.
+  struct LayerParts {
+    std::vector<OpId> parts;
+    std::vector<int64_t> params;
+  };
+  std::unordered_map<OpId, LayerParts> layer_parts_;
   struct TpParts {
-    std::vector<OpId> parts;     // the op's segments (and a last empty part)
-    std::vector<int64_t> bytes;  // the all-reduce after each segment (0: none)
+    std::vector<OpId> parts;                // the op's segments (and a last empty part)
+    std::vector<TpCollective> collectives;  // the collective after each segment (bytes 0: none)
   };
   std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
 };
