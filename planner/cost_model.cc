@@ -6,6 +6,7 @@
 
 #include "scenario/setup.h"
 #include "schedules/partition.h"
+#include "schedules/zero.h"
 
 namespace pipesim::planner {
 
@@ -23,6 +24,14 @@ std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) 
   }
   return stage_placement.empty() ? place(c, reps, data, placement, groups)
                                  : place(c, reps, data, stage_placement, groups);
+}
+
+ScheduleTraits traits(const PlanPoint& p) {
+  ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
+  t.zero = p.zero;
+  t.data = p.data;
+  t.sequence_parallel = p.sequence_parallel && p.tensor > 1;
+  return t;
 }
 
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
@@ -120,8 +129,16 @@ double CostModel::forward_time(int first, int last, int replicas) const {
 double CostModel::weight_time(int first, int last, int replicas) const {
   return (w_[u(last) + 1] - w_[u(first)]) / (replicas * t_);
 }
-double CostModel::optimizer_time(int first, int last) const {
-  return opt_[u(last) + 1] - opt_[u(first)];
+double CostModel::optimizer_time(int first, int last, int ranks) const {
+  return (opt_[u(last) + 1] - opt_[u(first)]) / std::max(1, ranks);
+}
+
+double CostModel::zero_gather_time(int g, int r, int stride, int first, int last,
+                                   const ScheduleTraits& t) const {
+  if (t.zero < 3 || r * t.data < 2) return 0;
+  const int64_t weights = (params_[u(last) + 1] - params_[u(first)]) * pb_.weights;
+  const int passes = t.recompute == Recompute::kFull ? 3 : 2;
+  return passes * 0.5 * allreduce_bytes_time(g, r, t.data, stride, weights);
 }
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
@@ -148,11 +165,14 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   };
   const double params = sum(params_) / t_;
   const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
-  const auto per_param =
-      static_cast<double>(pb_.weights + pb_.gradients + pb_.optimizer + stashed * pb_.weights);
+  // Resident parameter state, ZeRO-sharded over the stage's replicas x data ranks.
+  const ZeroBytes z =
+      zero_resident_bytes(static_cast<int64_t>(params), pb_, t.zero, replicas * t.data);
+  const double state = static_cast<double>(z.weights + z.gradients + z.optimizer) +
+                       params * static_cast<double>(stashed * pb_.weights);
   // One GPU's share: replicas split samples; a tensor group splits all but the replicated.
   const auto share = [&](double bytes, double replicated) {
-    replicated = std::min(replicated, bytes);
+    replicated = t.sequence_parallel ? 0.0 : std::min(replicated, bytes);
     return ((bytes - replicated) / t_ + replicated) / replicas;
   };
   const double act = share(sum(act_), sum(repl_));
@@ -172,7 +192,7 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   } else {
     live = static_cast<double>(k) * act;
   }
-  const double total = params * per_param + live + reserved_;
+  const double total = state + live + reserved_;
   return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);
 }
 
@@ -192,7 +212,7 @@ double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
-  const ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
+  const ScheduleTraits t = traits(p);
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   int per_copy = 0;
   std::vector<int> start(u(P));  // first device of each position in copy 0
@@ -207,7 +227,9 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     const int q = g % P;
-    dev_t[u(q)] += stage_time(st.first_layer, st.last_layer, st.replicas, t);
+    dev_t[u(q)] += stage_time(st.first_layer, st.last_layer, st.replicas, t) +
+                   zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer,
+                                    st.last_layer, t);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
     if (v == 1) {
@@ -275,7 +297,8 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     grad[u(g % P)] += gradient_bytes(st.first_layer, st.last_layer);
-    opt[u(g % P)] += optimizer_time(st.first_layer, st.last_layer);
+    opt[u(g % P)] += optimizer_time(st.first_layer, st.last_layer,
+                                    t.zero > 0 ? st.replicas * p.data : 1);
   }
   double exposed = 0;
   for (int q = 0; q < P; ++q) {

@@ -38,6 +38,8 @@ struct PlanPoint {
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;
   int tensor = 1;  // every stage's tensor-parallel degree
+  bool sequence_parallel = false;  // Megatron sequence parallelism (tensor > 1)
+  int zero = 0;                    // ZeRO stage over each stage's data-parallel ranks
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;
   // A policy per position when they differ (then written as explicit device lists); empty:
   // `placement` for every stage.
@@ -68,8 +70,16 @@ struct ScheduleTraits {
   int w_fill = 0;                          // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
   bool async = false;                      // no flush: PipeDream, 2BW
   int stashed = 0;                         // -1: PipeDream's S - s - 1 versions; else that many
+  // ZeRO stage and the data-parallel copies it shards over (with each stage's replicas):
+  // 1-3 shard optimizer state, gradients, weights over replicas x data ranks and the
+  // optimizer step with them; 3 all-gathers a stage's weights before each pass.
+  int zero = 0;
+  int data = 1;
+  bool sequence_parallel = false;  // Korthikanti's replicated activations split by tensor too
 };
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r = Recompute::kNone);
+// The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).
+ScheduleTraits traits(const PlanPoint& p);
 
 class CostModel {
  public:
@@ -94,7 +104,13 @@ class CostModel {
   double compute_time(int first, int last, int replicas, const ScheduleTraits& t) const;
   double weight_time(int first, int last, int replicas) const;
   double forward_time(int first, int last, int replicas) const;
-  double optimizer_time(int first, int last) const;
+  // The optimizer step of layers [first, last], sharded over `ranks` under ZeRO.
+  double optimizer_time(int first, int last, int ranks = 1) const;
+  // ZeRO-3's weight all-gathers of layers [first, last] per micro-batch (before the forward,
+  // the backward and a full recompute: half an all-reduce's volume each) on the stage's
+  // group; 0 below stage 3.
+  double zero_gather_time(int g, int r, int stride, int first, int last,
+                          const ScheduleTraits& t) const;
   // Peak bytes of one replica of stage s (of S) for M micro-batches.
   int64_t stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
                        const ScheduleTraits& t) const;

@@ -76,6 +76,8 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   }
   st["data"] = p.data;
   if (p.tensor > 1) st["tensor"] = p.tensor;
+  if (p.sequence_parallel && p.tensor > 1) st["sequence_parallel"] = true;
+  if (p.zero > 0) st["zero"] = p.zero;
   if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)
     st["recompute"] = std::string(to_string(p.recompute));
   if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
@@ -216,9 +218,14 @@ class Planner {
         for (int d = 1; d * t <= N; ++d) {
           if (sc.training.global_batch % (b * d) != 0) continue;
           const int64_t M = sc.training.global_batch / (b * d);
-          for (const auto& choice : planner::schedule_choices(base_)) {
-            for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
-              pool.push_back(std::move(c));
+          for (auto choice : planner::schedule_choices(base_)) {
+            // Sequence parallelism: with a tensor group, with and without.
+            for (const bool sp : {false, true}) {
+              if (sp && t < 2) continue;
+              choice.sequence_parallel = sp;
+              for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
+                pool.push_back(std::move(c));
+            }
           }
         }
       }
@@ -377,6 +384,8 @@ class Planner {
             p.micro_batch = b;
             p.schedule = choice.kind;
             p.warmup = choice.warmup;
+            p.recompute = choice.recompute;
+            p.zero = choice.zero;
             p.virtual_stages = v;
             p.placement = pol;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {

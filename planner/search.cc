@@ -25,12 +25,19 @@ constexpr size_t kMaxLabels = 12;
 constexpr int kMaxR = 64;  // replicas per stage the DP considers (kUnevenLimit GPUs per copy)
 constexpr int kKeepPerDepth = 3;
 
+ScheduleTraits with_choice(ScheduleTraits t, const ScheduleChoice& sc, int data, int tensor) {
+  t.zero = sc.zero;
+  t.data = data;
+  t.sequence_parallel = sc.sequence_parallel && tensor > 1;
+  return t;
+}
+
 class Dp {
  public:
   Dp(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t M, int max_gpus,
      int max_replicas, int stride, double bound, SearchStats& stats)
       : cm_(cm),
-        t_(traits(sc.kind, sc.warmup, sc.recompute)),
+        t_(with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data, cm.tensor())),
         data_(data),
         M_(M),
         G_(max_gpus),
@@ -106,14 +113,14 @@ class Dp {
       for (int k = stages_after == 0 ? L_ - 1 : j; k < L_ - stages_after; ++k) {
         const int64_t mem = cm_.stage_memory(j, k, r, s, S, M_, t_);
         if (mem > cm_.capacity()) break;  // more layers only need more memory
-        const double t = cm_.stage_time(j, k, r, t_);
+        const double t = cm_.stage_time(j, k, r, t_) + cm_.zero_gather_time(g, r, stride_, j, k, t_);
         double fill = t;
         if (t_.w_fill > 0) {
           const double w = cm_.weight_time(j, k, r), f = cm_.forward_time(j, k, r);
           const double fb = t - w * (1 + t_.w_fill);
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }
-        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) + cm_.optimizer_time(j, k);
+        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) + cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
         const double rest = stages_after > 0 && gpus_after > 0
                                 ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
                                 : 0.0;
@@ -186,6 +193,8 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
   p.schedule = sc.kind;
   p.warmup = sc.warmup;
   p.recompute = sc.recompute;
+  p.zero = sc.zero;
+  p.sequence_parallel = sc.sequence_parallel && tensor > 1;
   p.virtual_stages = v;
   return p;
 }
@@ -221,6 +230,18 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
                       : ScheduleChoice{c.kind, c.warmup, Recompute::kFull});
     if (cores) out.push_back({c.kind, c.warmup, Recompute::kSelective});
   }
+  if (s.cluster.num_devices() < 2) return out;
+  // ZeRO: 1 and 2 cost what stage 0 does under the estimate (reduce-scatter + all-gather is
+  // the ring all-reduce's volume; the step is sharded) with less memory, 2 less than 1, so
+  // 2 stands for both; 3 pays the weight all-gathers of every pass.
+  const size_t n = out.size();
+  for (const int z : {2, 3}) {
+    for (size_t i = 0; i < n; ++i) {
+      ScheduleChoice c = out[i];
+      c.zero = z;
+      out.push_back(c);
+    }
+  }
   return out;
 }
 
@@ -231,6 +252,13 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
   const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
   auto add = [&](PlanPoint p) {
     ++stats.costed;
+    // ZeRO is kept where it is needed: a plan that fits under a lower stage runs that one
+    // (the simulator's reduce-scatters and gathers cost more than the estimate's ring).
+    for (int z = p.zero == 3 ? 2 : 0; z >= 0 && p.zero > 0; z -= 2) {
+      PlanPoint lower = p;
+      lower.zero = z;
+      if (cm.estimate(lower, M).fits) return;
+    }
     Costed c{std::move(p), {}};
     c.estimate = cm.estimate(c.point, M);
     if (c.estimate.fits) stats.incumbent = std::min(stats.incumbent, c.estimate.iteration_s);

@@ -38,11 +38,14 @@ inline constexpr double kBoundFactor = 2.0;
 // The schedules searched for a scenario: asynchronous scenarios keep to PipeDream and
 // 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, interleaved and zero bubble
 // (when the backward is split), each without recompute, with full recompute and, when the
-// model has attention cores, selective.
+// model has attention cores, selective; synchronous ones each under ZeRO 0, 2 and 3 when
+// the cluster has more than one GPU.
 struct ScheduleChoice {
   ScheduleKind kind;
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;
+  int zero = 0;                    // ZeRO stage (synchronous schedules)
+  bool sequence_parallel = false;  // with tensor > 1
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
 
