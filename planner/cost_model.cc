@@ -227,9 +227,9 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     const int q = g % P;
-    dev_t[u(q)] += stage_time(st.first_layer, st.last_layer, st.replicas, t) +
-                   zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer,
-                                    st.last_layer, t);
+    dev_t[u(q)] +=
+        stage_time(st.first_layer, st.last_layer, st.replicas, t) +
+        zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer, st.last_layer, t);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
     if (v == 1) {
@@ -297,8 +297,8 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     grad[u(g % P)] += gradient_bytes(st.first_layer, st.last_layer);
-    opt[u(g % P)] += optimizer_time(st.first_layer, st.last_layer,
-                                    t.zero > 0 ? st.replicas * p.data : 1);
+    opt[u(g % P)] +=
+        optimizer_time(st.first_layer, st.last_layer, t.zero > 0 ? st.replicas * p.data : 1);
   }
   double exposed = 0;
   for (int q = 0; q < P; ++q) {

@@ -37,7 +37,7 @@ struct PlanPoint {
   int virtual_stages = 1;
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;
-  int tensor = 1;  // every stage's tensor-parallel degree
+  int tensor = 1;                  // every stage's tensor-parallel degree
   bool sequence_parallel = false;  // Megatron sequence parallelism (tensor > 1)
   int zero = 0;                    // ZeRO stage over each stage's data-parallel ranks
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;

@@ -392,5 +392,42 @@ TEST(Planner, NeverProposesMoreReplicasThanSamples) {
   }
 }
 
+TEST(Planner, FindsThePlanThatOnlyZeroMakesFit) {
+  // The default scenario (GPT-2-medium-sized, 26 layers, 16 GPUs) on 1 GiB GPUs: with
+  // mixed-precision Adam's 16 bytes per parameter no pipeline of unsharded state fits next
+  // to its activations (measured: the best at 2 GiB needs full recompute and no ZeRO),
+  // while sharding gradients and optimizer state over a stage's replicas does.
+  const std::string file = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/default.yaml";
+  const std::string j = test::temp_path("zero_fit.json");
+  auto r = test::cli({"plan", file, "--json", j, "--quiet", "--set", "cluster.gpu.memory=1 GiB"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(test::read_file(j));
+  EXPECT_FALSE(p["best"]["oom"].get<bool>());
+  ASSERT_TRUE(p["best"]["strategy"].contains("zero"));
+  EXPECT_GT(p["best"]["strategy"]["zero"].get<int>(), 0);
+  // Pasted back, it runs to the same throughput.
+  std::vector<std::string> args{"run",    file,
+                                "--set",  "cluster.gpu.memory=1 GiB",
+                                "--set",  "strategy=" + p["best"]["strategy"].dump(),
+                                "--json", j};
+  if (p["best"].contains("training")) {
+    args.push_back("--set");
+    args.push_back(
+        fmt::format("training.micro_batch={}", p["best"]["training"]["micro_batch"].get<int>()));
+  }
+  r = test::cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json run = json::parse(test::read_file(j));
+  EXPECT_DOUBLE_EQ(run["throughput_samples_per_s"].get<double>(),
+                   p["best"]["throughput_samples_per_s"].get<double>());
+  // Without ZeRO the same stages run out of memory.
+  json st = p["best"]["strategy"];
+  st.erase("zero");
+  args[5] = "strategy=" + st.dump();
+  r = test::cli(args);
+  EXPECT_EQ(r.code, 1) << r.out;  // out of memory
+  EXPECT_NE(r.err.find("out of memory"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace pipesim
