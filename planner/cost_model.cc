@@ -68,8 +68,10 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
       t.async = true;
       t.stashed = 1;
       break;
+    case ScheduleKind::kZbV:  // ZB-H1's W fill and memory, chunk by chunk
+      t.w_fill = 1;
+      break;
     case ScheduleKind::kInterleaved:
-    case ScheduleKind::kZbV:  // not a planner candidate: its V placement is not modelled here
       break;
   }
   return t;
@@ -226,14 +228,16 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   double cuts = 0, block = 0, stall = 0;
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
-    const int q = g % P;
+    const int q = p.position_of(g);
     dev_t[u(q)] +=
         stage_time(st.first_layer, st.last_layer, st.replicas, t) +
         zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer, st.last_layer, t);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
-    if (v == 1) {
-      dev_mem[u(q)] = stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t);
+    if (v == 1 || p.schedule == ScheduleKind::kZbV) {
+      // zb-v: each chunk as a ZB-H1 stage (P micro-batches of the device's activations).
+      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
+                       (g < P ? 0 : reserved_);
     } else {
       // Interleaved: static memory of every chunk, plus (P - q - 1) * 2 + (v - 1) * P + 1
       // chunk activations at the peak (the reference table's 11, 9, 7, 5 for P = 4, v = 2),
@@ -247,11 +251,14 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
       const StageSpec& nx = p.stages[u(g) + 1];
       const int64_t bytes = output_bytes(st.last_layer);
       double c = 0;
-      if (placed == nullptr) {
-        c = cut_time(start[u(q)], st.replicas, start[u((g + 1) % P)], nx.replicas, bytes);
+      const int qn = p.position_of(g + 1);
+      if (qn == q) {
+        c = 0;  // zb-v's turn: both chunks on the same devices
+      } else if (placed == nullptr) {
+        c = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
       } else if (bytes > 0) {
         const auto& copy = placed->front();
-        const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u((g + 1) % P)]);
+        const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u(qn)]);
         c = latency + per_byte * static_cast<double>(bytes);
       }
       cuts += c;
@@ -281,11 +288,11 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   e.block_s = block;
   if (t.async) {
     e.fill_s = 0;
-  } else if (v > 1) {
+  } else if (v > 1 && t.w_fill == 0) {
     e.fill_s = (P - 1) * block / v + 2 * cuts;
     e.block_s = block;
   } else if (t.w_fill > 0) {
-    e.fill_s = fill_zb + 2 * cuts;
+    e.fill_s = fill_zb / v + 2 * cuts;
   } else {
     e.fill_s = sum_t - block + 2 * cuts;
   }
@@ -296,8 +303,8 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   std::vector<double> opt(u(P), 0);
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
-    grad[u(g % P)] += gradient_bytes(st.first_layer, st.last_layer);
-    opt[u(g % P)] +=
+    grad[u(p.position_of(g))] += gradient_bytes(st.first_layer, st.last_layer);
+    opt[u(p.position_of(g))] +=
         optimizer_time(st.first_layer, st.last_layer, t.zero > 0 ? st.replicas * p.data : 1);
   }
   double exposed = 0;

@@ -13,7 +13,8 @@
 // real group (overlapping the drain of the s stages before it) and opt_s its optimizer
 // step. Schedules change the terms: recompute adds F to t_s; 1F1B with the shallow warm-up
 // pays each hop's round trip in the steady state when it is not hidden; zero-bubble
-// schedules fill the fill/drain with W; interleaved divides the fill/drain by v.
+// schedules fill the fill/drain with W; interleaved divides the fill/drain by v, and so
+// does zb-v (two chunks in a V, each device's W filling its bubble, ZB-H1's memory per chunk).
 // Memory per stage follows the schedule's in-flight micro-batches.
 #pragma once
 
@@ -46,6 +47,12 @@ struct PlanPoint {
   std::vector<PlacementPolicy> stage_placement;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
+  // The position (device group) of global stage g: interleaved chunks go round the
+  // positions, zb-v's second chunk comes back up them (Strategy::position_of).
+  int position_of(int g) const {
+    const int P = positions();
+    return schedule == ScheduleKind::kZbV && g >= P ? 2 * P - 1 - g : g % P;
+  }
   int gpus() const;  // data x replicas of every position
   // [copy][position] -> devices, as the scenario loader places them.
   std::vector<std::vector<std::vector<int>>> devices(const Cluster& c) const;

@@ -250,7 +250,7 @@ class Planner {
     auto take = [&](const Costed& c) {
       const std::string key =
           strategy_json(c.point, base_).dump() + std::to_string(c.point.micro_batch);
-      if (seen.insert(key).second) out.push_back(c);
+      if (seen.insert(key).second && orderable(c.point)) out.push_back(c);
     };
     for (size_t i = 0; i < pool.size() && out.size() < want; ++i) take(pool[i]);
     // Estimated front of iteration time vs peak memory (by time, keep strictly smaller memory).
@@ -339,9 +339,11 @@ class Planner {
         const int64_t M = sc.training.global_batch / (b * d);
         for (const auto& choice : planner::schedule_choices(base_)) {
           const bool inter = choice.kind == ScheduleKind::kInterleaved;
+          const bool vee = choice.kind == ScheduleKind::kZbV;
           for (int P = 1; P <= std::min(L, N / d); ++P) {
-            for (int v = inter ? 2 : 1; P * v <= L; v *= 2) {
+            for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
               if (inter && (P < 2 || M % P != 0)) break;
+              if (vee && (P < 2 || M < P)) break;
               enumerate(cm, choice, d, b, M, P, v, N, out);
               if (!inter) break;
             }
@@ -378,8 +380,6 @@ class Planner {
             if (!placements.insert(place(cm.scenario().cluster, reps, d, pol)).second) continue;
             PlanPoint p;
             p.stages = stages;
-            for (int g = 0; g < G; ++g)
-              p.stages[static_cast<size_t>(g)].replicas = reps[static_cast<size_t>(g % P)];
             p.data = d;
             p.micro_batch = b;
             p.schedule = choice.kind;
@@ -387,6 +387,9 @@ class Planner {
             p.recompute = choice.recompute;
             p.zero = choice.zero;
             p.virtual_stages = v;
+            for (int g = 0; g < G; ++g)
+              p.stages[static_cast<size_t>(g)].replicas =
+                  reps[static_cast<size_t>(p.position_of(g))];
             p.placement = pol;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
               throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
@@ -423,6 +426,27 @@ class Planner {
     }
   }
 
+  // The scenario with a plan's strategy and micro-batch in place of its own.
+  std::vector<Override> with_plan(const PlanPoint& p) const {
+    std::vector<Override> with = overrides_;
+    if (p.micro_batch != base_.training.micro_batch)
+      with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
+    with.push_back({"strategy", strategy_json(p, base_).dump()});
+    return with;
+  }
+
+  // zb-v's greedy order builder refuses some stage costs and micro-batch counts (it needs
+  // the V filled); such plans are not simulated. Every other schedule orders any plan.
+  bool orderable(const PlanPoint& p) const {
+    if (p.schedule != ScheduleKind::kZbV) return true;
+    try {
+      scenario_orders(load_scenario(file_, with_plan(p)));
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  }
+
   // One strategy simulated in full: the scenario with its strategy (and micro-batch)
   // replaced, loaded through the normal validation. Empty if the loader refuses it.
   std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const {
@@ -431,9 +455,7 @@ class Planner {
     c.strategy = strategy_json(p, base_);
     if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
     c.estimate_s = estimate;
-    std::vector<Override> with = overrides_;
-    if (c.micro_batch) with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
-    with.push_back({"strategy", c.strategy.dump()});
+    const std::vector<Override> with = with_plan(p);
     try {
       const Scenario sc = load_scenario(file_, with);
       const TaskGraph graph = scenario_task_graph(sc);

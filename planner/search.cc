@@ -215,6 +215,7 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
     base.push_back({ScheduleKind::kZbH2});
     base.push_back({ScheduleKind::kZb1p});
     base.push_back({ScheduleKind::kZb2p});
+    base.push_back({ScheduleKind::kZbV});
   }
   const bool cores = std::any_of(s.model.layers.begin(), s.model.layers.end(),
                                  [](const Layer& l) { return l.attention_core_bytes > 0; });
@@ -269,8 +270,10 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
                          static_cast<double>(max_r);
-  if (sc.kind == ScheduleKind::kInterleaved || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
-    // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device.
+  const bool inter = sc.kind == ScheduleKind::kInterleaved, vee = sc.kind == ScheduleKind::kZbV;
+  if (inter || vee || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
+    // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device,
+    // zb-v with its two (at least as many micro-batches as devices to fill the V).
     const bool large = max_gpus > kUnevenLimit || dp_work > kDpBudget;
     for (int r = 1; r <= max_r; ++r) {
       if (large && (r & (r - 1)) != 0 && max_gpus % r != 0) continue;
@@ -278,12 +281,13 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
         // Large clusters: depths that cut the layers evenly (with or without the embedding
         // and head layers) or powers of two, as Megatron-style runs use.
         if (large && (S & (S - 1)) != 0 && L % S != 0 && (L - 2) % S != 0) continue;
-        for (int v = sc.kind == ScheduleKind::kInterleaved ? 2 : 1; S * v <= L; v *= 2) {
-          if (sc.kind == ScheduleKind::kInterleaved && (S < 2 || M % S != 0)) break;
+        for (int v = inter || vee ? 2 : 1; S * v <= L; v *= 2) {
+          if (inter && (S < 2 || M % S != 0)) break;
+          if (vee && (S < 2 || M < S)) break;
           std::vector<StageSpec> stages = cm.balanced(S * v);
           for (auto& st : stages) st.replicas = r;
           add(point(std::move(stages), sc, data, micro_batch, v, cm.tensor()));
-          if (sc.kind != ScheduleKind::kInterleaved) break;
+          if (!inter) break;
         }
       }
     }
