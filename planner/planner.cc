@@ -219,12 +219,13 @@ class Planner {
           if (sc.training.global_batch % (b * d) != 0) continue;
           const int64_t M = sc.training.global_batch / (b * d);
           for (auto choice : planner::schedule_choices(base_)) {
-            // Sequence parallelism: with a tensor group, with and without.
-            for (const bool sp : {false, true}) {
-              if (sp && t < 2) continue;
-              choice.sequence_parallel = sp;
+            for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
+              choice.zero = level.zero;
+              choice.sequence_parallel = level.sequence_parallel;
+              stats.memory_bound = false;
               for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
                 pool.push_back(std::move(c));
+              if (!stats.memory_bound) break;
             }
           }
         }
@@ -337,15 +338,18 @@ class Planner {
       for (int d = 1; d <= N; ++d) {
         if (sc.training.global_batch % (b * d) != 0) continue;
         const int64_t M = sc.training.global_batch / (b * d);
-        for (const auto& choice : planner::schedule_choices(base_)) {
-          const bool inter = choice.kind == ScheduleKind::kInterleaved;
-          const bool vee = choice.kind == ScheduleKind::kZbV;
-          for (int P = 1; P <= std::min(L, N / d); ++P) {
-            for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
-              if (inter && (P < 2 || M % P != 0)) break;
-              if (vee && (P < 2 || M < P)) break;
-              enumerate(cm, choice, d, b, M, P, v, N, out);
-              if (!inter) break;
+        for (auto choice : planner::schedule_choices(base_)) {
+          for (const planner::MemoryLevel& level : planner::memory_levels(base_, 1)) {
+            choice.zero = level.zero;
+            const bool inter = choice.kind == ScheduleKind::kInterleaved;
+            const bool vee = choice.kind == ScheduleKind::kZbV;
+            for (int P = 1; P <= std::min(L, N / d); ++P) {
+              for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
+                if (inter && (P < 2 || M % P != 0)) break;
+                if (vee && (P < 2 || M < P)) break;
+                enumerate(cm, choice, d, b, M, P, v, N, out);
+                if (!inter) break;
+              }
             }
           }
         }

@@ -112,7 +112,12 @@ class Dp {
       const int gpus_after = G_ - g - r;
       for (int k = stages_after == 0 ? L_ - 1 : j; k < L_ - stages_after; ++k) {
         const int64_t mem = cm_.stage_memory(j, k, r, s, S, M_, t_);
-        if (mem > cm_.capacity()) break;  // more layers only need more memory
+        if (mem > cm_.capacity()) {  // more layers only need more memory
+          // A lower-memory level can only help if this stage could beat the incumbent.
+          if (static_cast<double>(M_) * cm_.compute_time(j, k, r, t_) < stats_.incumbent)
+            stats_.memory_bound = true;
+          break;
+        }
         const double t =
             cm_.stage_time(j, k, r, t_) + cm_.zero_gather_time(g, r, stride_, j, k, t_);
         double fill = t;
@@ -233,17 +238,16 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
                       : ScheduleChoice{c.kind, c.warmup, Recompute::kFull});
     if (cores) out.push_back({c.kind, c.warmup, Recompute::kSelective});
   }
-  if (s.cluster.num_devices() < 2) return out;
-  // ZeRO: 1 and 2 cost what stage 0 does under the estimate (reduce-scatter + all-gather is
-  // the ring all-reduce's volume; the step is sharded) with less memory, 2 less than 1, so
-  // 2 stands for both; 3 pays the weight all-gathers of every pass.
-  const size_t n = out.size();
+  return out;
+}
+
+std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
+  std::vector<MemoryLevel> out{{0, false}};
+  if (tensor > 1) out.push_back({0, true});
+  if (is_async(s.strategy.schedule) || s.cluster.num_devices() < 2) return out;
   for (const int z : {2, 3}) {
-    for (size_t i = 0; i < n; ++i) {
-      ScheduleChoice c = out[i];
-      c.zero = z;
-      out.push_back(c);
-    }
+    out.push_back({z, false});
+    if (tensor > 1) out.push_back({z, true});
   }
   return out;
 }
@@ -255,15 +259,22 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
   const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
   auto add = [&](PlanPoint p) {
     ++stats.costed;
-    // ZeRO is kept where it is needed: a plan that fits under a lower stage runs that one
-    // (the simulator's reduce-scatters and gathers cost more than the estimate's ring).
-    for (int z = p.zero == 3 ? 2 : 0; z >= 0 && p.zero > 0; z -= 2) {
+    // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under
+    // a lower ZeRO stage, or without SP, runs that way (the simulator's reduce-scatters and
+    // gathers cost more than the estimate's ring).
+    if (p.zero > 0 || p.sequence_parallel) {
       PlanPoint lower = p;
-      lower.zero = z;
-      if (cm.estimate(lower, M).fits) return;
+      for (int z = p.zero == 3 ? 2 : 0; z >= 0 && p.zero > 0; z -= 2) {
+        lower.zero = z;
+        if (cm.estimate(lower, M).fits) return;
+      }
+      lower.zero = p.zero;
+      lower.sequence_parallel = false;
+      if (p.sequence_parallel && cm.estimate(lower, M).fits) return;
     }
     Costed c{std::move(p), {}};
     c.estimate = cm.estimate(c.point, M);
+    if (!c.estimate.fits && c.estimate.iteration_s < stats.incumbent) stats.memory_bound = true;
     if (c.estimate.fits) stats.incumbent = std::min(stats.incumbent, c.estimate.iteration_s);
     out.push_back(std::move(c));
   };
@@ -271,7 +282,10 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
                          static_cast<double>(max_r);
   const bool inter = sc.kind == ScheduleKind::kInterleaved, vee = sc.kind == ScheduleKind::kZbV;
-  if (inter || vee || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
+  // Lower-memory levels (ZeRO, sequence parallelism) search the uniform grid: the DP's
+  // uneven cuts there cost as much again as the whole level-0 search.
+  const bool level = sc.zero > 0 || sc.sequence_parallel;
+  if (inter || vee || level || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
     // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device,
     // zb-v with its two (at least as many micro-batches as devices to fill the V).
     const bool large = max_gpus > kUnevenLimit || dp_work > kDpBudget;

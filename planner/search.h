@@ -32,14 +32,17 @@ struct SearchStats {
   // The best estimate of a plan that fits, so far: the DP drops partial pipelines whose
   // estimate is already past kBoundFactor times it.
   double incumbent = std::numeric_limits<double>::infinity();
+  // Whether a search met a stage or plan that does not fit and, by a lower bound on its
+  // time, could beat the incumbent (reset by the caller): only then can a lower-memory
+  // level (memory_levels) find anything worth keeping.
+  bool memory_bound = false;
 };
 inline constexpr double kBoundFactor = 2.0;
 
 // The schedules searched for a scenario: asynchronous scenarios keep to PipeDream and
 // 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, interleaved and zero bubble
 // (when the backward is split), each without recompute, with full recompute and, when the
-// model has attention cores, selective; synchronous ones each under ZeRO 0, 2 and 3 when
-// the cluster has more than one GPU.
+// model has attention cores, selective.
 struct ScheduleChoice {
   ScheduleKind kind;
   Warmup warmup = Warmup::kSchedule;
@@ -48,6 +51,18 @@ struct ScheduleChoice {
   bool sequence_parallel = false;  // with tensor > 1
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
+
+// Ways to lower memory at the same estimated time, in the order the analytic phase tries
+// them, each only when the one before met a stage that did not fit: without, then with
+// sequence parallelism (tensor > 1), under ZeRO 0, 2 and 3 (synchronous schedules, more
+// than one GPU). ZeRO 1 and 2 cost what stage 0 does under the estimate (reduce-scatter +
+// all-gather is the ring all-reduce's volume; the optimizer step is sharded) with less
+// memory, 2 less than 1, so 2 stands for both; 3 pays the weight all-gathers of every pass.
+struct MemoryLevel {
+  int zero = 0;
+  bool sequence_parallel = false;
+};
+std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor);
 
 // The best plans under the estimate for one schedule, micro-batch and data degree, using at
 // most `max_gpus` GPUs per pipeline copy: for every pipeline depth, the few best.
