@@ -140,7 +140,7 @@ double CostModel::zero_gather_time(int g, int r, int stride, int first, int last
   if (t.zero < 3 || r * t.data < 2) return 0;
   const int64_t weights = (params_[u(last) + 1] - params_[u(first)]) * pb_.weights;
   const int passes = t.recompute == Recompute::kFull ? 3 : 2;
-  return passes * 0.5 * allreduce_bytes_time(g, r, t.data, stride, weights);
+  return passes * 0.5 * allreduce_bytes_time(g, r, t.data, stride, weights, true);
 }
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
@@ -209,8 +209,16 @@ int64_t CostModel::gradient_bytes(int first, int last) const {
   return (params_[u(last) + 1] - params_[u(first)]) * pb_.gradients;
 }
 
-double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const {
-  return net_->allreduce(g, r, data, stride, t_, bytes);
+double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes,
+                                       bool ring) const {
+  return net_->allreduce(g, r, data, stride, t_, bytes, ring);
+}
+
+std::vector<int> CostModel::placed_group(const Placement& placed, int q) const {
+  std::vector<int> group;  // rank 0 of each tensor group of the position, every copy
+  for (const auto& copy : placed)
+    for (size_t i = 0; i < copy[u(q)].size(); i += u(t_)) group.push_back(copy[u(q)][i]);
+  return group;
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
@@ -229,9 +237,17 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     const int q = p.position_of(g);
-    dev_t[u(q)] +=
-        stage_time(st.first_layer, st.last_layer, st.replicas, t) +
-        zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer, st.last_layer, t);
+    double gather = 0;
+    if (placed == nullptr) {
+      gather =
+          zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer, st.last_layer, t);
+    } else if (t.zero == 3) {  // on the group its placement gives
+      const int64_t weights =
+          (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
+      const int passes = t.recompute == Recompute::kFull ? 3 : 2;
+      gather = passes * 0.5 * net_->allreduce(placed_group(*placed, q), weights / t_, true);
+    }
+    dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
     if (v == 1 || p.schedule == ScheduleKind::kZbV) {
@@ -311,12 +327,10 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   for (int q = 0; q < P; ++q) {
     double ar = 0;
     if (placed == nullptr) {
-      ar = allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)]);
+      ar = allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)],
+                                t.zero > 0);
     } else {
-      std::vector<int> group;  // rank 0 of each tensor group of the position, every copy
-      for (const auto& copy : *placed)
-        for (size_t i = 0; i < copy[u(q)].size(); i += u(t_)) group.push_back(copy[u(q)][i]);
-      ar = net_->allreduce(group, grad[u(q)] / t_);
+      ar = net_->allreduce(placed_group(*placed, q), grad[u(q)] / t_, t.zero > 0);
     }
     exposed = std::max(exposed, ar + opt[u(q)] - q * block / v);
   }

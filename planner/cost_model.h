@@ -114,8 +114,9 @@ class CostModel {
   // The optimizer step of layers [first, last], sharded over `ranks` under ZeRO.
   double optimizer_time(int first, int last, int ranks = 1) const;
   // ZeRO-3's weight all-gathers of layers [first, last] per micro-batch (before the forward,
-  // the backward and a full recompute: half an all-reduce's volume each) on the stage's
-  // group; 0 below stage 3.
+  // the backward and a full recompute: half a ring all-reduce each) on the stage's group;
+  // 0 below stage 3. They prefetch on the network while the stage computes, so a stage's
+  // time per micro-batch is the larger of the two.
   double zero_gather_time(int g, int r, int stride, int first, int last,
                           const ScheduleTraits& t) const;
   // Peak bytes of one replica of stage s (of S) for M micro-batches.
@@ -127,10 +128,13 @@ class CostModel {
   double cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const;
   // Gradient all-reduce of layers [first, last] among replicas [g, g + r) of `data` copies
   // `stride` devices apart, the cheapest algorithm.
-  double allreduce_time(int g, int r, int data, int stride, int first, int last) const {
-    return allreduce_bytes_time(g, r, data, stride, gradient_bytes(first, last));
+  // `ring`: ring only, as ZeRO's reduce-scatter + all-gather move the gradients.
+  double allreduce_time(int g, int r, int data, int stride, int first, int last,
+                        bool ring = false) const {
+    return allreduce_bytes_time(g, r, data, stride, gradient_bytes(first, last), ring);
   }
-  double allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const;
+  double allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes,
+                              bool ring = false) const;
   int64_t gradient_bytes(int first, int last) const;
 
   // The whole plan, placed contiguously (copy by copy, stage by stage), or on `placed`
@@ -156,6 +160,8 @@ class CostModel {
   std::unique_ptr<NetworkCosts> own_net_;
   const NetworkCosts* net_;
   mutable std::map<int, std::vector<StageSpec>> balanced_;
+  // Rank 0 of each tensor group of position q in every copy of a placement.
+  std::vector<int> placed_group(const Placement& placed, int q) const;
 };
 
 }  // namespace pipesim::planner

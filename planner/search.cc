@@ -119,14 +119,14 @@ class Dp {
           break;
         }
         const double t =
-            cm_.stage_time(j, k, r, t_) + cm_.zero_gather_time(g, r, stride_, j, k, t_);
+            std::max(cm_.stage_time(j, k, r, t_), cm_.zero_gather_time(g, r, stride_, j, k, t_));
         double fill = t;
         if (t_.w_fill > 0) {
           const double w = cm_.weight_time(j, k, r), f = cm_.forward_time(j, k, r);
           const double fb = t - w * (1 + t_.w_fill);
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }
-        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) +
+        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0) +
                           cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
         const double rest = stages_after > 0 && gpus_after > 0
                                 ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
