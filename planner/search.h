@@ -7,8 +7,9 @@
 // Each state keeps a Pareto set of labels (slowest stage or cut, fill/drain sum, exposed
 // all-reduce), the terms of CostModel's iteration time, so no plan that could win under
 // the estimate is dropped. Stages that do not fit in memory are never extended. Large
-// clusters (more than kUnevenLimit GPUs per copy) and interleaved schedules use uniform
-// replicas with a compute-balanced cut instead, which keeps 1024 GPUs under a second.
+// clusters (more than kUnevenLimit GPUs per copy), interleaved and zb-v schedules and the
+// memory levels above the first (ZeRO, sequence parallelism) use uniform replicas with a
+// compute-balanced cut instead.
 #pragma once
 
 #include <limits>
