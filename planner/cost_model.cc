@@ -6,6 +6,7 @@
 
 #include "scenario/setup.h"
 #include "schedules/partition.h"
+#include "schedules/zero.h"
 
 namespace pipesim::planner {
 
@@ -23,6 +24,14 @@ std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) 
   }
   return stage_placement.empty() ? place(c, reps, data, placement, groups)
                                  : place(c, reps, data, stage_placement, groups);
+}
+
+ScheduleTraits traits(const PlanPoint& p) {
+  ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
+  t.zero = p.zero;
+  t.data = p.data;
+  t.sequence_parallel = p.sequence_parallel && p.tensor > 1;
+  return t;
 }
 
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
@@ -59,8 +68,10 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
       t.async = true;
       t.stashed = 1;
       break;
+    case ScheduleKind::kZbV:  // ZB-H1's W fill and memory, chunk by chunk
+      t.w_fill = 1;
+      break;
     case ScheduleKind::kInterleaved:
-    case ScheduleKind::kZbV:  // not a planner candidate: its V placement is not modelled here
       break;
   }
   return t;
@@ -120,8 +131,16 @@ double CostModel::forward_time(int first, int last, int replicas) const {
 double CostModel::weight_time(int first, int last, int replicas) const {
   return (w_[u(last) + 1] - w_[u(first)]) / (replicas * t_);
 }
-double CostModel::optimizer_time(int first, int last) const {
-  return opt_[u(last) + 1] - opt_[u(first)];
+double CostModel::optimizer_time(int first, int last, int ranks) const {
+  return (opt_[u(last) + 1] - opt_[u(first)]) / std::max(1, ranks);
+}
+
+double CostModel::zero_gather_time(int g, int r, int stride, int first, int last,
+                                   const ScheduleTraits& t) const {
+  if (t.zero < 3 || r * t.data < 2) return 0;
+  const int64_t weights = (params_[u(last) + 1] - params_[u(first)]) * pb_.weights;
+  const int passes = t.recompute == Recompute::kFull ? 3 : 2;
+  return passes * 0.5 * allreduce_bytes_time(g, r, t.data, stride, weights, true);
 }
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
@@ -148,11 +167,14 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   };
   const double params = sum(params_) / t_;
   const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
-  const auto per_param =
-      static_cast<double>(pb_.weights + pb_.gradients + pb_.optimizer + stashed * pb_.weights);
+  // Resident parameter state, ZeRO-sharded over the stage's replicas x data ranks.
+  const ZeroBytes z =
+      zero_resident_bytes(static_cast<int64_t>(params), pb_, t.zero, replicas * t.data);
+  const double state = static_cast<double>(z.weights + z.gradients + z.optimizer) +
+                       params * static_cast<double>(stashed * pb_.weights);
   // One GPU's share: replicas split samples; a tensor group splits all but the replicated.
   const auto share = [&](double bytes, double replicated) {
-    replicated = std::min(replicated, bytes);
+    replicated = t.sequence_parallel ? 0.0 : std::min(replicated, bytes);
     return ((bytes - replicated) / t_ + replicated) / replicas;
   };
   const double act = share(sum(act_), sum(repl_));
@@ -172,7 +194,7 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   } else {
     live = static_cast<double>(k) * act;
   }
-  const double total = params * per_param + live + reserved_;
+  const double total = state + live + reserved_;
   return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);
 }
 
@@ -187,12 +209,20 @@ int64_t CostModel::gradient_bytes(int first, int last) const {
   return (params_[u(last) + 1] - params_[u(first)]) * pb_.gradients;
 }
 
-double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const {
-  return net_->allreduce(g, r, data, stride, t_, bytes);
+double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes,
+                                       bool ring) const {
+  return net_->allreduce(g, r, data, stride, t_, bytes, ring);
+}
+
+std::vector<int> CostModel::placed_group(const Placement& placed, int q) const {
+  std::vector<int> group;  // rank 0 of each tensor group of the position, every copy
+  for (const auto& copy : placed)
+    for (size_t i = 0; i < copy[u(q)].size(); i += u(t_)) group.push_back(copy[u(q)][i]);
+  return group;
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
-  const ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
+  const ScheduleTraits t = traits(p);
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   int per_copy = 0;
   std::vector<int> start(u(P));  // first device of each position in copy 0
@@ -206,12 +236,24 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   double cuts = 0, block = 0, stall = 0;
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
-    const int q = g % P;
-    dev_t[u(q)] += stage_time(st.first_layer, st.last_layer, st.replicas, t);
+    const int q = p.position_of(g);
+    double gather = 0;
+    if (placed == nullptr) {
+      gather =
+          zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer, st.last_layer, t);
+    } else if (t.zero == 3) {  // on the group its placement gives
+      const int64_t weights =
+          (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
+      const int passes = t.recompute == Recompute::kFull ? 3 : 2;
+      gather = passes * 0.5 * net_->allreduce(placed_group(*placed, q), weights / t_, true);
+    }
+    dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
-    if (v == 1) {
-      dev_mem[u(q)] = stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t);
+    if (v == 1 || p.schedule == ScheduleKind::kZbV) {
+      // zb-v: each chunk as a ZB-H1 stage (P micro-batches of the device's activations).
+      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
+                       (g < P ? 0 : reserved_);
     } else {
       // Interleaved: static memory of every chunk, plus (P - q - 1) * 2 + (v - 1) * P + 1
       // chunk activations at the peak (the reference table's 11, 9, 7, 5 for P = 4, v = 2),
@@ -225,11 +267,14 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
       const StageSpec& nx = p.stages[u(g) + 1];
       const int64_t bytes = output_bytes(st.last_layer);
       double c = 0;
-      if (placed == nullptr) {
-        c = cut_time(start[u(q)], st.replicas, start[u((g + 1) % P)], nx.replicas, bytes);
+      const int qn = p.position_of(g + 1);
+      if (qn == q) {
+        c = 0;  // zb-v's turn: both chunks on the same devices
+      } else if (placed == nullptr) {
+        c = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
       } else if (bytes > 0) {
         const auto& copy = placed->front();
-        const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u((g + 1) % P)]);
+        const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u(qn)]);
         c = latency + per_byte * static_cast<double>(bytes);
       }
       cuts += c;
@@ -259,11 +304,11 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   e.block_s = block;
   if (t.async) {
     e.fill_s = 0;
-  } else if (v > 1) {
+  } else if (v > 1 && t.w_fill == 0) {
     e.fill_s = (P - 1) * block / v + 2 * cuts;
     e.block_s = block;
   } else if (t.w_fill > 0) {
-    e.fill_s = fill_zb + 2 * cuts;
+    e.fill_s = fill_zb / v + 2 * cuts;
   } else {
     e.fill_s = sum_t - block + 2 * cuts;
   }
@@ -274,19 +319,18 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   std::vector<double> opt(u(P), 0);
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
-    grad[u(g % P)] += gradient_bytes(st.first_layer, st.last_layer);
-    opt[u(g % P)] += optimizer_time(st.first_layer, st.last_layer);
+    grad[u(p.position_of(g))] += gradient_bytes(st.first_layer, st.last_layer);
+    opt[u(p.position_of(g))] +=
+        optimizer_time(st.first_layer, st.last_layer, t.zero > 0 ? st.replicas * p.data : 1);
   }
   double exposed = 0;
   for (int q = 0; q < P; ++q) {
     double ar = 0;
     if (placed == nullptr) {
-      ar = allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)]);
+      ar = allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)],
+                                t.zero > 0);
     } else {
-      std::vector<int> group;  // rank 0 of each tensor group of the position, every copy
-      for (const auto& copy : *placed)
-        for (size_t i = 0; i < copy[u(q)].size(); i += u(t_)) group.push_back(copy[u(q)][i]);
-      ar = net_->allreduce(group, grad[u(q)] / t_);
+      ar = net_->allreduce(placed_group(*placed, q), grad[u(q)] / t_, t.zero > 0);
     }
     exposed = std::max(exposed, ar + opt[u(q)] - q * block / v);
   }

@@ -13,7 +13,8 @@
 // real group (overlapping the drain of the s stages before it) and opt_s its optimizer
 // step. Schedules change the terms: recompute adds F to t_s; 1F1B with the shallow warm-up
 // pays each hop's round trip in the steady state when it is not hidden; zero-bubble
-// schedules fill the fill/drain with W; interleaved divides the fill/drain by v.
+// schedules fill the fill/drain with W; interleaved divides the fill/drain by v, and so
+// does zb-v (two chunks in a V, each device's W filling its bubble, ZB-H1's memory per chunk).
 // Memory per stage follows the schedule's in-flight micro-batches.
 #pragma once
 
@@ -37,13 +38,21 @@ struct PlanPoint {
   int virtual_stages = 1;
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;
-  int tensor = 1;  // every stage's tensor-parallel degree
+  int tensor = 1;                  // every stage's tensor-parallel degree
+  bool sequence_parallel = false;  // Megatron sequence parallelism (tensor > 1)
+  int zero = 0;                    // ZeRO stage over each stage's data-parallel ranks
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;
   // A policy per position when they differ (then written as explicit device lists); empty:
   // `placement` for every stage.
   std::vector<PlacementPolicy> stage_placement;
 
   int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
+  // The position (device group) of global stage g: interleaved chunks go round the
+  // positions, zb-v's second chunk comes back up them (Strategy::position_of).
+  int position_of(int g) const {
+    const int P = positions();
+    return schedule == ScheduleKind::kZbV && g >= P ? 2 * P - 1 - g : g % P;
+  }
   int gpus() const;  // data x replicas of every position
   // [copy][position] -> devices, as the scenario loader places them.
   std::vector<std::vector<std::vector<int>>> devices(const Cluster& c) const;
@@ -68,8 +77,16 @@ struct ScheduleTraits {
   int w_fill = 0;                          // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
   bool async = false;                      // no flush: PipeDream, 2BW
   int stashed = 0;                         // -1: PipeDream's S - s - 1 versions; else that many
+  // ZeRO stage and the data-parallel copies it shards over (with each stage's replicas):
+  // 1-3 shard optimizer state, gradients, weights over replicas x data ranks and the
+  // optimizer step with them; 3 all-gathers a stage's weights before each pass.
+  int zero = 0;
+  int data = 1;
+  bool sequence_parallel = false;  // Korthikanti's replicated activations split by tensor too
 };
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r = Recompute::kNone);
+// The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).
+ScheduleTraits traits(const PlanPoint& p);
 
 class CostModel {
  public:
@@ -94,7 +111,14 @@ class CostModel {
   double compute_time(int first, int last, int replicas, const ScheduleTraits& t) const;
   double weight_time(int first, int last, int replicas) const;
   double forward_time(int first, int last, int replicas) const;
-  double optimizer_time(int first, int last) const;
+  // The optimizer step of layers [first, last], sharded over `ranks` under ZeRO.
+  double optimizer_time(int first, int last, int ranks = 1) const;
+  // ZeRO-3's weight all-gathers of layers [first, last] per micro-batch (before the forward,
+  // the backward and a full recompute: half a ring all-reduce each) on the stage's group;
+  // 0 below stage 3. They prefetch on the network while the stage computes, so a stage's
+  // time per micro-batch is the larger of the two.
+  double zero_gather_time(int g, int r, int stride, int first, int last,
+                          const ScheduleTraits& t) const;
   // Peak bytes of one replica of stage s (of S) for M micro-batches.
   int64_t stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
                        const ScheduleTraits& t) const;
@@ -104,10 +128,13 @@ class CostModel {
   double cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const;
   // Gradient all-reduce of layers [first, last] among replicas [g, g + r) of `data` copies
   // `stride` devices apart, the cheapest algorithm.
-  double allreduce_time(int g, int r, int data, int stride, int first, int last) const {
-    return allreduce_bytes_time(g, r, data, stride, gradient_bytes(first, last));
+  // `ring`: ring only, as ZeRO's reduce-scatter + all-gather move the gradients.
+  double allreduce_time(int g, int r, int data, int stride, int first, int last,
+                        bool ring = false) const {
+    return allreduce_bytes_time(g, r, data, stride, gradient_bytes(first, last), ring);
   }
-  double allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes) const;
+  double allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes,
+                              bool ring = false) const;
   int64_t gradient_bytes(int first, int last) const;
 
   // The whole plan, placed contiguously (copy by copy, stage by stage), or on `placed`
@@ -133,6 +160,8 @@ class CostModel {
   std::unique_ptr<NetworkCosts> own_net_;
   const NetworkCosts* net_;
   mutable std::map<int, std::vector<StageSpec>> balanced_;
+  // Rank 0 of each tensor group of position q in every copy of a placement.
+  std::vector<int> placed_group(const Placement& placed, int q) const;
 };
 
 }  // namespace pipesim::planner

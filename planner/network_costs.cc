@@ -110,7 +110,8 @@ void add_ring(const Cluster& c, const std::vector<int>& ring,
 NetworkCosts::NetworkCosts(NetworkCosts&&) noexcept = default;
 NetworkCosts::~NetworkCosts() = default;
 
-double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const {
+double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
+                               bool ring) const {
   if (r * data < 2 || bytes <= 0) return 0;
   const Key key{pack(g, r), pack(data, stride), static_cast<uint64_t>(t)};
   auto it = groups_.find(key);
@@ -125,14 +126,14 @@ double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_
     }
     it = groups_.emplace(key, group(devices)).first;
   }
-  return cheapest(*it->second, bytes / t);
+  return cheapest(*it->second, bytes / t, ring);
 }
 
-double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes) const {
+double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes, bool ring) const {
   if (devices.size() < 2 || bytes <= 0) return 0;
   auto it = placed_.find(devices);
   if (it == placed_.end()) it = placed_.emplace(devices, group(devices)).first;
-  return cheapest(*it->second, bytes);
+  return cheapest(*it->second, bytes, ring);
 }
 
 std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>& devices) const {
@@ -161,8 +162,9 @@ std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>&
   return grp;
 }
 
-double NetworkCosts::cheapest(const Group& g, int64_t bytes) const {
+double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring) const {
   if (g.n < 2) return 0;
+  if (ring) return g.time(AllReduceAlgo::kRing, bytes);
   double best = std::numeric_limits<double>::infinity();
   for (AllReduceAlgo a :
        {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {

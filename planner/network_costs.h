@@ -33,9 +33,11 @@ class NetworkCosts {
   // groups apart, a group being `t` consecutive devices of which rank 0 takes part: the
   // cheapest of ring, tree and hierarchical (or the scenario's choice), as
   // allreduce_estimate (schedules/collective_estimates.h) costs them.
-  double allreduce(int g, int r, int data, int stride, int t, int64_t bytes) const;
+  // `ring`: the ring alone (ZeRO's reduce-scatter and all-gather are its two halves).
+  double allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
+                   bool ring = false) const;
   // The same among any devices, `bytes` each.
-  double allreduce(const std::vector<int>& devices, int64_t bytes) const;
+  double allreduce(const std::vector<int>& devices, int64_t bytes, bool ring = false) const;
 
   struct Group;  // one all-reduce group's distinct step rates
 
@@ -50,7 +52,7 @@ class NetworkCosts {
     }
   };
   std::unique_ptr<Group> group(const std::vector<int>& devices) const;
-  double cheapest(const Group& g, int64_t bytes) const;
+  double cheapest(const Group& g, int64_t bytes, bool ring = false) const;
 
   const Scenario& s_;
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;

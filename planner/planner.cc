@@ -76,6 +76,8 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   }
   st["data"] = p.data;
   if (p.tensor > 1) st["tensor"] = p.tensor;
+  if (p.sequence_parallel && p.tensor > 1) st["sequence_parallel"] = true;
+  if (p.zero > 0) st["zero"] = p.zero;
   if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)
     st["recompute"] = std::string(to_string(p.recompute));
   if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
@@ -216,9 +218,15 @@ class Planner {
         for (int d = 1; d * t <= N; ++d) {
           if (sc.training.global_batch % (b * d) != 0) continue;
           const int64_t M = sc.training.global_batch / (b * d);
-          for (const auto& choice : planner::schedule_choices(base_)) {
-            for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
-              pool.push_back(std::move(c));
+          for (auto choice : planner::schedule_choices(base_)) {
+            for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
+              choice.zero = level.zero;
+              choice.sequence_parallel = level.sequence_parallel;
+              stats.memory_bound = false;
+              for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
+                pool.push_back(std::move(c));
+              if (!stats.memory_bound) break;
+            }
           }
         }
       }
@@ -243,7 +251,7 @@ class Planner {
     auto take = [&](const Costed& c) {
       const std::string key =
           strategy_json(c.point, base_).dump() + std::to_string(c.point.micro_batch);
-      if (seen.insert(key).second) out.push_back(c);
+      if (seen.insert(key).second && orderable(c.point)) out.push_back(c);
     };
     for (size_t i = 0; i < pool.size() && out.size() < want; ++i) take(pool[i]);
     // Estimated front of iteration time vs peak memory (by time, keep strictly smaller memory).
@@ -330,13 +338,18 @@ class Planner {
       for (int d = 1; d <= N; ++d) {
         if (sc.training.global_batch % (b * d) != 0) continue;
         const int64_t M = sc.training.global_batch / (b * d);
-        for (const auto& choice : planner::schedule_choices(base_)) {
-          const bool inter = choice.kind == ScheduleKind::kInterleaved;
-          for (int P = 1; P <= std::min(L, N / d); ++P) {
-            for (int v = inter ? 2 : 1; P * v <= L; v *= 2) {
-              if (inter && (P < 2 || M % P != 0)) break;
-              enumerate(cm, choice, d, b, M, P, v, N, out);
-              if (!inter) break;
+        for (auto choice : planner::schedule_choices(base_)) {
+          for (const planner::MemoryLevel& level : planner::memory_levels(base_, 1)) {
+            choice.zero = level.zero;
+            const bool inter = choice.kind == ScheduleKind::kInterleaved;
+            const bool vee = choice.kind == ScheduleKind::kZbV;
+            for (int P = 1; P <= std::min(L, N / d); ++P) {
+              for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
+                if (inter && (P < 2 || M % P != 0)) break;
+                if (vee && (P < 2 || M < P)) break;
+                enumerate(cm, choice, d, b, M, P, v, N, out);
+                if (!inter) break;
+              }
             }
           }
         }
@@ -371,13 +384,16 @@ class Planner {
             if (!placements.insert(place(cm.scenario().cluster, reps, d, pol)).second) continue;
             PlanPoint p;
             p.stages = stages;
-            for (int g = 0; g < G; ++g)
-              p.stages[static_cast<size_t>(g)].replicas = reps[static_cast<size_t>(g % P)];
             p.data = d;
             p.micro_batch = b;
             p.schedule = choice.kind;
             p.warmup = choice.warmup;
+            p.recompute = choice.recompute;
+            p.zero = choice.zero;
             p.virtual_stages = v;
+            for (int g = 0; g < G; ++g)
+              p.stages[static_cast<size_t>(g)].replicas =
+                  reps[static_cast<size_t>(p.position_of(g))];
             p.placement = pol;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
               throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
@@ -414,6 +430,27 @@ class Planner {
     }
   }
 
+  // The scenario with a plan's strategy and micro-batch in place of its own.
+  std::vector<Override> with_plan(const PlanPoint& p) const {
+    std::vector<Override> with = overrides_;
+    if (p.micro_batch != base_.training.micro_batch)
+      with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
+    with.push_back({"strategy", strategy_json(p, base_).dump()});
+    return with;
+  }
+
+  // zb-v's greedy order builder refuses some stage costs and micro-batch counts (it needs
+  // the V filled); such plans are not simulated. Every other schedule orders any plan.
+  bool orderable(const PlanPoint& p) const {
+    if (p.schedule != ScheduleKind::kZbV) return true;
+    try {
+      scenario_orders(load_scenario(file_, with_plan(p)));
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  }
+
   // One strategy simulated in full: the scenario with its strategy (and micro-batch)
   // replaced, loaded through the normal validation. Empty if the loader refuses it.
   std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const {
@@ -422,9 +459,7 @@ class Planner {
     c.strategy = strategy_json(p, base_);
     if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
     c.estimate_s = estimate;
-    std::vector<Override> with = overrides_;
-    if (c.micro_batch) with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
-    with.push_back({"strategy", c.strategy.dump()});
+    const std::vector<Override> with = with_plan(p);
     try {
       const Scenario sc = load_scenario(file_, with);
       const TaskGraph graph = scenario_task_graph(sc, true);

@@ -25,12 +25,19 @@ constexpr size_t kMaxLabels = 12;
 constexpr int kMaxR = 64;  // replicas per stage the DP considers (kUnevenLimit GPUs per copy)
 constexpr int kKeepPerDepth = 3;
 
+ScheduleTraits with_choice(ScheduleTraits t, const ScheduleChoice& sc, int data, int tensor) {
+  t.zero = sc.zero;
+  t.data = data;
+  t.sequence_parallel = sc.sequence_parallel && tensor > 1;
+  return t;
+}
+
 class Dp {
  public:
   Dp(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t M, int max_gpus,
      int max_replicas, int stride, double bound, SearchStats& stats)
       : cm_(cm),
-        t_(traits(sc.kind, sc.warmup, sc.recompute)),
+        t_(with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data, cm.tensor())),
         data_(data),
         M_(M),
         G_(max_gpus),
@@ -105,15 +112,22 @@ class Dp {
       const int gpus_after = G_ - g - r;
       for (int k = stages_after == 0 ? L_ - 1 : j; k < L_ - stages_after; ++k) {
         const int64_t mem = cm_.stage_memory(j, k, r, s, S, M_, t_);
-        if (mem > cm_.capacity()) break;  // more layers only need more memory
-        const double t = cm_.stage_time(j, k, r, t_);
+        if (mem > cm_.capacity()) {  // more layers only need more memory
+          // A lower-memory level can only help if this stage could beat the incumbent.
+          if (static_cast<double>(M_) * cm_.compute_time(j, k, r, t_) < stats_.incumbent)
+            stats_.memory_bound = true;
+          break;
+        }
+        const double t =
+            std::max(cm_.stage_time(j, k, r, t_), cm_.zero_gather_time(g, r, stride_, j, k, t_));
         double fill = t;
         if (t_.w_fill > 0) {
           const double w = cm_.weight_time(j, k, r), f = cm_.forward_time(j, k, r);
           const double fb = t - w * (1 + t_.w_fill);
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }
-        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k) + cm_.optimizer_time(j, k);
+        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0) +
+                          cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
         const double rest = stages_after > 0 && gpus_after > 0
                                 ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
                                 : 0.0;
@@ -186,6 +200,8 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
   p.schedule = sc.kind;
   p.warmup = sc.warmup;
   p.recompute = sc.recompute;
+  p.zero = sc.zero;
+  p.sequence_parallel = sc.sequence_parallel && tensor > 1;
   p.virtual_stages = v;
   return p;
 }
@@ -204,6 +220,7 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
     base.push_back({ScheduleKind::kZbH2});
     base.push_back({ScheduleKind::kZb1p});
     base.push_back({ScheduleKind::kZb2p});
+    base.push_back({ScheduleKind::kZbV});
   }
   const bool cores = std::any_of(s.model.layers.begin(), s.model.layers.end(),
                                  [](const Layer& l) { return l.attention_core_bytes > 0; });
@@ -224,6 +241,17 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
   return out;
 }
 
+std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
+  std::vector<MemoryLevel> out{{0, false}};
+  if (tensor > 1) out.push_back({0, true});
+  if (is_async(s.strategy.schedule) || s.cluster.num_devices() < 2) return out;
+  for (const int z : {2, 3}) {
+    out.push_back({z, false});
+    if (tensor > 1) out.push_back({z, true});
+  }
+  return out;
+}
+
 std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int data,
                            int64_t micro_batch, int64_t M, int max_gpus, SearchStats& stats) {
   std::vector<Costed> out;
@@ -231,16 +259,35 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
   const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
   auto add = [&](PlanPoint p) {
     ++stats.costed;
+    // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under
+    // a lower ZeRO stage, or without SP, runs that way (the simulator's reduce-scatters and
+    // gathers cost more than the estimate's ring).
+    if (p.zero > 0 || p.sequence_parallel) {
+      PlanPoint lower = p;
+      for (int z = p.zero == 3 ? 2 : 0; z >= 0 && p.zero > 0; z -= 2) {
+        lower.zero = z;
+        if (cm.estimate(lower, M).fits) return;
+      }
+      lower.zero = p.zero;
+      lower.sequence_parallel = false;
+      if (p.sequence_parallel && cm.estimate(lower, M).fits) return;
+    }
     Costed c{std::move(p), {}};
     c.estimate = cm.estimate(c.point, M);
+    if (!c.estimate.fits && c.estimate.iteration_s < stats.incumbent) stats.memory_bound = true;
     if (c.estimate.fits) stats.incumbent = std::min(stats.incumbent, c.estimate.iteration_s);
     out.push_back(std::move(c));
   };
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
                          static_cast<double>(max_r);
-  if (sc.kind == ScheduleKind::kInterleaved || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
-    // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device.
+  const bool inter = sc.kind == ScheduleKind::kInterleaved, vee = sc.kind == ScheduleKind::kZbV;
+  // Lower-memory levels (ZeRO, sequence parallelism) search the uniform grid: the DP's
+  // uneven cuts there cost as much again as the whole level-0 search.
+  const bool level = sc.zero > 0 || sc.sequence_parallel;
+  if (inter || vee || level || max_gpus > kUnevenLimit || dp_work > kDpBudget) {
+    // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device,
+    // zb-v with its two (at least as many micro-batches as devices to fill the V).
     const bool large = max_gpus > kUnevenLimit || dp_work > kDpBudget;
     for (int r = 1; r <= max_r; ++r) {
       if (large && (r & (r - 1)) != 0 && max_gpus % r != 0) continue;
@@ -248,12 +295,13 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
         // Large clusters: depths that cut the layers evenly (with or without the embedding
         // and head layers) or powers of two, as Megatron-style runs use.
         if (large && (S & (S - 1)) != 0 && L % S != 0 && (L - 2) % S != 0) continue;
-        for (int v = sc.kind == ScheduleKind::kInterleaved ? 2 : 1; S * v <= L; v *= 2) {
-          if (sc.kind == ScheduleKind::kInterleaved && (S < 2 || M % S != 0)) break;
+        for (int v = inter || vee ? 2 : 1; S * v <= L; v *= 2) {
+          if (inter && (S < 2 || M % S != 0)) break;
+          if (vee && (S < 2 || M < S)) break;
           std::vector<StageSpec> stages = cm.balanced(S * v);
           for (auto& st : stages) st.replicas = r;
           add(point(std::move(stages), sc, data, micro_batch, v, cm.tensor()));
-          if (sc.kind != ScheduleKind::kInterleaved) break;
+          if (!inter) break;
         }
       }
     }

@@ -7,8 +7,9 @@
 // Each state keeps a Pareto set of labels (slowest stage or cut, fill/drain sum, exposed
 // all-reduce), the terms of CostModel's iteration time, so no plan that could win under
 // the estimate is dropped. Stages that do not fit in memory are never extended. Large
-// clusters (more than kUnevenLimit GPUs per copy) and interleaved schedules use uniform
-// replicas with a compute-balanced cut instead, which keeps 1024 GPUs under a second.
+// clusters (more than kUnevenLimit GPUs per copy), interleaved and zb-v schedules and the
+// memory levels above the first (ZeRO, sequence parallelism) use uniform replicas with a
+// compute-balanced cut instead.
 #pragma once
 
 #include <limits>
@@ -32,6 +33,10 @@ struct SearchStats {
   // The best estimate of a plan that fits, so far: the DP drops partial pipelines whose
   // estimate is already past kBoundFactor times it.
   double incumbent = std::numeric_limits<double>::infinity();
+  // Whether a search met a stage or plan that does not fit and, by a lower bound on its
+  // time, could beat the incumbent (reset by the caller): only then can a lower-memory
+  // level (memory_levels) find anything worth keeping.
+  bool memory_bound = false;
 };
 inline constexpr double kBoundFactor = 2.0;
 
@@ -43,8 +48,22 @@ struct ScheduleChoice {
   ScheduleKind kind;
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;
+  int zero = 0;                    // ZeRO stage (synchronous schedules)
+  bool sequence_parallel = false;  // with tensor > 1
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
+
+// Ways to lower memory at the same estimated time, in the order the analytic phase tries
+// them, each only when the one before met a stage that did not fit: without, then with
+// sequence parallelism (tensor > 1), under ZeRO 0, 2 and 3 (synchronous schedules, more
+// than one GPU). ZeRO 1 and 2 cost what stage 0 does under the estimate (reduce-scatter +
+// all-gather is the ring all-reduce's volume; the optimizer step is sharded) with less
+// memory, 2 less than 1, so 2 stands for both; 3 pays the weight all-gathers of every pass.
+struct MemoryLevel {
+  int zero = 0;
+  bool sequence_parallel = false;
+};
+std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor);
 
 // The best plans under the estimate for one schedule, micro-batch and data degree, using at
 // most `max_gpus` GPUs per pipeline copy: for every pipeline depth, the few best.
