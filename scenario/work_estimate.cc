@@ -18,7 +18,8 @@ namespace {
 struct CollectiveCount {
   double transfers = 0;
   double ring_steps = 0;
-  double ring_members = 0;  // the ops compact rings keep instead (a hierarchical's 3 rings)
+  double ring_members = 0;  // the ops compact rings keep instead (n per ring, 3 rings in a
+                            // hierarchical all-reduce)
   CollectiveCount& operator+=(const CollectiveCount& o) {
     transfers += o.transfers;
     ring_steps += o.ring_steps;
@@ -38,8 +39,8 @@ CollectiveCount allreduce_transfers(double n, std::optional<AllReduceAlgo> algo)
   const double ring = 2 * (n - 1) * n;
   const double tree = 2 * 2 * 8 * (n - 1);
   if (algo == AllReduceAlgo::kTree) return {tree, 0, 0};
-  if (algo == AllReduceAlgo::kRing || algo == AllReduceAlgo::kHierarchical)
-    return {ring, ring, 3 * n};
+  if (algo == AllReduceAlgo::kRing) return {ring, ring, n};
+  if (algo == AllReduceAlgo::kHierarchical) return {ring, ring, 3 * n};
   return ring >= tree ? CollectiveCount{ring, ring, 3 * n} : CollectiveCount{tree, 0, 0};
 }
 

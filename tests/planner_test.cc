@@ -64,7 +64,7 @@ std::string case_file(const Case& c, const std::string& name,
 }
 
 // Best throughput among strategies that fit, over the enumerated space.
-double exhaustive_best(const Case& c, int* count) {
+double exhaustive_best(const Case& c, int* count, std::string* best_strategy = nullptr) {
   const int L = static_cast<int>(c.layers.size());
   const int N = c.nodes * c.gpus_per_node;
   double best = 0;
@@ -99,7 +99,10 @@ double exhaustive_best(const Case& c, int* count) {
                   fmt::format("  {}\n  data: {}\n  stages:\n{}", sched, d, stages);
               const test::SimRun r = test::run_yaml(scenario_yaml(c, st));
               ++*count;
-              if (!r.report.oom.oom) best = std::max(best, r.report.throughput);
+              if (!r.report.oom.oom && r.report.throughput > best) {
+                best = r.report.throughput;
+                if (best_strategy) *best_strategy = st;
+              }
             }
           }
           more = false;
@@ -184,7 +187,8 @@ class PlannerVsExhaustive : public ::testing::TestWithParam<Case> {};
 TEST_P(PlannerVsExhaustive, BestWithinOnePercent) {
   const Case& c = GetParam();
   int count = 0;
-  const double best = exhaustive_best(c, &count);
+  std::string best_strategy;
+  const double best = exhaustive_best(c, &count, &best_strategy);
   ASSERT_GT(best, 0) << "some strategy fits";
   const std::string file = case_file(c, c.name);
   PlanOptions o;
@@ -194,7 +198,8 @@ TEST_P(PlannerVsExhaustive, BestWithinOnePercent) {
   const Candidate& top = p.candidates.front();
   EXPECT_FALSE(top.oom);
   EXPECT_GE(top.throughput, 0.99 * best)
-      << c.name << ": planner " << top.strategy.dump() << " vs the best of " << count;
+      << c.name << ": planner " << top.strategy.dump() << " vs the best of " << count << ":\n"
+      << best_strategy;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PlannerVsExhaustive, ::testing::ValuesIn(cases()),
