@@ -71,7 +71,9 @@ BackendCommands::BackendCommands(CLI::App& app) {
     c->add_option("scenario", scenario_, "scenario YAML file")->required();
     c->add_option("--backend", backend_, "host (CPU threads, the default) or cuda")
         ->check(CLI::IsMember({"host", "cuda"}));
-    c->add_option("--set", sets_, "override a scenario key (repeatable)")->expected(1);
+    c->add_option("--set", sets_, "override a scenario key (repeatable)")
+        ->take_all()
+        ->expected(1);
     c->add_option("--time-scale", time_scale_,
                   "host backend: wall seconds per scenario second, or auto (the median op "
                   "lasts 5 ms, the run at most 1 s)");

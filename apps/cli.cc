@@ -320,7 +320,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* order_cmd =
       app.add_subcommand("order", "print the op order of each device, one line per device");
   order_cmd->add_option("scenario", order_file, "scenario YAML file")->required();
-  order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")->expected(1);
+  order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")
+      ->take_all()
+      ->expected(1);
 
   std::string model_file, model_json;
   bool model_ops = false;
@@ -330,7 +332,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   model_cmd->add_option("scenario", model_file, "scenario YAML file")->required();
   output_options.push_back(
       model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)"));
-  model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
+  model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")
+      ->take_all()
+      ->expected(1);
   model_cmd->add_flag("--ops", model_ops,
                       "per layer, each op: FLOPs, unit, bytes, the forward's bound, times and the "
                       "backward's bound");
@@ -347,6 +351,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       "--json", plan_args.json,
       "write {best, candidates, pareto, baselines, ...} as JSON to F ('-' for stdout)"));
   plan_cmd->add_option("--set", plan_args.sets, "override a scenario key (repeatable)")
+      ->take_all()
       ->expected(1);
   plan_cmd->add_option("--threads", plan_args.threads, "simulation threads (default: every core)")
       ->check(CLI::Range(1, 4096));

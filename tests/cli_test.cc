@@ -239,5 +239,54 @@ TEST(Cli, ResolvedScenarioRerunsToTheSameReport) {
   }
 }
 
+// Two single-GPU stages of one 1 ms / 2 ms layer each; global_batch 4, micro_batch 1.
+std::string two_stage_scenario() {
+  return test::write_temp("two-stage.yaml", R"(name: tiny
+cluster:
+  gpu: {name: g, memory: 16 GiB, peak: 100 TFLOPS, hbm_bandwidth: 900 GB/s}
+  nodes: 1
+  gpus_per_node: 4
+  intra_node: {kind: pcie, bandwidth: 1 GB/s, latency: 1 ms}
+model:
+  name: toy
+  layers:
+    - {name: a, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MB, params: 1M}
+    - {name: b, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MB, params: 1M}
+training: {global_batch: 4, micro_batch: 1, precision: fp32, optimizer: sgd}
+strategy:
+  schedule: gpipe
+  stages: [{layers: 0}, {layers: 1}]
+)");
+}
+
+// --set is repeatable on every command that reads a scenario. The two overrides give
+// M = 12 / 2 = 6 micro-batches of 2 samples.
+TEST(Cli, SetIsRepeatableOnEveryCommand) {
+  const std::string f = two_stage_scenario();
+  const std::vector<std::string> sets{"--set", "training.global_batch=12", "--set",
+                                      "training.micro_batch=2"};
+  auto with_sets = [&](std::vector<std::string> args) {
+    args.insert(args.end(), sets.begin(), sets.end());
+    return test::cli(args);
+  };
+  auto r = with_sets({"order", f});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("B5"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("F6"), std::string::npos) << r.out;
+  r = with_sets({"model", f});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("per micro-batch of 2"), std::string::npos) << r.out;
+  r = with_sets({"plan", f, "--top", "1", "--quiet"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = with_sets({"run", f});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = with_sets({"profile", f, "--backend", "host", "--repeats", "1", "--out",
+                 test::temp_path("set-profile.csv")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0",
+                 "--json", test::temp_path("set-validate.json")});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace pipesim
