@@ -78,7 +78,9 @@ BackendCommands::BackendCommands(CLI::App& app) {
                   "host backend: wall seconds per scenario second, or auto (the median op "
                   "lasts 5 ms, the run at most 1 s)");
   }
-  profile_cmd_->add_option("--out", out_, "the CSV profile to write")->required();
+  profile_cmd_
+      ->add_option("--out", out_,
+                   "the profile to write, CSV whatever the name (model: {profile: F} reads it)")->required();
   profile_cmd_->add_option("--repeats", repeats_, "runs per layer op, median kept (default 5)")
       ->check(CLI::Range(1, 1000));
   validate_cmd_->add_option("--json", json_, "write the comparison as JSON to F ('-' for stdout)");

@@ -288,5 +288,37 @@ TEST(Cli, SetIsRepeatableOnEveryCommand) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// `profile --out F` writes CSV whatever F's name, and `model: {profile: F}` reads the
+// format from the content: CSV under .yaml, .txt or no extension, and a YAML model under
+// .txt. The profile's two layers come back as the model's two layers.
+TEST(Cli, ProfileRoundTripWhateverTheExtension) {
+  const std::string f = two_stage_scenario();
+  auto scenario_reading = [](const std::string& profile) {
+    return test::write_temp("reads-profile.yaml",
+                            "cluster: {gpu: {name: g, memory: 16 GiB, peak: 100 TFLOPS, "
+                            "hbm_bandwidth: 900 GB/s}, nodes: 1, gpus_per_node: 2, "
+                            "intra_node: nvlink}\n"
+                            "model: {profile: " +
+                                profile +
+                                "}\n"
+                                "training: {global_batch: 4, micro_batch: 1}\n"
+                                "strategy: {schedule: gpipe, pipeline: 2}\n");
+  };
+  for (const char* name : {"prof.yaml", "prof.txt", "prof"}) {
+    const std::string out = test::temp_path(name);
+    auto r = test::cli({"profile", f, "--backend", "host", "--repeats", "1", "--out", out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(test::read_file(out).starts_with("name,")) << name;
+    r = test::cli({"model", scenario_reading(out)});
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out.find("2 layers"), std::string::npos) << r.out;
+  }
+  const std::string yaml_txt = test::write_temp(
+      "model.txt", "layers:\n  - {forward: 1 ms, backward: 2 ms, activation: 1 MiB, repeat: 2}\n");
+  const auto r = test::cli({"model", scenario_reading(yaml_txt)});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 layers"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace pipesim
