@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "apps/report_fields.h"
 #include "backend/host_backend.h"
 #include "backend/profile.h"
 #include "backend/sweep.h"
@@ -165,13 +166,17 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
         scenario_, o, grid,
         [&](const Scenario& s) { return make_executor(backend_, time_scale_, s); }, options,
         quiet_ ? nullptr : &err);
-    text = to_json(r).dump(2) + "\n";
+    nlohmann::ordered_json j = to_json(r);
+    add_version_and_overrides(j, o);
+    text = j.dump(2) + "\n";
     table = sweep_table(r);
   } else {
     const Scenario s = load_scenario(scenario_, o);
     const std::unique_ptr<Executor> e = make_executor(backend_, time_scale_, s);
     const Validation v = pipesim::validate(s, *e, options);
-    text = to_json(v).dump(2) + "\n";
+    nlohmann::ordered_json j = to_json(v);
+    add_version_and_overrides(j, o);
+    text = j.dump(2) + "\n";
     table = validation_table(v);
   }
   OutputFiles files(log.files());

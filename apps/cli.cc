@@ -13,6 +13,7 @@
 
 #include "api/pipesim.h"
 #include "apps/backend_commands.h"
+#include "apps/report_fields.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -266,8 +267,11 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
       throw InputError(e.what(), std::string(kTimeUnits), "--time-limit");
     }
   }
-  const Plan p = plan(a.file, parse_overrides(a.sets), options);
-  const std::string text = to_json(p).dump(2) + "\n";
+  const std::vector<Override> overrides = parse_overrides(a.sets);
+  const Plan p = plan(a.file, overrides, options);
+  nlohmann::ordered_json j = to_json(p);
+  add_version_and_overrides(j, overrides);
+  const std::string text = j.dump(2) + "\n";
   OutputFiles files(plan_inputs(a.file, a.sets));
   if (a.json == "-") {
     out << text;

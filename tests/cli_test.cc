@@ -320,5 +320,35 @@ TEST(Cli, ProfileRoundTripWhateverTheExtension) {
   EXPECT_NE(r.out.find("2 layers"), std::string::npos) << r.out;
 }
 
+// Every report echoes the --set overrides it applied (SPEC section 5): plan and validate
+// JSON as the run report does (with the version), and the run summary in one line.
+TEST(Cli, ReportsEchoTheOverrides) {
+  const std::string f = two_stage_scenario();
+  const json expected = {{"training.global_batch", "8"}, {"name", "echoed"}};
+  const std::vector<std::string> sets{"--set", "training.global_batch=8", "--set", "name=echoed"};
+  auto with_sets = [&](std::vector<std::string> args) {
+    args.insert(args.end(), sets.begin(), sets.end());
+    return test::cli(args);
+  };
+  auto r = with_sets({"plan", f, "--top", "1", "--quiet", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["overrides"], expected);
+  EXPECT_TRUE(j["version"].is_string());
+  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0",
+                 "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["overrides"], expected);
+  EXPECT_TRUE(j["version"].is_string());
+  r = with_sets({"run", f});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\noverrides   training.global_batch=8, name=echoed\n"), std::string::npos)
+      << r.out;
+  // Without overrides, no line.
+  r = test::cli({"run", f});
+  EXPECT_EQ(r.out.find("overrides"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace pipesim
