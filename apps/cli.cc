@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "api/pipesim.h"
@@ -92,7 +93,7 @@ std::string placement_table(const Scenario& s) {
   return out;
 }
 
-int cmd_run(const RunOptions& o, std::ostream& out) {
+int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   std::vector<InputIdentity> inputs;
   Scenario loaded = load(o.scenario, o.sets, &inputs);
   if (!o.trace.empty()) check_trace_size(estimate_work(loaded));
@@ -103,37 +104,50 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   // A trace and the op CSV show every collective step.
   opts.compact_collectives = o.trace.empty() && o.csv.empty();
   const std::vector<Override> overrides = parse_overrides(o.sets);
-  const Simulation run = simulate_scenario(std::move(loaded), overrides, opts);
-  const Scenario& sc = run.scenario;
-  const TaskGraph& graph = run.graph;
-  const Timeline& tl = run.timeline;
-  const Report& report = run.report;
-  const std::string json = to_json(report);
-  // All or nothing: standard output first, then every file renamed into place together.
+  // The outputs are registered (their paths checked) before simulating; their bodies read
+  // the simulation when the files are committed.
+  std::optional<Simulation> run;
+  std::string json;
   OutputFiles files(inputs);
   if (!o.json.empty() && o.json != "-")
     files.add("--json", o.json, [&](std::ostream& f) { f << json; });
-  if (!o.trace.empty())
-    files.add("--trace", o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
-  if (!o.csv.empty())
-    files.add("--csv", o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
+  if (!o.trace.empty()) {
+    files.add("--trace", o.trace, [&](std::ostream& f) {
+      write_trace(f, run->graph, run->scenario.cluster, run->timeline);
+    });
+  }
+  if (!o.csv.empty()) {
+    files.add("--csv", o.csv, [&](std::ostream& f) {
+      write_csv(f, run->graph, run->scenario.cluster, run->timeline);
+    });
+  }
   if (!o.memory_csv.empty()) {
-    files.add("--memory-csv", o.memory_csv,
-              [&](std::ostream& f) { write_memory_csv(f, graph, sc.cluster, tl); });
+    files.add("--memory-csv", o.memory_csv, [&](std::ostream& f) {
+      write_memory_csv(f, run->graph, run->scenario.cluster, run->timeline);
+    });
   }
   if (!o.resolved.empty()) {
     files.add("--resolved", o.resolved,
-              [&](std::ostream& f) { f << resolved_scenario_yaml(sc, overrides); });
+              [&](std::ostream& f) { f << resolved_scenario_yaml(run->scenario, overrides); });
   }
+  run.emplace(simulate_scenario(std::move(loaded), overrides, opts));
+  const Report& report = run->report;
+  json = to_json(report);
+  // Out of memory: the error line first, then the report as asked (SPEC section 1).
+  if (report.oom.oom) {
+    err << fmt::format("pipesim: error: out of memory: {} (at most {} on {})\n",
+                       report.oom_message, format_bytes(report.oom.capacity),
+                       run->scenario.cluster.device(report.oom.device).name);
+  }
+  // All or nothing: standard output first, then every file renamed into place together.
   if (o.json == "-") {
     out << json;
   } else {
-    out << summary_table(report) << "\n" << placement_table(sc);
+    out << summary_table(report) << "\n" << placement_table(run->scenario);
   }
   check_stdout(out);
   files.commit();
-  if (report.oom.oom) throw SimulationProblem("out of memory: " + report.oom_message);
-  return kOk;
+  return report.oom.oom ? kProblem : kOk;
 }
 
 // The files the planner's scenario reads, which its output may not overwrite.
@@ -268,15 +282,18 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
     }
   }
   const std::vector<Override> overrides = parse_overrides(a.sets);
+  // The output path is checked before the search; the file is written after it.
+  std::string text;
+  OutputFiles files(plan_inputs(a.file, a.sets));
+  if (!a.json.empty() && a.json != "-")
+    files.add("--json", a.json, [&](std::ostream& f) { f << text; });
   const Plan p = plan(a.file, overrides, options);
   nlohmann::ordered_json j = to_json(p);
   add_version_and_overrides(j, overrides);
-  const std::string text = j.dump(2) + "\n";
-  OutputFiles files(plan_inputs(a.file, a.sets));
+  text = j.dump(2) + "\n";
   if (a.json == "-") {
     out << text;
   } else {
-    if (!a.json.empty()) files.add("--json", a.json, [&](std::ostream& f) { f << text; });
     out << plan_table(p);
   }
   check_stdout(out);
@@ -382,7 +399,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         throw InputError("the output path is empty", "a file path, or '-' for stdout",
                          opt->get_name(), {"<command line>"});
     }
-    if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out); });
+    if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out, err); });
     if (order_cmd->parsed())
       return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });
     if (model_cmd->parsed())

@@ -350,5 +350,28 @@ TEST(Cli, ReportsEchoTheOverrides) {
   EXPECT_EQ(r.out.find("overrides"), std::string::npos) << r.out;
 }
 
+// Out of memory: one error line naming what is allowed. The two-stage toy's static memory
+// is 1M params x (4 + 4) B = 7.63 MiB per GPU, over a 2 MiB GPU. A bad output path is
+// found before simulating: the same run with --json in a missing directory exits 2 on the
+// path alone, without an out-of-memory line.
+TEST(Cli, OutOfMemoryLineAndOutputPathsCheckedFirst) {
+  const std::string f = two_stage_scenario();
+  auto r = test::cli({"run", f, "--set", "cluster.gpu.memory=2 MiB"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node0/gpu0 needs 7.63 MiB")) << r.err;
+  EXPECT_TRUE(r.err.ends_with("(at most 2.00 MiB on node0/gpu0)\n")) << r.err;
+  EXPECT_NE(r.out.find("oom         YES"), std::string::npos) << r.out;
+  for (const std::string command : {"run", "plan"}) {
+    r = test::cli({command, f, "--set", "cluster.gpu.memory=2 MiB", "--json",
+                   "/nonexistent-dir/x.json"});
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(r.err,
+              "pipesim: error: /nonexistent-dir/x.json: cannot create the output file: No such "
+              "file or directory (a writable path)\n")
+        << command;
+  }
+}
+
 }  // namespace
 }  // namespace pipesim
