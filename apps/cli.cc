@@ -384,6 +384,19 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   SweepCommand sweep(app, output_options);
   BackendCommands backend(app);
 
+  // A first word that is no command: name it and list the commands.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", c->get_name());
+      known |= c->get_name() == argv[1];
+    }
+    if (!known) {
+      err << fmt::format("pipesim: error: unknown command '{}' (commands: {})\n", argv[1], names);
+      return kBadInput;
+    }
+  }
   try {
     try {
       app.parse(argc, argv);

@@ -373,5 +373,25 @@ TEST(Cli, OutOfMemoryLineAndOutputPathsCheckedFirst) {
   }
 }
 
+// A key that only a --set brought in is the option's error, not the file's; an unknown
+// command is named, with the list of commands.
+TEST(Cli, ErrorsNameTheirSource) {
+  const std::string f = two_stage_scenario();
+  auto r = test::cli({"run", f, "--set", "foo.bar=1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "pipesim: error: --set: foo: unknown key (keys here: name, cluster, model, training, "
+            "strategy)\n");
+  // A file key whose value is wrong stays the file's.
+  r = test::cli({"run", f, "--set", "training.micro_batch=3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: " + f + ":")) << r.err;
+  r = test::cli({"bogus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "pipesim: error: unknown command 'bogus' (commands: run, order, model, plan, sweep, "
+            "profile, validate)\n");
+}
+
 }  // namespace
 }  // namespace pipesim
