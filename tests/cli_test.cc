@@ -393,5 +393,23 @@ TEST(Cli, ErrorsNameTheirSource) {
             "profile, validate)\n");
 }
 
+// The GPU count counts tensor ranks: data 2 x (1 + 1 replicas) x tensor 2 = 8 > 4 GPUs.
+TEST(Cli, TooFewGpusCountsTensorRanks) {
+  const std::string f = test::write_temp(
+      "tp-gpus.yaml",
+      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
+      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
+      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
+      "vocab: 1000}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: mixed}\n"
+      "strategy: {schedule: dapple, pipeline: 2, tensor: 2, data: 2}\n");
+  const auto r = test::cli({"run", f});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("needs 8 GPUs but the cluster has 4 (data x sum of stage replicas x "
+                       "tensor <= number of GPUs)"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace pipesim
