@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "apps/report_fields.h"
 #include "backend/host_backend.h"
 #include "backend/profile.h"
 #include "backend/sweep.h"
@@ -71,12 +72,16 @@ BackendCommands::BackendCommands(CLI::App& app) {
     c->add_option("scenario", scenario_, "scenario YAML file")->required();
     c->add_option("--backend", backend_, "host (CPU threads, the default) or cuda")
         ->check(CLI::IsMember({"host", "cuda"}));
-    c->add_option("--set", sets_, "override a scenario key (repeatable)")->expected(1);
+    c->add_option("--set", sets_, "override a scenario key (repeatable)")
+        ->take_all()
+        ->expected(1);
     c->add_option("--time-scale", time_scale_,
                   "host backend: wall seconds per scenario second, or auto (the median op "
                   "lasts 5 ms, the run at most 1 s)");
   }
-  profile_cmd_->add_option("--out", out_, "the CSV profile to write")->required();
+  profile_cmd_
+      ->add_option("--out", out_,
+                   "the profile to write, CSV whatever the name (model: {profile: F} reads it)")->required();
   profile_cmd_->add_option("--repeats", repeats_, "runs per layer op, median kept (default 5)")
       ->check(CLI::Range(1, 1000));
   validate_cmd_->add_option("--json", json_, "write the comparison as JSON to F ('-' for stdout)");
@@ -161,13 +166,17 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
         scenario_, o, grid,
         [&](const Scenario& s) { return make_executor(backend_, time_scale_, s); }, options,
         quiet_ ? nullptr : &err);
-    text = to_json(r).dump(2) + "\n";
+    nlohmann::ordered_json j = to_json(r);
+    add_version_and_overrides(j, o);
+    text = j.dump(2) + "\n";
     table = sweep_table(r);
   } else {
     const Scenario s = load_scenario(scenario_, o);
     const std::unique_ptr<Executor> e = make_executor(backend_, time_scale_, s);
     const Validation v = pipesim::validate(s, *e, options);
-    text = to_json(v).dump(2) + "\n";
+    nlohmann::ordered_json j = to_json(v);
+    add_version_and_overrides(j, o);
+    text = j.dump(2) + "\n";
     table = validation_table(v);
   }
   OutputFiles files(log.files());

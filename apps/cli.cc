@@ -9,10 +9,12 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "api/pipesim.h"
 #include "apps/backend_commands.h"
+#include "apps/report_fields.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -91,7 +93,7 @@ std::string placement_table(const Scenario& s) {
   return out;
 }
 
-int cmd_run(const RunOptions& o, std::ostream& out) {
+int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   std::vector<InputIdentity> inputs;
   Scenario loaded = load(o.scenario, o.sets, &inputs);
   if (!o.trace.empty()) check_trace_size(estimate_work(loaded));
@@ -102,37 +104,50 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   // A trace and the op CSV show every collective step.
   opts.compact_collectives = o.trace.empty() && o.csv.empty();
   const std::vector<Override> overrides = parse_overrides(o.sets);
-  const Simulation run = simulate_scenario(std::move(loaded), overrides, opts);
-  const Scenario& sc = run.scenario;
-  const TaskGraph& graph = run.graph;
-  const Timeline& tl = run.timeline;
-  const Report& report = run.report;
-  const std::string json = to_json(report);
-  // All or nothing: standard output first, then every file renamed into place together.
+  // The outputs are registered (their paths checked) before simulating; their bodies read
+  // the simulation when the files are committed.
+  std::optional<Simulation> run;
+  std::string json;
   OutputFiles files(inputs);
   if (!o.json.empty() && o.json != "-")
     files.add("--json", o.json, [&](std::ostream& f) { f << json; });
-  if (!o.trace.empty())
-    files.add("--trace", o.trace, [&](std::ostream& f) { write_trace(f, graph, sc.cluster, tl); });
-  if (!o.csv.empty())
-    files.add("--csv", o.csv, [&](std::ostream& f) { write_csv(f, graph, sc.cluster, tl); });
+  if (!o.trace.empty()) {
+    files.add("--trace", o.trace, [&](std::ostream& f) {
+      write_trace(f, run->graph, run->scenario.cluster, run->timeline);
+    });
+  }
+  if (!o.csv.empty()) {
+    files.add("--csv", o.csv, [&](std::ostream& f) {
+      write_csv(f, run->graph, run->scenario.cluster, run->timeline);
+    });
+  }
   if (!o.memory_csv.empty()) {
-    files.add("--memory-csv", o.memory_csv,
-              [&](std::ostream& f) { write_memory_csv(f, graph, sc.cluster, tl); });
+    files.add("--memory-csv", o.memory_csv, [&](std::ostream& f) {
+      write_memory_csv(f, run->graph, run->scenario.cluster, run->timeline);
+    });
   }
   if (!o.resolved.empty()) {
     files.add("--resolved", o.resolved,
-              [&](std::ostream& f) { f << resolved_scenario_yaml(sc, overrides); });
+              [&](std::ostream& f) { f << resolved_scenario_yaml(run->scenario, overrides); });
   }
+  run.emplace(simulate_scenario(std::move(loaded), overrides, opts));
+  const Report& report = run->report;
+  json = to_json(report);
+  // Out of memory: the error line first, then the report as asked (SPEC section 1).
+  if (report.oom.oom) {
+    err << fmt::format("pipesim: error: out of memory: {} (at most {} on {})\n",
+                       report.oom_message, format_bytes(report.oom.capacity),
+                       run->scenario.cluster.device(report.oom.device).name);
+  }
+  // All or nothing: standard output first, then every file renamed into place together.
   if (o.json == "-") {
     out << json;
   } else {
-    out << summary_table(report) << "\n" << placement_table(sc);
+    out << summary_table(report) << "\n" << placement_table(run->scenario);
   }
   check_stdout(out);
   files.commit();
-  if (report.oom.oom) throw SimulationProblem("out of memory: " + report.oom_message);
-  return kOk;
+  return report.oom.oom ? kProblem : kOk;
 }
 
 // The files the planner's scenario reads, which its output may not overwrite.
@@ -266,13 +281,19 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
       throw InputError(e.what(), std::string(kTimeUnits), "--time-limit");
     }
   }
-  const Plan p = plan(a.file, parse_overrides(a.sets), options);
-  const std::string text = to_json(p).dump(2) + "\n";
+  const std::vector<Override> overrides = parse_overrides(a.sets);
+  // The output path is checked before the search; the file is written after it.
+  std::string text;
   OutputFiles files(plan_inputs(a.file, a.sets));
+  if (!a.json.empty() && a.json != "-")
+    files.add("--json", a.json, [&](std::ostream& f) { f << text; });
+  const Plan p = plan(a.file, overrides, options);
+  nlohmann::ordered_json j = to_json(p);
+  add_version_and_overrides(j, overrides);
+  text = j.dump(2) + "\n";
   if (a.json == "-") {
     out << text;
   } else {
-    if (!a.json.empty()) files.add("--json", a.json, [&](std::ostream& f) { f << text; });
     out << plan_table(p);
   }
   check_stdout(out);
@@ -320,7 +341,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* order_cmd =
       app.add_subcommand("order", "print the op order of each device, one line per device");
   order_cmd->add_option("scenario", order_file, "scenario YAML file")->required();
-  order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")->expected(1);
+  order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")
+      ->take_all()
+      ->expected(1);
 
   std::string model_file, model_json;
   bool model_ops = false;
@@ -330,7 +353,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   model_cmd->add_option("scenario", model_file, "scenario YAML file")->required();
   output_options.push_back(
       model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)"));
-  model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")->expected(1);
+  model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")
+      ->take_all()
+      ->expected(1);
   model_cmd->add_flag("--ops", model_ops,
                       "per layer, each op: FLOPs, unit, bytes, the forward's bound, times and the "
                       "backward's bound");
@@ -347,6 +372,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       "--json", plan_args.json,
       "write {best, candidates, pareto, baselines, ...} as JSON to F ('-' for stdout)"));
   plan_cmd->add_option("--set", plan_args.sets, "override a scenario key (repeatable)")
+      ->take_all()
       ->expected(1);
   plan_cmd->add_option("--threads", plan_args.threads, "simulation threads (default: every core)")
       ->check(CLI::Range(1, 4096));
@@ -358,6 +384,19 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   SweepCommand sweep(app, output_options);
   BackendCommands backend(app);
 
+  // A first word that is no command: name it and list the commands.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", c->get_name());
+      known |= c->get_name() == argv[1];
+    }
+    if (!known) {
+      err << fmt::format("pipesim: error: unknown command '{}' (commands: {})\n", argv[1], names);
+      return kBadInput;
+    }
+  }
   try {
     try {
       app.parse(argc, argv);
@@ -373,7 +412,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         throw InputError("the output path is empty", "a file path, or '-' for stdout",
                          opt->get_name(), {"<command line>"});
     }
-    if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out); });
+    if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out, err); });
     if (order_cmd->parsed())
       return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });
     if (model_cmd->parsed())

@@ -1,5 +1,7 @@
 #include "apps/sweep_command.h"
 
+#include <fmt/format.h>
+
 #include <exception>
 
 #include "core/input_file.h"
@@ -76,7 +78,13 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
     return 2;  // rank 0 says why
   }
   s = run_sweep(file_, axes, options);
-  if (!writer) return s.failed == s.points.size() && !s.points.empty() ? 2 : 0;
+  const bool all_failed = !s.points.empty() && s.failed == s.points.size();
+  if (!writer) return all_failed ? 2 : 0;
+  // The error line before the table (the sweep's progress lines, if any, came earlier).
+  if (all_failed) {
+    err << fmt::format("pipesim: error: every point of the sweep failed, the first with: {}\n",
+                       s.points.front().error);
+  }
   if (json_ == "-") {
     out << to_json(s).dump(2) << "\n";
   } else if (csv_ == "-") {
@@ -86,11 +94,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
   }
   check_stdout(out);
   files.commit();
-  if (!s.points.empty() && s.failed == s.points.size()) {
-    err << "pipesim: error: " << s.points.front().error << "\n";
-    return 2;
-  }
-  return 0;
+  return all_failed ? 2 : 0;
 }
 
 }  // namespace pipesim

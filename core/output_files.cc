@@ -107,6 +107,14 @@ void OutputFiles::add(const std::string& option, const std::string& path, Body b
       throw InputError("the output path exists and is not a regular file",
                        "a regular file, a character device or a FIFO", option, {path});
   }
+  // The directory must take a new file (commit() creates one beside the destination): a
+  // missing or read-only directory is reported now, before any work the output waits for.
+  if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    const std::filesystem::path p(path);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      fail(path, "cannot create the output file", errno);
+  }
   const std::string key = absolute_normal(path);
   for (const Output& o : outputs_) {
     if (S_ISCHR(st.st_mode)) break;  // /dev/null may take several outputs

@@ -102,7 +102,10 @@ double parse_flops(std::string_view text) {
 
 int64_t parse_count(std::string_view text) {
   const double v = parse_quantity(text, kCount, kCountUnits, "138M");
-  if (std::abs(v - std::round(v)) > 1e-6 * std::max(1.0, v)) {
+  // Whole after scaling, up to the rounding of reading the decimal and multiplying by the
+  // suffix (a few units in the last place): 1.5K = 1500 is, 1.0000001K = 1000.0001 is not.
+  if (std::abs(v - std::round(v)) >
+      std::max(1e-9, 16 * std::numeric_limits<double>::epsilon() * std::abs(v))) {
     throw InputError(fmt::format("'{}' is not a whole number", text), std::string(kCountUnits));
   }
   return to_int64(v, text);

@@ -327,28 +327,32 @@ class Planner {
   }
 
   // Every strategy of the space: contiguous cuts, per-position replicas, data copies,
-  // schedules, micro-batch sizes and distinct placements.
+  // tensor degrees, schedules (with their warm-ups and recompute modes, as the analytic
+  // phase searches them), micro-batch sizes and distinct placements.
   std::vector<Costed> exhaustive_space() {
     std::vector<Costed> out;
     const int N = base_.cluster.num_devices();
     for (const int64_t b : micro_batch_sizes(base_)) {
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
-      const planner::CostModel cm(sc);
-      const int L = cm.layers();
-      for (int d = 1; d <= N; ++d) {
-        if (sc.training.global_batch % (b * d) != 0) continue;
-        const int64_t M = sc.training.global_batch / (b * d);
-        for (auto choice : planner::schedule_choices(base_)) {
-          for (const planner::MemoryLevel& level : planner::memory_levels(base_, 1)) {
-            choice.zero = level.zero;
-            const bool inter = choice.kind == ScheduleKind::kInterleaved;
-            const bool vee = choice.kind == ScheduleKind::kZbV;
-            for (int P = 1; P <= std::min(L, N / d); ++P) {
-              for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
-                if (inter && (P < 2 || M % P != 0)) break;
-                if (vee && (P < 2 || M < P)) break;
-                enumerate(cm, choice, d, b, M, P, v, N, out);
-                if (!inter) break;
+      for (const int t : tensor_degrees(sc)) {
+        const planner::CostModel cm(sc, t, net_.get());
+        const int L = cm.layers();
+        for (int d = 1; d * t <= N; ++d) {
+          if (sc.training.global_batch % (b * d) != 0) continue;
+          const int64_t M = sc.training.global_batch / (b * d);
+          for (auto choice : planner::schedule_choices(base_)) {
+            for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
+              choice.zero = level.zero;
+              choice.sequence_parallel = level.sequence_parallel;
+              const bool inter = choice.kind == ScheduleKind::kInterleaved;
+              const bool vee = choice.kind == ScheduleKind::kZbV;
+              for (int P = 1; P <= std::min(L, N / (d * t)); ++P) {
+                for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
+                  if (inter && (P < 2 || M % P != 0)) break;
+                  if (vee && (P < 2 || M < P)) break;
+                  enumerate(cm, choice, {d, t}, b, M, P, v, N, out);
+                  if (!inter) break;
+                }
               }
             }
           }
@@ -358,10 +362,15 @@ class Planner {
     return out;
   }
 
-  void enumerate(const planner::CostModel& cm, const planner::ScheduleChoice& choice, int d,
+  // Data copies and tensor degree of an exhaustive point.
+  struct Widths {
+    int data, tensor;
+  };
+
+  void enumerate(const planner::CostModel& cm, const planner::ScheduleChoice& choice, Widths w,
                  int64_t b, int64_t M, int P, int v, int N, std::vector<Costed>& out) {
-    const int L = cm.layers(), G = P * v;
-    const int max_r = static_cast<int>(std::min<int64_t>(b, N / d));
+    const int L = cm.layers(), G = P * v, d = w.data, t = w.tensor;
+    const int max_r = static_cast<int>(std::min<int64_t>(b, N / (d * t)));
     // Cuts: G - 1 of the L - 1 boundaries, in lexicographic order.
     std::vector<int> cut(static_cast<size_t>(G - 1));
     for (int i = 0; i < G - 1; ++i) cut[static_cast<size_t>(i)] = i + 1;
@@ -377,24 +386,26 @@ class Planner {
       for (bool rmore = true; rmore;) {
         int sum = 0;
         for (int r : reps) sum += r;
-        if (sum * d <= N) {
+        if (sum * d * t <= N) {
           std::set<std::vector<std::vector<std::vector<int>>>> placements;
           for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
                                       PlacementPolicy::kScatterFirst}) {
-            if (!placements.insert(place(cm.scenario().cluster, reps, d, pol)).second) continue;
             PlanPoint p;
             p.stages = stages;
             p.data = d;
+            p.tensor = t;
             p.micro_batch = b;
             p.schedule = choice.kind;
             p.warmup = choice.warmup;
             p.recompute = choice.recompute;
             p.zero = choice.zero;
+            p.sequence_parallel = choice.sequence_parallel;
             p.virtual_stages = v;
             for (int g = 0; g < G; ++g)
               p.stages[static_cast<size_t>(g)].replicas =
                   reps[static_cast<size_t>(p.position_of(g))];
             p.placement = pol;
+            if (!placements.insert(p.devices(cm.scenario().cluster)).second) continue;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
               throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
                                            kMaxExhaustive),

@@ -262,7 +262,7 @@ void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix
 }
 
 // model: {profile: FILE}: measured per-layer costs from a CSV table, PipeDream's profile
-// graph (recognised by its "ID -- DESCRIPTION -- ..." lines) or a YAML model (.yaml).
+// graph (recognised by its "ID -- DESCRIPTION -- ..." lines) or a YAML model.
 Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
   r.expect_map(n, "model", {"name", "profile", "input", "batch"});
   const std::string rel = r.scalar(n["profile"], "model.profile", "a file path");
@@ -272,18 +272,25 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
   const std::string text = read_text(r, n["profile"], "model.profile", path, "profile file");
   Model m;
   std::vector<double> matrix_flops;
-  if (yaml_file_name(rel)) {
+  // The format is taken from the content, whatever the file's extension: PipeDream's
+  // graph by its " -- " lines, a CSV by a header naming a known column, otherwise YAML when
+  // the name says so or the first line is a "key:" line.
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const size_t eol = text.find('\n', first);
+  const std::string first_line =
+      first == std::string::npos
+          ? ""
+          : text.substr(first, eol == std::string::npos ? eol : eol - first);
+  const bool graph = first_line.find(" -- ") != std::string::npos;
+  const bool csv = !graph && is_profile_csv(text);
+  std::istringstream in(text);
+  if (graph) {
+    m = read_profile_graph(in, path.string(), &matrix_flops);
+  } else if (!csv && (yaml_file_name(rel) || first_line.find(':') != std::string::npos ||
+                      first_line.starts_with('{') || first_line.starts_with("---"))) {
     m = read_model_file(inner, text, t, gpu);
   } else {
-    std::istringstream in(text);
-    const size_t first = text.find_first_not_of(" \t\r\n");
-    const size_t eol = text.find('\n', first);
-    const bool graph =
-        first != std::string::npos &&
-        text.substr(first, eol == std::string::npos ? eol : eol - first).find(" -- ") !=
-            std::string::npos;
-    m = graph ? read_profile_graph(in, path.string(), &matrix_flops)
-              : read_profile_csv(in, path.string());
+    m = read_profile_csv(in, path.string());
   }
   if (n["batch"].IsDefined()) {
     const int64_t measured = r.integer(n["batch"], "model.batch", 1, int64_t{1} << 24);

@@ -24,36 +24,52 @@ namespace pipesim::internal {
 // (name, forward, backward or backward_input + backward_weight, activation, output,
 // params, optimizer, repeat); every cell with its unit, as in the YAML form. The path is
 // relative to the scenario file. Errors point at the CSV's line and column.
+namespace {
+
+const std::vector<std::string> kCsvColumns{
+    "name",       "forward", "backward", "backward_input", "backward_weight",
+    "activation", "output",  "params",   "optimizer",      "repeat"};
+
+// The cells of one CSV line, trimmed, each with its 1-based column.
+std::vector<std::pair<std::string, int>> split_csv(const std::string& line) {
+  std::vector<std::pair<std::string, int>> cells;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = line.find(',', start);
+    std::string cell =
+        line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t b = cell.find_first_not_of(" \t\r"), e = cell.find_last_not_of(" \t\r");
+    cells.emplace_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1),
+                       static_cast<int>(start + (b == std::string::npos ? 0 : b)) + 1);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return cells;
+}
+
+bool names_a_column(const std::vector<std::pair<std::string, int>>& header) {
+  return std::any_of(header.begin(), header.end(), [](const auto& cell) {
+    return std::find(kCsvColumns.begin(), kCsvColumns.end(), cell.first) != kCsvColumns.end();
+  });
+}
+
+}  // namespace
+
+bool is_profile_csv(const std::string& text) {
+  return names_a_column(split_csv(text.substr(0, text.find('\n'))));
+}
+
 Model read_profile_csv(std::istream& in, const std::string& file) {
-  const std::vector<std::string> known{
-      "name",       "forward", "backward", "backward_input", "backward_weight",
-      "activation", "output",  "params",   "optimizer",      "repeat"};
-  auto split = [](const std::string& line) {
-    std::vector<std::pair<std::string, int>> cells;  // text, 1-based column
-    size_t start = 0;
-    for (;;) {
-      const size_t comma = line.find(',', start);
-      std::string cell =
-          line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      const size_t b = cell.find_first_not_of(" \t\r"), e = cell.find_last_not_of(" \t\r");
-      cells.emplace_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1),
-                         static_cast<int>(start + (b == std::string::npos ? 0 : b)) + 1);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    return cells;
-  };
+  const std::vector<std::string>& known = kCsvColumns;
   std::string line;
   int lineno = 1;
   if (!std::getline(in, line))
     throw InputError("the profile is empty", "a header row, then one row per layer",
                      "model.profile", {file});
-  const auto header = split(line);
+  const auto header = split_csv(line);
   // A first line with no known column is not a profile header: it may be any file the user
   // pointed at, so it is not quoted.
-  if (std::none_of(header.begin(), header.end(), [&](const auto& cell) {
-        return std::find(known.begin(), known.end(), cell.first) != known.end();
-      })) {
+  if (!names_a_column(header)) {
     throw InputError("this file is not a profile: its first line names no known column",
                      "a CSV header of columns: " + join(known), "model.profile", {file, 1, 1});
   }
@@ -78,7 +94,7 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto cells = split(line);
+    const auto cells = split_csv(line);
     if (cells.size() != columns.size()) {
       throw InputError(fmt::format("{} cells for {} columns", cells.size(), columns.size()),
                        "one cell per column", "model.profile", {file, lineno, 1});

@@ -149,7 +149,13 @@ class Replay {
       }
       back = std::max(t, arrival) + cost(j, kB);
     }
+    // A stage's forwards need the stage before's: never more than it has. The reference
+    // then keeps each stage one short of the one before unless the stage would hold every
+    // micro-batch; with uneven stages a cheap stage may fit all M where its feeder fits
+    // fewer, and the cap keeps the replay from ordering a forward (and later a backward)
+    // before its input can exist.
     for (int j = 1; j < S_; ++j) {
+      extra[u(j)] = std::min(extra[u(j)], extra[u(j) - 1]);
       while (extra[u(j)] > 0 && extra[u(j)] >= extra[u(j) - 1] && f_[u(j)] + extra[u(j)] < M_)
         --extra[u(j)];
     }

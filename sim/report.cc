@@ -228,6 +228,12 @@ std::string to_json(const Report& r) {
 std::string summary_table(const Report& r) {
   std::string out;
   out += fmt::format("scenario    {}\nschedule    {}\n", r.info.scenario, r.info.schedule);
+  if (!r.info.overrides.empty()) {
+    std::string sets;
+    for (const auto& [key, value] : r.info.overrides)
+      sets += fmt::format("{}{}={}", sets.empty() ? "" : ", ", key, value);
+    out += fmt::format("overrides   {}\n", sets);
+  }
   if (!r.info.layout.empty()) {
     out += fmt::format("layout      {} = {} GPU{}{}{}\n", r.info.layout, r.info.gpus,
                        r.info.gpus == 1 ? "" : "s",

@@ -239,5 +239,177 @@ TEST(Cli, ResolvedScenarioRerunsToTheSameReport) {
   }
 }
 
+// Two single-GPU stages of one 1 ms / 2 ms layer each; global_batch 4, micro_batch 1.
+std::string two_stage_scenario() {
+  return test::write_temp("two-stage.yaml", R"(name: tiny
+cluster:
+  gpu: {name: g, memory: 16 GiB, peak: 100 TFLOPS, hbm_bandwidth: 900 GB/s}
+  nodes: 1
+  gpus_per_node: 4
+  intra_node: {kind: pcie, bandwidth: 1 GB/s, latency: 1 ms}
+model:
+  name: toy
+  layers:
+    - {name: a, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MB, params: 1M}
+    - {name: b, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MB, params: 1M}
+training: {global_batch: 4, micro_batch: 1, precision: fp32, optimizer: sgd}
+strategy:
+  schedule: gpipe
+  stages: [{layers: 0}, {layers: 1}]
+)");
+}
+
+// --set is repeatable on every command that reads a scenario. The two overrides give
+// M = 12 / 2 = 6 micro-batches of 2 samples.
+TEST(Cli, SetIsRepeatableOnEveryCommand) {
+  const std::string f = two_stage_scenario();
+  const std::vector<std::string> sets{"--set", "training.global_batch=12", "--set",
+                                      "training.micro_batch=2"};
+  auto with_sets = [&](std::vector<std::string> args) {
+    args.insert(args.end(), sets.begin(), sets.end());
+    return test::cli(args);
+  };
+  auto r = with_sets({"order", f});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("B5"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("F6"), std::string::npos) << r.out;
+  r = with_sets({"model", f});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("per micro-batch of 2"), std::string::npos) << r.out;
+  r = with_sets({"plan", f, "--top", "1", "--quiet"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = with_sets({"run", f});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = with_sets({"profile", f, "--backend", "host", "--repeats", "1", "--out",
+                 test::temp_path("set-profile.csv")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0",
+                 "--json", test::temp_path("set-validate.json")});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// `profile --out F` writes CSV whatever F's name, and `model: {profile: F}` reads the
+// format from the content: CSV under .yaml, .txt or no extension, and a YAML model under
+// .txt. The profile's two layers come back as the model's two layers.
+TEST(Cli, ProfileRoundTripWhateverTheExtension) {
+  const std::string f = two_stage_scenario();
+  auto scenario_reading = [](const std::string& profile) {
+    return test::write_temp("reads-profile.yaml",
+                            "cluster: {gpu: {name: g, memory: 16 GiB, peak: 100 TFLOPS, "
+                            "hbm_bandwidth: 900 GB/s}, nodes: 1, gpus_per_node: 2, "
+                            "intra_node: nvlink}\n"
+                            "model: {profile: " +
+                                profile +
+                                "}\n"
+                                "training: {global_batch: 4, micro_batch: 1}\n"
+                                "strategy: {schedule: gpipe, pipeline: 2}\n");
+  };
+  for (const char* name : {"prof.yaml", "prof.txt", "prof"}) {
+    const std::string out = test::temp_path(name);
+    auto r = test::cli({"profile", f, "--backend", "host", "--repeats", "1", "--out", out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(test::read_file(out).starts_with("name,")) << name;
+    r = test::cli({"model", scenario_reading(out)});
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out.find("2 layers"), std::string::npos) << r.out;
+  }
+  const std::string yaml_txt = test::write_temp(
+      "model.txt", "layers:\n  - {forward: 1 ms, backward: 2 ms, activation: 1 MiB, repeat: 2}\n");
+  const auto r = test::cli({"model", scenario_reading(yaml_txt)});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 layers"), std::string::npos) << r.out;
+}
+
+// Every report echoes the --set overrides it applied (SPEC section 5): plan and validate
+// JSON as the run report does (with the version), and the run summary in one line.
+TEST(Cli, ReportsEchoTheOverrides) {
+  const std::string f = two_stage_scenario();
+  const json expected = {{"training.global_batch", "8"}, {"name", "echoed"}};
+  const std::vector<std::string> sets{"--set", "training.global_batch=8", "--set", "name=echoed"};
+  auto with_sets = [&](std::vector<std::string> args) {
+    args.insert(args.end(), sets.begin(), sets.end());
+    return test::cli(args);
+  };
+  auto r = with_sets({"plan", f, "--top", "1", "--quiet", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["overrides"], expected);
+  EXPECT_TRUE(j["version"].is_string());
+  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0",
+                 "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["overrides"], expected);
+  EXPECT_TRUE(j["version"].is_string());
+  r = with_sets({"run", f});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\noverrides   training.global_batch=8, name=echoed\n"), std::string::npos)
+      << r.out;
+  // Without overrides, no line.
+  r = test::cli({"run", f});
+  EXPECT_EQ(r.out.find("overrides"), std::string::npos) << r.out;
+}
+
+// Out of memory: one error line naming what is allowed. The two-stage toy's static memory
+// is 1M params x (4 + 4) B = 7.63 MiB per GPU, over a 2 MiB GPU. A bad output path is
+// found before simulating: the same run with --json in a missing directory exits 2 on the
+// path alone, without an out-of-memory line.
+TEST(Cli, OutOfMemoryLineAndOutputPathsCheckedFirst) {
+  const std::string f = two_stage_scenario();
+  auto r = test::cli({"run", f, "--set", "cluster.gpu.memory=2 MiB"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node0/gpu0 needs 7.63 MiB")) << r.err;
+  EXPECT_TRUE(r.err.ends_with("(at most 2.00 MiB on node0/gpu0)\n")) << r.err;
+  EXPECT_NE(r.out.find("oom         YES"), std::string::npos) << r.out;
+  for (const std::string command : {"run", "plan"}) {
+    r = test::cli({command, f, "--set", "cluster.gpu.memory=2 MiB", "--json",
+                   "/nonexistent-dir/x.json"});
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(r.err,
+              "pipesim: error: /nonexistent-dir/x.json: cannot create the output file: No such "
+              "file or directory (a writable path)\n")
+        << command;
+  }
+}
+
+// A key that only a --set brought in is the option's error, not the file's; an unknown
+// command is named, with the list of commands.
+TEST(Cli, ErrorsNameTheirSource) {
+  const std::string f = two_stage_scenario();
+  auto r = test::cli({"run", f, "--set", "foo.bar=1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "pipesim: error: --set: foo: unknown key (keys here: name, cluster, model, training, "
+            "strategy)\n");
+  // A file key whose value is wrong stays the file's.
+  r = test::cli({"run", f, "--set", "training.micro_batch=3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: " + f + ":")) << r.err;
+  r = test::cli({"bogus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "pipesim: error: unknown command 'bogus' (commands: run, order, model, plan, sweep, "
+            "profile, validate)\n");
+}
+
+// The GPU count counts tensor ranks: data 2 x (1 + 1 replicas) x tensor 2 = 8 > 4 GPUs.
+TEST(Cli, TooFewGpusCountsTensorRanks) {
+  const std::string f = test::write_temp(
+      "tp-gpus.yaml",
+      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
+      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
+      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
+      "vocab: 1000}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: mixed}\n"
+      "strategy: {schedule: dapple, pipeline: 2, tensor: 2, data: 2}\n");
+  const auto r = test::cli({"run", f});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("needs 8 GPUs but the cluster has 4 (data x sum of stage replicas x "
+                       "tensor <= number of GPUs)"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace pipesim

@@ -89,6 +89,13 @@ TEST(Units, RejectsBadQuantities) {
   expect_input_error([] { parse_bandwidth("0 GB/s"); }, "must be positive");
   expect_input_error([] { parse_bytes("4 GB/s"); }, "unknown unit 'GB/s'");
   expect_input_error([] { parse_count("1.5"); }, "not a whole number");
+  // Whole after the suffix's scaling: 1.0000001K = 1000.0001, 2.0000000001B = 2000000000.1.
+  expect_input_error([] { parse_count("1.0000001K"); }, "not a whole number");
+  expect_input_error([] { parse_count("2.0000000001B"); }, "not a whole number");
+  EXPECT_EQ(parse_count("1.5K"), 1'500);
+  EXPECT_EQ(parse_count("1.1M"), 1'100'000);
+  EXPECT_EQ(parse_count("0.001K"), 1);
+  EXPECT_EQ(parse_count("175.123456789B"), 175'123'456'789);
   // The message lists what is allowed.
   expect_input_error([] { parse_bandwidth("3 furlongs"); }, "Gbit/s");
 }

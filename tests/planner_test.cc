@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "planner/network_costs.h"
 #include "scenario/setup.h"
@@ -314,6 +315,38 @@ TEST(Planner, ExhaustiveFlagAgreesAndIsRefusedWhenTooLarge) {
   const auto r = test::cli({"plan", bigfile, "--exhaustive", "--quiet"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("more than 100000 strategies"), std::string::npos) << r.err;
+}
+
+// --exhaustive simulates the dimensions the analytic phase searches: on a 4-layer
+// transformer (splittable, attention cores, split backward) over 4 GPUs that includes
+// tensor degrees 2 and 4, the auto warm-up, full and selective recompute, and zb-1p/zb-2p
+// on uneven cuts with replicas (which the greedy zero-bubble scheduler must order).
+TEST(Planner, ExhaustiveCoversThePlannersDimensions) {
+  const std::string file = test::write_temp(
+      "exh-dims.yaml",
+      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
+      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
+      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
+      "vocab: 1000}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: mixed, optimizer: adam}\n"
+      "strategy: {schedule: zb-2p, pipeline: 2}\n");
+  const auto r = test::cli({"plan", file, "--exhaustive", "--quiet", "--top", "100000",
+                            "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["simulated"], j["explored"]);
+  std::set<std::string> seen;
+  for (const json& c : j["candidates"]) {
+    const json& s = c["strategy"];
+    seen.insert("schedule=" + s["schedule"].get<std::string>());
+    if (s.contains("tensor")) seen.insert("tensor=" + std::to_string(s["tensor"].get<int>()));
+    if (s.contains("recompute")) seen.insert("recompute=" + s["recompute"].get<std::string>());
+    if (s.contains("warmup")) seen.insert("warmup=" + s["warmup"].get<std::string>());
+  }
+  for (const char* want : {"tensor=2", "tensor=4", "recompute=full", "recompute=selective",
+                           "warmup=auto", "schedule=zb-1p", "schedule=zb-2p",
+                           "schedule=gpipe-recompute", "schedule=interleaved"})
+    EXPECT_EQ(seen.count(want), 1u) << want;
 }
 
 TEST(Planner, SharedAllReduceCostsMatchTheSimulatorsEstimate) {

@@ -217,6 +217,9 @@ TEST(SweepCli, EveryPointFailingIsExitTwoWithTheFirstMessage) {
   const auto r =
       test::cli({"sweep", file, "--grid", "strategy.frobnicate=1,2", "--json", js, "--quiet"});
   EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: every point of the sweep failed, the first "
+                                 "with: "))
+      << r.err;
   EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(json::parse(test::read_file(js))["failed"], 2);  // recorded all the same

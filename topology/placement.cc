@@ -37,7 +37,7 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
   if (needed > cluster.num_devices()) {
     throw InputError(fmt::format("the strategy needs {} GPUs but the cluster has {}", needed,
                                  cluster.num_devices()),
-                     "data x sum of stage replicas <= number of GPUs");
+                     "data x sum of stage replicas x tensor <= number of GPUs");
   }
   // Free GPUs per server, in device order.
   std::vector<std::vector<int>> free(static_cast<size_t>(cluster.num_nodes()));

@@ -46,8 +46,12 @@ class Reader {
   Reader nested(const std::string& file, const YAML::Node& n, const std::string& path) const;
 
   Location where(const YAML::Node& n, const std::string& path) const {
+    // Under an override's key, or a mapping an override created on the way to its key
+    // (no place in the file): the --set option, not the file.
+    const bool created = n.IsDefined() && n.Mark().is_null();
     for (const auto& o : overridden_) {
-      if (path == o || path.starts_with(o + ".")) return {"--set", 0, 0};
+      if (path == o || path.starts_with(o + ".") || (created && o.starts_with(path + ".")))
+        return {"--set", 0, 0};
     }
     if (!n.IsDefined()) return {file_, 0, 0};
     const YAML::Mark m = n.Mark();

@@ -19,6 +19,8 @@ Model read_model_section(const Reader& r, const YAML::Node& n, const Training& t
                          const GpuSpec& gpu, bool nested);
 // Measured per-layer costs: a CSV table, or PipeDream's profile graph.
 Model read_profile_csv(std::istream& in, const std::string& file);
+// Whether the text's first line is a CSV profile header (names a known column).
+bool is_profile_csv(const std::string& text);
 // `matrix_flops`, when given, receives per layer the forward FLOPs of a Conv2d or Linear
 // node worked out from its description and output size (0 for other nodes).
 Model read_profile_graph(std::istream& in, const std::string& file,
