@@ -406,6 +406,8 @@ class Planner {
                   reps[static_cast<size_t>(p.position_of(g))];
             p.placement = pol;
             if (!placements.insert(p.devices(cm.scenario().cluster)).second) continue;
+            // zb-v's order builder refuses some stage-cost mixes: not strategies at all.
+            if (!orderable(p)) continue;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
               throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
                                            kMaxExhaustive),
