@@ -98,19 +98,15 @@ Warmup read_warmup(const Reader& r, const YAML::Node& n, const std::string& path
   return w;
 }
 
-// strategy.recompute or a stage's recompute: none | full | selective, in any synchronous
-// schedule; gpipe-recompute already means full everywhere.
+// strategy.recompute or a stage's recompute: none | full | selective, in any schedule
+// (PipeDream and 2BW re-run the forward with the weights they stashed for it);
+// gpipe-recompute already means full everywhere.
 Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string& path,
                          const Strategy& st) {
   const Recompute m = r.choice<Recompute>(n, path,
                                           {{"none", Recompute::kNone},
                                            {"full", Recompute::kFull},
                                            {"selective", Recompute::kSelective}});
-  if (m != Recompute::kNone && is_async(st.schedule))
-    r.fail(
-        n, path,
-        fmt::format("{} keeps weight versions, not recomputed activations", to_string(st.schedule)),
-        "a synchronous schedule, or recompute: none");
   if (m != Recompute::kFull && st.schedule == ScheduleKind::kGpipeRecompute)
     r.fail(n, path, "gpipe-recompute is gpipe with full recompute on every stage",
            "recompute: full, or schedule: gpipe with the recompute you want");

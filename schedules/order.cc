@@ -260,6 +260,8 @@ SlotOrders build_orders(const OrderSpec& spec) {
         const int warmup = out.round_robin ? (total_ranks - 1 - ranks_before) / r : P - p - 1;
         StepList steps = pipedream_rank_order(mbs, warmup);
         if (spec.split_backward) steps = with_weight_grads(steps);
+        // A recompute re-runs the forward (with the stashed weights) before the backward.
+        steps = with_recomputes(steps, p, P, false, spec.recompute);
         out.steps[static_cast<size_t>(p)].push_back(
             with_optimizer_steps(steps, M, spec.iterations));
       }
