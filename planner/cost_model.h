@@ -156,6 +156,7 @@ class CostModel {
   std::vector<double> f_, b_, w_, opt_;         // prefix sums, seconds
   std::vector<double> core_, tp_fwd_, tp_bwd_;  // attention core; tensor all-reduce time
   std::vector<int64_t> act_, params_, out_, kept_full_, core_bytes_, repl_;
+  std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;
