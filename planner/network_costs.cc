@@ -175,6 +175,8 @@ double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring) const {
   for (AllReduceAlgo a :
        {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
+    // Without even servers the hierarchical algorithm is the ring again.
+    if (a == AllReduceAlgo::kHierarchical && !g.hierarchical && !s_.strategy.allreduce) continue;
     best = std::min(best, g.time(a, bytes));
   }
   return best;
