@@ -84,7 +84,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
       net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
   for (auto* v : {&f_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_bwd_}) v->assign(L + 1, 0.0);
-  for (auto* v : {&act_, &params_, &kept_full_, &core_bytes_, &repl_}) v->assign(L + 1, 0);
+  for (auto* v : {&act_, &params_, &kept_full_, &core_bytes_, &repl_, &rings_}) v->assign(L + 1, 0);
   // A ring all-reduce on a tensor group inside one server: 2(t - 1) steps of bytes / t.
   auto tp_allreduce = [&](int64_t bytes) {
     if (t_ < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
@@ -101,6 +101,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     kept_full_[l + 1] = kept_full_[l] + std::min(in, x.activation_bytes);
     core_bytes_[l + 1] = core_bytes_[l] + x.attention_core_bytes;
     repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);
+    rings_[l + 1] = rings_[l] + 2 * int64_t{x.tp_forward_allreduces} + x.tp_backward_allreduces;
     max_layer_act_ = std::max(max_layer_act_, x.activation_bytes);
     max_core_ = std::max(max_core_, x.attention_core_bytes);
     f_[l + 1] = f_[l] + x.forward.seconds();
@@ -221,18 +222,50 @@ std::vector<int> CostModel::placed_group(const Placement& placed, int q) const {
   return group;
 }
 
+int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTraits& t) const {
+  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
+  thread_local std::vector<int64_t> dev_mem;  // per position, its chunks together
+  dev_mem.assign(u(P), 0);
+  for (int g = 0; g < G; ++g) {
+    const StageSpec& st = p.stages[u(g)];
+    const int q = p.position_of(g);
+    if (v == 1 || p.schedule == ScheduleKind::kZbV) {
+      // zb-v: each chunk as a ZB-H1 stage (P micro-batches of the device's activations).
+      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
+                       (g < P ? 0 : reserved_);
+    } else {
+      // Interleaved: static memory of every chunk, plus (P - q - 1) * 2 + (v - 1) * P + 1
+      // chunk activations at the peak (the reference table's 11, 9, 7, 5 for P = 4, v = 2),
+      // taken as the device's average chunk.
+      const int64_t chunks = std::min<int64_t>((P - q - 1) * 2 + (v - 1) * P + 1, v * M);
+      const int64_t act = (act_[u(st.last_layer) + 1] - act_[u(st.first_layer)]) / st.replicas;
+      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, 0, t) -
+                       (g < P ? 0 : reserved_) + act * chunks / v;
+    }
+  }
+  int64_t peak = 0;
+  for (int64_t m : dev_mem) peak = std::max(peak, m);
+  return peak;
+}
+
+bool CostModel::fits(const PlanPoint& p, int64_t M) const {
+  return peak_memory(p, M, traits(p)) <= capacity_;
+}
+
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
   const ScheduleTraits t = traits(p);
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   int per_copy = 0;
-  std::vector<int> start(u(P));  // first device of each position in copy 0
+  // Scratch reused across calls (the search costs millions of plans).
+  thread_local std::vector<int> start;  // first device of each position in copy 0
+  start.resize(u(P));
   for (int q = 0; q < P; ++q) {
     start[u(q)] = per_copy;
     per_copy += p.stages[u(q)].replicas;
   }
-  // Per position: time per micro-batch (its chunks together), W, memory; per global cut.
-  std::vector<double> dev_t(u(P), 0), dev_w(u(P), 0), dev_f(u(P), 0);
-  std::vector<int64_t> dev_mem(u(P), 0);
+  // Per position: time per micro-batch (its chunks together), W, F; per global cut.
+  thread_local std::vector<double> dev_t, dev_w, dev_f;
+  for (auto* d : {&dev_t, &dev_w, &dev_f}) d->assign(u(P), 0.0);
   double cuts = 0, block = 0, stall = 0;
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
@@ -250,19 +283,6 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
     dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
-    if (v == 1 || p.schedule == ScheduleKind::kZbV) {
-      // zb-v: each chunk as a ZB-H1 stage (P micro-batches of the device's activations).
-      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
-                       (g < P ? 0 : reserved_);
-    } else {
-      // Interleaved: static memory of every chunk, plus (P - q - 1) * 2 + (v - 1) * P + 1
-      // chunk activations at the peak (the reference table's 11, 9, 7, 5 for P = 4, v = 2),
-      // taken as the device's average chunk.
-      const int64_t chunks = std::min<int64_t>((P - q - 1) * 2 + (v - 1) * P + 1, v * M);
-      const int64_t act = (act_[u(st.last_layer) + 1] - act_[u(st.first_layer)]) / st.replicas;
-      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, 0, t) -
-                       (g < P ? 0 : reserved_) + act * chunks / v;
-    }
     if (g + 1 < G) {
       const StageSpec& nx = p.stages[u(g) + 1];
       const int64_t bytes = output_bytes(st.last_layer);
@@ -315,8 +335,10 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   const double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
   // All-reduce of each position's gradients (its chunks together) with its optimizer step,
   // overlapping the drain of the positions before it (q blocks, or q / v chunk blocks).
-  std::vector<int64_t> grad(u(P), 0);
-  std::vector<double> opt(u(P), 0);
+  thread_local std::vector<int64_t> grad;
+  thread_local std::vector<double> opt;
+  grad.assign(u(P), 0);
+  opt.assign(u(P), 0.0);
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     grad[u(p.position_of(g))] += gradient_bytes(st.first_layer, st.last_layer);
@@ -336,7 +358,7 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   }
   e.allreduce_s = exposed;
   e.iteration_s = steady + e.fill_s + e.allreduce_s;
-  for (int64_t m : dev_mem) e.peak_memory = std::max(e.peak_memory, m);
+  e.peak_memory = peak_memory(p, M, t);
   e.fits = e.peak_memory <= capacity_;
   e.work = simulation_work(p, M);
   return e;
@@ -357,11 +379,8 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
     // groups' ring all-reduces (2(t - 1) t transfers each).
     work += 4.0 * static_cast<double>(M) * n * t_;
     if (t_ > 1) {
-      double rings = 0;
-      for (int l = st.first_layer; l <= st.last_layer; ++l) {
-        const Layer& x = s_.model.layers[u(l)];
-        rings += 2 * x.tp_forward_allreduces + x.tp_backward_allreduces;
-      }
+      const auto rings =
+          static_cast<double>(rings_[u(st.last_layer) + 1] - rings_[u(st.first_layer)]);
       work += static_cast<double>(M) * n * rings * 2.0 * (t_ - 1) * t_;
     }
     if (n < 2) continue;

@@ -142,6 +142,8 @@ class CostModel {
   using Placement = std::vector<std::vector<std::vector<int>>>;
   Estimate estimate(const PlanPoint& p, int64_t micro_batches,
                     const Placement* placed = nullptr) const;
+  // Whether the plan fits in memory: estimate(p, M).fits, without the time terms.
+  bool fits(const PlanPoint& p, int64_t micro_batches) const;
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
   // by their group size, which sets how many flows share each re-rating).
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
@@ -154,12 +156,15 @@ class CostModel {
   std::vector<double> f_, b_, w_, opt_;         // prefix sums, seconds
   std::vector<double> core_, tp_fwd_, tp_bwd_;  // attention core; tensor all-reduce time
   std::vector<int64_t> act_, params_, out_, kept_full_, core_bytes_, repl_;
+  std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;
   std::unique_ptr<NetworkCosts> own_net_;
   const NetworkCosts* net_;
   mutable std::map<int, std::vector<StageSpec>> balanced_;
+  // The largest per-GPU memory of any position (its chunks together).
+  int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t) const;
   // Rank 0 of each tensor group of position q in every copy of a placement.
   std::vector<int> placed_group(const Placement& placed, int q) const;
 };

@@ -113,7 +113,8 @@ NetworkCosts::~NetworkCosts() = default;
 double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
                                bool ring) const {
   if (r * data < 2 || bytes <= 0) return 0;
-  const Key key{pack(g, r), pack(data, stride), static_cast<uint64_t>(t)};
+  // One copy: the stride places nothing.
+  const Key key{pack(g, r), pack(data, data > 1 ? stride : 0), static_cast<uint64_t>(t)};
   auto it = groups_.find(key);
   if (it == groups_.end()) {
     // Rank 0 of every group (every rank's data-parallel group looks alike).
@@ -124,16 +125,21 @@ double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_
         if (d < s_.cluster.num_devices()) devices.push_back(d);
       }
     }
-    it = groups_.emplace(key, group(devices)).first;
+    // Other shapes (another tensor degree, depth or offset) can name the same devices.
+    it = groups_.emplace(key, &shared(devices)).first;
   }
   return cheapest(*it->second, bytes / t, ring);
 }
 
 double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes, bool ring) const {
   if (devices.size() < 2 || bytes <= 0) return 0;
+  return cheapest(shared(devices), bytes, ring);
+}
+
+const NetworkCosts::Group& NetworkCosts::shared(const std::vector<int>& devices) const {
   auto it = placed_.find(devices);
   if (it == placed_.end()) it = placed_.emplace(devices, group(devices)).first;
-  return cheapest(*it->second, bytes, ring);
+  return *it->second;
 }
 
 std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>& devices) const {
@@ -169,6 +175,8 @@ double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring) const {
   for (AllReduceAlgo a :
        {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
+    // Without even servers the hierarchical algorithm is the ring again.
+    if (a == AllReduceAlgo::kHierarchical && !g.hierarchical && !s_.strategy.allreduce) continue;
     best = std::min(best, g.time(a, bytes));
   }
   return best;

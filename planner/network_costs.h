@@ -52,11 +52,13 @@ class NetworkCosts {
     }
   };
   std::unique_ptr<Group> group(const std::vector<int>& devices) const;
+  // The group of `devices`, built once whichever shape names them.
+  const Group& shared(const std::vector<int>& devices) const;
   double cheapest(const Group& g, int64_t bytes, bool ring = false) const;
 
   const Scenario& s_;
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;
-  mutable std::unordered_map<Key, std::unique_ptr<Group>, Hash> groups_;
+  mutable std::unordered_map<Key, const Group*, Hash> groups_;  // owned by placed_
   mutable std::map<std::vector<int>, std::unique_ptr<Group>> placed_;
 };
 

@@ -27,39 +27,12 @@ namespace {
 
 using planner::Costed;
 using planner::PlanPoint;
+using planner::micro_batch_sizes;
+using planner::tensor_degrees;
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Micro-batch sizes worth trying: every divisor of the global batch when the model's costs
-// follow from the micro-batch (generated and shape-described layers), else the scenario's.
-std::vector<int64_t> micro_batch_sizes(const Scenario& s) {
-  const bool analytic = std::all_of(s.model.layers.begin(), s.model.layers.end(),
-                                    [](const Layer& l) { return l.source == "analytic"; });
-  if (!analytic) return {s.training.micro_batch};
-  // Beyond a server, large micro-batches only lengthen the fill and drain of pipelines
-  // that need many micro-batches: keep to 1-16 samples (and the scenario's own).
-  const int64_t cap = s.cluster.num_devices() > 64 ? 16 : s.training.global_batch;
-  std::vector<int64_t> out;
-  for (int64_t b = 1; b <= std::min(cap, s.training.global_batch) && out.size() < 64; ++b)
-    if (s.training.global_batch % b == 0) out.push_back(b);
-  if (std::find(out.begin(), out.end(), s.training.micro_batch) == out.end())
-    out.push_back(s.training.micro_batch);
-  return out;
-}
-
-// Tensor-parallel degrees worth trying: powers of two up to a server's GPUs when every
-// layer can be split (generated transformers), else none.
-std::vector<int> tensor_degrees(const Scenario& s) {
-  const bool splittable = std::all_of(s.model.layers.begin(), s.model.layers.end(),
-                                      [](const Layer& l) { return l.tensor_parallel; });
-  int per_node = 0;
-  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
-  std::vector<int> out{1};
-  for (int t = 2; splittable && t <= per_node; t *= 2) out.push_back(t);
-  return out;
 }
 
 // The strategy section of a plan, in the form a scenario takes; strategy keys the planner

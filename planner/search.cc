@@ -241,6 +241,35 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
   return out;
 }
 
+// Micro-batch sizes worth trying: every divisor of the global batch when the model's costs
+// follow from the micro-batch (generated and shape-described layers), else the scenario's.
+std::vector<int64_t> micro_batch_sizes(const Scenario& s) {
+  const bool analytic = std::all_of(s.model.layers.begin(), s.model.layers.end(),
+                                    [](const Layer& l) { return l.source == "analytic"; });
+  if (!analytic) return {s.training.micro_batch};
+  // Beyond a server, large micro-batches only lengthen the fill and drain of pipelines
+  // that need many micro-batches: keep to 1-16 samples (and the scenario's own).
+  const int64_t cap = s.cluster.num_devices() > 64 ? 16 : s.training.global_batch;
+  std::vector<int64_t> out;
+  for (int64_t b = 1; b <= std::min(cap, s.training.global_batch) && out.size() < 64; ++b)
+    if (s.training.global_batch % b == 0) out.push_back(b);
+  if (std::find(out.begin(), out.end(), s.training.micro_batch) == out.end())
+    out.push_back(s.training.micro_batch);
+  return out;
+}
+
+// Tensor-parallel degrees worth trying: powers of two up to a server's GPUs when every
+// layer can be split (generated transformers), else none.
+std::vector<int> tensor_degrees(const Scenario& s) {
+  const bool splittable = std::all_of(s.model.layers.begin(), s.model.layers.end(),
+                                      [](const Layer& l) { return l.tensor_parallel; });
+  int per_node = 0;
+  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  std::vector<int> out{1};
+  for (int t = 2; splittable && t <= per_node; t *= 2) out.push_back(t);
+  return out;
+}
+
 std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
   std::vector<MemoryLevel> out{{0, false}};
   if (tensor > 1) out.push_back({0, true});
@@ -266,11 +295,11 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
       PlanPoint lower = p;
       for (int z = p.zero == 3 ? 2 : 0; z >= 0 && p.zero > 0; z -= 2) {
         lower.zero = z;
-        if (cm.estimate(lower, M).fits) return;
+        if (cm.fits(lower, M)) return;
       }
       lower.zero = p.zero;
       lower.sequence_parallel = false;
-      if (p.sequence_parallel && cm.estimate(lower, M).fits) return;
+      if (p.sequence_parallel && cm.fits(lower, M)) return;
     }
     Costed c{std::move(p), {}};
     c.estimate = cm.estimate(c.point, M);

@@ -40,6 +40,14 @@ struct SearchStats {
 };
 inline constexpr double kBoundFactor = 2.0;
 
+// Micro-batch sizes worth trying: every divisor of the global batch when the model's costs
+// follow from the micro-batch (generated and shape-described layers; up to 16 samples
+// beyond 64 GPUs), else the scenario's.
+std::vector<int64_t> micro_batch_sizes(const Scenario& s);
+// Tensor-parallel degrees worth trying: powers of two up to a server's GPUs when every
+// layer can be split (generated transformers), else 1 alone.
+std::vector<int> tensor_degrees(const Scenario& s);
+
 // The schedules searched for a scenario: asynchronous scenarios keep to PipeDream and
 // 2BW; synchronous ones get 1F1B with both warm-ups, GPipe, interleaved and zero bubble
 // (when the backward is split), each without recompute, with full recompute and, when the
