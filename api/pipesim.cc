@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "api/report_fields.h"
 #include "scenario/setup.h"
 #include "scenario/work_estimate.h"
 
@@ -34,7 +35,11 @@ nlohmann::ordered_json run_report(const std::string& path, const std::vector<Ove
 
 nlohmann::ordered_json plan_report(const std::string& path, const std::vector<Override>& overrides,
                                    const PlanOptions& options) {
-  return at_scenario(path, [&] { return to_json(plan(path, overrides, options)); });
+  return at_scenario(path, [&] {
+    nlohmann::ordered_json j = to_json(plan(path, overrides, options));
+    add_version_and_overrides(j, overrides);
+    return j;
+  });
 }
 
 nlohmann::ordered_json sweep_report(const std::string& path, const std::vector<GridAxis>& axes,

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "apps/report_fields.h"
+#include "api/report_fields.h"
 #include "backend/host_backend.h"
 #include "backend/profile.h"
 #include "backend/sweep.h"

@@ -14,7 +14,7 @@
 
 #include "api/pipesim.h"
 #include "apps/backend_commands.h"
-#include "apps/report_fields.h"
+#include "api/report_fields.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
