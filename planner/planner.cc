@@ -180,9 +180,17 @@ class Planner {
     return o;
   }
 
-  std::vector<Costed> analytic_phase(Plan& result) {
-    std::vector<Costed> pool;
-    planner::SearchStats stats;
+  // Data copies and tensor degree of a point of the space.
+  struct Widths {
+    int data, tensor;
+  };
+
+  // Every micro-batch size, tensor degree, data degree and schedule choice (with each of
+  // its memory levels) of the space, with the cost model of that micro-batch and tensor
+  // degree: f(cm, choice, widths, b, M) returns whether to go on to the choice's next
+  // memory level. The analytic and the exhaustive phases walk the same space.
+  template <typename F>
+  void for_each_choice(F&& f) {
     const int N = base_.cluster.num_devices();
     for (const int64_t b : micro_batch_sizes(base_)) {
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
@@ -195,15 +203,25 @@ class Planner {
             for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
               choice.zero = level.zero;
               choice.sequence_parallel = level.sequence_parallel;
-              stats.memory_bound = false;
-              for (Costed& c : planner::search(cm, choice, d, b, M, N / (d * t), stats))
-                pool.push_back(std::move(c));
-              if (!stats.memory_bound) break;
+              if (!f(cm, choice, Widths{d, t}, b, M)) break;
             }
           }
         }
       }
     }
+  }
+
+  std::vector<Costed> analytic_phase(Plan& result) {
+    std::vector<Costed> pool;
+    planner::SearchStats stats;
+    const int N = base_.cluster.num_devices();
+    for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
+                        Widths w, int64_t b, int64_t M) {
+      stats.memory_bound = false;
+      for (Costed& c : planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor), stats))
+        pool.push_back(std::move(c));
+      return stats.memory_bound;
+    });
     result.explored = stats.costed;
     return pool;
   }
@@ -305,40 +323,23 @@ class Planner {
   std::vector<Costed> exhaustive_space() {
     std::vector<Costed> out;
     const int N = base_.cluster.num_devices();
-    for (const int64_t b : micro_batch_sizes(base_)) {
-      const Scenario sc = load_scenario(file_, with_micro_batch(b));
-      for (const int t : tensor_degrees(sc)) {
-        const planner::CostModel cm(sc, t, net_.get());
-        const int L = cm.layers();
-        for (int d = 1; d * t <= N; ++d) {
-          if (sc.training.global_batch % (b * d) != 0) continue;
-          const int64_t M = sc.training.global_batch / (b * d);
-          for (auto choice : planner::schedule_choices(base_)) {
-            for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
-              choice.zero = level.zero;
-              choice.sequence_parallel = level.sequence_parallel;
-              const bool inter = choice.kind == ScheduleKind::kInterleaved;
-              const bool vee = choice.kind == ScheduleKind::kZbV;
-              for (int P = 1; P <= std::min(L, N / (d * t)); ++P) {
-                for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
-                  if (inter && (P < 2 || M % P != 0)) break;
-                  if (vee && (P < 2 || M < P)) break;
-                  enumerate(cm, choice, {d, t}, b, M, P, v, N, out);
-                  if (!inter) break;
-                }
-              }
-            }
-          }
+    for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
+                        Widths w, int64_t b, int64_t M) {
+      const int L = cm.layers();
+      const bool inter = choice.kind == ScheduleKind::kInterleaved;
+      const bool vee = choice.kind == ScheduleKind::kZbV;
+      for (int P = 1; P <= std::min(L, N / (w.data * w.tensor)); ++P) {
+        for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
+          if (inter && (P < 2 || M % P != 0)) break;
+          if (vee && (P < 2 || M < P)) break;
+          enumerate(cm, choice, w, b, M, P, v, N, out);
+          if (!inter) break;
         }
       }
-    }
+      return true;
+    });
     return out;
   }
-
-  // Data copies and tensor degree of an exhaustive point.
-  struct Widths {
-    int data, tensor;
-  };
 
   void enumerate(const planner::CostModel& cm, const planner::ScheduleChoice& choice, Widths w,
                  int64_t b, int64_t M, int P, int v, int N, std::vector<Costed>& out) {
