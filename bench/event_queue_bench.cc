@@ -10,11 +10,10 @@
 namespace pipesim {
 namespace {
 
-void BM_EventQueueHold(benchmark::State& state) {
+// One pop and one push per iteration, `state.range(0)` events pending, each pushed event
+// delayed by the next of `delays` (4096 values).
+void hold(benchmark::State& state, const std::vector<int64_t>& delays) {
   const auto pending = static_cast<size_t>(state.range(0));
-  std::mt19937_64 rng(1);
-  std::vector<int64_t> delays(4096);
-  for (auto& d : delays) d = static_cast<int64_t>(rng() % 1'000'000);
   EventQueue q;
   q.reserve(pending + 1);
   for (size_t i = 0; i < pending; ++i)
@@ -27,7 +26,24 @@ void BM_EventQueueHold(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
+
+void BM_EventQueueHold(benchmark::State& state) {
+  std::mt19937_64 rng(1);
+  std::vector<int64_t> delays(4096);
+  for (auto& d : delays) d = static_cast<int64_t>(rng() % 1'000'000);
+  hold(state, delays);
+}
 BENCHMARK(BM_EventQueueHold)->Arg(64)->Arg(1024)->Arg(65536);
+
+// Delays drawn from 8 values, as in a collective whose steps all take one of a few
+// latencies and serialisation times: pending events share few distinct times.
+void BM_EventQueueHoldFewTimes(benchmark::State& state) {
+  std::mt19937_64 rng(3);
+  std::vector<int64_t> delays(4096);
+  for (auto& d : delays) d = static_cast<int64_t>(rng() % 8) * 125'000;
+  hold(state, delays);
+}
+BENCHMARK(BM_EventQueueHoldFewTimes)->Arg(1024)->Arg(8192);
 
 void BM_EventQueueFillDrain(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));

@@ -95,26 +95,27 @@ std::string TaskGraph::describe(OpId id) const {
 
 std::optional<std::string> TaskGraph::validate() const {
   const size_t n = ops_.size();
-  std::vector<int> stream_of(n, -1);
-  std::vector<OpId> stream_next(n, UINT32_MAX);
+  std::vector<bool> in_stream(n, false);
+  std::vector<OpId> stream_next;  // the op after each compute op in its stream
+  reserve_huge(stream_next, n);
+  stream_next.assign(n, UINT32_MAX);
   for (int d = 0; d < num_devices(); ++d) {
-    const auto s = stream(d);
-    for (size_t i = 0; i < s.size(); ++i) {
-      const OpId id = s[i];
+    const auto st = stream(d);
+    for (size_t i = 0; i < st.size(); ++i) {
+      const OpId id = st[i];
       if (id >= n) return fmt::format("stream of dev{} names op {} which does not exist", d, id);
-      if (stream_of[id] != -1)
-        return fmt::format("{} appears twice in stream orders", describe(id));
+      if (in_stream[id]) return fmt::format("{} appears twice in stream orders", describe(id));
       if (!is_compute(ops_[id].kind))
         return fmt::format("{} is a transfer but sits in a compute stream", describe(id));
       if (ops_[id].device != d)
         return fmt::format("{} sits in the stream of dev{}", describe(id), d);
-      stream_of[id] = d;
-      if (i + 1 < s.size()) stream_next[id] = s[i + 1];
+      in_stream[id] = true;
+      if (i + 1 < st.size()) stream_next[id] = st[i + 1];
     }
   }
   for (OpId id = 0; id < n; ++id) {
     const Op& o = ops_[id];
-    if (is_compute(o.kind) && stream_of[id] == -1)
+    if (is_compute(o.kind) && !in_stream[id])
       return fmt::format("{} is in no stream", describe(id));
     if (o.kind == OpKind::kTransfer &&
         (o.peer < 0 || o.peer >= num_devices() || o.device == o.peer)) {
@@ -127,7 +128,9 @@ std::optional<std::string> TaskGraph::validate() const {
     }
   }
   // Kahn's algorithm over deps plus stream order.
-  std::vector<uint32_t> indeg(n, 0);
+  std::vector<uint32_t> indeg;
+  reserve_huge(indeg, n);
+  indeg.assign(n, 0);
   for (OpId id = 0; id < n; ++id) {
     indeg[id] += static_cast<uint32_t>(deps(id).size());
     if (stream_next[id] != UINT32_MAX) ++indeg[stream_next[id]];
@@ -187,8 +190,8 @@ TaskGraphBuilder::TaskGraphBuilder(int num_devices)
       static_memory_(static_cast<size_t>(num_devices), MemBreakdown{}) {}
 
 void TaskGraphBuilder::reserve(size_t ops, size_t deps) {
-  ops_.reserve(ops);
-  edges_.reserve(deps);
+  reserve_huge(ops_, ops);
+  reserve_huge(edges_, deps);
 }
 
 void TaskGraphBuilder::add_ring(const CompactRing& ring) {
@@ -198,15 +201,26 @@ void TaskGraphBuilder::add_ring(const CompactRing& ring) {
   rings_.push_back(ring);
 }
 
+namespace {
+// Doubles a full vector's capacity as push_back would, with the new buffer advised onto
+// huge pages (a graph built without reserve() still gets them for its big arrays).
+template <class T>
+void grow_if_full(std::vector<T>& v) {
+  if (v.size() == v.capacity()) reserve_huge(v, std::max<size_t>(16, v.size() * 2));
+}
+}  // namespace
+
 OpId TaskGraphBuilder::add(const Op& op) {
   PIPESIM_ASSERT(op.device >= 0 && op.device < num_devices_, "op device out of range");
   const auto id = static_cast<OpId>(ops_.size());
+  grow_if_full(ops_);
   ops_.push_back(op);
   if (is_compute(op.kind)) streams_[static_cast<size_t>(op.device)].push_back(id);
   return id;
 }
 
 void TaskGraphBuilder::add_dep(OpId op, OpId dep) {
+  grow_if_full(edges_);
   edges_.emplace_back(op, dep);
 }
 
@@ -219,6 +233,8 @@ TaskGraph TaskGraphBuilder::build() && {
   TaskGraph g;
   const size_t n = ops_.size();
   // Counting sort of the edge list into two CSR arrays (deps and successors).
+  reserve_huge(g.dep_begin_, n + 1);
+  reserve_huge(g.succ_begin_, n + 1);
   g.dep_begin_.assign(n + 1, 0);
   g.succ_begin_.assign(n + 1, 0);
   for (const auto& [op, dep] : edges_) {
@@ -230,15 +246,26 @@ TaskGraph TaskGraphBuilder::build() && {
     g.dep_begin_[i + 1] += g.dep_begin_[i];
     g.succ_begin_[i + 1] += g.succ_begin_[i];
   }
+  reserve_huge(g.deps_, edges_.size());
+  reserve_huge(g.succ_, edges_.size());
   g.deps_.resize(edges_.size());
   g.succ_.resize(edges_.size());
-  std::vector<uint32_t> dpos(g.dep_begin_.begin(), g.dep_begin_.end() - 1);
-  std::vector<uint32_t> spos(g.succ_begin_.begin(), g.succ_begin_.end() - 1);
+  // Each op's begin serves as its fill cursor, which ends at the next op's begin; one
+  // shift then restores the begins.
   for (const auto& [op, dep] : edges_) {
-    g.deps_[dpos[op]++] = dep;
-    g.succ_[spos[dep]++] = op;
+    g.deps_[g.dep_begin_[op]++] = dep;
+    g.succ_[g.succ_begin_[dep]++] = op;
   }
+  for (size_t i = n; i > 0; --i) {
+    g.dep_begin_[i] = g.dep_begin_[i - 1];
+    g.succ_begin_[i] = g.succ_begin_[i - 1];
+  }
+  g.dep_begin_[0] = 0;
+  g.succ_begin_[0] = 0;
   g.stream_begin_.assign(1, 0);
+  size_t stream_ops = 0;
+  for (const auto& s : streams_) stream_ops += s.size();
+  reserve_huge(g.stream_ops_, stream_ops);
   for (const auto& s : streams_) {
     g.stream_ops_.insert(g.stream_ops_.end(), s.begin(), s.end());
     g.stream_begin_.push_back(static_cast<uint32_t>(g.stream_ops_.size()));

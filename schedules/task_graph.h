@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/time.h"
 
 namespace pipesim {

@@ -1,5 +1,6 @@
 #include "sim/engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/checked.h"
@@ -10,10 +11,11 @@
 namespace pipesim {
 namespace {
 
-// What an event means: its payload is an op id plus one of these in the top two bits.
+// What an event means: its payload is an id plus one of these in the top two bits.
 enum EventKind : uint32_t {
-  kOpEnd = 0,        // a compute op ends
-  kLatencyDone = 1,  // a transfer's latency has elapsed: its bytes start to flow
+  kOpEnd = 0,        // a compute op ends (op id)
+  kLatencyDone = 1,  // a transfer's latency has elapsed: its bytes start to flow (its
+                     // slot in the engine's latent_ table)
   kFlowDone = 2,     // a flow's projected completion (stale if re-rated since)
 };
 constexpr uint32_t kKindShift = 30;
@@ -26,6 +28,9 @@ class Engine {
     const size_t n = g.size();
     PIPESIM_ASSERT(g.num_devices() == c.num_devices(), "TaskGraph built for this cluster");
     PIPESIM_ASSERT(n <= kIdMask, "fewer than 2^30 ops");
+    reserve_huge(tl_.start, n);
+    reserve_huge(tl_.end, n);
+    reserve_huge(waiting_, n);
     tl_.start.assign(n, Time::max());
     tl_.end.assign(n, Time::max());
     tl_.devices.resize(static_cast<size_t>(c.num_devices()));
@@ -33,19 +38,17 @@ class Engine {
     link_active_.assign(tl_.links.size(), 0);
     link_since_.assign(tl_.links.size(), Time::zero());
     waiting_.resize(n);
-    routes_.assign(n, nullptr);
     for (OpId id = 0; id < n; ++id) waiting_[id] = static_cast<uint32_t>(g.deps(id).size());
     cursor_.assign(static_cast<size_t>(c.num_devices()), 0);
     running_.assign(static_cast<size_t>(c.num_devices()), false);
     memory_.resize(static_cast<size_t>(c.num_devices()));
     queue_.reserve(static_cast<size_t>(c.num_devices()) * 2 + 64);
-    const auto rings = g.rings();
-    if (!rings.empty()) {
-      ring_of_.assign(n, kNoRing);
-      for (uint32_t r = 0; r < rings.size(); ++r) {
-        for (uint32_t i = 0; i < rings[r].n; ++i) ring_of_[rings[r].first + i] = r;
-      }
+    size_t members = 0;
+    for (const CompactRing& r : g.rings()) {
+      ring_base_.push_back(static_cast<uint32_t>(members));
+      members += r.n;
     }
+    member_route_.assign(members, nullptr);
   }
 
   Timeline run() {
@@ -70,10 +73,13 @@ class Engine {
           ++tl_.events;
           finish(id, now);
           break;
-        case kLatencyDone:
+        case kLatencyDone: {
           ++tl_.events;
-          start_flow(id, now);
+          const Latent l = latent_[id];
+          free_latent_.push_back(id);
+          start_flow(l.id, *l.route, now);
           break;
+        }
         case kFlowDone:
           if (id >= graph_.size()) --step_of(id).pending;
           if (!network_.is_current(id, now)) {  // re-rated since; a newer event stands
@@ -117,8 +123,7 @@ class Engine {
   void start_transfer(OpId id, Time now) {
     const Op& op = graph_.op(id);
     tl_.start[id] = now;
-    if (!ring_of_.empty() && ring_of_[id] != kNoRing) {
-      const uint32_t r = ring_of_[id];
+    if (const uint32_t r = ring_of(id); r != kNoRing) {
       start_step(r, id - graph_.rings()[r].first, 0, now);
       return;
     }
@@ -135,13 +140,15 @@ class Engine {
       id = static_cast<OpId>(graph_.size() + steps_.size());
       PIPESIM_ASSERT(id <= kIdMask, "fewer than 2^30 ops and ring steps in flight");
       steps_.emplace_back();
-      routes_.push_back(nullptr);
     } else {
       id = free_steps_.back();
       free_steps_.pop_back();
     }
     step_of(id) = {ring, member, step, 0, false};
-    start_route(id, cluster_.route(op.device, op.peer), cr.chunk, now);
+    // Every step of a member crosses the same route: look it up once per member.
+    const Route*& route = member_route_[ring_base_[ring] + member];
+    if (route == nullptr) route = &cluster_.route(op.device, op.peer);
+    start_route(id, *route, cr.chunk, now);
   }
 
   // The step's chunk has arrived at the next member: it sends its next step, or, after the
@@ -166,20 +173,29 @@ class Engine {
   }
 
   void start_route(OpId id, const Route& route, int64_t bytes, Time now) {
-    routes_[id] = &route;
     for (LinkDirection h : route.hops) {
       auto& link_bytes = tl_.links[static_cast<size_t>(h)].bytes;
       link_bytes = checked_add(link_bytes, bytes, "the bytes a link carries");
     }
     if (route.latency > Time::zero()) {
-      push(checked_add(now, route.latency, "the simulated time"), id, kLatencyDone);
+      // The event names the transfer's slot in latent_, which holds its id and route.
+      uint32_t slot = 0;
+      if (free_latent_.empty()) {
+        slot = static_cast<uint32_t>(latent_.size());
+        PIPESIM_ASSERT(slot <= kIdMask, "fewer than 2^30 transfers in their latency");
+        latent_.emplace_back();
+      } else {
+        slot = free_latent_.back();
+        free_latent_.pop_back();
+      }
+      latent_[slot] = {id, &route};
+      push(checked_add(now, route.latency, "the simulated time"), slot, kLatencyDone);
     } else {
-      start_flow(id, now);
+      start_flow(id, route, now);
     }
   }
 
-  void start_flow(OpId id, Time now) {
-    const Route& route = *routes_[id];
+  void start_flow(OpId id, const Route& route, Time now) {
     for (LinkDirection h : route.hops) {
       const auto hu = static_cast<size_t>(h);
       if (link_active_[hu]++ == 0) link_since_[hu] = now;
@@ -192,21 +208,22 @@ class Engine {
   }
 
   void end_flow(OpId id, Time now) {
+    const Route& route = network_.route(id);
     changed_.clear();
     network_.remove(id, now, changed_);
-    for (LinkDirection h : routes_[id]->hops) {
+    for (LinkDirection h : route.hops) {
       const auto hu = static_cast<size_t>(h);
       if (--link_active_[hu] == 0) tl_.links[hu].busy += now - link_since_[hu];
     }
     after_rerate(now);
     if (id >= graph_.size()) {
       if (options_.record_links) {
-        for (LinkDirection h : routes_[id]->hops) record_link(h, now);
+        for (LinkDirection h : route.hops) record_link(h, now);
       }
       end_step(id, now);
       return;
     }
-    finish(id, now);
+    finish(id, now, &route);
   }
 
   int64_t flow_bytes(OpId id) const {
@@ -221,7 +238,7 @@ class Engine {
     }
     if (!options_.record_links) return;
     for (const FlowNetwork::Update& u : changed_) {
-      for (LinkDirection h : routes_[u.flow]->hops) record_link(h, now);
+      for (LinkDirection h : network_.route(u.flow).hops) record_link(h, now);
     }
   }
 
@@ -231,13 +248,14 @@ class Engine {
     tl_.link_samples.push_back({now, h, static_cast<float>(network_.load(h) / cap)});
   }
 
-  void finish(OpId id, Time now) {
+  // `route`: the transfer's route, or null for a compact ring's member op (its steps
+  // recorded theirs) and compute ops.
+  void finish(OpId id, Time now, const Route* route = nullptr) {
     const Op& op = graph_.op(id);
     tl_.end[id] = now;
     if (op.kind == OpKind::kTransfer) {
-      // A compact ring's member op has no route of its own: its steps recorded theirs.
-      if (options_.record_links && routes_[id] != nullptr) {
-        for (LinkDirection h : routes_[id]->hops) record_link(h, now);
+      if (options_.record_links && route != nullptr) {
+        for (LinkDirection h : route->hops) record_link(h, now);
       }
     } else {
       const auto d = static_cast<size_t>(op.device);
@@ -293,6 +311,20 @@ class Engine {
   };
   StepFlow& step_of(OpId id) { return steps_[id - graph_.size()]; }
   static constexpr uint32_t kNoRing = UINT32_MAX;
+  // The compact ring that `id` is a member of, or kNoRing (rings are sorted by first op).
+  uint32_t ring_of(OpId id) const {
+    const auto rings = graph_.rings();
+    const auto after = std::upper_bound(rings.begin(), rings.end(), id,
+                                        [](OpId v, const CompactRing& r) { return v < r.first; });
+    if (after == rings.begin()) return kNoRing;
+    const CompactRing& r = *(after - 1);
+    return id < r.first + r.n ? static_cast<uint32_t>(after - 1 - rings.begin()) : kNoRing;
+  }
+  // A transfer waiting out its route's latency.
+  struct Latent {
+    OpId id;
+    const Route* route;
+  };
 
   const TaskGraph& graph_;
   const Cluster& cluster_;
@@ -304,12 +336,14 @@ class Engine {
   std::vector<uint32_t> cursor_;   // next op of each device's stream
   std::vector<bool> running_;
   std::vector<MemBreakdown> memory_;
-  std::vector<const Route*> routes_;  // route of each transfer while it runs
+  std::vector<Latent> latent_;  // [slot] named by kLatencyDone events
+  std::vector<uint32_t> free_latent_;
   std::vector<uint32_t> link_active_;
   std::vector<Time> link_since_;
   std::vector<FlowNetwork::Update> changed_;
-  std::vector<uint32_t> ring_of_;  // [op] its compact ring, or kNoRing; empty without rings
-  std::vector<StepFlow> steps_;    // [id - graph size]
+  std::vector<uint32_t> ring_base_;         // [ring] index of its first member in member_route_
+  std::vector<const Route*> member_route_;  // [ring_base + member] its route, once looked up
+  std::vector<StepFlow> steps_;             // [id - graph size]
   std::vector<OpId> free_steps_;
 };
 

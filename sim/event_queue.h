@@ -1,21 +1,32 @@
-// The event queue: a 4-ary min-heap of 16-byte plain events over one vector.
+// The event queue: events of equal time chained together, the chains in a 4-ary min-heap.
 //
 // Order is total: (time, seq), where seq is stamped when the event is scheduled, so
 // equal-time events run in the order they were scheduled and every run of the same
 // input is identical (ns-3's EventKey idea). No allocation per event beyond the
-// vector's amortised growth, no type erasure.
+// vectors' amortised growth, no type erasure.
 //
-// An event packs (time, seq, payload) into two 64-bit words so that the order is one
-// unsigned 128-bit comparison, which compiles without branches; heap order costs
-// branch mispredictions, not instructions. seq has 32 bits: a queue may schedule
-// 4.29e9 events in its lifetime (the engine caps runs far below that).
+// Simulations schedule many events at few distinct times (a collective's members all
+// step after the same latency and the same serialisation time), so the events of one
+// time form a chain, a FIFO in scheduling (seq) order, and only the chains sit in the
+// heap, keyed by (time, seq of their first event). A push finds the chain of its time
+// through a small direct-mapped cache of chain tails; when the cache has lost it (another
+// time took its line), the push starts a new chain for the same time. The old one receives
+// nothing more, so every event of it precedes every event of the new one in seq order as
+// well, and the heap's (time, first seq) key pops them in (time, seq) order. Popping from
+// a chain that has more events leaves its heap entry in place.
+//
+// A heap entry packs (time, seq, chain head) into two 64-bit words so that the order is one
+// unsigned 128-bit comparison, which compiles without branches (seqs are unique, so the
+// head never decides). seq has 32 bits: a queue may schedule 4.29e9 events in its lifetime
+// (the engine caps runs far below that).
 //
 //   operation   cost
-//   push        O(log4 n)
-//   pop         O(4 log4 n)
-//   top, size   O(1)
+//   push        O(1) onto an existing time's chain, O(log4 chains) for a new chain
+//   pop         O(1) from a chain with more events, O(4 log4 chains) when it empties
+//   size        O(1)
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -42,21 +53,53 @@ inline bool event_before(const Event& a, const Event& b) {
 
 class EventQueue {
  public:
-  void reserve(size_t n) { heap_.reserve(n); }
-  bool empty() const { return heap_.empty(); }
-  size_t size() const { return heap_.size(); }
-  const Event& top() const { return heap_.front(); }
+  EventQueue() { cache_.fill(Line{}); }
+  void reserve(size_t n) {
+    heap_.reserve(n);
+    items_.reserve(n);
+  }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
 
   // Times must be >= 0 (simulated time starts at zero and never goes back).
   void push(Time time, uint32_t payload) {
     PIPESIM_ASSERT(time >= Time::zero() && next_seq_ != UINT32_MAX,
                    "event time >= 0 and fewer than 2^32 events");
-    heap_.push_back(Event{time, next_seq_++, payload});
-    sift_up(heap_.size() - 1);
+    const uint32_t seq = next_seq_++;
+    uint32_t i = free_;
+    if (i == kNone) {
+      i = static_cast<uint32_t>(items_.size());
+      items_.emplace_back();
+    } else {
+      free_ = items_[i].next;
+    }
+    items_[i] = {seq, payload, kNone};
+    Line& line = cache_[line_of(time)];
+    if (line.tail != kNone && line.time == time) {
+      items_[line.tail].next = i;
+    } else {
+      line.time = time;
+      heap_.push_back(Event{time, seq, i});  // the payload names the chain's head
+      sift_up(heap_.size() - 1);
+    }
+    line.tail = i;
+    ++size_;
   }
 
   Event pop() {
-    const Event out = heap_.front();
+    Event& top = heap_.front();
+    const uint32_t i = top.payload;
+    const Item item = items_[i];
+    const Event out{top.time, item.seq, item.payload};
+    items_[i].next = free_;
+    free_ = i;
+    --size_;
+    if (item.next != kNone) {
+      top.payload = item.next;  // the chain keeps its key (time, first seq)
+      return out;
+    }
+    Line& line = cache_[line_of(top.time)];
+    if (line.tail == i) line.tail = kNone;  // the chain is gone
     const Event last = heap_.back();
     heap_.pop_back();
     if (!heap_.empty()) sift_down(last);
@@ -65,6 +108,22 @@ class EventQueue {
 
  private:
   static constexpr size_t kArity = 4;
+  static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr int kCacheBits = 10;
+
+  struct Item {
+    uint32_t seq = 0, payload = 0;
+    uint32_t next = kNone;  // the chain's next event, or the next free item
+  };
+  struct Line {
+    Time time;
+    uint32_t tail = kNone;  // last item of the newest chain of `time`, or kNone
+  };
+
+  static size_t line_of(Time t) {
+    return static_cast<size_t>((static_cast<uint64_t>(t.ps_count()) * 0x9E3779B97F4A7C15ull) >>
+                               (64 - kCacheBits));
+  }
 
   void sift_up(size_t i) {
     const Event e = heap_[i];
@@ -102,7 +161,11 @@ class EventQueue {
     heap_[i] = e;
   }
 
-  std::vector<Event> heap_;
+  std::vector<Event> heap_;  // one entry per chain: (time, first seq, head item)
+  std::vector<Item> items_;  // pending events, and free items linked through `next`
+  uint32_t free_ = kNone;
+  std::array<Line, size_t{1} << kCacheBits> cache_;  // time's line -> its newest chain
+  size_t size_ = 0;
   uint32_t next_seq_ = 0;
 };
 

@@ -1,18 +1,20 @@
 #include "sim/network.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "schedules/task_graph.h"
 
 namespace pipesim {
 
 FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling)
-    : slot_of_(max_flow_id, kNoSlot),
-      links_(static_cast<size_t>(cluster.num_links()) * 2),
-      filling_(filling) {
+    : links_(static_cast<size_t>(cluster.num_links()) * 2), filling_(filling) {
+  reserve_huge(slot_of_, max_flow_id);
+  slot_of_.assign(max_flow_id, kNoSlot);
   for (size_t d = 0; d < links_.size(); ++d) {
     links_[d].capacity = cluster.direction_bandwidth(static_cast<LinkDirection>(d));
     links_[d].finite = std::isfinite(links_[d].capacity);
@@ -29,8 +31,14 @@ Time FlowNetwork::finish_time(const Flow& f, Time now) const {
   if (f.remaining <= 0 || std::isinf(f.rate)) return now;
   // Exact integer arithmetic while the flow still has all its (whole) bytes to send.
   if (f.exact && f.remaining < 9e18) {
-    return checked_add(now, serialization_time(static_cast<int64_t>(f.remaining), f.rate),
-                       "the simulated time");
+    const auto bytes = static_cast<int64_t>(f.remaining);
+    const uint64_t h =
+        (static_cast<uint64_t>(bytes) ^ std::bit_cast<uint64_t>(f.rate)) * 0x9E3779B97F4A7C15ull;
+    Serialization& memo = serialization_memo_[h >> (64 - kMemoBits)];
+    if (memo.bytes != bytes || memo.rate != f.rate) {
+      memo = {bytes, f.rate, serialization_time(bytes, f.rate)};
+    }
+    return checked_add(now, memo.time, "the simulated time");
   }
   const long double ps = std::ceil(static_cast<long double>(f.remaining) * 1e12L / f.rate);
   return checked_add(now, Time::ps(static_cast<int64_t>(std::min<long double>(ps, 9e18L))),
@@ -57,21 +65,22 @@ void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
   f.remaining = static_cast<double>(bytes);
   f.updated = now;
   f.rate = std::numeric_limits<double>::infinity();
-  for (LinkDirection h : route.hops) f.constrained = f.constrained || finite(h);
-  if (bytes == 0 || !f.constrained) {
-    f.constrained = false;  // it never joins the links' flow lists
+  bool alone = true;
+  double bottleneck = std::numeric_limits<double>::infinity();
+  if (bytes > 0) {
+    for (LinkDirection h : route.hops) {
+      Link& l = links_[static_cast<size_t>(h)];
+      if (!l.finite) continue;
+      f.constrained = true;
+      alone = alone && l.flows.empty();
+      bottleneck = std::min(bottleneck, l.capacity);
+      l.flows.push_back(s);
+    }
+  }
+  if (!f.constrained) {  // no bytes, or no finite link: it joined no link's flow list
     f.finish = now;
     changed.push_back({id, now});
     return;
-  }
-  bool alone = true;
-  double bottleneck = std::numeric_limits<double>::infinity();
-  for (LinkDirection h : route.hops) {
-    if (!finite(h)) continue;
-    Link& l = links_[static_cast<size_t>(h)];
-    alone = alone && l.flows.empty();
-    bottleneck = std::min(bottleneck, l.capacity);
-    l.flows.push_back(s);
   }
   if (alone) {  // its own component: it gets the bottleneck and nobody else changes
     f.rate = bottleneck;

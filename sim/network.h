@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <limits>
@@ -44,6 +45,8 @@ class FlowNetwork {
     const uint32_t s = slot_of_[flow];
     return s != kNoSlot && slots_[s].finish == t;
   }
+  // The route of an active flow.
+  const Route& route(uint32_t flow) const { return *slots_[slot_of_[flow]].route; }
   // Ends `flow` (its last byte is through) and re-rates its component.
   void remove(uint32_t flow, Time now, std::vector<Update>& changed);
 
@@ -100,6 +103,15 @@ class FlowNetwork {
   std::vector<double> old_rate_;
   std::vector<HeapEntry> heap_;
   std::vector<Link*> touched_;
+  // Recent serialization_time(bytes, rate) results: a collective sends the same chunk at
+  // the same rate at every step, and the exact 128-bit division is not cheap.
+  struct Serialization {
+    int64_t bytes = -1;
+    double rate = 0;
+    Time time;
+  };
+  static constexpr int kMemoBits = 4;
+  mutable std::array<Serialization, size_t{1} << kMemoBits> serialization_memo_{};
 };
 
 }  // namespace pipesim

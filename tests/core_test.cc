@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -161,6 +162,41 @@ TEST(EventQueue, RandomPushPopMatchesSortedOrder) {
     }
     EXPECT_EQ(popped + q.size(), seq);
   }
+}
+
+TEST(EventQueue, ManyTimesSharingCacheLinesKeepOrder) {
+  // More distinct pending times (4096) than the queue's time cache has lines (1024), so
+  // pushes for a time whose chain the cache lost start a second chain of that time; pops
+  // must still come out in (time, seq) order. Times repeat (4096 values per round) and pops
+  // interleave with pushes, including pushes at the time being popped.
+  std::mt19937_64 rng(7);
+  EventQueue q;
+  std::set<EventKey> reference;  // (time, seq, payload = seq)
+  uint32_t seq = 0;
+  Time now = Time::zero();
+  auto push = [&](Time t) {
+    q.push(t, seq);
+    reference.insert(event_key({t, seq, seq}));
+    ++seq;
+  };
+  auto pop_and_check = [&] {
+    const Event e = q.pop();
+    ASSERT_FALSE(reference.empty());
+    EXPECT_EQ(event_key(e), *reference.begin());
+    reference.erase(reference.begin());
+    now = e.time;
+  };
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 4096; ++i)
+      push(now + Time::ps(static_cast<int64_t>(rng() % 4096) * 1000 + round % 2));
+    for (int i = 0; i < 3000; ++i) {
+      pop_and_check();
+      if (i % 7 == 0) push(now);  // behind the events already at the current time
+    }
+  }
+  while (!q.empty()) pop_and_check();
+  EXPECT_TRUE(reference.empty());
+  EXPECT_EQ(q.size(), 0u);
 }
 
 }  // namespace
