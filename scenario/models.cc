@@ -148,6 +148,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     x->tp_allreduce_bytes = sbh * elem;
   }
   m.layers.front().tp_forward_allreduces = 1;
+  m.layers.front().recomputed = m.layers.back().recomputed = false;
   m.layers.back().tp_backward_allreduces = 1;
   return m;
 }

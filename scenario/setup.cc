@@ -183,14 +183,15 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
     const auto micro_batches =
         static_cast<double>(s.training.global_batch) / static_cast<double>(s.training.micro_batch);
     info.model_flops = 3 * forward * micro_batches;
-    // Recompute re-runs the forward (full) or the attention core (selective) of its stages.
+    // Recompute re-runs the forward (full: of the layers it checkpoints) or the attention
+    // core (selective) of its stages.
     double again = 0;
     const std::vector<Recompute> modes = recompute_modes(s);
     for (size_t g = 0; g < modes.size(); ++g) {
       const StageSpec& st = s.strategy.stages[g];
       for (int l = st.first_layer; l <= st.last_layer; ++l) {
         const Layer& x = s.model.layers[static_cast<size_t>(l)];
-        again += modes[g] == Recompute::kFull        ? x.forward_flops
+        again += modes[g] == Recompute::kFull        ? (x.recomputed ? x.forward_flops : 0.0)
                  : modes[g] == Recompute::kSelective ? x.attention_core_flops
                                                      : 0.0;
       }
@@ -302,6 +303,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.zero = s.strategy.zero;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
+    in.micro_batch_samples = s.training.micro_batch;
     in.param_bytes = bytes_per_param(s.training.precision, s.training.optimizer);
     in.gradient_bytes_per_param = in.param_bytes.gradients;
     in.stashed_versions = stashed_versions(s);

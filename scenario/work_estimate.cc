@@ -82,9 +82,10 @@ WorkEstimate estimate_work(const Scenario& s) {
     const bool full_recompute = st.recompute_of(stage) == Recompute::kFull;
     for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
       const Layer& layer = s.model.layers[static_cast<size_t>(l)];
+      const bool again = full_recompute && layer.recomputed;
       params += static_cast<double>(layer.params);
       if (layer.tensor_parallel)  // a full recompute re-issues the forward's
-        tp_allreduces += layer.tp_forward_allreduces * (full_recompute ? 2 : 1) +
+        tp_allreduces += layer.tp_forward_allreduces * (again ? 2 : 1) +
                          layer.tp_backward_allreduces;
       if (layer.tensor_split && t > 1) {
         // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends),
@@ -101,7 +102,7 @@ WorkEstimate estimate_work(const Scenario& s) {
             parts += times;
           }
         };
-        count(shard.forward_collectives, full_recompute ? 2 : 1);  // a full recompute re-issues
+        count(shard.forward_collectives, again ? 2 : 1);  // a full recompute re-issues
         count(shard.backward_collectives, 1);
         add(collectives *= data * r * M);
         w.compute_ops += data * r * t * M * parts;

@@ -38,7 +38,11 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   cur.k = lane % cur.t;
   const int j = cur.j;
   cur.d = device(c, p, lane);
-  cur.split = in_.orders.round_robin ? 1 : replicas(p);
+  // Replicas split each micro-batch into whole samples (round-robin replicas take whole
+  // micro-batches instead).
+  const int r = in_.orders.round_robin ? 1 : replicas(p);
+  const int64_t b = in_.micro_batch_samples;
+  cur.split = b <= 0 || b % r == 0 ? Share{1, r} : Share{samples_of(j, r, b), b};
   cur.steps = &in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
   cur.has_r.assign(static_cast<size_t>(G_ / P_) * Mb_, 0);
   cur.has_w.assign(cur.has_r.size(), 0);
@@ -164,7 +168,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   const int64_t kept =
       std::min(act, lane_bytes(sp.kept_bytes, sp.replicated_kept, cur.split, cur.t));
   const int64_t transient = lane_bytes(sp.transient_bytes, 0, cur.split, cur.t);
-  const int work = cur.split * cur.t;  // FLOPs divide over replicas and tensor ranks
+  // FLOPs divide over replicas (by their samples) and tensor ranks.
+  const Share work{cur.split.num, cur.split.den * cur.t};
   // What the backward frees: everything F allocated, or with a recompute what F kept plus
   // what R allocated again.
   const int64_t freed = cur.has_r[k] ? kept + transient : act;
@@ -243,9 +248,11 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
       Op part = op;
       part.part = static_cast<int16_t>(i);
+      const bool skipped = s.kind == OpKind::kRecompute && !lc.recomputed;  // kept, not re-run
       part.duration = split_time(
-          fwd ? lc.forward
-              : (cur.has_w[k] ? lc.backward_input : lc.backward_input + lc.backward_weight),
+          skipped ? Time::zero()
+          : fwd   ? lc.forward
+                  : (cur.has_w[k] ? lc.backward_input : lc.backward_input + lc.backward_weight),
           work);
       part.mem_at_start = i == 0 ? op.mem_at_start : 0;
       part.mem_at_end = i + 1 == L ? op.mem_at_end : 0;
@@ -308,8 +315,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     if (b == 0) target = id;
     if (b + 1 == buckets.size() && b > 0) last_part_[target] = id;
     cur.buckets.push_back(id);
-    cur.bucket_bytes.push_back(checked_mul(split_bytes(params, cur.t),
-                                           in_.gradient_bytes_per_param, "a gradient bucket"));
+    cur.bucket_bytes.push_back(
+        checked_mul(split_bytes(params, cur.t), in_.gradient_bytes_per_param, "a gradient bucket"));
     cur.before = id;
   }
   if (per_layer) {
@@ -363,9 +370,18 @@ void Lowering::add_pipeline_transfers() {
                 if (i != rr_replica(g, m) || j != rr_replica(g + 1, m)) continue;
                 bytes = out;
               } else {
-                const int64_t share = overlap(i, r, j, r2);
-                if (share == 0) continue;
-                bytes = out * share / (int64_t{r} * r2);
+                const int64_t b = in_.micro_batch_samples;
+                if (b > 0 && (b % r != 0 || b % r2 != 0)) {  // whole samples
+                  const int64_t lo = std::max(first_sample(i, r, b), first_sample(j, r2, b));
+                  const int64_t hi = std::min(first_sample(i, r, b) + samples_of(i, r, b),
+                                              first_sample(j, r2, b) + samples_of(j, r2, b));
+                  if (hi <= lo) continue;
+                  bytes = out / b * (hi - lo) + out % b * (hi - lo) / b;
+                } else {
+                  const int64_t share = overlap(i, r, j, r2);
+                  if (share == 0) continue;
+                  bytes = out * share / (int64_t{r} * r2);
+                }
               }
               for (int k = 0; k < t; ++k) {
                 for (int k2 = 0; k2 < t2; ++k2) {

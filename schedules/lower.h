@@ -54,7 +54,8 @@ struct StageProfile {
   // share, as the backward recomputes layer by layer), and R's time.
   int64_t kept_bytes = 0, transient_bytes = 0;
   Time recompute_time;
-  bool full_recompute = true;  // R re-runs the whole forward (its tensor all-reduces too)
+  // R re-runs the forward (its tensor all-reduces too) of every layer Layer::recomputed.
+  bool full_recompute = true;
   // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence
   // parallelism): of the activations, and of what recompute keeps and re-allocates.
   int64_t replicated_activation = 0, replicated_kept = 0;
@@ -65,6 +66,7 @@ struct StageProfile {
     // Tensor-parallel collectives issued in the forward and the backward, in order, each
     // after an equal segment of the pass.
     std::vector<TpCollective> tp_forward, tp_backward;
+    bool recomputed = true;  // a full R re-runs it (Layer::recomputed)
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
@@ -88,6 +90,8 @@ struct LoweringInput {
   bool sequence_parallel = false;  // activations split along the tensor group too
   int num_devices = 0;
   int micro_batches_per_iteration = 1;  // M: Op::iteration = micro-batch / M
+  // Samples per micro-batch: replicas split them into whole samples (0: in equal shares).
+  int64_t micro_batch_samples = 0;
   ParamBytes param_bytes;
   int64_t gradient_bytes_per_param = 4;  // what the all-reduce moves per parameter
   std::vector<int> stashed_versions;     // [position] extra weight versions; may be empty

@@ -68,6 +68,10 @@ struct Layer {
   Time attention_core_forward;
   double attention_core_flops = 0;
   int64_t attention_core_bytes = 0;
+  // Whether a full recompute re-runs the layer. Megatron-LM and DeepSpeed checkpoint the
+  // transformer layers only: a generated model's embedding and output layer keep their
+  // activations and are not run again.
+  bool recomputed = true;
   // Tensor parallelism (Megatron-LM's layout; generated layers only): the all-reduces the
   // layer issues on its tensor group in the forward and in the backward, each of
   // `tp_allreduce_bytes` (its b x s x h activation), and the activation bytes that stay

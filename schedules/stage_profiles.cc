@@ -68,7 +68,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
           layer.params,
           layer.forward,
           allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),
-          allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes)};
+          allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes),
+          layer.recomputed};
       if (shard) {
         cost.tp_forward = shard->forward_collectives;
         cost.tp_backward = shard->backward_collectives;
@@ -85,17 +86,24 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
         p.transient_bytes = std::max(p.transient_bytes, core);
         p.recompute_time =
             checked_add(p.recompute_time, layer.attention_core_forward, "a recompute time");
-      } else {
+      } else if (layer.recomputed) {
+        // Full: the layer's input, which tensor parallelism leaves whole.
         const int64_t kept = std::min(input, layer.activation_bytes);
         p.kept_bytes = checked_add(p.kept_bytes, kept, "kept activations");
+        p.replicated_kept = checked_add(p.replicated_kept, kept, "kept activations");
         p.transient_bytes = std::max(p.transient_bytes, layer.activation_bytes - kept);
+        p.recompute_time = checked_add(p.recompute_time, layer.forward, "a recompute time");
+      } else {
+        // Not checkpointed (an embedding, an output layer): everything stays, nothing reruns.
+        p.kept_bytes = checked_add(p.kept_bytes, layer.activation_bytes, "kept activations");
+        p.replicated_kept =
+            checked_add(p.replicated_kept, layer.tp_replicated_activation, "kept activations");
       }
     }
     p.full_recompute = mode != Recompute::kSelective;
-    if (p.full_recompute) p.recompute_time = p.forward;
-    // Full recompute keeps layer inputs, which tensor parallelism leaves whole; selective
-    // keeps the layer-norm and dropout tensors among the rest (Korthikanti et al., Table 2).
-    p.replicated_kept = mode == Recompute::kFull ? p.kept_bytes : p.replicated_activation;
+    // Selective recompute keeps the layer-norm and dropout tensors among the rest
+    // (Korthikanti et al., Table 2).
+    if (!p.full_recompute) p.replicated_kept = p.replicated_activation;
     p.input_bytes = s.first_layer == 0
                         ? model.input_bytes
                         : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;

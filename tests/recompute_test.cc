@@ -21,10 +21,9 @@ std::string order_of(const PipeSpec& p) {
   return r.out;
 }
 
-TEST(Recompute, KorthikantiTableTwoPerLayer) {
-  // One transformer layer, 16-bit, no tensor parallelism (Table 2, t = 1): s = 2048,
-  // b = 1, h = 1024, a = 16. Kept from F to B per layer: none 34sbh + 5as^2b, selective
-  // 34sbh, full 2sbh (the layer's input).
+// Two layers of s = 2048, b = 1, h = 1024, a = 16, 16-bit (layers 1 and 2 of the model;
+// layer 0 is the embedding, layer 3 the output layer).
+Model small_transformer() {
   TransformerShape t;
   t.layers = 2;
   t.hidden = 1024;
@@ -35,7 +34,14 @@ TEST(Recompute, KorthikantiTableTwoPerLayer) {
   Training tr;
   tr.micro_batch = 1;
   tr.precision = Precision::kMixed;
-  const Model m = transformer_model(t, tr, *find_gpu_preset("a100-80gb"));
+  return transformer_model(t, tr, *find_gpu_preset("a100-80gb"));
+}
+
+TEST(Recompute, KorthikantiTableTwoPerLayer) {
+  // One transformer layer, 16-bit, no tensor parallelism (Table 2, t = 1): s = 2048,
+  // b = 1, h = 1024, a = 16. Kept from F to B per layer: none 34sbh + 5as^2b, selective
+  // 34sbh, full 2sbh (the layer's input).
+  const Model m = small_transformer();
   const int64_t sbh = 2048LL * 1024, as2b = 16LL * 2048 * 2048;
   const std::vector<StageSpec> layer2{{2, 2, 1}};  // layer 0 is the embedding
   auto kept = [&](Recompute r) { return stage_profiles(m, layer2, {r})[0].kept_bytes; };
@@ -52,6 +58,27 @@ TEST(Recompute, KorthikantiTableTwoPerLayer) {
   EXPECT_EQ(stage_profiles(m, layer2, {Recompute::kSelective})[0].recompute_time,
             ops[2].forward + ops[3].forward + ops[4].forward + ops[5].forward);
   EXPECT_EQ(stage_profiles(m, layer2, {Recompute::kFull})[0].recompute_time, m.layers[2].forward);
+}
+
+TEST(Recompute, FullLeavesTheEmbeddingAndTheOutputLayerAlone) {
+  // Megatron-LM's and DeepSpeed's full recompute checkpoints the transformer layers only:
+  // a stage holding the embedding (layer 0), a layer and the output layer (layer 3) re-runs
+  // the layer's forward alone, and keeps the embedding's and the head's activations whole
+  // next to the layer's input (2sbh bytes at 16 bits).
+  const Model m = small_transformer();
+  ASSERT_EQ(m.layers.size(), 4u);
+  EXPECT_FALSE(m.layers[0].recomputed);
+  EXPECT_TRUE(m.layers[1].recomputed);
+  EXPECT_FALSE(m.layers[3].recomputed);
+  const int64_t sbh = 2048LL * 1024;
+  for (const auto& [first, last] : {std::pair{0, 1}, std::pair{2, 3}}) {
+    const StageSpec st{first, last, 1};
+    const StageProfile full = stage_profiles(m, {st}, {Recompute::kFull})[0];
+    const int layer = first == 0 ? 1 : 2;
+    const int other = first == 0 ? 0 : 3;
+    EXPECT_EQ(full.recompute_time, m.layers[static_cast<size_t>(layer)].forward);
+    EXPECT_EQ(full.kept_bytes, 2 * sbh + m.layers[static_cast<size_t>(other)].activation_bytes);
+  }
 }
 
 TEST(Recompute, OneFOneBOrderAndClosedForm) {
@@ -107,7 +134,8 @@ TEST(Recompute, PerStageAndValidation) {
   // right before each B(m).
   p.schedule = "pipedream";
   p.strategy_extra = "  recompute: full\n";
-  const auto async = test::cli({"order", test::write_temp("recompute-async.yaml", test::to_yaml(p))});
+  const auto async =
+      test::cli({"order", test::write_temp("recompute-async.yaml", test::to_yaml(p))});
   ASSERT_EQ(async.code, 0) << async.err;
   EXPECT_EQ(async.out, "dev0: F0 F1 R0 B0 R1 B1\ndev1: F0 R0 B0 F1 R1 B1\n");
   // gpipe-recompute is full already.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "core/units.h"
@@ -249,6 +250,55 @@ TEST(Memory, BreakdownAtThePeakPerSchedule) {
                   params * (c.w + c.g + c.o) + sc.stashed[s] * params * c.w + sc.activations[s])
             << what;
       }
+    }
+  }
+}
+
+TEST(Replicas, SplitAMicroBatchIntoWholeSamples) {
+  // A micro-batch of 3 samples on 2 replicas: replica 0 takes 2 samples, replica 1 takes 1
+  // (SPEC: floor(b / r) or ceil(b / r) whole samples each). Stage 0's F of 3 ms and its
+  // 3 MiB of activations scale by 2/3 and 1/3: F 2 ms and 1 ms, 2 MiB and 1 MiB. The
+  // 3 MB output goes to stage 1 (one GPU) as 2 MB from replica 0 and 1 MB from replica 1.
+  const std::string yaml = R"(
+cluster:
+  gpu: {name: g, memory: 16 GiB, peak: 100 TFLOPS, hbm_bandwidth: 900 GB/s}
+  nodes: 1
+  gpus_per_node: 4
+  intra_node: {kind: pcie, bandwidth: 1 GB/s, latency: 1 ms}
+model:
+  layers:
+    - {name: a, forward: 3 ms, backward: 6 ms, activation: 3 MiB, output: 3 MB, params: 1M}
+    - {name: b, forward: 3 ms, backward: 6 ms, activation: 3 MiB, output: 3 MB, params: 1M}
+training: {global_batch: 3, micro_batch: 3}
+strategy:
+  schedule: gpipe
+  stages: [{layers: 0, replicas: 2}, {layers: 1}]
+)";
+  const SimRun r = test::run_yaml(yaml, true);
+  std::map<int, Time> forward;
+  std::map<int, int64_t> activation;
+  std::map<int, int64_t> sent;
+  for (OpId id = 0; id < r.graph.size(); ++id) {
+    const Op& op = r.graph.op(id);
+    if (op.kind == OpKind::kForward && op.stage == 0) {
+      forward[op.device] = op.duration;
+      activation[op.device] = op.mem_at_start;
+    }
+    if (op.kind == OpKind::kTransfer && op.comm == CommKind::kActivation)
+      sent[op.device] += op.bytes;
+  }
+  const int a = r.scenario.placement[0][0][0], b = r.scenario.placement[0][0][1];
+  EXPECT_EQ(forward[a], Time::ms(2));
+  EXPECT_EQ(forward[b], Time::ms(1));
+  EXPECT_EQ(activation[a], 2 * (int64_t{1} << 20));
+  EXPECT_EQ(activation[b], int64_t{1} << 20);
+  EXPECT_EQ(sent[a], 2'000'000);
+  EXPECT_EQ(sent[b], 1'000'000);
+  // Stage 1 starts when replica 0's 2 MB arrive: 2 ms + 1 ms + 2 MB / (1 GB/s) = 5 ms.
+  for (OpId id = 0; id < r.graph.size(); ++id) {
+    const Op& op = r.graph.op(id);
+    if (op.kind == OpKind::kForward && op.stage == 1) {
+      EXPECT_EQ(r.timeline.start[id], Time::ms(5));
     }
   }
 }

@@ -26,6 +26,31 @@ inline int64_t split_bytes(int64_t b, int r) {
   return ceil_div(b, r);
 }
 
+// A replica's share of a micro-batch's work, num / den: 1 / r when the r replicas split
+// the micro-batch's samples evenly, else (its whole samples) / (the micro-batch's).
+struct Share {
+  int64_t num = 1, den = 1;
+};
+// ceil(x * num / den) without overflowing x * num.
+inline int64_t scale_up(int64_t x, Share s) {
+  const int64_t rem = x % s.den;
+  return x / s.den * s.num + ceil_div(rem * s.num, s.den);
+}
+inline Time split_time(Time t, Share s) {
+  return Time::ps(scale_up(t.ps_count(), s));
+}
+inline int64_t split_bytes(int64_t b, Share s) {
+  return scale_up(b, s);
+}
+// Whole samples of replica j of r in a micro-batch of b: the first b % r replicas get one
+// more than b / r.
+inline int64_t samples_of(int j, int r, int64_t b) {
+  return b / r + (j < b % r ? 1 : 0);
+}
+inline int64_t first_sample(int j, int r, int64_t b) {
+  return j * (b / r) + std::min<int64_t>(j, b % r);
+}
+
 // Samples replica i of r1 and replica j of r2 share, in units of 1 / (r1 * r2) of a
 // micro-batch: replica i covers [i * r2, (i + 1) * r2).
 inline int64_t overlap(int i, int r1, int j, int r2) {
@@ -152,10 +177,11 @@ class Lowering {
   int replicas(int p) const { return lanes(p) / tensor(p); }
   // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
   // whole on each rank unless sequence parallelism splits it too.
-  int64_t lane_bytes(int64_t total, int64_t replicated, int split, int t) const {
-    if (t == 1 || in_.sequence_parallel) return split_bytes(total, split * t);
+  int64_t lane_bytes(int64_t total, int64_t replicated, Share split, int t) const {
+    if (t == 1 || in_.sequence_parallel) return split_bytes(total, Share{split.num, split.den * t});
     replicated = std::min(replicated, total);
-    return split_bytes(total - replicated, split * t) + split_bytes(replicated, split);
+    return split_bytes(total - replicated, Share{split.num, split.den * t}) +
+           split_bytes(replicated, split);
   }
   int device(int c, int g, int j) const {
     return in_
@@ -171,7 +197,8 @@ class Lowering {
 
   // The compute ops of one device slot, emitted one step at a time.
   struct Cursor {
-    int c = 0, p = 0, j = 0, d = 0, split = 1;
+    int c = 0, p = 0, j = 0, d = 0;
+    Share split;  // of each micro-batch's samples
     int lane = 0, k = 0, t = 1;  // lane j * t + k: tensor rank k of replica j
     const StepList* steps = nullptr;
     std::vector<char> has_r, has_w;  // [chunk * Mb + m]: this slot recomputes / runs a separate W
@@ -225,6 +252,7 @@ class Lowering {
     const size_t L = sp.layers.size();
     for (size_t i = 0; i < L; ++i) {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
+      if (kind == OpKind::kRecompute && !lc.recomputed) continue;  // kept, not re-run
       const Time t =
           fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
       const auto& colls = fwd ? lc.tp_forward : lc.tp_backward;
