@@ -1,8 +1,8 @@
 // `pipesim plan` end to end (analytic DP, then the chosen strategies simulated in full on
 // every core, baselines included) on 16, 64, 256 and 1024 GPUs. Counters: strategies
 // costed, strategies simulated, and costed per second. BM_Analytic* time phase 1 alone.
-// Targets: 1024 GPUs with a 96-layer transformer in under 60 s on 2 cores, the analytic
-// phase under a second at every size.
+// BM_Choice* time phase 1 with phase 2's choice. Targets: 1024 GPUs with a 96-layer
+// transformer in under 60 s on 2 cores, the analytic phase under a second at every size.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -20,15 +20,20 @@ std::string write(const std::string& name, const std::string& text) {
   return path;
 }
 
-// `analytic`: phase 1 alone (nothing simulated, no baselines), which runs on the calling
-// thread, so the benchmark's CPU column is its CPU time.
-void run_plan(benchmark::State& state, const std::string& file, bool analytic = false) {
+// What a benchmark runs of `plan`: all of it; phase 1 alone (nothing simulated, no
+// baselines; every plan counts as too large to simulate, so phase 1 keeps none); or phase 1
+// keeping what phase 2 can choose, and that choice (nothing simulated, no baselines). The
+// last two run on the calling thread, so the benchmark's CPU column is their CPU time.
+enum class Run { kAll, kAnalytic, kChoice };
+
+void run_plan(benchmark::State& state, const std::string& file, Run run = Run::kAll) {
   Plan p;
   PlanOptions o;
-  if (analytic) {
+  if (run == Run::kAnalytic) {
     o.baselines = false;
     o.max_sim_work = 0;
   }
+  o.analytic_only = run == Run::kChoice;
   for (auto _ : state) {
     p = plan(file, {}, o);
     benchmark::DoNotOptimize(p.candidates.data());
@@ -46,7 +51,7 @@ void BM_Plan16Gpus(benchmark::State& state) {
 }
 BENCHMARK(BM_Plan16Gpus)->Unit(benchmark::kMillisecond);
 void BM_Analytic16Gpus(benchmark::State& state) {
-  run_plan(state, "", true);
+  run_plan(state, "", Run::kAnalytic);
 }
 BENCHMARK(BM_Analytic16Gpus)->Unit(benchmark::kMillisecond);
 
@@ -108,17 +113,35 @@ BENCHMARK(BM_Plan1024GpusGpt96)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 // Phase 1 alone (target: under a second at every size).
 void BM_Analytic64GpusBert48(benchmark::State& state) {
-  run_plan(state, bert48_64(), true);
+  run_plan(state, bert48_64(), Run::kAnalytic);
 }
 BENCHMARK(BM_Analytic64GpusBert48)->Unit(benchmark::kMillisecond)->Iterations(1);
 void BM_Analytic256GpusGpt(benchmark::State& state) {
-  run_plan(state, gpt_256(), true);
+  run_plan(state, gpt_256(), Run::kAnalytic);
 }
 BENCHMARK(BM_Analytic256GpusGpt)->Unit(benchmark::kMillisecond)->Iterations(1);
 void BM_Analytic1024GpusGpt96(benchmark::State& state) {
-  run_plan(state, gpt_1024(), true);
+  run_plan(state, gpt_1024(), Run::kAnalytic);
 }
 BENCHMARK(BM_Analytic1024GpusGpt96)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Phase 1 with what it keeps for phase 2, and phase 2's choice (nothing simulated).
+void BM_Choice16Gpus(benchmark::State& state) {
+  run_plan(state, "", Run::kChoice);
+}
+BENCHMARK(BM_Choice16Gpus)->Unit(benchmark::kMillisecond);
+void BM_Choice64GpusBert48(benchmark::State& state) {
+  run_plan(state, bert48_64(), Run::kChoice);
+}
+BENCHMARK(BM_Choice64GpusBert48)->Unit(benchmark::kMillisecond)->Iterations(1);
+void BM_Choice256GpusGpt(benchmark::State& state) {
+  run_plan(state, gpt_256(), Run::kChoice);
+}
+BENCHMARK(BM_Choice256GpusGpt)->Unit(benchmark::kMillisecond)->Iterations(1);
+void BM_Choice1024GpusGpt96(benchmark::State& state) {
+  run_plan(state, gpt_1024(), Run::kChoice);
+}
+BENCHMARK(BM_Choice1024GpusGpt96)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 }  // namespace pipesim

@@ -83,8 +83,10 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
       net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
-  for (auto* v : {&f_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_bwd_}) v->assign(L + 1, 0.0);
-  for (auto* v : {&act_, &params_, &kept_full_, &core_bytes_, &repl_, &rings_}) v->assign(L + 1, 0);
+  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_})
+    v->assign(L + 1, 0.0);
+  for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_})
+    v->assign(L + 1, 0);
   // A ring all-reduce on a tensor group inside one server: 2(t - 1) steps of bytes / t.
   auto tp_allreduce = [&](int64_t bytes) {
     if (t_ < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
@@ -98,7 +100,12 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
     tp_fwd_[l + 1] = tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
     tp_bwd_[l + 1] = tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
-    kept_full_[l + 1] = kept_full_[l] + std::min(in, x.activation_bytes);
+    // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
+    // rank), another layer all its activations (split like them).
+    kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);
+    kept_split_[l + 1] = kept_split_[l] + (x.recomputed ? 0 : x.activation_bytes);
+    rf_[l + 1] = rf_[l] + (x.recomputed ? x.forward.seconds() : 0.0);
+    tp_rfwd_[l + 1] = tp_rfwd_[l] + (x.recomputed ? tp_fwd_[l + 1] - tp_fwd_[l] : 0.0);
     core_bytes_[l + 1] = core_bytes_[l] + x.attention_core_bytes;
     repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);
     rings_[l + 1] = rings_[l] + 2 * int64_t{x.tp_forward_allreduces} + x.tp_backward_allreduces;
@@ -126,11 +133,18 @@ size_t u(int v) {
 }
 }  // namespace
 
+double CostModel::split(int replicas) const {
+  const int64_t b = s_.training.micro_batch;
+  if (replicas <= 1 || b % replicas == 0) return replicas;
+  // The slowest replica's whole samples: ceil(b / r) of b.
+  return static_cast<double>(b) / static_cast<double>((b + replicas - 1) / replicas);
+}
+
 double CostModel::forward_time(int first, int last, int replicas) const {
-  return (f_[u(last) + 1] - f_[u(first)]) / (replicas * t_);
+  return (f_[u(last) + 1] - f_[u(first)]) / (split(replicas) * t_);
 }
 double CostModel::weight_time(int first, int last, int replicas) const {
-  return (w_[u(last) + 1] - w_[u(first)]) / (replicas * t_);
+  return (w_[u(last) + 1] - w_[u(first)]) / (split(replicas) * t_);
 }
 double CostModel::optimizer_time(int first, int last, int ranks) const {
   return (opt_[u(last) + 1] - opt_[u(first)]) / std::max(1, ranks);
@@ -146,18 +160,18 @@ double CostModel::zero_gather_time(int g, int r, int stride, int first, int last
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
-  const double again = t.recompute == Recompute::kFull        ? sum(f_)
+  const double again = t.recompute == Recompute::kFull        ? sum(rf_)
                        : t.recompute == Recompute::kSelective ? sum(core_)
                                                               : 0.0;
-  return (sum(f_) + again + sum(b_) + sum(w_)) / (replicas * t_);
+  return (sum(f_) + again + sum(b_) + sum(w_)) / (split(replicas) * t_);
 }
 
 double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
   // forward's); they do not shrink with replicas.
+  const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
   const double tp =
-      (t.recompute == Recompute::kFull ? 2 : 1) * (tp_fwd_[u(last) + 1] - tp_fwd_[u(first)]) +
-      tp_bwd_[u(last) + 1] - tp_bwd_[u(first)];
+      sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) + sum(tp_bwd_);
   return compute_time(first, last, replicas, t) + tp;
 }
 
@@ -176,7 +190,7 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   // One GPU's share: replicas split samples; a tensor group splits all but the replicated.
   const auto share = [&](double bytes, double replicated) {
     replicated = t.sequence_parallel ? 0.0 : std::min(replicated, bytes);
-    return ((bytes - replicated) / t_ + replicated) / replicas;
+    return ((bytes - replicated) / t_ + replicated) / split(replicas);
   };
   const double act = share(sum(act_), sum(repl_));
   // Micro-batches in flight, each keeping `kept`, plus one working set.
@@ -187,11 +201,13 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
       (t.all_in_flight ? M : std::min<int64_t>(t.deep ? 2 * (S - s) - 1 : S - s, M)) + pending, M);
   double live = 0;
   if (t.recompute == Recompute::kFull) {
-    live = static_cast<double>(k) * sum(kept_full_) / replicas +
-           static_cast<double>(pending + 1) * static_cast<double>(max_layer_act_) / (replicas * t_);
+    live = static_cast<double>(k) * (sum(kept_full_) + sum(kept_split_) / t_) / split(replicas) +
+           static_cast<double>(pending + 1) * static_cast<double>(max_layer_act_) /
+               (split(replicas) * t_);
   } else if (t.recompute == Recompute::kSelective) {
-    live = static_cast<double>(k) * share(sum(act_) - sum(core_bytes_), sum(repl_)) +
-           static_cast<double>(pending + 1) * static_cast<double>(max_core_) / (replicas * t_);
+    live =
+        static_cast<double>(k) * share(sum(act_) - sum(core_bytes_), sum(repl_)) +
+        static_cast<double>(pending + 1) * static_cast<double>(max_core_) / (split(replicas) * t_);
   } else {
     live = static_cast<double>(k) * act;
   }
@@ -238,7 +254,9 @@ int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTrai
       // chunk activations at the peak (the reference table's 11, 9, 7, 5 for P = 4, v = 2),
       // taken as the device's average chunk.
       const int64_t chunks = std::min<int64_t>((P - q - 1) * 2 + (v - 1) * P + 1, v * M);
-      const int64_t act = (act_[u(st.last_layer) + 1] - act_[u(st.first_layer)]) / st.replicas;
+      const auto act = static_cast<int64_t>(
+          static_cast<double>(act_[u(st.last_layer) + 1] - act_[u(st.first_layer)]) /
+          split(st.replicas));
       dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, 0, t) -
                        (g < P ? 0 : reserved_) + act * chunks / v;
     }
@@ -252,51 +270,110 @@ bool CostModel::fits(const PlanPoint& p, int64_t M) const {
   return peak_memory(p, M, traits(p)) <= capacity_;
 }
 
-Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
-  const ScheduleTraits t = traits(p);
-  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
+namespace {
+// The first device of each position in copy 0 of a contiguous placement; returns the GPUs
+// (tensor groups) per copy.
+int position_starts(const PlanPoint& p, std::vector<int>& start) {
   int per_copy = 0;
-  // Scratch reused across calls (the search costs millions of plans).
-  thread_local std::vector<int> start;  // first device of each position in copy 0
-  start.resize(u(P));
-  for (int q = 0; q < P; ++q) {
+  start.resize(u(p.positions()));
+  for (int q = 0; q < p.positions(); ++q) {
     start[u(q)] = per_copy;
     per_copy += p.stages[u(q)].replicas;
   }
+  return per_copy;
+}
+}  // namespace
+
+void CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
+                          std::vector<double>& out) const {
+  const int G = static_cast<int>(p.stages.size());
+  thread_local std::vector<int> start;  // scratch reused across calls
+  position_starts(p, start);
+  out.assign(u(std::max(0, G - 1)), 0.0);
+  for (int g = 0; g + 1 < G; ++g) {
+    const StageSpec& st = p.stages[u(g)];
+    const StageSpec& nx = p.stages[u(g) + 1];
+    const int64_t bytes = output_bytes(st.last_layer);
+    const int q = p.position_of(g), qn = p.position_of(g + 1);
+    double c = 0;
+    if (qn == q) {
+      c = 0;  // zb-v's turn: both chunks on the same devices
+    } else if (placed == nullptr) {
+      c = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
+    } else if (bytes > 0) {
+      const auto& copy = placed->front();
+      const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u(qn)]);
+      c = latency + per_byte * static_cast<double>(bytes);
+    }
+    out[u(g)] = c;
+  }
+}
+
+void CostModel::gather_terms(const PlanPoint& p, const Placement* placed,
+                             std::vector<double>& out) const {
+  thread_local std::vector<int> start;
+  const int per_copy = position_starts(p, start);
+  out.assign(p.stages.size(), 0.0);
+  for (size_t g = 0; g < p.stages.size(); ++g) {
+    const StageSpec& st = p.stages[g];
+    const int q = p.position_of(static_cast<int>(g));
+    const int64_t weights =
+        (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
+    out[g] = placed == nullptr
+                 ? allreduce_bytes_time(start[u(q)], st.replicas, p.data, per_copy, weights, true)
+                 : net_->allreduce(placed_group(*placed, q), weights / t_, true, t_);
+  }
+}
+
+void CostModel::allreduce_terms(const PlanPoint& p, const Placement* placed, bool ring,
+                                std::vector<double>& out) const {
+  thread_local std::vector<int> start;
+  const int per_copy = position_starts(p, start);
+  const int P = p.positions();
+  // Each position's gradients, its chunks together.
+  thread_local std::vector<int64_t> grad;
+  grad.assign(u(P), 0);
+  for (size_t g = 0; g < p.stages.size(); ++g) {
+    const StageSpec& st = p.stages[g];
+    grad[u(p.position_of(static_cast<int>(g)))] += gradient_bytes(st.first_layer, st.last_layer);
+  }
+  out.assign(u(P), 0.0);
+  for (int q = 0; q < P; ++q) {
+    out[u(q)] = placed == nullptr
+                    ? allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy,
+                                           grad[u(q)], ring)
+                    : net_->allreduce(placed_group(*placed, q), grad[u(q)] / t_, ring, t_);
+  }
+}
+
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
+  // Scratch reused across calls (the search costs millions of plans).
+  thread_local std::vector<double> cut, gather, allreduce;
+  const ScheduleTraits t = traits(p);
+  cut_terms(p, placed, cut);
+  if (t.zero == 3) gather_terms(p, placed, gather);
+  allreduce_terms(p, placed, t.zero > 0, allreduce);
+  return estimate(p, M, {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M)});
+}
+
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {
+  const ScheduleTraits t = traits(p);
+  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   // Per position: time per micro-batch (its chunks together), W, F; per global cut.
   thread_local std::vector<double> dev_t, dev_w, dev_f;
   for (auto* d : {&dev_t, &dev_w, &dev_f}) d->assign(u(P), 0.0);
   double cuts = 0, block = 0, stall = 0;
+  const int passes = t.recompute == Recompute::kFull ? 3 : 2;
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     const int q = p.position_of(g);
-    double gather = 0;
-    if (placed == nullptr) {
-      gather =
-          zero_gather_time(start[u(q)], st.replicas, per_copy, st.first_layer, st.last_layer, t);
-    } else if (t.zero == 3) {  // on the group its placement gives
-      const int64_t weights =
-          (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
-      const int passes = t.recompute == Recompute::kFull ? 3 : 2;
-      gather = passes * 0.5 * net_->allreduce(placed_group(*placed, q), weights / t_, true);
-    }
+    const double gather = t.zero == 3 ? passes * 0.5 * terms.gather[g] : 0.0;
     dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
     if (g + 1 < G) {
       const StageSpec& nx = p.stages[u(g) + 1];
-      const int64_t bytes = output_bytes(st.last_layer);
-      double c = 0;
-      const int qn = p.position_of(g + 1);
-      if (qn == q) {
-        c = 0;  // zb-v's turn: both chunks on the same devices
-      } else if (placed == nullptr) {
-        c = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
-      } else if (bytes > 0) {
-        const auto& copy = placed->front();
-        const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u(qn)]);
-        c = latency + per_byte * static_cast<double>(bytes);
-      }
+      const double c = terms.cut[g];
       cuts += c;
       block = std::max(block, c);
       if (t.exposed_hops) {
@@ -335,32 +412,21 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   const double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
   // All-reduce of each position's gradients (its chunks together) with its optimizer step,
   // overlapping the drain of the positions before it (q blocks, or q / v chunk blocks).
-  thread_local std::vector<int64_t> grad;
   thread_local std::vector<double> opt;
-  grad.assign(u(P), 0);
   opt.assign(u(P), 0.0);
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
-    grad[u(p.position_of(g))] += gradient_bytes(st.first_layer, st.last_layer);
     opt[u(p.position_of(g))] +=
         optimizer_time(st.first_layer, st.last_layer, t.zero > 0 ? st.replicas * p.data : 1);
   }
   double exposed = 0;
-  for (int q = 0; q < P; ++q) {
-    double ar = 0;
-    if (placed == nullptr) {
-      ar = allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy, grad[u(q)],
-                                t.zero > 0);
-    } else {
-      ar = net_->allreduce(placed_group(*placed, q), grad[u(q)] / t_, t.zero > 0);
-    }
-    exposed = std::max(exposed, ar + opt[u(q)] - q * block / v);
-  }
+  for (int q = 0; q < P; ++q)
+    exposed = std::max(exposed, terms.allreduce[q] + opt[u(q)] - q * block / v);
   e.allreduce_s = exposed;
   e.iteration_s = steady + e.fill_s + e.allreduce_s;
   e.peak_memory = peak_memory(p, M, t);
   e.fits = e.peak_memory <= capacity_;
-  e.work = simulation_work(p, M);
+  e.work = terms.work;
   return e;
 }
 

@@ -85,6 +85,18 @@ struct ScheduleTraits {
   bool sequence_parallel = false;  // Korthikanti's replicated activations split by tensor too
 };
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r = Recompute::kNone);
+
+// What an estimate takes from where a plan's stages are rather than from its schedule: per
+// global stage its cut to the next (0 at zb-v's turn) and ZeRO-3's weight all-gather base (a
+// ring all-reduce of its weights on its group; the estimate takes half of it per pass),
+// per position its gradient all-reduce (the ring under ZeRO, else the cheapest), and the
+// simulation work. A search computes them once for every schedule choice of a layout.
+struct PlanTerms {
+  const double* cut = nullptr;        // [g], g + 1 < G
+  const double* gather = nullptr;     // [g], read under ZeRO 3 only
+  const double* allreduce = nullptr;  // [q]
+  double work = 0;
+};
 // The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).
 ScheduleTraits traits(const PlanPoint& p);
 
@@ -110,6 +122,9 @@ class CostModel {
   // split of the layers over that many replicas.
   double compute_time(int first, int last, int replicas, const ScheduleTraits& t) const;
   double weight_time(int first, int last, int replicas) const;
+  // What a stage's work is divided by on its slowest replica: r when the replicas split
+  // the micro-batch evenly, else b / ceil(b / r) (each replica takes whole samples).
+  double split(int replicas) const;
   double forward_time(int first, int last, int replicas) const;
   // The optimizer step of layers [first, last], sharded over `ranks` under ZeRO.
   double optimizer_time(int first, int last, int ranks = 1) const;
@@ -142,6 +157,13 @@ class CostModel {
   using Placement = std::vector<std::vector<std::vector<int>>>;
   Estimate estimate(const PlanPoint& p, int64_t micro_batches,
                     const Placement* placed = nullptr) const;
+  // The same from the plan's terms (cut_terms, gather_terms and allreduce_terms of it or of
+  // a plan with the same stages, replicas, data degree and chunk layout).
+  Estimate estimate(const PlanPoint& p, int64_t micro_batches, const PlanTerms& terms) const;
+  void cut_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
+  void gather_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
+  void allreduce_terms(const PlanPoint& p, const Placement* placed, bool ring,
+                       std::vector<double>& out) const;
   // Whether the plan fits in memory: estimate(p, M).fits, without the time terms.
   bool fits(const PlanPoint& p, int64_t micro_batches) const;
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
@@ -154,8 +176,10 @@ class CostModel {
   const Scenario& s_;
   int t_ = 1;
   std::vector<double> f_, b_, w_, opt_;         // prefix sums, seconds
-  std::vector<double> core_, tp_fwd_, tp_bwd_;  // attention core; tensor all-reduce time
-  std::vector<int64_t> act_, params_, out_, kept_full_, core_bytes_, repl_;
+  std::vector<double> rf_;  // forward of the layers a full recompute re-runs
+  // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
+  std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_;
+  std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;

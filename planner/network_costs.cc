@@ -68,27 +68,34 @@ std::pair<double, double> NetworkCosts::cut_rate(const std::vector<int>& from,
 struct NetworkCosts::Group {
   struct Rate {
     double latency, per_byte;
+    bool across_servers = false;  // the route leaves its server (through the server's NIC)
     bool operator==(const Rate&) const = default;
   };
   int64_t n = 0, depth = 0, local = 0, servers = 0;
   bool hierarchical = false;
   std::vector<Rate> ring, tree, intra, across;
 
-  static double step(const std::vector<Rate>& rates, int64_t bytes) {
+  // `share` copies of the collective run at once on neighbouring GPUs (the ranks of a
+  // tensor group), so a step that leaves a server shares its NIC `share` ways.
+  static double step(const std::vector<Rate>& rates, int64_t bytes, int share) {
     double worst = 0;
-    for (const Rate& r : rates) worst = std::max(worst, r.latency + r.per_byte * double(bytes));
+    for (const Rate& r : rates) {
+      const double ways = r.across_servers ? share : 1;
+      worst = std::max(worst, r.latency + r.per_byte * double(bytes) * ways);
+    }
     return worst;
   }
-  double time(AllReduceAlgo a, int64_t bytes) const {
+  double time(AllReduceAlgo a, int64_t bytes, int share = 1) const {
     if (a == AllReduceAlgo::kTree) {
       const int64_t k = tree_chunks(bytes);
-      return step(tree, 2 * ceil_div(bytes, 2 * k)) * double(2 * (depth + k - 1));
+      return step(tree, 2 * ceil_div(bytes, 2 * k), share) * double(2 * (depth + k - 1));
     }
     if (a == AllReduceAlgo::kHierarchical && hierarchical) {
-      return 2 * step(intra, ceil_div(bytes, local)) * double(local - 1) +
-             step(across, ceil_div(bytes, local * servers) * local) * double(2 * (servers - 1));
+      return 2 * step(intra, ceil_div(bytes, local), share) * double(local - 1) +
+             step(across, ceil_div(bytes, local * servers) * local, share) *
+                 double(2 * (servers - 1));
     }
-    return step(ring, ceil_div(bytes, n)) * double(2 * (n - 1));
+    return step(ring, ceil_div(bytes, n), share) * double(2 * (n - 1));
   }
 };
 
@@ -96,9 +103,10 @@ namespace {
 void add_rate(const Cluster& c, int a, int b, std::vector<NetworkCosts::Group::Rate>& out) {
   if (a == b) return;
   const Route& r = c.route(a, b);
-  const NetworkCosts::Group::Rate x{r.latency.seconds(), std::isinf(r.bottleneck_bytes_per_s)
-                                                             ? 0.0
-                                                             : 1.0 / r.bottleneck_bytes_per_s};
+  const NetworkCosts::Group::Rate x{
+      r.latency.seconds(),
+      std::isinf(r.bottleneck_bytes_per_s) ? 0.0 : 1.0 / r.bottleneck_bytes_per_s,
+      c.device(a).node != c.device(b).node};
   if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
 }
 void add_ring(const Cluster& c, const std::vector<int>& ring,
@@ -128,12 +136,13 @@ double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_
     // Other shapes (another tensor degree, depth or offset) can name the same devices.
     it = groups_.emplace(key, &shared(devices)).first;
   }
-  return cheapest(*it->second, bytes / t, ring);
+  return cheapest(*it->second, bytes / t, ring, t);
 }
 
-double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes, bool ring) const {
+double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes, bool ring,
+                               int share) const {
   if (devices.size() < 2 || bytes <= 0) return 0;
-  return cheapest(shared(devices), bytes, ring);
+  return cheapest(shared(devices), bytes, ring, share);
 }
 
 const NetworkCosts::Group& NetworkCosts::shared(const std::vector<int>& devices) const {
@@ -168,16 +177,16 @@ std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>&
   return grp;
 }
 
-double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring) const {
+double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, int share) const {
   if (g.n < 2) return 0;
-  if (ring) return g.time(AllReduceAlgo::kRing, bytes);
+  if (ring) return g.time(AllReduceAlgo::kRing, bytes, share);
   double best = std::numeric_limits<double>::infinity();
   for (AllReduceAlgo a :
        {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
     // Without even servers the hierarchical algorithm is the ring again.
     if (a == AllReduceAlgo::kHierarchical && !g.hierarchical && !s_.strategy.allreduce) continue;
-    best = std::min(best, g.time(a, bytes));
+    best = std::min(best, g.time(a, bytes, share));
   }
   return best;
 }

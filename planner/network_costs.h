@@ -34,10 +34,13 @@ class NetworkCosts {
   // cheapest of ring, tree and hierarchical (or the scenario's choice), as
   // allreduce_estimate (schedules/collective_estimates.h) costs them.
   // `ring`: the ring alone (ZeRO's reduce-scatter and all-gather are its two halves).
+  // The t ranks of each group run the same collective at once (bytes / t each), so a step
+  // that leaves a server shares the server's NIC t ways.
   double allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
                    bool ring = false) const;
-  // The same among any devices, `bytes` each.
-  double allreduce(const std::vector<int>& devices, int64_t bytes, bool ring = false) const;
+  // The same among any devices, `bytes` each, `share` copies at once on neighbouring GPUs.
+  double allreduce(const std::vector<int>& devices, int64_t bytes, bool ring = false,
+                   int share = 1) const;
 
   struct Group;  // one all-reduce group's distinct step rates
 
@@ -54,7 +57,7 @@ class NetworkCosts {
   std::unique_ptr<Group> group(const std::vector<int>& devices) const;
   // The group of `devices`, built once whichever shape names them.
   const Group& shared(const std::vector<int>& devices) const;
-  double cheapest(const Group& g, int64_t bytes, bool ring = false) const;
+  double cheapest(const Group& g, int64_t bytes, bool ring = false, int share = 1) const;
 
   const Scenario& s_;
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;

@@ -11,12 +11,14 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/units.h"
 #include "parallel/distributed.h"
 #include "planner/baselines.h"
 #include "planner/candidate_io.h"
+#include "planner/refine.h"
 #include "planner/search.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
@@ -26,8 +28,8 @@ namespace pipesim {
 namespace {
 
 using planner::Costed;
-using planner::PlanPoint;
 using planner::micro_batch_sizes;
+using planner::PlanPoint;
 using planner::tensor_degrees;
 using Clock = std::chrono::steady_clock;
 
@@ -128,32 +130,37 @@ class Planner {
   Plan run() {
     const auto t0 = Clock::now();
     Plan result;
-    std::vector<Costed> pool = opt_.exhaustive ? exhaustive_space() : analytic_phase(result);
-    if (opt_.exhaustive) result.explored = static_cast<int64_t>(pool.size());
-    result.analytic_s = since(t0);
-    progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
-    std::erase_if(pool, [&](const Costed& c) {
-      const bool skip = c.estimate.work > opt_.max_sim_work;
-      result.too_large += skip;
-      return skip;
-    });
-    std::vector<Costed> chosen = opt_.exhaustive ? std::move(pool) : choose(std::move(pool));
-    if (!opt_.exhaustive) within_budget(chosen, result);
+    std::vector<Costed> chosen;
+    if (opt_.exhaustive) {
+      chosen = exhaustive_space();
+      result.explored = static_cast<int64_t>(chosen.size());
+      result.analytic_s = since(t0);
+      progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
+      std::erase_if(chosen, [&](const Costed& c) {
+        const bool skip = c.estimate.work > opt_.max_sim_work;
+        result.too_large += skip;
+        return skip;
+      });
+    } else {
+      chosen = analytic_choice(result, t0);
+      within_budget(chosen, result);
+    }
+    if (opt_.analytic_only) {
+      result.wall_s = since(t0);
+      return result;
+    }
     std::vector<std::optional<Candidate>> sims = simulate_all(chosen, t0, result);
     std::vector<Candidate> done;
     for (auto& c : sims)
       if (c) done.push_back(std::move(*c));
+    if (!opt_.exhaustive) refine(chosen, done, t0, result);
     if (opt_.baselines) {
       // The baselines' plans compete too: the planner never recommends less than they do.
       result.baselines = baselines(t0);
       std::set<std::string> have;
-      for (const Candidate& c : done)
-        have.insert(c.strategy.dump() + std::to_string(c.point.micro_batch));
+      for (const Candidate& c : done) have.insert(key_of(c.point));
       for (const Baseline& b : result.baselines) {
-        if (b.result &&
-            have.insert(b.result->strategy.dump() + std::to_string(b.result->point.micro_batch))
-                .second)
-          done.push_back(*b.result);
+        if (b.result && have.insert(key_of(b.result->point)).second) done.push_back(*b.result);
       }
     }
     result.simulated = static_cast<int>(done.size());
@@ -211,48 +218,61 @@ class Planner {
     }
   }
 
-  std::vector<Costed> analytic_phase(Plan& result) {
-    std::vector<Costed> pool;
+  // Phase 1 and phase 2's list. The search keeps the first plans of phase 2's order and the
+  // front (planner/shortlist.h); in the rare case that duplicates and plans zb-v cannot
+  // order use up the kept ones, it runs again keeping every plan.
+  std::vector<Costed> analytic_choice(Plan& result, Clock::time_point t0) {
+    const size_t want = opt_.simulate > 0 ? static_cast<size_t>(opt_.simulate)
+                                          : std::max<size_t>(2 * static_cast<size_t>(opt_.top), 24);
+    for (size_t keep = 2 * want + 64;; keep = std::numeric_limits<size_t>::max()) {
+      const planner::Shortlist list = analytic_phase(result, keep);
+      result.analytic_s = since(t0);
+      progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
+      result.too_large = list.too_large();
+      if (std::optional<std::vector<Costed>> chosen = choose(list, want)) return *chosen;
+    }
+  }
+
+  planner::Shortlist analytic_phase(Plan& result, size_t keep) {
+    planner::Shortlist list(keep, opt_.max_sim_work);
     planner::SearchStats stats;
     const int N = base_.cluster.num_devices();
+    // The uniform grid of the current micro-batch, tensor and data degree.
+    std::unique_ptr<planner::UniformGrid> grid;
+    std::tuple<int64_t, int, int> grid_of{0, 0, 0};
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
                         Widths w, int64_t b, int64_t M) {
+      if (!grid || grid_of != std::tuple{b, w.tensor, w.data}) {
+        grid = std::make_unique<planner::UniformGrid>(cm, w.data, M);
+        grid_of = {b, w.tensor, w.data};
+      }
       stats.memory_bound = false;
-      for (Costed& c : planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor), stats))
-        pool.push_back(std::move(c));
+      planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor), stats, *grid, list);
       return stats.memory_bound;
     });
     result.explored = stats.costed;
-    return pool;
+    return list;
   }
 
-  // Phase 2's list: the best estimates that fit, the estimated time/memory front, and the
-  // placement variants of the best few; distinct strategies only.
-  std::vector<Costed> choose(std::vector<Costed> pool) {
-    auto better = [](const Costed& a, const Costed& b) {
-      if (a.estimate.fits != b.estimate.fits) return a.estimate.fits;
-      if (!a.estimate.fits) return a.estimate.peak_memory < b.estimate.peak_memory;
-      return a.estimate.iteration_s < b.estimate.iteration_s;
-    };
-    std::stable_sort(pool.begin(), pool.end(), better);
-    const size_t want = opt_.simulate > 0 ? static_cast<size_t>(opt_.simulate)
-                                          : std::max<size_t>(2 * static_cast<size_t>(opt_.top), 24);
+  // Phase 2's list: the best estimates that fit (`want` distinct ones), the estimated
+  // time/memory front, and the placement variants of the best few; distinct strategies
+  // only. Empty when `list` kept too few of the best.
+  std::optional<std::vector<Costed>> choose(const planner::Shortlist& list, size_t want) {
     std::vector<Costed> out;
     std::set<std::string> seen;
     auto take = [&](const Costed& c) {
-      const std::string key =
-          strategy_json(c.point, base_).dump() + std::to_string(c.point.micro_batch);
-      if (seen.insert(key).second && orderable(c.point)) out.push_back(c);
+      if (seen.insert(key_of(c.point)).second && orderable(c.point)) out.push_back(c);
     };
-    for (size_t i = 0; i < pool.size() && out.size() < want; ++i) take(pool[i]);
+    const std::vector<Costed> best = list.best();
+    for (size_t i = 0; i < best.size() && out.size() < want; ++i) take(best[i]);
+    if (out.size() < want && !list.complete()) return std::nullopt;
+    // The best two estimates of every schedule (with its chunk count) too: the estimate's
+    // error differs by schedule (interleaving's fill and drain, zero-bubble's W filling), so
+    // the simulator sees each family's best however the estimate ranks it.
+    for (const Costed& c : list.families()) take(c);
     // Estimated front of iteration time vs peak memory (by time, keep strictly smaller memory).
-    int64_t best_mem = std::numeric_limits<int64_t>::max();
-    size_t front = 0;
-    for (const Costed& c : pool) {
-      if (!c.estimate.fits || c.estimate.peak_memory >= best_mem) continue;
-      best_mem = c.estimate.peak_memory;
-      if (++front <= 16) take(c);
-    }
+    const std::vector<Costed> front = list.front();
+    for (size_t i = 0; i < std::min<size_t>(front.size(), 16); ++i) take(front[i]);
     // Placement variants of the best few: the same stages on other GPUs, first under one
     // policy for every stage (DAPPLE's three), then, for the best two, with one stage at a
     // time under another policy than the rest (placement per stage). Only variants that
@@ -507,9 +527,100 @@ class Planner {
          [&](size_t i) { return save_candidate(out[i]); },
          [&](size_t i, std::string_view b) { out[i] = load_candidate(b, list[i].point); },
          {}});
-    result.timed_out = timed_out;
-    result.rejected = rejected;
+    result.timed_out = result.timed_out || timed_out;
+    result.rejected += rejected;
     return out;
+  }
+
+  // What tells two strategies apart: the strategy as pasted, and its micro-batch.
+  std::string key_of(const PlanPoint& p) const {
+    return strategy_json(p, base_).dump() + std::to_string(p.micro_batch);
+  }
+
+  // `p` as it is, then under each placement policy for every stage.
+  static std::vector<PlanPoint> placement_variants(const PlanPoint& p) {
+    std::vector<PlanPoint> out{p};
+    for (const PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
+                                      PlacementPolicy::kScatterFirst}) {
+      PlanPoint n = p;
+      n.placement = pol;
+      n.stage_placement.clear();
+      out.push_back(std::move(n));
+    }
+    return out;
+  }
+
+  // Phase 3 (planner/refine.h): rounds of the unseen neighbours of the best few simulated
+  // plans that fit, each round simulated like phase 2, while a round brings a new plan into
+  // the best few; its simulations take at most a quarter of the budget, each a small part.
+  void refine(const std::vector<Costed>& chosen, std::vector<Candidate>& done, Clock::time_point t0,
+              Plan& result) {
+    constexpr size_t kRefineFrom = 4;
+    constexpr int kRefineRounds = 8;
+    constexpr double kRefineFloor = 2e5;  // about 0.2 s of simulation
+    std::set<std::string> seen;
+    for (const Costed& c : chosen) seen.insert(key_of(c.point));
+    // The best few that fit, and the best of every schedule (with its chunk count) besides:
+    // the estimate may have ranked a whole family too low for any of it to be near the top.
+    auto best = [&] {  // indices into `done`, which only grows
+      std::vector<size_t> all;
+      for (size_t i = 0; i < done.size(); ++i)
+        if (!done[i].oom) all.push_back(i);
+      std::sort(all.begin(), all.end(),
+                [&](size_t a, size_t b) { return ranks_before(done[a], done[b]); });
+      std::vector<size_t> out;
+      std::set<std::pair<ScheduleKind, int>> families;
+      for (const size_t i : all) {
+        const PlanPoint& p = done[i].point;
+        if (families.insert({p.schedule, p.virtual_stages}).second || out.size() < kRefineFrom)
+          out.push_back(i);
+      }
+      return out;
+    };
+    // At most twice phase 2's work (and a quarter of the budget): the search refines, it
+    // does not replace phase 2.
+    double phase2 = 0;
+    for (const Costed& c : chosen) phase2 += c.estimate.work;
+    const double budget = std::min(opt_.sim_budget / 4, std::max(2 * phase2, kRefineFloor));
+    double spent = 0;
+    int simulated = 0, rounds = 0;
+    for (; rounds < kRefineRounds; ++rounds) {
+      if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) break;
+      const std::vector<size_t> from = best();
+      if (from.empty()) break;
+      std::vector<Costed> next;
+      for (const size_t i : from) {
+        for (const PlanPoint& m : planner::neighbours(done[i].point, base_.training.global_batch)) {
+          // Each under its own placement and every policy: a new cut or replica count often
+          // wants its stages on other servers.
+          std::set<planner::CostModel::Placement> layouts;
+          for (PlanPoint n : placement_variants(m)) {
+            planner::CostModel::Placement devices = n.devices(base_.cluster);
+            if (!layouts.insert(devices).second) continue;
+            if (!seen.insert(key_of(n)).second || !orderable(n)) continue;
+            const planner::Estimate e = placed_estimate(n, devices);
+            // Only plans cheap to simulate (about a quarter of a second each): on large
+            // clusters the budget goes to phase 2's best estimates instead.
+            if (!e.fits || e.work > opt_.max_sim_work / 16 || spent + e.work > budget) continue;
+            spent += e.work;
+            next.push_back({std::move(n), e});
+          }
+        }
+      }
+      if (next.empty()) break;
+      for (auto& c : simulate_all(next, t0, result)) {
+        if (c) done.push_back(std::move(*c));
+      }
+      simulated += static_cast<int>(next.size());
+      // Stop where no neighbour made it into the best few.
+      if (best() == from) {
+        ++rounds;
+        break;
+      }
+    }
+    if (simulated > 0)
+      progress(fmt::format("refined: {} neighbours simulated in {} rounds, best {:.1f} samples/s",
+                           simulated, rounds, done[best().front()].throughput));
   }
 
   static bool ranks_before(const Candidate& a, const Candidate& b) {

@@ -1,4 +1,4 @@
-// Strategy search (`pipesim plan`, SPEC section 6), in two phases:
+// Strategy search (`pipesim plan`, SPEC section 6), in three phases:
 //
 //  1. Analytic: for every micro-batch size (when the model's costs follow from it), data-
 //     parallel degree and schedule, a DP over stages, layers and GPUs (planner/search.h)
@@ -9,6 +9,8 @@
 //     full, in parallel threads, each as the scenario with its `strategy` (and micro-batch)
 //     replaced and loaded through the same validation as a hand-written one. Ranked by
 //     simulated throughput among those that fit in memory.
+//  3. Local search by simulation (planner/refine.h) around the best simulated plans, where
+//     each simulation is cheap.
 //
 // Baselines (PipeDream's and DAPPLE's planners, pure data parallel) go through the same
 // simulator. `exhaustive` simulates the whole space instead of phase 1's choice.
@@ -39,6 +41,8 @@ struct PlanOptions {
   // Phase 2 simulates the chosen strategies, best estimate first, until their predicted
   // work adds up to this (the first always runs): about 15 s of one core.
   double sim_budget = 1.5e7;
+  // Phase 1 and phase 2's choice alone: nothing simulated, no baselines (benchmarks).
+  bool analytic_only = false;
 };
 
 inline constexpr int64_t kMaxExhaustive = 100'000;

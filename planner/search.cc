@@ -50,16 +50,14 @@ class Dp {
   // Best few (by objective) pipelines of exactly S stages, as stage lists.
   std::vector<std::vector<StageSpec>> run(int S) {
     nodes_.clear();
-    for (auto* v : {&cur_, &next_}) {
-      v->resize(cells());
-      for (auto& c : *v) c.clear();
-    }
+    for (Cells* x : {&cur_, &next_}) x->reset(cells(), u(R_ + 1));
     nodes_.push_back({});
-    cur_[cell(0, 0, 0)].push_back(0);
+    cur_.push(cell(0, 0, 0), 0);
     for (int s = 0; s < S; ++s) {
-      for (auto& c : next_) c.clear();
+      next_.reset(cells(), u(R_ + 1));
       for (int j = 0; j < L_; ++j) {
-        for (int g = 0; g <= G_; ++g) extend(s, S, j, g);
+        for (int g = 0; g <= G_; ++g)
+          if (cur_.live[u(j) * u(G_ + 1) + u(g)]) extend(s, S, j, g);
       }
       std::swap(cur_, next_);
     }
@@ -67,7 +65,7 @@ class Dp {
     std::vector<std::pair<double, int>> done;
     for (int g = 0; g <= G_; ++g) {
       for (int rl = 0; rl <= R_; ++rl) {
-        for (int id : cur_[cell(L_, g, rl)]) done.emplace_back(objective(nodes_[u(id)]), id);
+        for (int id : cur_.cells[cell(L_, g, rl)]) done.emplace_back(objective(nodes_[u(id)]), id);
       }
     }
     std::sort(done.begin(), done.end());
@@ -99,7 +97,7 @@ class Dp {
     int rls[kMaxR + 1];
     int n_rl = 0;
     for (int rl = 0; rl <= R_; ++rl)
-      if (!cur_[cell(j, g, rl)].empty()) rls[n_rl++] = rl;
+      if (!cur_.cells[cell(j, g, rl)].empty()) rls[n_rl++] = rl;
     if (n_rl == 0) return;
     const int max_r = std::min(R_, G_ - g - stages_after);
     double cut[kMaxR + 1];
@@ -129,14 +127,14 @@ class Dp {
         const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0) +
                           cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
         const double rest = stages_after > 0 && gpus_after > 0
-                                ? cm_.compute_time(k + 1, L_ - 1, gpus_after, t_)
+                                ? cm_.compute_time(k + 1, L_ - 1, 1, t_) / gpus_after
                                 : 0.0;
         for (int i = 0; i < n_rl; ++i) {
           const double c = cut[i];
           double block = std::max(t, c);
           if (t_.exposed_hops && s > 0) block = std::max(block, t + 2 * c);
           const size_t to = cell(k + 1, g + r, r);
-          for (int id : cur_[cell(j, g, rls[i])]) {
+          for (int id : cur_.cells[cell(j, g, rls[i])]) {
             ++stats_.costed;
             const Node& p = nodes_[u(id)];
             Node n;
@@ -152,7 +150,7 @@ class Dp {
             n.first = j;
             n.last = k;
             n.replicas = r;
-            insert(next_[to], n);
+            insert(to, n);
           }
         }
       }
@@ -160,7 +158,8 @@ class Dp {
   }
 
   // Pareto insertion over (block, sum, expo); at most kMaxLabels, the worst objective out.
-  void insert(std::vector<int>& cellv, const Node& n) {
+  void insert(size_t to, const Node& n) {
+    std::vector<int>& cellv = next_.cells[to];
     for (int id : cellv) {
       const Node& o = nodes_[u(id)];
       if (o.block <= n.block && o.sum <= n.sum && o.expo <= n.expo) return;
@@ -170,7 +169,7 @@ class Dp {
       return n.block <= o.block && n.sum <= o.sum && n.expo <= o.expo;
     });
     nodes_.push_back(n);
-    cellv.push_back(static_cast<int>(nodes_.size()) - 1);
+    next_.push(to, static_cast<int>(nodes_.size()) - 1);
     if (cellv.size() > kMaxLabels) {
       auto worst = std::max_element(cellv.begin(), cellv.end(), [&](int a, int b) {
         return objective(nodes_[u(a)]) < objective(nodes_[u(b)]);
@@ -187,7 +186,37 @@ class Dp {
   double bound_;
   SearchStats& stats_;
   std::vector<Node> nodes_;
-  std::vector<std::vector<int>> cur_, next_;  // label ids per cell, this and the next stage
+  // Label ids per cell, for the stages placed so far and the next; `live` marks the
+  // (layers, GPUs) states with a label at any last-stage replica count, `touched` the
+  // cells to clear (a cell, once given a label, keeps at least one).
+  struct Cells {
+    std::vector<std::vector<int>> cells;
+    std::vector<char> live;
+    std::vector<size_t> touched;
+    size_t per_state = 1;  // cells per (layers, GPUs) state
+
+    void reset(size_t n, size_t replica_counts) {
+      per_state = replica_counts;
+      if (cells.size() != n) {
+        cells.assign(n, {});
+        live.assign(n / per_state, 0);
+        touched.clear();
+      }
+      for (size_t c : touched) {
+        cells[c].clear();
+        live[c / per_state] = 0;
+      }
+      touched.clear();
+    }
+    void push(size_t c, int id) {
+      if (cells[c].empty()) {
+        touched.push_back(c);
+        live[c / per_state] = 1;
+      }
+      cells[c].push_back(id);
+    }
+  };
+  Cells cur_, next_;
 };
 
 PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int data,
@@ -281,31 +310,36 @@ std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
   return out;
 }
 
-std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int data,
-                           int64_t micro_batch, int64_t M, int max_gpus, SearchStats& stats) {
-  std::vector<Costed> out;
+void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t micro_batch, int64_t M,
+            int max_gpus, SearchStats& stats, UniformGrid& grid, Shortlist& out) {
   const int L = cm.layers();
   const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
-  auto add = [&](PlanPoint p) {
+  // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
+  // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
+  auto add = [&](PlanPoint& p, UniformGrid::Point* layout) {
     ++stats.costed;
     // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under
     // a lower ZeRO stage, or without SP, runs that way (the simulator's reduce-scatters and
     // gathers cost more than the estimate's ring).
-    if (p.zero > 0 || p.sequence_parallel) {
-      PlanPoint lower = p;
-      for (int z = p.zero == 3 ? 2 : 0; z >= 0 && p.zero > 0; z -= 2) {
-        lower.zero = z;
-        if (cm.fits(lower, M)) return;
-      }
-      lower.zero = p.zero;
-      lower.sequence_parallel = false;
-      if (p.sequence_parallel && cm.fits(lower, M)) return;
+    const int zero = p.zero;
+    const bool sp = p.sequence_parallel;
+    bool lower_fits = false;
+    for (int z = zero == 3 ? 2 : 0; z >= 0 && zero > 0 && !lower_fits; z -= 2) {
+      p.zero = z;
+      lower_fits = cm.fits(p, M);
     }
-    Costed c{std::move(p), {}};
-    c.estimate = cm.estimate(c.point, M);
-    if (!c.estimate.fits && c.estimate.iteration_s < stats.incumbent) stats.memory_bound = true;
-    if (c.estimate.fits) stats.incumbent = std::min(stats.incumbent, c.estimate.iteration_s);
-    out.push_back(std::move(c));
+    p.zero = zero;
+    if (sp && !lower_fits) {
+      p.sequence_parallel = false;
+      lower_fits = cm.fits(p, M);
+      p.sequence_parallel = sp;
+    }
+    if (lower_fits) return;
+    const Estimate e =
+        layout != nullptr ? cm.estimate(p, M, grid.terms(*layout, zero)) : cm.estimate(p, M);
+    if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;
+    if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
+    out.offer(p, e);
   };
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
@@ -318,6 +352,7 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
     // Uniform replicas, compute-balanced cut; interleaved with 2, 4, ... chunks per device,
     // zb-v with its two (at least as many micro-batches as devices to fill the V).
     const bool large = max_gpus > kUnevenLimit || dp_work > kDpBudget;
+    PlanPoint p = point({}, sc, data, micro_batch, 1, cm.tensor());
     for (int r = 1; r <= max_r; ++r) {
       if (large && (r & (r - 1)) != 0 && max_gpus % r != 0) continue;
       for (int S = 1; S * r <= max_gpus && S <= L; ++S) {
@@ -327,21 +362,23 @@ std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int da
         for (int v = inter || vee ? 2 : 1; S * v <= L; v *= 2) {
           if (inter && (S < 2 || M % S != 0)) break;
           if (vee && (S < 2 || M < S)) break;
-          std::vector<StageSpec> stages = cm.balanced(S * v);
-          for (auto& st : stages) st.replicas = r;
-          add(point(std::move(stages), sc, data, micro_batch, v, cm.tensor()));
+          UniformGrid::Point& layout = grid.point(r, S, v, vee);
+          p.stages = layout.plan.stages;  // into the scratch's storage
+          p.virtual_stages = v;
+          add(p, &layout);
           if (!inter) break;
         }
       }
     }
-    return out;
+    return;
   }
   Dp dp(cm, sc, data, M, max_gpus, max_r, max_gpus, kBoundFactor * stats.incumbent, stats);
   for (int S = 1; S <= std::min(L, max_gpus); ++S) {
-    for (auto& stages : dp.run(S))
-      add(point(std::move(stages), sc, data, micro_batch, 1, cm.tensor()));
+    for (auto& stages : dp.run(S)) {
+      PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
+      add(p, nullptr);
+    }
   }
-  return out;
 }
 
 }  // namespace pipesim::planner

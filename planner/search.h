@@ -16,17 +16,14 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/shortlist.h"
+#include "planner/uniform_grid.h"
 
 namespace pipesim::planner {
 
 inline constexpr int kUnevenLimit = 64;
 // Above this much DP work (moves), the uniform search stands in for the DP.
 inline constexpr double kDpBudget = 1e6;
-
-struct Costed {
-  PlanPoint point;
-  Estimate estimate;
-};
 
 struct SearchStats {
   int64_t costed = 0;  // strategies (partial ones included) costed by the DP and the grid
@@ -74,9 +71,11 @@ struct MemoryLevel {
 std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor);
 
 // The best plans under the estimate for one schedule, micro-batch and data degree, using at
-// most `max_gpus` GPUs per pipeline copy: for every pipeline depth, the few best.
-std::vector<Costed> search(const CostModel& cm, const ScheduleChoice& sc, int data,
-                           int64_t micro_batch, int64_t micro_batches, int max_gpus,
-                           SearchStats& stats);
+// most `max_gpus` GPUs per pipeline copy (for every pipeline depth, the few best), offered
+// to `out` in order. `grid`: the uniform grid of `cm`, `data` and `micro_batches`, shared by
+// every schedule choice.
+void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t micro_batch,
+            int64_t micro_batches, int max_gpus, SearchStats& stats, UniformGrid& grid,
+            Shortlist& out);
 
 }  // namespace pipesim::planner

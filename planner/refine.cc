@@ -1,0 +1,90 @@
+#include "planner/refine.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace pipesim::planner {
+
+std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch) {
+  std::vector<PlanPoint> out;
+  const size_t G = p.stages.size();
+  for (size_t g = 0; g + 1 < G; ++g) {
+    // The cut after stage g one layer earlier (stage g gives its last layer to g + 1) ...
+    if (p.stages[g].last_layer > p.stages[g].first_layer) {
+      PlanPoint n = p;
+      --n.stages[g].last_layer;
+      --n.stages[g + 1].first_layer;
+      out.push_back(std::move(n));
+    }
+    // ... or one layer later.
+    if (p.stages[g + 1].last_layer > p.stages[g + 1].first_layer) {
+      PlanPoint n = p;
+      ++n.stages[g].last_layer;
+      ++n.stages[g + 1].first_layer;
+      out.push_back(std::move(n));
+    }
+  }
+  // 1F1B's other warm-up (the planner's two: the schedule's and auto).
+  if (has_warmup(p.schedule) && p.warmup != Warmup::kDeep) {
+    PlanPoint n = p;
+    n.warmup = p.warmup == Warmup::kAuto ? Warmup::kSchedule : Warmup::kAuto;
+    out.push_back(std::move(n));
+  }
+  // One ZeRO stage more or less (synchronous schedules): sharding the optimizer step can
+  // make a plan faster, not only smaller.
+  bool shared = p.data > 1;  // some stage has data-parallel ranks to shard over
+  for (const StageSpec& s : p.stages) shared = shared || s.replicas > 1;
+  if (!is_async(p.schedule) && shared) {
+    for (const int z : {p.zero - 1, p.zero + 1}) {
+      if (z < 0 || z > 3) continue;
+      PlanPoint n = p;
+      n.zero = z;
+      out.push_back(std::move(n));
+    }
+  }
+  // Data copies traded for replicas: every stage's replicas doubled on half the copies, or
+  // halved (all even) on twice as many.
+  if (p.data % 2 == 0) {
+    PlanPoint n = p;
+    n.data /= 2;
+    bool ok = true;
+    for (StageSpec& s : n.stages) ok = ok && (s.replicas *= 2) <= p.micro_batch;
+    if (ok) out.push_back(std::move(n));
+  }
+  if (global_batch % (2 * p.data * p.micro_batch) == 0) {
+    PlanPoint n = p;
+    n.data *= 2;
+    bool ok = true;
+    for (StageSpec& s : n.stages) ok = ok && s.replicas % 2 == 0 && (s.replicas /= 2) >= 1;
+    if (ok) out.push_back(std::move(n));
+  }
+  if (p.virtual_stages != 1 || p.schedule == ScheduleKind::kZbV) return out;
+  // Two neighbouring stages merged, on the larger one's replicas (fewer GPUs) or on both
+  // (the same GPUs, when the micro-batch has the samples).
+  for (size_t g = 0; g + 1 < G; ++g) {
+    const int a = p.stages[g].replicas, b = p.stages[g + 1].replicas;
+    for (const int r : {std::max(a, b), a + b}) {
+      if (r > p.micro_batch || (r == a + b && r == std::max(a, b))) continue;
+      PlanPoint n = p;
+      n.stages[g].last_layer = p.stages[g + 1].last_layer;
+      n.stages[g].replicas = r;
+      n.stages.erase(n.stages.begin() + static_cast<std::ptrdiff_t>(g) + 1);
+      if (!n.stage_placement.empty())
+        n.stage_placement.erase(n.stage_placement.begin() + static_cast<std::ptrdiff_t>(g) + 1);
+      out.push_back(std::move(n));
+    }
+  }
+  for (size_t g = 0; g < G; ++g) {
+    if (p.stages[g].replicas < 2) continue;
+    for (const size_t to : {g - 1, g + 1}) {  // g - 1 wraps past G when g == 0
+      if (to >= G || p.stages[to].replicas >= p.micro_batch) continue;
+      PlanPoint n = p;
+      --n.stages[g].replicas;
+      ++n.stages[to].replicas;
+      out.push_back(std::move(n));
+    }
+  }
+  return out;
+}
+
+}  // namespace pipesim::planner

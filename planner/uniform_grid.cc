@@ -1,0 +1,44 @@
+#include "planner/uniform_grid.h"
+
+namespace pipesim::planner {
+
+UniformGrid::Point& UniformGrid::point(int r, int S, int v, bool vee) {
+  const uint64_t key = (static_cast<uint64_t>(r) << 40) | (static_cast<uint64_t>(S) << 20) |
+                       (static_cast<uint64_t>(v) << 1) | (vee ? 1U : 0U);
+  std::unique_ptr<Point>& slot = points_[key];
+  if (!slot) {
+    slot = std::make_unique<Point>();
+    PlanPoint& p = slot->plan;
+    p.stages = cm_.balanced(S * v);
+    for (StageSpec& st : p.stages) st.replicas = r;
+    p.data = data_;
+    p.tensor = cm_.tensor();
+    p.micro_batch = cm_.scenario().training.micro_batch;
+    // Only the chunks' layout matters to the terms: round robin, or zb-v's V.
+    p.schedule = vee ? ScheduleKind::kZbV : ScheduleKind::kInterleaved;
+    p.virtual_stages = v;
+  }
+  return *slot;
+}
+
+PlanTerms UniformGrid::terms(Point& x, int zero) {
+  if (!x.have_cut) {
+    cm_.cut_terms(x.plan, nullptr, x.cut);
+    x.work = cm_.simulation_work(x.plan, M_);
+    x.have_cut = true;
+  }
+  if (zero == 3 && !x.have_gather) {
+    cm_.gather_terms(x.plan, nullptr, x.gather);
+    x.have_gather = true;
+  }
+  const bool ring = zero > 0;
+  std::vector<double>& ar = ring ? x.ring : x.cheapest;
+  bool& have = ring ? x.have_ring : x.have_cheapest;
+  if (!have) {
+    cm_.allreduce_terms(x.plan, nullptr, ring, ar);
+    have = true;
+  }
+  return {x.cut.data(), x.gather.data(), ar.data(), x.work};
+}
+
+}  // namespace pipesim::planner

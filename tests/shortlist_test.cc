@@ -1,0 +1,114 @@
+// The planner's Shortlist against what phase 2 used to compute from the whole pool: the
+// pool without the plans too large to simulate, stable-sorted (fitting plans by time, then
+// the rest by memory), and its time/memory front (each fitting plan that needs less memory
+// than every fitting plan before it in that order).
+#include "planner/shortlist.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace pipesim::planner {
+namespace {
+
+// A plan is named by its micro-batch field (its index in the pool).
+std::vector<int64_t> names(const std::vector<Costed>& v) {
+  std::vector<int64_t> out;
+  for (const Costed& c : v) out.push_back(c.point.micro_batch);
+  return out;
+}
+
+// Few distinct times and memories, so that ties (kept in pool order) are common.
+std::vector<Costed> random_pool(unsigned seed, int n) {
+  std::mt19937 rng(seed);
+  std::vector<Costed> pool;
+  for (int i = 0; i < n; ++i) {
+    Costed c;
+    c.point.micro_batch = i;
+    c.point.stages.resize(rng() % 5 + 1);
+    c.estimate.fits = rng() % 10 < 7;
+    c.estimate.iteration_s = static_cast<double>(rng() % 40) * 0.25;
+    c.estimate.peak_memory = static_cast<int64_t>(rng() % 30) << 30;
+    c.estimate.work = static_cast<double>(rng() % 100);
+    pool.push_back(c);
+  }
+  return pool;
+}
+
+struct Reference {
+  std::vector<Costed> order, front;
+  int too_large = 0;
+};
+
+Reference reference(std::vector<Costed> pool, double max_work) {
+  Reference r;
+  std::erase_if(pool, [&](const Costed& c) {
+    const bool skip = c.estimate.work > max_work;
+    r.too_large += skip;
+    return skip;
+  });
+  std::stable_sort(pool.begin(), pool.end(), [](const Costed& a, const Costed& b) {
+    if (a.estimate.fits != b.estimate.fits) return a.estimate.fits;
+    if (!a.estimate.fits) return a.estimate.peak_memory < b.estimate.peak_memory;
+    return a.estimate.iteration_s < b.estimate.iteration_s;
+  });
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const Costed& c : pool) {
+    if (!c.estimate.fits || c.estimate.peak_memory >= least) continue;
+    least = c.estimate.peak_memory;
+    r.front.push_back(c);
+  }
+  r.order = std::move(pool);
+  return r;
+}
+
+TEST(Shortlist, KeepsTheFirstOfPhaseTwosOrderAndTheWholeFront) {
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    const std::vector<Costed> pool = random_pool(seed, 600);
+    for (const double max_work : {100.0, 80.0}) {
+      const Reference ref = reference(pool, max_work);
+      for (const size_t keep : {size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{10'000}}) {
+        SCOPED_TRACE(testing::Message() << "seed " << seed << " keep " << keep);
+        Shortlist list(keep, max_work);
+        for (const Costed& c : pool) list.offer(c.point, c.estimate);
+        const std::vector<Costed> order(
+            ref.order.begin(),
+            ref.order.begin() + static_cast<std::ptrdiff_t>(std::min(keep, ref.order.size())));
+        EXPECT_EQ(names(list.best()), names(order));
+        EXPECT_EQ(names(list.front()), names(ref.front));
+        EXPECT_EQ(list.too_large(), ref.too_large);
+        EXPECT_EQ(list.complete(), keep >= ref.order.size());
+        // What is kept is the plan itself, stage list included.
+        for (const Costed& c : list.best())
+          EXPECT_EQ(c.point.stages.size(),
+                    pool[static_cast<size_t>(c.point.micro_batch)].point.stages.size());
+      }
+    }
+  }
+}
+
+// Hand-worked: times 3, 1, 2, 1 s with memories 5, 9, 4, 9 GiB (all fit). Order: the two
+// 1 s plans in pool order (1, 3), then 2 (2 s), then 0 (3 s). Front: 1 (9 GiB), then 2
+// (4 GiB); 3 ties 1's time after it without less memory, 0 needs more than 2.
+TEST(Shortlist, HandWorkedFront) {
+  Shortlist list(2, 1.0);
+  const double times[] = {3, 1, 2, 1};
+  const int64_t gib[] = {5, 9, 4, 9};
+  for (int i = 0; i < 4; ++i) {
+    PlanPoint p;
+    p.micro_batch = i;
+    Estimate e;
+    e.iteration_s = times[i];
+    e.peak_memory = gib[i] << 30;
+    list.offer(p, e);
+  }
+  EXPECT_EQ(names(list.best()), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(names(list.front()), (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(list.complete());
+}
+
+}  // namespace
+}  // namespace pipesim::planner
