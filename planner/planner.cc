@@ -399,7 +399,8 @@ class Planner {
               p.stages[static_cast<size_t>(g)].replicas =
                   reps[static_cast<size_t>(p.position_of(g))];
             p.placement = pol;
-            if (!placements.insert(p.devices(cm.scenario().cluster)).second) continue;
+            const auto devices = p.devices(cm.scenario().cluster);
+            if (!placements.insert(devices).second) continue;
             // zb-v's order builder refuses some stage-cost mixes: not strategies at all.
             if (!orderable(p)) continue;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
@@ -408,7 +409,7 @@ class Planner {
                                "a smaller cluster or model, or the planner without --exhaustive",
                                "plan");
             }
-            const planner::Estimate e = cm.estimate(p, M);
+            const planner::Estimate e = cm.estimate(p, M, &devices);  // on its own devices
             out.push_back({std::move(p), e});
           }
         }

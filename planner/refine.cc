@@ -58,7 +58,26 @@ std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch) {
     for (StageSpec& s : n.stages) ok = ok && s.replicas % 2 == 0 && (s.replicas /= 2) >= 1;
     if (ok) out.push_back(std::move(n));
   }
-  if (p.virtual_stages != 1 || p.schedule == ScheduleKind::kZbV) return out;
+  if (p.virtual_stages != 1 || p.schedule == ScheduleKind::kZbV) {
+    // Chunked plans: one replica moved from a position to the position before or after it,
+    // with every chunk of both positions.
+    const int P = p.positions();
+    auto reps = [&](int q) { return p.stages[static_cast<size_t>(q)].replicas; };
+    for (int q = 0; q < P; ++q) {
+      if (reps(q) < 2) continue;
+      for (const int to : {q - 1, q + 1}) {
+        if (to < 0 || to >= P || reps(to) >= p.micro_batch) continue;
+        PlanPoint n = p;
+        for (size_t g = 0; g < G; ++g) {
+          const int at = p.position_of(static_cast<int>(g));
+          if (at == q) --n.stages[g].replicas;
+          if (at == to) ++n.stages[g].replicas;
+        }
+        out.push_back(std::move(n));
+      }
+    }
+    return out;
+  }
   // Two neighbouring stages merged, on the larger one's replicas (fewer GPUs) or on both
   // (the same GPUs, when the micro-batch has the samples).
   for (size_t g = 0; g + 1 < G; ++g) {

@@ -19,8 +19,9 @@ namespace pipesim::planner {
 // settings, placement policy) stays as it is; 1F1B's warm-up (the schedule's or auto) may
 // flip, and a synchronous plan may take one ZeRO stage more or less. A one-chunk pipeline
 // may also merge two neighbouring stages, on the larger one's replicas or on both. (The
-// planner tries each neighbour under every placement policy.) Interleaved and zb-v plans move cuts only,
-// since their chunks of one device must keep the same replicas. Last, the same GPUs with
+// planner tries each neighbour under every placement policy.) Interleaved and zb-v plans move a replica
+// between neighbouring positions (every chunk of both), since the chunks of one device
+// keep the same replicas. Last, the same GPUs with
 // half the data copies and twice the replicas per stage, or the other way round (when the
 // global batch still divides into whole micro-batches per copy).
 std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch);

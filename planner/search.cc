@@ -1,6 +1,9 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
 
 namespace pipesim::planner {
 namespace {
@@ -24,6 +27,7 @@ struct Node {
 constexpr size_t kMaxLabels = 12;
 constexpr int kMaxR = 64;  // replicas per stage the DP considers (kUnevenLimit GPUs per copy)
 constexpr int kKeepPerDepth = 3;
+constexpr int kKeepPlacedPerDepth = 24;  // the placement-blind DP: its ranking is rougher
 
 ScheduleTraits with_choice(ScheduleTraits t, const ScheduleChoice& sc, int data, int tensor) {
   t.zero = sc.zero;
@@ -34,8 +38,13 @@ ScheduleTraits with_choice(ScheduleTraits t, const ScheduleChoice& sc, int data,
 
 class Dp {
  public:
+  // `optimistic`: each cut costs the less of its contiguous placement and the two stages
+  // side by side at the start of the cluster (inside one node where they fit), each
+  // gradient all-reduce the less of its contiguous group and the replicas from the start
+  // of the cluster, so plans that another placement policy serves well are not ranked out
+  // by the contiguous one.
   Dp(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t M, int max_gpus,
-     int max_replicas, int stride, double bound, SearchStats& stats)
+     int max_replicas, int stride, double bound, SearchStats& stats, bool optimistic = false)
       : cm_(cm),
         t_(with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data, cm.tensor())),
         data_(data),
@@ -45,10 +54,11 @@ class Dp {
         stride_(stride),
         L_(cm.layers()),
         bound_(bound),
-        stats_(stats) {}
+        stats_(stats),
+        optimistic_(optimistic) {}
 
   // Best few (by objective) pipelines of exactly S stages, as stage lists.
-  std::vector<std::vector<StageSpec>> run(int S) {
+  std::vector<std::vector<StageSpec>> run(int S, int keep = kKeepPerDepth) {
     nodes_.clear();
     for (Cells* x : {&cur_, &next_}) x->reset(cells(), u(R_ + 1));
     nodes_.push_back({});
@@ -71,7 +81,7 @@ class Dp {
     std::sort(done.begin(), done.end());
     std::vector<std::vector<StageSpec>> out;
     for (const auto& [obj, id] : done) {
-      if (static_cast<int>(out.size()) >= kKeepPerDepth) break;
+      if (static_cast<int>(out.size()) >= keep) break;
       std::vector<StageSpec> stages;
       for (int n = id; nodes_[u(n)].parent >= 0; n = nodes_[u(n)].parent) {
         const Node& x = nodes_[u(n)];
@@ -104,7 +114,13 @@ class Dp {
     for (int r = 1; r <= max_r; ++r) {
       for (int i = 0; i < n_rl; ++i) {
         const int rl = rls[i];
-        cut[i] = s > 0 ? cm_.cut_time(g - rl, rl, g, r, cm_.output_bytes(j - 1)) : 0.0;
+        if (s == 0) {
+          cut[i] = 0.0;
+          continue;
+        }
+        const int64_t bytes = cm_.output_bytes(j - 1);
+        cut[i] = cm_.cut_time(g - rl, rl, g, r, bytes);
+        if (optimistic_) cut[i] = std::min(cut[i], cm_.cut_time(0, rl, rl, r, bytes));
       }
       // The layers after this stage need at least their compute spread over the GPUs left.
       const int gpus_after = G_ - g - r;
@@ -124,8 +140,10 @@ class Dp {
           const double fb = t - w * (1 + t_.w_fill);
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }
-        const double ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0) +
-                          cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
+        double ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0);
+        if (optimistic_)  // the replicas side by side from the start of a node
+          ar = std::min(ar, cm_.allreduce_time(0, r, data_, stride_, j, k, t_.zero > 0));
+        ar += cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
         const double rest = stages_after > 0 && gpus_after > 0
                                 ? cm_.compute_time(k + 1, L_ - 1, 1, t_) / gpus_after
                                 : 0.0;
@@ -185,6 +203,7 @@ class Dp {
   int G_, R_, stride_, L_;
   double bound_;
   SearchStats& stats_;
+  bool optimistic_;
   std::vector<Node> nodes_;
   // Label ids per cell, for the stages placed so far and the next; `live` marks the
   // (layers, GPUs) states with a label at any last-stage replica count, `touched` the
@@ -235,6 +254,80 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
   return p;
 }
 
+
+// Interleaved and zb-v pipelines with uneven replicas per position on small clusters: for
+// every replica vector over P positions (each at most the micro-batch's samples, together
+// at most the GPUs of a copy), the cut of the layers into P x v stages whose slowest stage
+// or cut transfer is least (a DP over (stages, layers placed), each stage's time on its
+// position's replicas, each cut on the routes between the positions' contiguous GPUs).
+// The estimate then judges the plan as a whole. Returns false, offering nothing, when the
+// space is past `budget` DP steps.
+template <class Add>
+bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p, int P, int v,
+                    int max_r, int max_gpus, double budget, Add&& add) {
+  const int L = cm.layers(), G = P * v;
+  if (G > L || P < 2) return true;
+  // Replica vectors: count them first (an odometer over 1..max_r, sum <= max_gpus).
+  std::vector<int> reps(u(P), 1);
+  auto next = [&] {
+    for (int i = P - 1; i >= 0; --i) {
+      if (reps[u(i)] < max_r) {
+        ++reps[u(i)];
+        for (int k = i + 1; k < P; ++k) reps[u(k)] = 1;
+        int sum = 0;
+        for (int r : reps) sum += r;
+        if (sum <= max_gpus) return true;
+        reps[u(i)] = max_r;  // past the GPUs: carry on to the position before
+      }
+    }
+    return false;
+  };
+  if (P > max_gpus) return true;
+  double vectors = 1;
+  for (bool more = true; more && vectors * G * L * L <= budget; more = next()) vectors += 1;
+  if (vectors * G * L * L > budget) return false;
+  std::fill(reps.begin(), reps.end(), 1);
+  p.virtual_stages = v;
+  p.stages.assign(u(G), StageSpec{});
+  std::vector<int> start(u(P));
+  std::vector<double> best(u(G + 1) * u(L + 1));
+  std::vector<int> from(best.size());
+  const auto at = [&](int k, int j) { return u(k) * u(L + 1) + u(j); };
+  for (bool more = true; more; more = next()) {
+    for (int q = 0, g = 0; q < P; g += reps[u(q)], ++q) start[u(q)] = g;
+    std::fill(best.begin(), best.end(), std::numeric_limits<double>::infinity());
+    best[at(0, 0)] = 0;
+    for (int k = 1; k <= G; ++k) {
+      const int q = p.position_of(k - 1), r = reps[u(q)];
+      // Stage k - 1 covers layers [i, j): every stage before keeps a layer, every one after too.
+      for (int j = k; j <= L - (G - k); ++j) {
+        for (int i = k - 1; i < j; ++i) {
+          double b = best[at(k - 1, i)];
+          if (!std::isfinite(b)) continue;
+          b = std::max(b, cm.stage_time(i, j - 1, r, tr));
+          if (k >= 2) {
+            const int qp = p.position_of(k - 2);
+            if (qp != q)
+              b = std::max(b, cm.cut_time(start[u(qp)], reps[u(qp)], start[u(q)], r,
+                                          cm.output_bytes(i - 1)));
+          }
+          if (b < best[at(k, j)]) {
+            best[at(k, j)] = b;
+            from[at(k, j)] = i;
+          }
+        }
+      }
+    }
+    for (int k = G, j = L; k > 0; j = from[at(k, j)], --k) {
+      StageSpec& st = p.stages[u(k - 1)];
+      st.first_layer = from[at(k, j)];
+      st.last_layer = j - 1;
+      st.replicas = reps[u(p.position_of(k - 1))];
+    }
+    add(p, nullptr);
+  }
+  return true;
+}
 }  // namespace
 
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
@@ -341,6 +434,14 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
     out.offer(p, e);
   };
+  // The same for a plan on explicit devices (its policy's), costed there.
+  auto add_placed = [&](PlanPoint& p, const CostModel::Placement& devices) {
+    ++stats.costed;
+    const Estimate e = cm.estimate(p, M, &devices);
+    if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;
+    if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
+    out.offer(p, e);
+  };
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
                          static_cast<double>(max_r);
@@ -370,6 +471,19 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
         }
       }
     }
+    // Small clusters: interleaved and zb-v with uneven replicas per position too.
+    if ((inter || vee) && !large && !level && dp_work <= kSmallDpWork) {
+      const ScheduleTraits tr = with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data,
+                                            cm.tensor());
+      for (int P = 2; P <= std::min(max_gpus, L); ++P) {
+        if (inter && M % P != 0) continue;
+        if (vee && M < P) continue;
+        for (int v = 2; P * v <= L; v *= 2) {
+          if (!uneven_chunked(cm, tr, p, P, v, max_r, max_gpus, kSmallDpWork, add)) break;
+          if (vee) break;
+        }
+      }
+    }
     return;
   }
   Dp dp(cm, sc, data, M, max_gpus, max_r, max_gpus, kBoundFactor * stats.incumbent, stats);
@@ -377,6 +491,27 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     for (auto& stages : dp.run(S)) {
       PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
       add(p, nullptr);
+    }
+  }
+  // Several nodes: the DP again with optimistic cuts (placement-blind), each of its plans
+  // under every placement policy, estimated on the devices the policy gives (a big
+  // activation kept inside a node by fresh-first, say, which the contiguous placement
+  // sends over the slow link). Small spaces only: it doubles the DP's work.
+  const Cluster& cluster = cm.scenario().cluster;
+  if (cluster.num_nodes() < 2 || dp_work > kSmallDpWork) return;
+  Dp placed_dp(cm, sc, data, M, max_gpus, max_r, max_gpus, kBoundFactor * stats.incumbent, stats,
+               true);
+  for (int S = 2; S <= std::min(L, max_gpus); ++S) {
+    for (auto& stages : placed_dp.run(S, kKeepPlacedPerDepth)) {
+      PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
+      std::set<CostModel::Placement> seen;
+      for (const PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
+                                        PlacementPolicy::kScatterFirst}) {
+        p.placement = pol;
+        const CostModel::Placement devices = p.devices(cluster);
+        if (!seen.insert(devices).second) continue;
+        add_placed(p, devices);
+      }
     }
   }
 }

@@ -9,7 +9,8 @@
 // the estimate is dropped. Stages that do not fit in memory are never extended. Large
 // clusters (more than kUnevenLimit GPUs per copy), interleaved and zb-v schedules and the
 // memory levels above the first (ZeRO, sequence parallelism) use uniform replicas with a
-// compute-balanced cut instead.
+// compute-balanced cut instead. Small spaces (kSmallDpWork) search more: placement-aware
+// plans and uneven interleaved / zb-v replicas.
 #pragma once
 
 #include <limits>
@@ -24,6 +25,10 @@ namespace pipesim::planner {
 inline constexpr int kUnevenLimit = 64;
 // Above this much DP work (moves), the uniform search stands in for the DP.
 inline constexpr double kDpBudget = 1e6;
+// Small spaces (DP work up to this much): on several nodes the DP runs a second time with
+// placement-blind cuts and its plans are costed under every placement policy, and
+// interleaved and zb-v plans get uneven replicas per position too.
+inline constexpr double kSmallDpWork = 2.5e5;
 
 struct SearchStats {
   int64_t costed = 0;  // strategies (partial ones included) costed by the DP and the grid
