@@ -257,10 +257,11 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
 
 // Interleaved and zb-v pipelines with uneven replicas per position on small clusters: for
 // every replica vector over P positions (each at most the micro-batch's samples, together
-// at most the GPUs of a copy, not all equal: those are the uniform grid's), the cut of the layers into P x v stages whose slowest stage
-// or cut transfer is least (a DP over (stages, layers placed), each stage's time on its
-// position's replicas, each cut on the routes between the positions' contiguous GPUs).
-// The estimate then judges the plan as a whole. Returns false, offering nothing, when the
+// at most the GPUs of a copy; equal ones too, whose cut may beat the grid's balanced
+// one), the cut of the layers into P x v stages whose slowest stage or cut transfer is
+// least (a DP over (stages, layers placed), each stage's time on its position's replicas,
+// each cut on the routes between the positions' contiguous GPUs). The estimate then
+// judges the plan as a whole. Returns false, offering nothing, when the
 // space is past `budget` DP steps.
 template <class Add>
 bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p, int P, int v,
@@ -294,8 +295,6 @@ bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p,
   std::vector<int> from(best.size());
   const auto at = [&](int k, int j) { return u(k) * u(L + 1) + u(j); };
   for (bool more = true; more; more = next()) {
-    // Equal replicas are the uniform grid's, with the compute-balanced cut.
-    if (std::all_of(reps.begin(), reps.end(), [&](int r) { return r == reps[0]; })) continue;
     for (int q = 0, g = 0; q < P; g += reps[u(q)], ++q) start[u(q)] = g;
     std::fill(best.begin(), best.end(), std::numeric_limits<double>::infinity());
     best[at(0, 0)] = 0;
