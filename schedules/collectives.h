@@ -24,12 +24,13 @@ namespace pipesim {
 enum class AllReduceAlgo { kRing, kTree, kHierarchical };
 std::string_view to_string(AllReduceAlgo a);
 
-// Pipelining depth of the tree: chunks of at least 4 MiB per tree, at most 8 of them.
-// NCCL pipelines in finer chunks; deeper pipelines here mean many more concurrent flows in
-// one contended component, and max-min re-rating cost grows with its size.
+// Pipelining depth of the tree: chunks of at least 4 MiB per tree, at most kMaxTreeChunks
+// of them. NCCL pipelines a tree in many chunks, so a large message pays the tree's depth
+// in chunk times only a few times over (2D + K - 1 chunk times for K chunks, D levels).
+inline constexpr int kMaxTreeChunks = 16;
 inline int tree_chunks(int64_t bytes) {
   const int64_t k = ceil_div(ceil_div(bytes, 2), int64_t{4} << 20);
-  return static_cast<int>(k < 1 ? 1 : (k > 8 ? 8 : k));
+  return static_cast<int>(k < 1 ? 1 : (k > kMaxTreeChunks ? kMaxTreeChunks : k));
 }
 
 struct CollectiveMember {

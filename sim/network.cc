@@ -11,8 +11,11 @@
 
 namespace pipesim {
 
-FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling)
-    : links_(static_cast<size_t>(cluster.num_links()) * 2), filling_(filling) {
+FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling,
+                         size_t local_above)
+    : links_(static_cast<size_t>(cluster.num_links()) * 2),
+      filling_(filling),
+      local_above_(local_above) {
   reserve_huge(slot_of_, max_flow_id);
   slot_of_.assign(max_flow_id, kNoSlot);
   for (size_t d = 0; d < links_.size(); ++d) {
@@ -133,20 +136,16 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
       comp_flows_.push_back(s);
       for (LinkDirection h : f.route->hops) visit_link(h);
     }
+    if (comp_flows_.size() > local_above_) {
+      rerate_local(seeds, now, changed);
+      return;
+    }
   }
   // Bring every flow of the component up to date at the old rates.
   old_rate_.resize(comp_flows_.size());
   for (size_t i = 0; i < comp_flows_.size(); ++i) {
     Flow& f = slots_[comp_flows_[i]];
-    const double sent = f.rate * (now - f.updated).seconds();
-    if (f.rate > 0 && f.finish <= now) {
-      f.remaining = 0;  // its last byte goes through now; no rounding residue
-      f.exact = false;
-    } else if (sent > 0) {
-      f.remaining = std::max(0.0, f.remaining - sent);
-      f.exact = false;
-    }
-    f.updated = now;
+    catch_up(f, now);
     old_rate_[i] = f.rate;
     f.rate = -1;  // unfrozen
   }
@@ -170,6 +169,130 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
   }
 }
 
+void FlowNetwork::catch_up(Flow& f, Time now) {
+  const double sent = f.rate * (now - f.updated).seconds();
+  if (f.rate > 0 && f.finish <= now) {
+    f.remaining = 0;  // its last byte goes through now; no rounding residue
+    f.exact = false;
+  } else if (sent > 0) {
+    f.remaining = std::max(0.0, f.remaining - sent);
+    f.exact = false;
+  }
+  f.updated = now;
+}
+
+// Re-rating a large component without touching all of it. The max-min allocation changes
+// only where a rate moves, so progressive filling runs on a region that grows until it
+// holds every change: the flows F of the region's links (at first the seed route's), on
+// every link they cross, with the flows outside F fixed at their rates (a link outside
+// the region offers F its capacity less theirs). The result is the allocation of the
+// whole component once (1) every link of a flow whose rate moved is in the region, so
+// that no flow outside F sees a rate change on any of its links and each keeps the
+// bottleneck it had, and (2) every flow of F whose rate did not move and whose
+// bottleneck lies outside the region has at least the rate of every flow outside F on it
+// (it is the largest there, so that link is still its bottleneck). Links that break
+// either condition join the region and the filling runs again. The flows of a region
+// that stayed within kSame of their rates keep them exactly (and their projections);
+// the rest are brought up to date at their old rates and re-projected. Against the
+// whole-component filling the rates agree to rounding.
+void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>& changed) {
+  constexpr double kSame = 1e-10;
+  const auto same = [](double a, double old) { return old > 0 && std::abs(a - old) <= kSame * old; };
+  const uint64_t region = ++region_epoch_;
+  region_links_.clear();
+  const auto enter = [&](LinkDirection h) {
+    Link& l = links_[static_cast<size_t>(h)];
+    if (l.finite && l.region != region) {
+      l.region = region;
+      region_links_.push_back(h);
+    }
+  };
+  for (LinkDirection h : seeds.hops) enter(h);
+  while (true) {
+    ++epoch_;
+    comp_links_.clear();
+    comp_flows_.clear();
+    for (size_t i = 0; i < region_links_.size(); ++i) {
+      for (uint32_t s : links_[static_cast<size_t>(region_links_[i])].flows) {
+        Flow& f = slots_[s];
+        if (f.mark == epoch_) continue;
+        f.mark = epoch_;
+        comp_flows_.push_back(s);
+        for (LinkDirection h : f.route->hops) {
+          Link& l = links_[static_cast<size_t>(h)];
+          if (l.finite && l.mark != epoch_) {
+            l.mark = epoch_;
+            comp_links_.push_back(h);
+          }
+        }
+      }
+    }
+    old_rate_.resize(comp_flows_.size());
+    for (size_t i = 0; i < comp_flows_.size(); ++i) {
+      Flow& f = slots_[comp_flows_[i]];
+      old_rate_[i] = f.rate;
+      f.rate = -1;  // unfrozen
+    }
+    for (size_t i = 0; i < comp_links_.size(); ++i) {
+      Link& l = links_[static_cast<size_t>(comp_links_[i])];
+      l.left = l.capacity;
+      l.unfrozen = 0;
+      l.pos = static_cast<uint32_t>(i);
+      for (uint32_t s : l.flows) {
+        const Flow& f = slots_[s];
+        if (f.mark == epoch_) {
+          ++l.unfrozen;
+        } else {
+          l.left -= f.rate;  // outside F: fixed
+        }
+      }
+    }
+    const uint64_t in_f = epoch_;  // the flows of F carry this mark
+    if (filling_ == Filling::kScan) {
+      fill_by_scan();
+    } else {
+      fill_by_heap();
+    }
+    // Links that must join the region (each once).
+    ++epoch_;
+    expand_.clear();
+    const auto grow = [&](LinkDirection h) {
+      Link& l = links_[static_cast<size_t>(h)];
+      if (l.region == region || l.mark == epoch_) return;
+      l.mark = epoch_;
+      expand_.push_back(h);
+    };
+    for (size_t i = 0; i < comp_flows_.size(); ++i) {
+      const Flow& f = slots_[comp_flows_[i]];
+      if (!same(f.rate, old_rate_[i])) {
+        for (LinkDirection h : f.route->hops)
+          if (finite(h)) grow(h);
+      } else if (links_[static_cast<size_t>(f.bottleneck)].region != region) {
+        double top = 0;
+        for (uint32_t t : links_[static_cast<size_t>(f.bottleneck)].flows) {
+          const Flow& g = slots_[t];
+          if (g.mark != in_f) top = std::max(top, g.rate);
+        }
+        if (f.rate < top * (1 - kSame)) grow(f.bottleneck);
+      }
+    }
+    if (expand_.empty()) break;
+    for (size_t i = 0; i < comp_flows_.size(); ++i) slots_[comp_flows_[i]].rate = old_rate_[i];
+    for (LinkDirection h : expand_) enter(h);
+  }
+  for (size_t i = 0; i < comp_flows_.size(); ++i) {
+    Flow& f = slots_[comp_flows_[i]];
+    const double rate = f.rate;
+    f.rate = old_rate_[i];
+    if (same(rate, old_rate_[i])) continue;  // projection unchanged
+    catch_up(f, now);
+    PIPESIM_ASSERT(rate > 0, "max-min shares are positive");
+    f.rate = rate;
+    f.finish = finish_time(f, now);
+    changed.push_back({f.id, f.finish});
+  }
+}
+
 // Fixes the unfrozen flows of link `h` at `share` and takes it off every link they cross;
 // calls touched(link) for each such link. Returns how many flows it froze.
 template <class Touched>
@@ -179,6 +302,7 @@ size_t FlowNetwork::freeze(LinkDirection h, double share, Touched&& touched) {
     Flow& f = slots_[s];
     if (f.rate >= 0) continue;
     f.rate = share;
+    f.bottleneck = h;
     ++frozen;
     for (LinkDirection hop : f.route->hops) {
       if (!finite(hop)) continue;

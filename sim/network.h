@@ -1,7 +1,8 @@
 // Flow-level network: transfers that share a link direction share its bandwidth max-min
 // fairly (progressive filling), recomputed when a flow starts or ends. A change re-rates
 // only the flows connected to it through shared links (its component), so disjoint
-// traffic costs nothing.
+// traffic costs nothing; in a large component (a tree all-reduce over the whole cluster)
+// only the region whose rates really move (rerate_local).
 //
 // Flows are named by the engine's op ids and live in a pool of slots, so memory follows
 // the number of flows in flight, not the number of transfers. Links of unlimited bandwidth
@@ -26,8 +27,12 @@ class FlowNetwork {
   // How progressive filling finds each round's bottleneck link: a min-heap (the default)
   // or, as the reference the heap is tested against, a scan of every link.
   enum class Filling { kHeap, kScan };
+  // Components of more than this many flows are re-rated locally (rerate_local).
+  static constexpr size_t kLocalAbove = 64;
   // Flow ids below `max_flow_id` are expected; larger ones grow the id table when they start.
-  FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap);
+  // `local_above`: the component size past which re-rating goes local (0: always).
+  FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap,
+              size_t local_above = kLocalAbove);
 
   struct Update {
     uint32_t flow;
@@ -52,6 +57,8 @@ class FlowNetwork {
 
   // Sum of the rates of the flows on a link direction (bytes per second).
   double load(LinkDirection d) const;
+  // The rate of an active flow (bytes per second).
+  double rate(uint32_t flow) const { return slots_[slot_of_[flow]].rate; }
 
  private:
   static constexpr uint32_t kNoSlot = std::numeric_limits<uint32_t>::max();
@@ -63,6 +70,7 @@ class FlowNetwork {
     Time updated;                  // when `remaining` was last brought up to date
     Time finish;
     uint64_t mark = 0;
+    LinkDirection bottleneck = -1;  // where progressive filling last froze it
     bool exact = true;         // `remaining` is still the whole transfer (integral bytes)
     bool constrained = false;  // crosses at least one finite link
   };
@@ -75,6 +83,7 @@ class FlowNetwork {
     int unfrozen = 0;
     uint32_t pos = 0;  // position in comp_links_
     uint64_t mark = 0;
+    uint64_t region = 0;  // rerate_local's region stamp
     double share() const { return std::max(0.0, left) / unfrozen; }
   };
   struct HeapEntry {
@@ -85,6 +94,9 @@ class FlowNetwork {
 
   bool finite(LinkDirection h) const { return links_[static_cast<size_t>(h)].finite; }
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed);
+  void rerate_local(const Route& seeds, Time now, std::vector<Update>& changed);
+  // Brings `f` up to `now` at its current rate.
+  void catch_up(Flow& f, Time now);
   Time finish_time(const Flow& f, Time now) const;
   template <class Touched>
   size_t freeze(LinkDirection h, double share, Touched&& touched);
@@ -95,14 +107,16 @@ class FlowNetwork {
   std::vector<uint32_t> free_;
   std::vector<uint32_t> slot_of_;  // [op id]
   std::vector<Link> links_;
-  uint64_t epoch_ = 0;
+  uint64_t epoch_ = 0, region_epoch_ = 0;
   Filling filling_;
+  size_t local_above_;
   // scratch
   std::vector<LinkDirection> comp_links_;
   std::vector<uint32_t> comp_flows_;
   std::vector<double> old_rate_;
   std::vector<HeapEntry> heap_;
   std::vector<Link*> touched_;
+  std::vector<LinkDirection> region_links_, expand_;
   // Recent serialization_time(bytes, rate) results: a collective sends the same chunk at
   // the same rate at every step, and the exact 128-bit division is not cheap.
   struct Serialization {
