@@ -14,7 +14,7 @@ namespace {
 
 std::string pipeline_yaml(int stages, int micro_batches, const std::string& schedule) {
   const bool split = schedule.starts_with("zb");
-  const int v = schedule == "interleaved" ? 2 : 1;
+  const int v = schedule == "interleaved" || schedule == "zb-v" ? 2 : 1;  // chunks per GPU
   return fmt::format(R"(cluster:
   gpu: a100-80gb
   nodes: {nodes}
@@ -25,10 +25,11 @@ model:
   layers:
     - {{name: block, repeat: {layers}, forward: 1 ms, {backward}, activation: 1 MiB, output: 4 MiB, params: 1M}}
 training: {{global_batch: {M}, micro_batch: 1}}
-strategy: {{schedule: {schedule}, pipeline: {S}, virtual_stages: {v}}}
+strategy: {{schedule: {schedule}, pipeline: {S}{chunks}}}
 )",
                      fmt::arg("nodes", (stages + 7) / 8), fmt::arg("S", stages),
-                     fmt::arg("M", micro_batches), fmt::arg("layers", stages * v), fmt::arg("v", v),
+                     fmt::arg("M", micro_batches), fmt::arg("layers", stages * v),
+                     fmt::arg("chunks", schedule == "interleaved" ? ", virtual_stages: 2" : ""),
                      fmt::arg("schedule", schedule),
                      fmt::arg("backward", split ? "backward_input: 1 ms, backward_weight: 1 ms"
                                                 : "backward: 2 ms"));
@@ -75,7 +76,7 @@ BENCHMARK(BM_GenerateOnlyDapple)->Unit(benchmark::kMillisecond);
 
 const int kRegistered = [] {
   for (const char* s : {"dapple", "gpipe", "gpipe-recompute", "pipedream", "pipedream-2bw",
-                        "interleaved", "zb-h1", "zb-h2"}) {
+                        "interleaved", "zb-h1", "zb-h2", "zb-1p", "zb-2p", "zb-v"}) {
     benchmark::RegisterBenchmark(fmt::format("BM_GenerateAndSimulate/{}", s).c_str(),
                                  [s](benchmark::State& st) { BM_GenerateAndSimulate(st, s); })
         ->Args({64, 1024})

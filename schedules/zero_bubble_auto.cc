@@ -83,7 +83,7 @@ class Replay {
   }
   int64_t send(int e) const { return c_.send[u(e)].ps_count(); }
   int64_t grad(int e) const { return c_.gradient[u(e)].ps_count(); }
-  int64_t max_bubble() const { return *std::max_element(bubble_.begin(), bubble_.end()); }
+  int64_t max_bubble() const { return top_bubble_; }
 
   void put(int j, Kind k) {
     const size_t s = u(j);
@@ -98,7 +98,10 @@ class Replay {
     if (k == kB && j + 1 < S_) t = std::max(t, tb_[s + 1][u(n)] + grad(j) + cost(j, k));
     if (k == kB) PIPESIM_ASSERT(tf_[s][u(n)] >= 0, "B after its F");
     if (k == kW) PIPESIM_ASSERT(tb_[s][u(n)] >= 0, "W after its B");
-    if (f_[s] > 0) bubble_[s] += t - no_wait;
+    if (f_[s] > 0) {
+      bubble_[s] += t - no_wait;
+      top_bubble_ = std::max(top_bubble_, bubble_[s]);  // bubbles only grow
+    }
     end_[s] = t;
     (k == kF ? tf_ : k == kB ? tb_ : tw_)[s][u(n)] = t;
     mem_[s] += mem;
@@ -187,6 +190,7 @@ class Replay {
   Rules rules_;
   std::vector<int> f_, b_, w_;  // steps placed so far, per stage
   std::vector<int64_t> mem_, end_, bubble_, limit_;
+  int64_t top_bubble_ = 0;  // the largest of bubble_
   std::vector<std::vector<int64_t>> tf_, tb_, tw_;  // [stage][micro-batch] end times
   ScheduleOrder order_;
 };

@@ -50,7 +50,7 @@ class VReplay {
   }
 
   int64_t max_bubble(int stage = -1) const {
-    int64_t m = *std::max_element(bubble_.begin(), bubble_.end());
+    int64_t m = top_bubble_;
     if (stage >= 0) m = std::max(m, max_approved_ - approved_[u(stage)]);
     return m;
   }
@@ -107,7 +107,10 @@ class VReplay {
       if (in < 0) throw Infeasible{};
       t = std::max(t, in + comm(k, chunk, i) + cost(k, chunk, i));
     }
-    if (count(i, kF, 0) > 0) bubble_[u(i)] += t - no_wait;
+    if (count(i, kF, 0) > 0) {
+      bubble_[u(i)] += t - no_wait;
+      top_bubble_ = std::max(top_bubble_, bubble_[u(i)]);  // bubbles only grow
+    }
     end(k, chunk, i, n) = t;
     cur_[u(i)] = t;
     mem_[u(i)] += mem;
@@ -217,6 +220,7 @@ class VReplay {
   int64_t max_approved_ = -1;
   std::vector<std::array<int, 6>> count_;  // [device][kind * 2 + chunk]
   std::vector<int64_t> cur_, mem_, bubble_, limit_;
+  int64_t top_bubble_ = 0;  // the largest of bubble_
   std::vector<int64_t> end_;  // end time of each (kind, chunk, device, micro-batch); -1: not yet
   std::vector<std::deque<int>> pending_;  // backward chunks whose W is still to run
   ScheduleOrder order_;

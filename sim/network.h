@@ -27,8 +27,9 @@ class FlowNetwork {
   // How progressive filling finds each round's bottleneck link: a min-heap (the default)
   // or, as the reference the heap is tested against, a scan of every link.
   enum class Filling { kHeap, kScan };
-  // Components of more than this many flows are re-rated locally (rerate_local).
-  static constexpr size_t kLocalAbove = 64;
+  // Components of more than this many flows are re-rated locally (rerate_local); below
+  // it re-rating the whole component costs less than the local rounds.
+  static constexpr size_t kLocalAbove = 128;
   // Flow ids below `max_flow_id` are expected; larger ones grow the id table when they start.
   // `local_above`: the component size past which re-rating goes local (0: always).
   FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap,
