@@ -350,12 +350,20 @@ void Lowering::add_pipeline_transfers() {
             const OpId f = fwd_[at], bk = bwd_[at];
             PIPESIM_ASSERT(f != kNone && bk != kNone,
                            "every micro-batch has F and B on every stage");
-            if (const OpId w = wgt_[at]; w != kNone) b_.add_dep(w, tail(bk));
+            // W after its B, B after its R, R after its F, and on the last stage B after F:
+            // a generated order's stream already keeps them in turn, so an edge is needed
+            // only where the earlier op ends in a tensor collective (a transfer, outside the
+            // stream). Hand-written orders keep every edge (a B before its F is a deadlock).
+            const auto after = [&](OpId later, OpId earlier) {
+              const OpId end = tail(earlier);
+              if (end != earlier || !in_.orders.generated) b_.add_dep(later, end);
+            };
+            if (const OpId w = wgt_[at]; w != kNone) after(w, bk);
             if (const OpId rc = rec_[at]; rc != kNone) {
-              b_.add_dep(bk, tail(rc));
-              b_.add_dep(rc, tail(f));
+              after(bk, rc);
+              after(rc, f);
             }
-            if (g == G_ - 1) b_.add_dep(bk, tail(f));
+            if (g == G_ - 1) after(bk, f);
           }
           if (g + 1 == G_) continue;
           // Output of g to g+1 and the gradient back: replica i of r and j of r2 move the

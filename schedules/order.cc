@@ -280,6 +280,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
   if (spec.user != nullptr) {
     base = *spec.user;
     places_w = true;  // the user decides where (and whether) W runs
+    out.generated = false;
   } else {
     switch (spec.kind) {
       case ScheduleKind::kGpipe:

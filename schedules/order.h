@@ -71,6 +71,9 @@ struct SlotOrders {
   // schedules and hand-written orders, which place W themselves). Otherwise it leaves after
   // B and W, as one autograd call computes the whole backward in PyTorch and Megatron-LM.
   bool early_input_grad = false;
+  // Built by a schedule (not hand-written): each micro-batch's F, R, B and W follow one
+  // another in their device's list, so the stream order alone keeps them in turn.
+  bool generated = true;
 };
 
 struct OrderSpec {
