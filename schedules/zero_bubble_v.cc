@@ -72,8 +72,9 @@ class VReplay {
     const int g = stage_of(k, chunk, i);
     return k == kF ? c_.send[u(g) - 1].ps_count() : c_.gradient[u(g)].ps_count();
   }
+  // Devices side by side for one micro-batch: a step reads its neighbour's end.
   int64_t& end(Kind k, int chunk, int i, int n) {
-    return end_[((u(k) * 2 + u(chunk)) * u(S_) + u(i)) * u(M_) + u(n)];
+    return end_[((u(k) * 2 + u(chunk)) * u(M_) + u(n)) * u(S_) + u(i)];
   }
   int& count(int i, Kind k, int chunk) { return count_[u(i)][u(k) * 2 + u(chunk)]; }
   // The cross-device input of F/B (chunk, device i, micro-batch n), if it has one.
@@ -256,6 +257,7 @@ std::optional<Result> best(const StageCosts& c, int M) {
   std::optional<Result> out;
   for (bool fill_b : {true, false}) {
     for (bool fill_f : {true, false}) {
+      if (out && out->bubble == 0) return out;  // nothing later can be strictly better
       auto r = attempt(c, M, fill_f, fill_b, {}, 0);
       if (r && (!out || r->bubble < out->bubble)) out = std::move(r);
     }
