@@ -32,6 +32,7 @@ class VReplay {
     end_.assign(6 * S * static_cast<size_t>(M_), -1);
     pending_.resize(S);
     order_.resize(S);
+    for (auto& o : order_) o.reserve(6 * static_cast<size_t>(M_));  // F, B, W of two chunks
     if (approved_.empty()) approved_.assign(S, -1);
     max_approved_ = *std::max_element(approved_.begin(), approved_.end());
     for (int i = 0; i < S_; ++i)
@@ -178,7 +179,10 @@ class VReplay {
   // One backward per device: chunk 1 (model chunk 0) where its gradient is ready, on the
   // deepest devices first, then chunk 0 on the others from device 0 down.
   void backwards() {
-    std::vector<std::pair<int, int>> todo, zeros;
+    auto& todo = todo_;
+    auto& zeros = zeros_;
+    todo.clear();
+    zeros.clear();
     for (int i = 0; i < S_; ++i) {
       const int b0 = count(i, kB, 0), b1 = count(i, kB, 1);
       bool one = false;
@@ -222,6 +226,7 @@ class VReplay {
   std::vector<std::array<int, 6>> count_;  // [device][kind * 2 + chunk]
   std::vector<int64_t> cur_, mem_, bubble_, limit_;
   int64_t top_bubble_ = 0;  // the largest of bubble_
+  std::vector<std::pair<int, int>> todo_, zeros_;  // backwards()'s scratch
   std::vector<int64_t> end_;  // end time of each (kind, chunk, device, micro-batch); -1: not yet
   std::vector<std::deque<int>> pending_;  // backward chunks whose W is still to run
   ScheduleOrder order_;
