@@ -254,7 +254,6 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
   return p;
 }
 
-
 // Interleaved and zb-v pipelines with uneven replicas per position on small clusters: for
 // every replica vector over P positions (each at most the micro-batch's samples, together
 // at most the GPUs of a copy; equal ones too, whose cut may beat the grid's balanced
@@ -474,8 +473,8 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     }
     // Small clusters: interleaved and zb-v with uneven replicas per position too.
     if ((inter || vee) && !large && !level && dp_work <= kSmallDpWork) {
-      const ScheduleTraits tr = with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data,
-                                            cm.tensor());
+      const ScheduleTraits tr =
+          with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data, cm.tensor());
       for (int P = 2; P <= std::min(max_gpus, L); ++P) {
         if (inter && M % P != 0) continue;
         if (vee && M < P) continue;

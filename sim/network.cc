@@ -197,7 +197,9 @@ void FlowNetwork::catch_up(Flow& f, Time now) {
 // whole-component filling the rates agree to rounding.
 void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>& changed) {
   constexpr double kSame = 1e-10;
-  const auto same = [](double a, double old) { return old > 0 && std::abs(a - old) <= kSame * old; };
+  const auto same = [](double a, double old) {
+    return old > 0 && std::abs(a - old) <= kSame * old;
+  };
   const uint64_t region = ++region_epoch_;
   region_links_.clear();
   const auto enter = [&](LinkDirection h) {

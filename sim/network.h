@@ -72,8 +72,8 @@ class FlowNetwork {
     Time finish;
     uint64_t mark = 0;
     LinkDirection bottleneck = -1;  // where progressive filling last froze it
-    bool exact = true;         // `remaining` is still the whole transfer (integral bytes)
-    bool constrained = false;  // crosses at least one finite link
+    bool exact = true;              // `remaining` is still the whole transfer (integral bytes)
+    bool constrained = false;       // crosses at least one finite link
   };
   struct Link {
     double capacity = 0;
