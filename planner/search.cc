@@ -283,7 +283,7 @@ bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p,
     return false;
   };
   if (P > max_gpus) return true;
-  double vectors = 1;
+  double vectors = 0;
   for (bool more = true; more && vectors * G * L * L <= budget; more = next()) vectors += 1;
   if (vectors * G * L * L > budget) return false;
   std::fill(reps.begin(), reps.end(), 1);
