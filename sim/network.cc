@@ -116,7 +116,8 @@ void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
 // through shared links: repeatedly take the link whose remaining capacity per unfrozen
 // flow is smallest, fix its unfrozen flows at that share, and take their rate off every
 // link they cross.
-void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& changed) {
+void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& changed,
+                         bool whole) {
   ++epoch_;
   comp_links_.clear();
   comp_flows_.clear();
@@ -136,7 +137,7 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
       comp_flows_.push_back(s);
       for (LinkDirection h : f.route->hops) visit_link(h);
     }
-    if (comp_flows_.size() > local_above_) {
+    if (!whole && comp_flows_.size() > local_above_) {
       rerate_local(seeds, now, changed);
       return;
     }
@@ -197,6 +198,7 @@ void FlowNetwork::catch_up(Flow& f, Time now) {
 // whole-component filling the rates agree to rounding.
 void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>& changed) {
   constexpr double kSame = 1e-10;
+  constexpr int kMaxRounds = 8;
   const auto same = [](double a, double old) {
     return old > 0 && std::abs(a - old) <= kSame * old;
   };
@@ -210,7 +212,13 @@ void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>
     }
   };
   for (LinkDirection h : seeds.hops) enter(h);
-  while (true) {
+  for (int round = 0;; ++round) {
+    // A change that keeps spreading (a chain of links) would cost a filling per round:
+    // past kMaxRounds the whole component is cheaper (F's rates are restored by now).
+    if (round == kMaxRounds) {
+      rerate(seeds, now, changed, true);
+      return;
+    }
     ++epoch_;
     comp_links_.clear();
     comp_flows_.clear();

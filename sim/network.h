@@ -94,7 +94,8 @@ class FlowNetwork {
   };
 
   bool finite(LinkDirection h) const { return links_[static_cast<size_t>(h)].finite; }
-  void rerate(const Route& seeds, Time now, std::vector<Update>& changed);
+  // `whole`: the whole component whatever its size (rerate_local's fallback).
+  void rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole = false);
   void rerate_local(const Route& seeds, Time now, std::vector<Update>& changed);
   // Brings `f` up to `now` at its current rate.
   void catch_up(Flow& f, Time now);
