@@ -116,8 +116,7 @@ void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
 // through shared links: repeatedly take the link whose remaining capacity per unfrozen
 // flow is smallest, fix its unfrozen flows at that share, and take their rate off every
 // link they cross.
-void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& changed,
-                         bool whole) {
+void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole) {
   ++epoch_;
   comp_links_.clear();
   comp_flows_.clear();
