@@ -462,4 +462,23 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
   return work * s_.training.iterations;
 }
 
+std::vector<PlacedPoint> placement_variants(const PlanPoint& p, const Cluster& c, bool with_own) {
+  std::vector<PlacedPoint> out;
+  auto take = [&](PlanPoint n) {
+    CostModel::Placement devices = n.devices(c);
+    for (const PlacedPoint& o : out)
+      if (o.devices == devices) return;
+    out.push_back({std::move(n), std::move(devices)});
+  };
+  if (with_own) take(p);
+  for (const PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
+                                    PlacementPolicy::kScatterFirst}) {
+    PlanPoint n = p;
+    n.placement = pol;
+    n.stage_placement.clear();
+    take(std::move(n));
+  }
+  return out;
+}
+
 }  // namespace pipesim::planner

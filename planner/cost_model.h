@@ -193,4 +193,13 @@ class CostModel {
   std::vector<int> placed_group(const Placement& placed, int q) const;
 };
 
+// `p` under each of DAPPLE's placement policies for every stage (append-first, fresh-first,
+// scatter-first), after `p` as it is when `with_own`, each with the devices it names;
+// a variant on the same devices as one before it is left out.
+struct PlacedPoint {
+  PlanPoint plan;
+  CostModel::Placement devices;
+};
+std::vector<PlacedPoint> placement_variants(const PlanPoint& p, const Cluster& c, bool with_own);
+
 }  // namespace pipesim::planner

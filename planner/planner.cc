@@ -274,7 +274,7 @@ class Planner {
     const std::vector<Costed> front = list.front();
     for (size_t i = 0; i < std::min<size_t>(front.size(), 16); ++i) take(front[i]);
     // Placement variants of the best few: the same stages on other GPUs, first under one
-    // policy for every stage (DAPPLE's three), then, for the best two, with one stage at a
+    // policy for every stage (DAPPLE's three, planner::placement_variants), then, for the best two, with one stage at a
     // time under another policy than the rest (placement per stage). Only variants that
     // really move a GPU are kept.
     constexpr PlacementPolicy kPolicies[] = {PlacementPolicy::kAppendFirst,
@@ -297,7 +297,11 @@ class Planner {
         c.estimate = placed_estimate(c.point, devices);
         take(c);
       };
-      for (PlacementPolicy pol : kPolicies) variant(std::vector<PlacementPolicy>(P, pol));
+      for (auto& [n, devices] : planner::placement_variants(base.point, base_.cluster, false)) {
+        placements.insert(devices);
+        const planner::Estimate e = placed_estimate(n, devices);
+        take({std::move(n), e});
+      }
       if (i >= 2 || P < 2 || P > kMaxPerStagePositions) continue;
       for (size_t q = 0; q < P; ++q) {
         for (PlacementPolicy pol : kPolicies) {
@@ -538,19 +542,6 @@ class Planner {
     return strategy_json(p, base_).dump() + std::to_string(p.micro_batch);
   }
 
-  // `p` as it is, then under each placement policy for every stage.
-  static std::vector<PlanPoint> placement_variants(const PlanPoint& p) {
-    std::vector<PlanPoint> out{p};
-    for (const PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
-                                      PlacementPolicy::kScatterFirst}) {
-      PlanPoint n = p;
-      n.placement = pol;
-      n.stage_placement.clear();
-      out.push_back(std::move(n));
-    }
-    return out;
-  }
-
   // Phase 3 (planner/refine.h): rounds of the unseen neighbours of the best few simulated
   // plans that fit, each round simulated like phase 2, while a round brings a new plan into
   // the best few; its simulations take at most a quarter of the budget, each a small part.
@@ -594,10 +585,7 @@ class Planner {
         for (const PlanPoint& m : planner::neighbours(done[i].point, base_.training.global_batch)) {
           // Each under its own placement and every policy: a new cut or replica count often
           // wants its stages on other servers.
-          std::set<planner::CostModel::Placement> layouts;
-          for (PlanPoint n : placement_variants(m)) {
-            planner::CostModel::Placement devices = n.devices(base_.cluster);
-            if (!layouts.insert(devices).second) continue;
+          for (auto& [n, devices] : planner::placement_variants(m, base_.cluster, true)) {
             if (!seen.insert(key_of(n)).second || !orderable(n)) continue;
             const planner::Estimate e = placed_estimate(n, devices);
             // Only plans cheap to simulate (about a quarter of a second each): on large

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <set>
 
 namespace pipesim::planner {
 namespace {
@@ -409,6 +408,12 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
   const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
   // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
   // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
+  // A costed plan: the incumbent, whether memory bounded the search, the shortlist.
+  auto offer = [&](const PlanPoint& p, const Estimate& e) {
+    if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;
+    if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
+    out.offer(p, e);
+  };
   auto add = [&](PlanPoint& p, UniformGrid::Point* layout) {
     ++stats.costed;
     // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under
@@ -428,19 +433,7 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
       p.sequence_parallel = sp;
     }
     if (lower_fits) return;
-    const Estimate e =
-        layout != nullptr ? cm.estimate(p, M, grid.terms(*layout, zero)) : cm.estimate(p, M);
-    if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;
-    if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
-    out.offer(p, e);
-  };
-  // The same for a plan on explicit devices (its policy's), costed there.
-  auto add_placed = [&](PlanPoint& p, const CostModel::Placement& devices) {
-    ++stats.costed;
-    const Estimate e = cm.estimate(p, M, &devices);
-    if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;
-    if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
-    out.offer(p, e);
+    offer(p, layout != nullptr ? cm.estimate(p, M, grid.terms(*layout, zero)) : cm.estimate(p, M));
   };
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *
@@ -503,14 +496,10 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
                true);
   for (int S = 2; S <= std::min(L, max_gpus); ++S) {
     for (auto& stages : placed_dp.run(S, kKeepPlacedPerDepth)) {
-      PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
-      std::set<CostModel::Placement> seen;
-      for (const PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
-                                        PlacementPolicy::kScatterFirst}) {
-        p.placement = pol;
-        const CostModel::Placement devices = p.devices(cluster);
-        if (!seen.insert(devices).second) continue;
-        add_placed(p, devices);
+      const PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
+      for (const auto& [n, devices] : placement_variants(p, cluster, false)) {
+        ++stats.costed;
+        offer(n, cm.estimate(n, M, &devices));
       }
     }
   }
