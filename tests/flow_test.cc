@@ -47,28 +47,18 @@ Cluster random_cluster(std::mt19937_64& rng) {
   return b.build();
 }
 
-// Drives two networks in lockstep, like the engine does: flows start at random times and
-// end at their current projections.
-void run_lockstep(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const Cluster c = random_cluster(rng);
-  constexpr size_t kFlows = 400;
-  FlowNetwork heap(c, kFlows, FlowNetwork::Filling::kHeap);
-  FlowNetwork scan(c, kFlows, FlowNetwork::Filling::kScan);
-  std::vector<Time> finish(kFlows, Time::max());  // current projection of each flow
+constexpr size_t kFlows = 400;
+
+// Drives `x` and the reference `ref` in lockstep, like the engine does: flows start at
+// random times over random routes and end at the reference's current projections (each
+// network is told of both). After every start and end, `check(now, finish, a, b)` gets the
+// reference's projection of every flow (Time::max() once ended) and both networks'
+// updates (a: x's, b: the reference's).
+template <class Check>
+void drive(std::mt19937_64& rng, const Cluster& c, FlowNetwork& x, FlowNetwork& ref,
+           Check&& check) {
+  std::vector<Time> finish(kFlows, Time::max());
   std::vector<FlowNetwork::Update> a, b;
-  auto apply = [&](Time now) {
-    ASSERT_EQ(a.size(), b.size()) << "seed " << seed << " at " << now.seconds();
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_EQ(a[i].flow, b[i].flow) << "seed " << seed;
-      ASSERT_EQ(a[i].finish, b[i].finish) << "seed " << seed << " flow " << a[i].flow;
-      finish[a[i].flow] = a[i].finish;
-    }
-    for (LinkDirection d = 0; d < 2 * c.num_links(); ++d) {
-      const double x = heap.load(d), y = scan.load(d);
-      ASSERT_EQ(std::memcmp(&x, &y, sizeof x), 0) << "seed " << seed << " link " << d;
-    }
-  };
   uint32_t next = 0;
   Time now;
   while (true) {
@@ -89,92 +79,76 @@ void run_lockstep(uint64_t seed) {
       dst += dst >= src;
       const int64_t bytes = rng() % 20 == 0 ? 0 : static_cast<int64_t>(rng() % 5000000);
       const Route& r = c.route(src, dst);
-      heap.add(next, r, bytes, now, a);
-      scan.add(next, r, bytes, now, b);
+      x.add(next, r, bytes, now, a);
+      ref.add(next, r, bytes, now, b);
       ++next;
     } else {
       now = finish[earliest];
-      ASSERT_TRUE(heap.is_current(earliest, now) && scan.is_current(earliest, now));
-      heap.remove(earliest, now, a);
-      scan.remove(earliest, now, b);
+      ASSERT_TRUE(ref.is_current(earliest, now));
+      x.remove(earliest, now, a);
+      ref.remove(earliest, now, b);
       finish[earliest] = Time::max();
     }
-    apply(now);
+    for (const auto& u : b) finish[u.flow] = u.finish;
+    check(now, finish, a, b);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
 TEST(MaxMinHeap, BitIdenticalToTheScanOnRandomTopologies) {
   for (uint64_t seed = 1; seed <= 300; ++seed) {
-    run_lockstep(seed);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
-}
-
-// The local re-rating (FlowNetwork::rerate_local, here for every component) against the
-// whole-component scan: driven by the scan's projections, after every start and end each
-// active flow's rate and each link's load agree to rounding (relative 1e-9), and a flow's
-// projected finish within a picosecond per microsecond of transfer left.
-void run_local_against_scan(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const Cluster c = random_cluster(rng);
-  constexpr size_t kFlows = 400;
-  FlowNetwork local(c, kFlows, FlowNetwork::Filling::kHeap, 0);
-  FlowNetwork scan(c, kFlows, FlowNetwork::Filling::kScan);
-  std::vector<Time> finish(kFlows, Time::max()), local_finish(kFlows, Time::max());
-  std::vector<char> active(kFlows, 0);
-  std::vector<FlowNetwork::Update> a, b;
-  const auto near = [](double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(x, y); };
-  uint32_t next = 0;
-  Time now;
-  while (true) {
-    uint32_t earliest = kFlows;
-    for (uint32_t f = 0; f < next; ++f) {
-      if (finish[f] != Time::max() && (earliest == kFlows || finish[f] < finish[earliest]))
-        earliest = f;
-    }
-    const Time arrival = now + Time::ns(static_cast<int64_t>(rng() % 3000));
-    const bool add = next < kFlows && (earliest == kFlows || arrival < finish[earliest]);
-    if (!add && earliest == kFlows) break;
-    a.clear();
-    b.clear();
-    if (add) {
-      now = arrival;
-      const int src = static_cast<int>(rng() % static_cast<uint64_t>(c.num_devices()));
-      int dst = static_cast<int>(rng() % static_cast<uint64_t>(c.num_devices() - 1));
-      dst += dst >= src;
-      const int64_t bytes = rng() % 20 == 0 ? 0 : static_cast<int64_t>(rng() % 5000000);
-      const Route& r = c.route(src, dst);
-      local.add(next, r, bytes, now, a);
-      scan.add(next, r, bytes, now, b);
-      active[next] = 1;
-      ++next;
-    } else {
-      now = finish[earliest];
-      local.remove(earliest, now, a);
-      scan.remove(earliest, now, b);
-      finish[earliest] = local_finish[earliest] = Time::max();
-      active[earliest] = 0;
-    }
-    for (const auto& u : b) finish[u.flow] = u.finish;
-    for (const auto& u : a) local_finish[u.flow] = u.finish;
-    for (uint32_t f = 0; f < next; ++f) {
-      if (!active[f] || finish[f] == now) continue;  // ends now: its rate is moot
-      ASSERT_TRUE(near(local.rate(f), scan.rate(f)))
-          << "seed " << seed << " flow " << f << ": " << local.rate(f) << " vs " << scan.rate(f);
-      const double left_us = (finish[f] - now).seconds() * 1e6;
-      EXPECT_LE(std::abs((local_finish[f] - finish[f]).seconds()) * 1e12, 1 + left_us)
-          << "seed " << seed << " flow " << f;
-    }
-    for (LinkDirection d = 0; d < 2 * c.num_links(); ++d)
-      ASSERT_TRUE(near(local.load(d), scan.load(d))) << "seed " << seed << " link " << d;
+    std::mt19937_64 rng(seed);
+    const Cluster c = random_cluster(rng);
+    FlowNetwork heap(c, kFlows, FlowNetwork::Filling::kHeap);
+    FlowNetwork scan(c, kFlows, FlowNetwork::Filling::kScan);
+    // The same flows re-projected at every change, to the same picosecond, and the same
+    // load on every link, bit for bit.
+    drive(rng, c, heap, scan,
+          [&](Time now, const std::vector<Time>&, const std::vector<FlowNetwork::Update>& a,
+              const std::vector<FlowNetwork::Update>& b) {
+            ASSERT_EQ(a.size(), b.size()) << "seed " << seed << " at " << now.seconds();
+            for (size_t i = 0; i < a.size(); ++i) {
+              ASSERT_EQ(a[i].flow, b[i].flow) << "seed " << seed;
+              ASSERT_EQ(a[i].finish, b[i].finish) << "seed " << seed << " flow " << a[i].flow;
+            }
+            for (LinkDirection d = 0; d < 2 * c.num_links(); ++d) {
+              const double x = heap.load(d), y = scan.load(d);
+              ASSERT_EQ(std::memcmp(&x, &y, sizeof x), 0) << "seed " << seed << " link " << d;
+            }
+          });
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
 TEST(MaxMinLocal, AgreesWithTheWholeComponentOnRandomTopologies) {
+  // The local re-rating (FlowNetwork::rerate_local, here for every component) against the
+  // whole-component scan: after every start and end each active flow's rate and each
+  // link's load agree to rounding (relative 1e-9), and a flow's projected finish within a
+  // picosecond per microsecond of transfer left.
+  const auto near = [](double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(x, y); };
   for (uint64_t seed = 1; seed <= 300; ++seed) {
-    run_local_against_scan(seed);
+    std::mt19937_64 rng(seed);
+    const Cluster c = random_cluster(rng);
+    FlowNetwork local(c, kFlows, FlowNetwork::Filling::kHeap, 0);
+    FlowNetwork scan(c, kFlows, FlowNetwork::Filling::kScan);
+    std::vector<Time> local_finish(kFlows, Time::max());
+    drive(rng, c, local, scan,
+          [&](Time now, const std::vector<Time>& finish, const std::vector<FlowNetwork::Update>& a,
+              const std::vector<FlowNetwork::Update>&) {
+            for (const auto& u : a) local_finish[u.flow] = u.finish;
+            for (uint32_t f = 0; f < kFlows; ++f) {
+              // Not started, ended, or ending now (its rate is moot).
+              if (finish[f] == Time::max() || finish[f] == now) continue;
+              ASSERT_TRUE(near(local.rate(f), scan.rate(f)))
+                  << "seed " << seed << " flow " << f << ": " << local.rate(f) << " vs "
+                  << scan.rate(f);
+              const double left_us = (finish[f] - now).seconds() * 1e6;
+              EXPECT_LE(std::abs((local_finish[f] - finish[f]).seconds()) * 1e12, 1 + left_us)
+                  << "seed " << seed << " flow " << f;
+            }
+            for (LinkDirection d = 0; d < 2 * c.num_links(); ++d)
+              ASSERT_TRUE(near(local.load(d), scan.load(d))) << "seed " << seed << " link " << d;
+          });
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
