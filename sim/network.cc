@@ -112,6 +112,24 @@ void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
   if (others) rerate(*f.route, now, changed);
 }
 
+inline void FlowNetwork::visit_link(LinkDirection h) {
+  Link& l = links_[static_cast<size_t>(h)];
+  if (l.finite && l.mark != epoch_) {
+    l.mark = epoch_;
+    comp_links_.push_back(h);
+  }
+}
+
+inline void FlowNetwork::take_flows(LinkDirection h) {
+  for (uint32_t s : links_[static_cast<size_t>(h)].flows) {
+    Flow& f = slots_[s];
+    if (f.mark == epoch_) continue;
+    f.mark = epoch_;
+    comp_flows_.push_back(s);
+    for (LinkDirection hop : f.route->hops) visit_link(hop);
+  }
+}
+
 // Progressive filling over the component of flows reachable from the seed route's links
 // through shared links: repeatedly take the link whose remaining capacity per unfrozen
 // flow is smallest, fix its unfrozen flows at that share, and take their rate off every
@@ -120,22 +138,9 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
   ++epoch_;
   comp_links_.clear();
   comp_flows_.clear();
-  auto visit_link = [&](LinkDirection h) {
-    Link& l = links_[static_cast<size_t>(h)];
-    if (l.finite && l.mark != epoch_) {
-      l.mark = epoch_;
-      comp_links_.push_back(h);
-    }
-  };
   for (LinkDirection h : seeds.hops) visit_link(h);
   for (size_t i = 0; i < comp_links_.size(); ++i) {
-    for (uint32_t s : links_[static_cast<size_t>(comp_links_[i])].flows) {
-      Flow& f = slots_[s];
-      if (f.mark == epoch_) continue;
-      f.mark = epoch_;
-      comp_flows_.push_back(s);
-      for (LinkDirection h : f.route->hops) visit_link(h);
-    }
+    take_flows(comp_links_[i]);
     if (!whole && comp_flows_.size() > local_above_) {
       rerate_local(seeds, now, changed);
       return;
@@ -221,21 +226,7 @@ void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>
     ++epoch_;
     comp_links_.clear();
     comp_flows_.clear();
-    for (size_t i = 0; i < region_links_.size(); ++i) {
-      for (uint32_t s : links_[static_cast<size_t>(region_links_[i])].flows) {
-        Flow& f = slots_[s];
-        if (f.mark == epoch_) continue;
-        f.mark = epoch_;
-        comp_flows_.push_back(s);
-        for (LinkDirection h : f.route->hops) {
-          Link& l = links_[static_cast<size_t>(h)];
-          if (l.finite && l.mark != epoch_) {
-            l.mark = epoch_;
-            comp_links_.push_back(h);
-          }
-        }
-      }
-    }
+    for (LinkDirection h : region_links_) take_flows(h);
     old_rate_.resize(comp_flows_.size());
     for (size_t i = 0; i < comp_flows_.size(); ++i) {
       Flow& f = slots_[comp_flows_[i]];

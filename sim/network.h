@@ -97,6 +97,10 @@ class FlowNetwork {
   // `whole`: the whole component whatever its size (rerate_local's fallback).
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole = false);
   void rerate_local(const Route& seeds, Time now, std::vector<Update>& changed);
+  // Adds finite link h to comp_links_, once per epoch_.
+  void visit_link(LinkDirection h);
+  // Adds the flows of link h not yet in comp_flows_ this epoch_, and their links.
+  void take_flows(LinkDirection h);
   // Brings `f` up to `now` at its current rate.
   void catch_up(Flow& f, Time now);
   Time finish_time(const Flow& f, Time now) const;
