@@ -240,6 +240,34 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return n;
 }
 
+TEST(Refine, ChunkedPlansMoveAReplicaBetweenPositions) {
+  // Interleaved, 2 positions x 2 chunks (stages 0 and 2 on position 0 with 2 replicas, 1 and
+  // 3 on position 1 with 1), micro-batch 2, one copy, global batch 8. One step away:
+  //  - each of the 3 cuts one layer earlier or later (every stage has 2 layers): 6;
+  //  - ZeRO 1 (position 0 has replicas to shard over): 1;
+  //  - a replica from position 0 to position 1, on both of its chunks: 1 (position 1 cannot
+  //    give one, it has a single replica);
+  //  - 2 copies of 1-... replicas: no (position 1's 1 replica is odd); 1 copy of 4-2: no
+  //    (4 > 2 samples): 0;
+  //  - no merges (chunked plans keep their stage count): 0.
+  planner::PlanPoint p;
+  p.schedule = ScheduleKind::kInterleaved;
+  p.virtual_stages = 2;
+  p.stages = {{0, 1, 2}, {2, 3, 1}, {4, 5, 2}, {6, 7, 1}};
+  p.micro_batch = 2;
+  const std::vector<planner::PlanPoint> n = planner::neighbours(p, 8);
+  EXPECT_EQ(n.size(), 8u);
+  int moved = 0;
+  for (const planner::PlanPoint& q : n) {
+    ASSERT_EQ(q.stages.size(), 4u);
+    // Every chunk of a position keeps its position's replicas.
+    EXPECT_EQ(q.stages[0].replicas, q.stages[2].replicas);
+    EXPECT_EQ(q.stages[1].replicas, q.stages[3].replicas);
+    if (q.stages[0].replicas == 1 && q.stages[1].replicas == 2) ++moved;
+  }
+  EXPECT_EQ(moved, 1);
+}
+
 class PlannerVsExhaustive : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PlannerVsExhaustive, BestWithinOnePercent) {
