@@ -20,8 +20,7 @@ class VReplay {
  public:
   VReplay(const StageCosts& c, int micro_batches, bool fill_f, bool fill_b,
           std::vector<int64_t> approved)
-      : c_(c),
-        S_(static_cast<int>(c.forward.size()) / 2),
+      : S_(static_cast<int>(c.forward.size()) / 2),
         M_(micro_batches),
         fill_f_(fill_f),
         fill_b_(fill_b),
@@ -35,6 +34,25 @@ class VReplay {
     for (auto& o : order_) o.reserve(6 * static_cast<size_t>(M_));  // F, B, W of two chunks
     if (approved_.empty()) approved_.assign(S, -1);
     max_approved_ = *std::max_element(approved_.begin(), approved_.end());
+    // Each (kind, chunk, device)'s run time, input transfer and memory change, looked up
+    // once here rather than at every step.
+    slot_.resize(6 * S);
+    for (int k = kF; k <= kW; ++k) {
+      for (int chunk = 0; chunk < 2; ++chunk) {
+        for (int i = 0; i < S_; ++i) {
+          const auto g = u(stage_of(static_cast<Kind>(k), chunk, i));
+          const auto& run = k == kF ? c.forward : k == kB ? c.backward : c.weight;
+          // F allocates the chunk's activations, B frees what W does not read, W the rest.
+          const int64_t kept =
+              c.weight_activation.empty() ? c.activation[g] : c.weight_activation[g];
+          Slot& sl = slot_[(u(k) * 2 + u(chunk)) * S + u(i)];
+          sl.run = run[g].ps_count();
+          sl.mem = k == kF ? c.activation[g] : k == kW ? -kept : kept - c.activation[g];
+          if (has_input(static_cast<Kind>(k), chunk, i))
+            sl.in = k == kF ? c.send[g - 1].ps_count() : c.gradient[g].ps_count();
+        }
+      }
+    }
     for (int i = 0; i < S_; ++i)
       limit_[u(i)] = int64_t{S_} * (act(kF, 0, i) + act(kF, 1, i));  // p M_B
   }
@@ -56,6 +74,8 @@ class VReplay {
     return m;
   }
   const std::vector<int64_t>& bubbles() const { return bubble_; }
+  bool read_fill_f() const { return read_f_; }
+  bool read_fill_b() const { return read_b_; }
   ScheduleOrder take_order() { return std::move(order_); }
 
  private:
@@ -63,16 +83,16 @@ class VReplay {
   int stage_of(Kind k, int chunk, int i) const {
     return stage_of_position(i, k == kF ? chunk : 1 - chunk, S_, true);
   }
-  int64_t cost(Kind k, int chunk, int i) const {
-    const auto& t = k == kF ? c_.forward : k == kB ? c_.backward : c_.weight;
-    return t[u(stage_of(k, chunk, i))].ps_count();
+  struct Slot {
+    int64_t run = 0, in = 0, mem = 0;  // duration, input transfer, memory change
+  };
+  const Slot& slot(Kind k, int chunk, int i) const {
+    return slot_[(u(k) * 2 + u(chunk)) * u(S_) + u(i)];
   }
-  int64_t act(Kind k, int chunk, int i) const { return c_.activation[u(stage_of(k, chunk, i))]; }
+  int64_t cost(Kind k, int chunk, int i) const { return slot(k, chunk, i).run; }
+  int64_t act(Kind k, int chunk, int i) const { return slot(k, chunk, i).mem; }  // F only
   // The transfer into F or B: the output of the stage before, the gradient of the one after.
-  int64_t comm(Kind k, int chunk, int i) const {
-    const int g = stage_of(k, chunk, i);
-    return k == kF ? c_.send[u(g) - 1].ps_count() : c_.gradient[u(g)].ps_count();
-  }
+  int64_t comm(Kind k, int chunk, int i) const { return slot(k, chunk, i).in; }
   // Devices side by side for one micro-batch: a step reads its neighbour's end.
   int64_t& end(Kind k, int chunk, int i, int n) {
     return end_[((u(k) * 2 + u(chunk)) * u(M_) + u(n)) * u(S_) + u(i)];
@@ -89,25 +109,20 @@ class VReplay {
   void put(Kind k, int chunk, int i) {
     const int n = count(i, k, chunk);
     if (n >= M_) throw Infeasible{};
-    // F allocates the chunk's activations, B frees what W does not read, W the rest.
-    const int g = stage_of(k, chunk, i);
-    const int64_t kept =
-        c_.weight_activation.empty() ? c_.activation[u(g)] : c_.weight_activation[u(g)];
-    const int64_t mem = k == kF   ? c_.activation[u(g)]
-                        : k == kW ? -kept
-                                  : kept - c_.activation[u(g)];
+    const Slot& sl = slot(k, chunk, i);
+    const int64_t mem = sl.mem;
     if (mem_[u(i)] + mem > limit_[u(i)]) throw Infeasible{};
     // The step before it on this device: F chunk 0 -> F chunk 1 -> B 0 -> B 1; W after its B.
     if (k == kW ? end(kB, chunk, i, n) < 0
                 : (k != kF || chunk != 0) &&
                       end(chunk == 0 ? static_cast<Kind>(k - 1) : k, 1 - chunk, i, n) < 0)
       throw Infeasible{};
-    int64_t t = cur_[u(i)] + cost(k, chunk, i);
+    int64_t t = cur_[u(i)] + sl.run;
     const int64_t no_wait = t;
     if (has_input(k, chunk, i)) {
       const int64_t in = input_end(k, chunk, i, n);
       if (in < 0) throw Infeasible{};
-      t = std::max(t, in + comm(k, chunk, i) + cost(k, chunk, i));
+      t = std::max(t, in + sl.in + sl.run);
     }
     if (count(i, kF, 0) > 0) {
       bubble_[u(i)] += t - no_wait;
@@ -143,6 +158,13 @@ class VReplay {
     auto& pending = pending_[u(i)];
     while (!pending.empty() && ready >= cur_[u(i)] + cost(kW, pending.front(), i)) put_w(i);
     if (!pending.empty() && ready - cur_[u(i)] > max_bubble(i) - bubble_[u(i)]) {
+      // Which flags this replay read: a replay that never reads one runs the same whatever
+      // its value.
+      if (k == kF) {
+        read_f_ = true;
+      } else if (chunk == 0) {
+        read_b_ = true;
+      }
       if (k == kF ? fill_f_ : (chunk == 1 || fill_b_)) put_w(i);
     }
   }
@@ -218,14 +240,15 @@ class VReplay {
     }
   }
 
-  const StageCosts& c_;
   int S_, M_;
   bool fill_f_, fill_b_;
+  bool read_f_ = false, read_b_ = false;  // whether fill_gap's choice depended on them
   std::vector<int64_t> approved_;
   int64_t max_approved_ = -1;
   std::vector<std::array<int, 6>> count_;  // [device][kind * 2 + chunk]
   std::vector<int64_t> cur_, mem_, bubble_, limit_;
-  int64_t top_bubble_ = 0;  // the largest of bubble_
+  std::vector<Slot> slot_;                         // [(kind * 2 + chunk) * S + device]
+  int64_t top_bubble_ = 0;                         // the largest of bubble_
   std::vector<std::pair<int, int>> todo_, zeros_;  // backwards()'s scratch
   std::vector<int64_t> end_;  // end time of each (kind, chunk, device, micro-batch); -1: not yet
   std::vector<std::deque<int>> pending_;  // backward chunks whose W is still to run
@@ -237,21 +260,30 @@ struct Result {
   int64_t bubble = 0;
 };
 
+// Which fill flags a chain of replays read (fill_gap's only use of them).
+struct Reads {
+  bool fill_f = false, fill_b = false;
+};
+
 // try_v_schedule: one replay, then again with its per-device bubbles as the budget while
 // that lowers the worst bubble (at most 64 rounds; the worst bubble strictly decreases).
 std::optional<Result> attempt(const StageCosts& c, int M, bool fill_f, bool fill_b,
-                              std::vector<int64_t> approved, int depth) {
+                              std::vector<int64_t> approved, int depth, Reads& reads) {
   VReplay r(c, M, fill_f, fill_b, approved);
+  bool feasible = true;
   try {
     r.run();
   } catch (const Infeasible&) {
-    return std::nullopt;
+    feasible = false;
   }
+  reads.fill_f |= r.read_fill_f();
+  reads.fill_b |= r.read_fill_b();
+  if (!feasible) return std::nullopt;
   Result out{r.take_order(), r.max_bubble()};
   const int64_t max_approved =
       approved.empty() ? -1 : *std::max_element(approved.begin(), approved.end());
   if (depth < 64 && (max_approved < 0 || out.bubble < max_approved)) {
-    auto again = attempt(c, M, fill_f, fill_b, r.bubbles(), depth + 1);
+    auto again = attempt(c, M, fill_f, fill_b, r.bubbles(), depth + 1, reads);
     if (again && again->bubble < out.bubble) return again;
   }
   return out;
@@ -259,11 +291,24 @@ std::optional<Result> attempt(const StageCosts& c, int M, bool fill_f, bool fill
 
 std::optional<Result> best(const StageCosts& c, int M) {
   PIPESIM_ASSERT(c.forward.size() % 2 == 0 && !c.forward.empty() && M >= 1, "a V to schedule");
+  struct Tried {
+    bool fill_f, fill_b;
+    Reads reads;
+  };
+  std::vector<Tried> tried;
   std::optional<Result> out;
   for (bool fill_b : {true, false}) {
     for (bool fill_f : {true, false}) {
       if (out && out->bubble == 0) return out;  // nothing later can be strictly better
-      auto r = attempt(c, M, fill_f, fill_b, {}, 0);
+      // A chain that never read a flag replays identically under its other value, and an
+      // equal bubble never replaces the earlier result: skip the repeat.
+      const bool repeat = std::any_of(tried.begin(), tried.end(), [&](const Tried& t) {
+        return (t.fill_f == fill_f || !t.reads.fill_f) && (t.fill_b == fill_b || !t.reads.fill_b);
+      });
+      if (repeat) continue;
+      Reads reads;
+      auto r = attempt(c, M, fill_f, fill_b, {}, 0, reads);
+      tried.push_back({fill_f, fill_b, reads});
       if (r && (!out || r->bubble < out->bubble)) out = std::move(r);
     }
   }

@@ -339,6 +339,8 @@ TEST_P(EverySchedule, Invariants) {
       if (p.schedule.starts_with("zb")) p.tw_ms = {0.5};
       const SimRun r = test::run_pipe(p);
       const TaskGraph& g = r.graph;
+      // Structure and no deadlock (release builds do not check generated graphs).
+      ASSERT_FALSE(g.validate().has_value()) << *g.validate();
       // Deps respected and per-stream order preserved.
       for (OpId id = 0; id < g.size(); ++id) {
         for (OpId dep : g.deps(id)) ASSERT_LE(r.timeline.end[dep], r.timeline.start[id]);
