@@ -3,120 +3,28 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cmath>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include "core/error.h"
-#include "core/units.h"
-#include "parallel/distributed.h"
 #include "planner/baselines.h"
-#include "planner/candidate_io.h"
+#include "planner/judge.h"
 #include "planner/refine.h"
 #include "planner/search.h"
 #include "scenario/setup.h"
-#include "sim/engine.h"
-#include "sim/report.h"
 
 namespace pipesim {
 namespace {
 
+using planner::Clock;
 using planner::Costed;
 using planner::micro_batch_sizes;
 using planner::PlanPoint;
+using planner::since;
 using planner::tensor_degrees;
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The strategy section of a plan, in the form a scenario takes; strategy keys the planner
-// does not search (all-reduce algorithm, buckets) are the scenario's.
-nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
-  nlohmann::ordered_json st;
-  st["schedule"] = std::string(to_string(p.schedule));
-  st["stages"] = nlohmann::ordered_json::array();
-  for (const StageSpec& s : p.stages) {
-    st["stages"].push_back({{"layers", s.first_layer == s.last_layer
-                                           ? fmt::format("{}", s.first_layer)
-                                           : fmt::format("{}-{}", s.first_layer, s.last_layer)},
-                            {"replicas", s.replicas}});
-  }
-  st["data"] = p.data;
-  if (p.tensor > 1) st["tensor"] = p.tensor;
-  if (p.sequence_parallel && p.tensor > 1) st["sequence_parallel"] = true;
-  if (p.zero > 0) st["zero"] = p.zero;
-  if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)
-    st["recompute"] = std::string(to_string(p.recompute));
-  if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
-  if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
-  if (p.stage_placement.empty()) {
-    st["placement"] = std::string(to_string(p.placement));
-  } else {
-    // A policy per stage is written as what it resolves to: the device lists, copy by copy.
-    st["placement"] = nlohmann::ordered_json::array();
-    for (const auto& copy : p.devices(base.cluster)) {
-      for (const auto& stage : copy) {
-        nlohmann::ordered_json names = nlohmann::ordered_json::array();
-        for (int d : stage) names.push_back(base.cluster.device(d).name);
-        st["placement"].push_back(std::move(names));
-      }
-    }
-  }
-  if (base.strategy.allreduce) st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
-  if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
-    st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
-  if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
-  return st;
-}
-
-// What bounds a simulated plan, in one line.
-std::string why(const Report& r) {
-  const double span = r.makespan.seconds();
-  if (span <= 0) return "nothing to run";
-  const DeviceReport* busiest = &r.devices.front();
-  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest;
-  for (const DeviceReport& d : r.devices) {
-    if (d.busy > busiest->busy) busiest = &d;
-    if (d.exposed_allreduce > ar->exposed_allreduce) ar = &d;
-    if (d.exposed_pipeline_comm > pp->exposed_pipeline_comm) pp = &d;
-    if (d.capacity > 0 && static_cast<double>(d.peak_memory) / static_cast<double>(d.capacity) >
-                              static_cast<double>(mem->peak_memory) /
-                                  static_cast<double>(std::max<int64_t>(1, mem->capacity)))
-      mem = &d;
-  }
-  std::string out;
-  if (r.oom.oom) return "out of memory: " + r.oom_message;
-  const double busy = busiest->busy.seconds() / span;
-  const double idle = span - busiest->busy.seconds() - busiest->exposed_allreduce.seconds() -
-                      busiest->exposed_pipeline_comm.seconds();
-  const double a = ar->exposed_allreduce.seconds(), c = pp->exposed_pipeline_comm.seconds();
-  if (busy >= 0.75) {
-    out = fmt::format("compute of stage {} on {} (busy {:.0f} % of the iteration)", busiest->stage,
-                      busiest->name, 100 * busy);
-  } else if (a >= c && a >= idle) {
-    out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
-                      ar->name);
-  } else if (c >= idle) {
-    out = fmt::format("transfers between stages ({} waiting on {})",
-                      format_time(pp->exposed_pipeline_comm), pp->name);
-  } else {
-    out = fmt::format("pipeline fill and drain (bubble {:.0f} %)", 100 * r.bubble_fraction);
-  }
-  if (mem->capacity > 0 && mem->peak_memory * 10 > mem->capacity * 9)
-    out += fmt::format(
-        "; memory {:.0f} % of {} on {}",
-        100.0 * static_cast<double>(mem->peak_memory) / static_cast<double>(mem->capacity),
-        format_bytes(mem->capacity), mem->name);
-  return out;
-}
 
 // Per-stage placement variants are tried on pipelines up to this deep.
 constexpr size_t kMaxPerStagePositions = 16;
@@ -135,7 +43,8 @@ class Planner {
       chosen = exhaustive_space();
       result.explored = static_cast<int64_t>(chosen.size());
       result.analytic_s = since(t0);
-      progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
+      judge_.progress(
+          fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
       std::erase_if(chosen, [&](const Costed& c) {
         const bool skip = c.estimate.work > opt_.max_sim_work;
         result.too_large += skip;
@@ -149,7 +58,7 @@ class Planner {
       result.wall_s = since(t0);
       return result;
     }
-    std::vector<std::optional<Candidate>> sims = simulate_all(chosen, t0, result);
+    std::vector<std::optional<Candidate>> sims = judge_.simulate_all(chosen, t0, result);
     std::vector<Candidate> done;
     for (auto& c : sims)
       if (c) done.push_back(std::move(*c));
@@ -158,24 +67,19 @@ class Planner {
       // The baselines' plans compete too: the planner never recommends less than they do.
       result.baselines = baselines(t0);
       std::set<std::string> have;
-      for (const Candidate& c : done) have.insert(key_of(c.point));
+      for (const Candidate& c : done) have.insert(judge_.key_of(c.point));
       for (const Baseline& b : result.baselines) {
-        if (b.result && have.insert(key_of(b.result->point)).second) done.push_back(*b.result);
+        if (b.result && have.insert(judge_.key_of(b.result->point)).second)
+          done.push_back(*b.result);
       }
     }
     result.simulated = static_cast<int>(done.size());
-    finish(done, result);
+    judge_.finish(done, result);
     result.wall_s = since(t0);
     return result;
   }
 
  private:
-  void progress(const std::string& line) const {
-    if (opt_.progress == nullptr) return;
-    std::lock_guard<std::mutex> lock(progress_mutex_);
-    *opt_.progress << "pipesim plan: " << line << "\n";
-  }
-
   // The scenario at micro-batch b, its strategy replaced by a trivially valid one (the
   // scenario's own may not fit another micro-batch).
   std::vector<Override> with_micro_batch(int64_t b) const {
@@ -227,7 +131,8 @@ class Planner {
     for (size_t keep = 2 * want + 64;; keep = std::numeric_limits<size_t>::max()) {
       const planner::Shortlist list = analytic_phase(result, keep);
       result.analytic_s = since(t0);
-      progress(fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
+      judge_.progress(
+          fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
       result.too_large = list.too_large();
       if (std::optional<std::vector<Costed>> chosen = choose(list, want)) return *chosen;
     }
@@ -261,7 +166,7 @@ class Planner {
     std::vector<Costed> out;
     std::set<std::string> seen;
     auto take = [&](const Costed& c) {
-      if (seen.insert(key_of(c.point)).second && orderable(c.point)) out.push_back(c);
+      if (seen.insert(judge_.key_of(c.point)).second && judge_.orderable(c.point)) out.push_back(c);
     };
     const std::vector<Costed> best = list.best();
     for (size_t i = 0; i < best.size() && out.size() < want; ++i) take(best[i]);
@@ -274,9 +179,9 @@ class Planner {
     const std::vector<Costed> front = list.front();
     for (size_t i = 0; i < std::min<size_t>(front.size(), 16); ++i) take(front[i]);
     // Placement variants of the best few: the same stages on other GPUs, first under one
-    // policy for every stage (DAPPLE's three, planner::placement_variants), then, for the best two, with one stage at a
-    // time under another policy than the rest (placement per stage). Only variants that
-    // really move a GPU are kept.
+    // policy for every stage (DAPPLE's three, planner::placement_variants), then, for the best two,
+    // with one stage at a time under another policy than the rest (placement per stage). Only
+    // variants that really move a GPU are kept.
     constexpr PlacementPolicy kPolicies[] = {PlacementPolicy::kAppendFirst,
                                              PlacementPolicy::kFreshFirst,
                                              PlacementPolicy::kScatterFirst};
@@ -406,7 +311,7 @@ class Planner {
             const auto devices = p.devices(cm.scenario().cluster);
             if (!placements.insert(devices).second) continue;
             // zb-v's order builder refuses some stage-cost mixes: not strategies at all.
-            if (!orderable(p)) continue;
+            if (!judge_.orderable(p)) continue;
             if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
               throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
                                            kMaxExhaustive),
@@ -442,106 +347,6 @@ class Planner {
     }
   }
 
-  // The scenario with a plan's strategy and micro-batch in place of its own.
-  std::vector<Override> with_plan(const PlanPoint& p) const {
-    std::vector<Override> with = overrides_;
-    if (p.micro_batch != base_.training.micro_batch)
-      with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
-    with.push_back({"strategy", strategy_json(p, base_).dump()});
-    return with;
-  }
-
-  // zb-v's greedy order builder refuses some stage costs and micro-batch counts (it needs
-  // the V filled); such plans are not simulated. Every other schedule orders any plan.
-  bool orderable(const PlanPoint& p) const {
-    if (p.schedule != ScheduleKind::kZbV) return true;
-    try {
-      scenario_orders(load_scenario(file_, with_plan(p)));
-      return true;
-    } catch (const InputError&) {
-      return false;
-    }
-  }
-
-  // One strategy simulated in full: the scenario with its strategy (and micro-batch)
-  // replaced, loaded through the normal validation. Empty if the loader refuses it.
-  std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const {
-    Candidate c;
-    c.point = p;
-    c.strategy = strategy_json(p, base_);
-    if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
-    c.estimate_s = estimate;
-    const std::vector<Override> with = with_plan(p);
-    try {
-      const Scenario sc = load_scenario(file_, with);
-      const TaskGraph graph = scenario_task_graph(sc, true);
-      const Timeline tl = simulate(graph, sc.cluster);
-      const RunInfo info = run_info(sc, 0.0);
-      const Report rep = make_report(graph, sc.cluster, tl, info);
-      c.makespan_s = rep.makespan.seconds();
-      c.iteration_s = rep.iteration_time.seconds();
-      c.throughput = rep.throughput;
-      for (const DeviceReport& dr : rep.devices)
-        c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
-      c.oom = rep.oom.oom;
-      c.why = why(rep);
-    } catch (const InputError&) {
-      return std::nullopt;
-    }
-    return c;
-  }
-
-  std::vector<std::optional<Candidate>> simulate_all(const std::vector<Costed>& list,
-                                                     Clock::time_point t0, Plan& result) {
-    std::vector<std::optional<Candidate>> out(list.size());
-    std::atomic<size_t> finished{0};
-    std::atomic<bool> timed_out{false};
-    std::atomic<int> rejected{0};
-    std::mutex best_mutex;
-    double best = 0;
-    double work = 0, largest = 0;
-    for (const Costed& c : list) {
-      work += c.estimate.work;
-      largest = std::max(largest, c.estimate.work);
-    }
-    progress(fmt::format("simulating {} strategies (predicted work {:.3g}, largest {:.3g})",
-                         list.size(), work, largest));
-    auto worker = [&](size_t i) {
-      if (i > 0 && opt_.time_limit_s > 0 &&
-          since(t0) > opt_.time_limit_s) {  // the best estimate always runs
-        timed_out = true;
-        return;
-      }
-      out[i] = simulate_one(list[i].point, list[i].estimate.iteration_s);
-      if (!out[i]) {
-        ++rejected;
-        return;
-      }
-      const size_t n = ++finished;
-      std::lock_guard<std::mutex> lock(best_mutex);
-      if (!out[i]->oom) best = std::max(best, out[i]->throughput);
-      if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
-        progress(
-            fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
-    };
-    // Every core, and every rank under mpirun (each rank then holds every result).
-    distributed_for(
-        {list.size(),
-         opt_.threads,
-         worker,
-         [&](size_t i) { return save_candidate(out[i]); },
-         [&](size_t i, std::string_view b) { out[i] = load_candidate(b, list[i].point); },
-         {}});
-    result.timed_out = result.timed_out || timed_out;
-    result.rejected += rejected;
-    return out;
-  }
-
-  // What tells two strategies apart: the strategy as pasted, and its micro-batch.
-  std::string key_of(const PlanPoint& p) const {
-    return strategy_json(p, base_).dump() + std::to_string(p.micro_batch);
-  }
-
   // Phase 3 (planner/refine.h): rounds of the unseen neighbours of the best few simulated
   // plans that fit, each round simulated like phase 2, while a round brings a new plan into
   // the best few; its simulations take at most a quarter of the budget, each a small part.
@@ -551,7 +356,7 @@ class Planner {
     constexpr int kRefineRounds = 8;
     constexpr double kRefineFloor = 2e5;  // about 0.2 s of simulation
     std::set<std::string> seen;
-    for (const Costed& c : chosen) seen.insert(key_of(c.point));
+    for (const Costed& c : chosen) seen.insert(judge_.key_of(c.point));
     // The best few that fit, and the best of every schedule (with its chunk count) besides:
     // the estimate may have ranked a whole family too low for any of it to be near the top.
     auto best = [&] {  // indices into `done`, which only grows
@@ -559,7 +364,7 @@ class Planner {
       for (size_t i = 0; i < done.size(); ++i)
         if (!done[i].oom) all.push_back(i);
       std::sort(all.begin(), all.end(),
-                [&](size_t a, size_t b) { return ranks_before(done[a], done[b]); });
+                [&](size_t a, size_t b) { return planner::Judge::ranks_before(done[a], done[b]); });
       std::vector<size_t> out;
       std::set<std::pair<ScheduleKind, int>> families;
       for (const size_t i : all) {
@@ -586,7 +391,7 @@ class Planner {
           // Each under its own placement and every policy: a new cut or replica count often
           // wants its stages on other servers.
           for (auto& [n, devices] : planner::placement_variants(m, base_.cluster, true)) {
-            if (!seen.insert(key_of(n)).second || !orderable(n)) continue;
+            if (!seen.insert(judge_.key_of(n)).second || !judge_.orderable(n)) continue;
             const planner::Estimate e = placed_estimate(n, devices);
             // Only plans cheap to simulate (about a quarter of a second each): on large
             // clusters the budget goes to phase 2's best estimates instead.
@@ -597,7 +402,7 @@ class Planner {
         }
       }
       if (next.empty()) break;
-      for (auto& c : simulate_all(next, t0, result)) {
+      for (auto& c : judge_.simulate_all(next, t0, result)) {
         if (c) done.push_back(std::move(*c));
       }
       simulated += static_cast<int>(next.size());
@@ -608,44 +413,9 @@ class Planner {
       }
     }
     if (simulated > 0)
-      progress(fmt::format("refined: {} neighbours simulated in {} rounds, best {:.1f} samples/s",
-                           simulated, rounds, done[best().front()].throughput));
-  }
-
-  static bool ranks_before(const Candidate& a, const Candidate& b) {
-    if (a.oom != b.oom) return !a.oom;
-    if (!a.oom && a.throughput != b.throughput) return a.throughput > b.throughput;
-    if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
-    return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
-  }
-
-  void finish(std::vector<Candidate>& done, Plan& result) const {
-    std::sort(done.begin(), done.end(), ranks_before);
-    double sum = 0;
-    for (const Candidate& c : done) {
-      const double e = std::abs(c.estimate_s - c.iteration_s) / std::max(1e-12, c.iteration_s);
-      sum += e;
-      result.estimate_error_max = std::max(result.estimate_error_max, e);
-    }
-    if (!done.empty()) result.estimate_error_mean = sum / static_cast<double>(done.size());
-    // Pareto front over (iteration time, peak memory) among those that fit (all if none).
-    const bool any_fit = !done.empty() && !done.front().oom;
-    std::vector<const Candidate*> by_time;
-    for (const Candidate& c : done)
-      if (!any_fit || !c.oom) by_time.push_back(&c);
-    std::stable_sort(by_time.begin(), by_time.end(), [](const Candidate* a, const Candidate* b) {
-      if (a->iteration_s != b->iteration_s) return a->iteration_s < b->iteration_s;
-      return a->peak_memory < b->peak_memory;
-    });
-    int64_t least = std::numeric_limits<int64_t>::max();
-    for (const Candidate* c : by_time) {
-      if (c->peak_memory < least) {
-        least = c->peak_memory;
-        result.pareto.push_back(*c);
-      }
-    }
-    if (done.size() > static_cast<size_t>(opt_.top)) done.resize(static_cast<size_t>(opt_.top));
-    result.candidates = std::move(done);
+      judge_.progress(
+          fmt::format("refined: {} neighbours simulated in {} rounds, best {:.1f} samples/s",
+                      simulated, rounds, done[best().front()].throughput));
   }
 
   std::vector<Baseline> baselines(Clock::time_point t0) const {
@@ -674,7 +444,7 @@ class Planner {
         } else if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) {
           b.error = "not simulated: the time limit was reached";
         } else {
-          b.result = simulate_one(p, e.iteration_s);
+          b.result = judge_.simulate_one(p, e.iteration_s);
           if (!b.result) b.error = "the loader refused the baseline's plan";
         }
       } catch (const InputError& e) {
@@ -682,7 +452,7 @@ class Planner {
       }
       out.push_back(std::move(b));
     }
-    progress(fmt::format("baselines simulated at {:.2f} s", since(t0)));
+    judge_.progress(fmt::format("baselines simulated at {:.2f} s", since(t0)));
     return out;
   }
 
@@ -696,7 +466,7 @@ class Planner {
   std::map<std::pair<int64_t, int>,
            std::pair<std::unique_ptr<Scenario>, std::unique_ptr<planner::CostModel>>>
       models_;
-  mutable std::mutex progress_mutex_;
+  planner::Judge judge_{file_, overrides_, base_, opt_};
 };
 
 }  // namespace

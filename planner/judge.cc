@@ -1,0 +1,237 @@
+#include "planner/judge.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "parallel/distributed.h"
+#include "planner/candidate_io.h"
+#include "scenario/setup.h"
+#include "sim/engine.h"
+#include "sim/report.h"
+
+namespace pipesim::planner {
+namespace {
+
+// What bounds a simulated plan, in one line.
+std::string why(const Report& r) {
+  const double span = r.makespan.seconds();
+  if (span <= 0) return "nothing to run";
+  const DeviceReport* busiest = &r.devices.front();
+  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest;
+  for (const DeviceReport& d : r.devices) {
+    if (d.busy > busiest->busy) busiest = &d;
+    if (d.exposed_allreduce > ar->exposed_allreduce) ar = &d;
+    if (d.exposed_pipeline_comm > pp->exposed_pipeline_comm) pp = &d;
+    if (d.capacity > 0 && static_cast<double>(d.peak_memory) / static_cast<double>(d.capacity) >
+                              static_cast<double>(mem->peak_memory) /
+                                  static_cast<double>(std::max<int64_t>(1, mem->capacity)))
+      mem = &d;
+  }
+  std::string out;
+  if (r.oom.oom) return "out of memory: " + r.oom_message;
+  const double busy = busiest->busy.seconds() / span;
+  const double idle = span - busiest->busy.seconds() - busiest->exposed_allreduce.seconds() -
+                      busiest->exposed_pipeline_comm.seconds();
+  const double a = ar->exposed_allreduce.seconds(), c = pp->exposed_pipeline_comm.seconds();
+  if (busy >= 0.75) {
+    out = fmt::format("compute of stage {} on {} (busy {:.0f} % of the iteration)", busiest->stage,
+                      busiest->name, 100 * busy);
+  } else if (a >= c && a >= idle) {
+    out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
+                      ar->name);
+  } else if (c >= idle) {
+    out = fmt::format("transfers between stages ({} waiting on {})",
+                      format_time(pp->exposed_pipeline_comm), pp->name);
+  } else {
+    out = fmt::format("pipeline fill and drain (bubble {:.0f} %)", 100 * r.bubble_fraction);
+  }
+  if (mem->capacity > 0 && mem->peak_memory * 10 > mem->capacity * 9)
+    out += fmt::format(
+        "; memory {:.0f} % of {} on {}",
+        100.0 * static_cast<double>(mem->peak_memory) / static_cast<double>(mem->capacity),
+        format_bytes(mem->capacity), mem->name);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
+  nlohmann::ordered_json st;
+  st["schedule"] = std::string(to_string(p.schedule));
+  st["stages"] = nlohmann::ordered_json::array();
+  for (const StageSpec& s : p.stages) {
+    st["stages"].push_back({{"layers", s.first_layer == s.last_layer
+                                           ? fmt::format("{}", s.first_layer)
+                                           : fmt::format("{}-{}", s.first_layer, s.last_layer)},
+                            {"replicas", s.replicas}});
+  }
+  st["data"] = p.data;
+  if (p.tensor > 1) st["tensor"] = p.tensor;
+  if (p.sequence_parallel && p.tensor > 1) st["sequence_parallel"] = true;
+  if (p.zero > 0) st["zero"] = p.zero;
+  if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)
+    st["recompute"] = std::string(to_string(p.recompute));
+  if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
+  if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
+  if (p.stage_placement.empty()) {
+    st["placement"] = std::string(to_string(p.placement));
+  } else {
+    // A policy per stage is written as what it resolves to: the device lists, copy by copy.
+    st["placement"] = nlohmann::ordered_json::array();
+    for (const auto& copy : p.devices(base.cluster)) {
+      for (const auto& stage : copy) {
+        nlohmann::ordered_json names = nlohmann::ordered_json::array();
+        for (int d : stage) names.push_back(base.cluster.device(d).name);
+        st["placement"].push_back(std::move(names));
+      }
+    }
+  }
+  if (base.strategy.allreduce) st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
+  if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
+    st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
+  if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
+  return st;
+}
+
+void Judge::progress(const std::string& line) const {
+  if (opt_.progress == nullptr) return;
+  std::lock_guard<std::mutex> lock(progress_mutex_);
+  *opt_.progress << "pipesim plan: " << line << "\n";
+}
+
+std::vector<Override> Judge::with_plan(const PlanPoint& p) const {
+  std::vector<Override> with = overrides_;
+  if (p.micro_batch != base_.training.micro_batch)
+    with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
+  with.push_back({"strategy", strategy_json(p, base_).dump()});
+  return with;
+}
+
+bool Judge::orderable(const PlanPoint& p) const {
+  if (p.schedule != ScheduleKind::kZbV) return true;
+  try {
+    scenario_orders(load_scenario(file_, with_plan(p)));
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, double estimate) const {
+  Candidate c;
+  c.point = p;
+  c.strategy = strategy_json(p, base_);
+  if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
+  c.estimate_s = estimate;
+  const std::vector<Override> with = with_plan(p);
+  try {
+    const Scenario sc = load_scenario(file_, with);
+    const TaskGraph graph = scenario_task_graph(sc, true);
+    const Timeline tl = simulate(graph, sc.cluster);
+    const RunInfo info = run_info(sc, 0.0);
+    const Report rep = make_report(graph, sc.cluster, tl, info);
+    c.makespan_s = rep.makespan.seconds();
+    c.iteration_s = rep.iteration_time.seconds();
+    c.throughput = rep.throughput;
+    for (const DeviceReport& dr : rep.devices)
+      c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
+    c.oom = rep.oom.oom;
+    c.why = why(rep);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Costed>& list,
+                                                          Clock::time_point t0,
+                                                          Plan& result) const {
+  std::vector<std::optional<Candidate>> out(list.size());
+  std::atomic<size_t> finished{0};
+  std::atomic<bool> timed_out{false};
+  std::atomic<int> rejected{0};
+  std::mutex best_mutex;
+  double best = 0;
+  double work = 0, largest = 0;
+  for (const Costed& c : list) {
+    work += c.estimate.work;
+    largest = std::max(largest, c.estimate.work);
+  }
+  progress(fmt::format("simulating {} strategies (predicted work {:.3g}, largest {:.3g})",
+                       list.size(), work, largest));
+  auto worker = [&](size_t i) {
+    if (i > 0 && opt_.time_limit_s > 0 &&
+        since(t0) > opt_.time_limit_s) {  // the best estimate always runs
+      timed_out = true;
+      return;
+    }
+    out[i] = simulate_one(list[i].point, list[i].estimate.iteration_s);
+    if (!out[i]) {
+      ++rejected;
+      return;
+    }
+    const size_t n = ++finished;
+    std::lock_guard<std::mutex> lock(best_mutex);
+    if (!out[i]->oom) best = std::max(best, out[i]->throughput);
+    if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
+      progress(fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
+  };
+  // Every core, and every rank under mpirun (each rank then holds every result).
+  distributed_for({list.size(),
+                   opt_.threads,
+                   worker,
+                   [&](size_t i) { return save_candidate(out[i]); },
+                   [&](size_t i, std::string_view b) { out[i] = load_candidate(b, list[i].point); },
+                   {}});
+  result.timed_out = result.timed_out || timed_out;
+  result.rejected += rejected;
+  return out;
+}
+
+std::string Judge::key_of(const PlanPoint& p) const {
+  return strategy_json(p, base_).dump() + std::to_string(p.micro_batch);
+}
+
+bool Judge::ranks_before(const Candidate& a, const Candidate& b) {
+  if (a.oom != b.oom) return !a.oom;
+  if (!a.oom && a.throughput != b.throughput) return a.throughput > b.throughput;
+  if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
+  return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
+}
+
+void Judge::finish(std::vector<Candidate>& done, Plan& result) const {
+  std::sort(done.begin(), done.end(), ranks_before);
+  double sum = 0;
+  for (const Candidate& c : done) {
+    const double e = std::abs(c.estimate_s - c.iteration_s) / std::max(1e-12, c.iteration_s);
+    sum += e;
+    result.estimate_error_max = std::max(result.estimate_error_max, e);
+  }
+  if (!done.empty()) result.estimate_error_mean = sum / static_cast<double>(done.size());
+  // Pareto front over (iteration time, peak memory) among those that fit (all if none).
+  const bool any_fit = !done.empty() && !done.front().oom;
+  std::vector<const Candidate*> by_time;
+  for (const Candidate& c : done)
+    if (!any_fit || !c.oom) by_time.push_back(&c);
+  std::stable_sort(by_time.begin(), by_time.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->iteration_s != b->iteration_s) return a->iteration_s < b->iteration_s;
+    return a->peak_memory < b->peak_memory;
+  });
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const Candidate* c : by_time) {
+    if (c->peak_memory < least) {
+      least = c->peak_memory;
+      result.pareto.push_back(*c);
+    }
+  }
+  if (done.size() > static_cast<size_t>(opt_.top)) done.resize(static_cast<size_t>(opt_.top));
+  result.candidates = std::move(done);
+}
+
+}  // namespace pipesim::planner

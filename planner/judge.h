@@ -1,0 +1,70 @@
+// The planner's judge: plans simulated in full, one at a time or many in parallel (threads,
+// and MPI ranks under mpirun), and ranked by simulated throughput among those that fit.
+// Phases 2 and 3, the baselines and --exhaustive all go through it, so every plan the
+// planner reports was loaded and simulated like a scenario given to `pipesim run`.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/planner.h"
+#include "planner/shortlist.h"
+#include "scenario/scenario.h"
+
+namespace pipesim::planner {
+
+using Clock = std::chrono::steady_clock;
+inline double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The strategy section of a plan, in the form a scenario takes; strategy keys the planner
+// does not search (all-reduce algorithm, buckets) are the scenario's.
+nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base);
+
+class Judge {
+ public:
+  // `base` is `file` loaded with `overrides`; all three outlive the judge.
+  Judge(const std::string& file, const std::vector<Override>& overrides, const Scenario& base,
+        const PlanOptions& options)
+      : file_(file), overrides_(overrides), base_(base), opt_(options) {}
+
+  // A "pipesim plan: " line on the options' progress stream, if any (thread-safe).
+  void progress(const std::string& line) const;
+
+  // The scenario with a plan's strategy and micro-batch in place of its own.
+  std::vector<Override> with_plan(const PlanPoint& p) const;
+  // zb-v's greedy order builder refuses some stage costs and micro-batch counts (it needs
+  // the V filled); such plans are not simulated. Every other schedule orders any plan.
+  bool orderable(const PlanPoint& p) const;
+  // One strategy simulated in full: the scenario with its strategy (and micro-batch)
+  // replaced, loaded through the normal validation. Empty if the loader refuses it.
+  std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const;
+  // Every plan of `list` on every core and rank; past the options' time limit (counted from
+  // t0) the rest are skipped, all but the first. Counts skips and refusals in `result`.
+  std::vector<std::optional<Candidate>> simulate_all(const std::vector<Costed>& list,
+                                                     Clock::time_point t0, Plan& result) const;
+  // What tells two strategies apart: the strategy as pasted, and its micro-batch.
+  std::string key_of(const PlanPoint& p) const;
+
+  // Plans that fit first, then by throughput, peak memory and strategy text (the same
+  // ranking whatever the thread count).
+  static bool ranks_before(const Candidate& a, const Candidate& b);
+  // `done` ranked into `result`: the estimate's error over all of them, the time/memory
+  // Pareto front among those that fit, and the options' top few as the candidates.
+  void finish(std::vector<Candidate>& done, Plan& result) const;
+
+ private:
+  const std::string& file_;
+  const std::vector<Override>& overrides_;
+  const Scenario& base_;
+  const PlanOptions& opt_;
+  mutable std::mutex progress_mutex_;
+};
+
+}  // namespace pipesim::planner
