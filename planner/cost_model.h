@@ -56,6 +56,7 @@ struct PlanPoint {
   int gpus() const;  // data x replicas of every position
   // [copy][position] -> devices, as the scenario loader places them.
   std::vector<std::vector<std::vector<int>>> devices(const Cluster& c) const;
+  friend bool operator==(const PlanPoint&, const PlanPoint&) = default;
 };
 
 struct Estimate {
@@ -175,8 +176,8 @@ class CostModel {
  private:
   const Scenario& s_;
   int t_ = 1;
-  std::vector<double> f_, b_, w_, opt_;         // prefix sums, seconds
-  std::vector<double> rf_;  // forward of the layers a full recompute re-runs
+  std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
+  std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;

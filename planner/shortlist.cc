@@ -28,6 +28,10 @@ void Shortlist::offer(const PlanPoint& p, const Estimate& e) {
 void Shortlist::enter_family(const Key& k, const PlanPoint& p, const Estimate& e) {
   constexpr size_t kPerFamily = 2;
   std::vector<Entry>& f = family_[{p.schedule, p.virtual_stages}];
+  // The search can offer one plan twice (two of its DPs, or the grid and a DP, agreeing):
+  // the family's two places go to two strategies.
+  for (const Entry& x : f)
+    if (x.plan.point == p) return;
   const auto at = std::upper_bound(f.begin(), f.end(), k,
                                    [](const Key& a, const Entry& x) { return before(a, x.key); });
   if (static_cast<size_t>(at - f.begin()) >= kPerFamily) return;

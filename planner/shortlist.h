@@ -10,8 +10,8 @@
 // it kept (duplicates or plans it cannot simulate used up the kept ones), `complete()` says
 // whether what it kept is the whole order anyway. Plans whose simulation would cost more
 // than `max_work` are counted, not kept, as phase 2 drops them. It also keeps the first two
-// plans that fit of every schedule family (schedule and chunk count), which phase 2
-// simulates too.
+// distinct plans that fit of every schedule family (schedule and chunk count), which phase
+// 2 simulates too.
 //
 // Costs: O(log keep) per plan that enters the kept order and O(front) per plan that joins
 // the front; a plan that does neither is compared and dropped, not copied.

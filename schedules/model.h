@@ -54,7 +54,7 @@ struct Layer {
   Time backward_input;   // the whole backward when the profile is not split
   Time backward_weight;  // zero unless the profile is split
   bool split_backward = false;
-  Time optimizer;                // optimizer step for this layer's parameters
+  Time optimizer;  // optimizer step for this layer's parameters
   // The optimizer time is the user's (hand-written YAML layers, a profile's optimizer
   // column): otherwise the loader sets a memory-bound update over the GPU's HBM.
   bool optimizer_given = false;
@@ -188,6 +188,7 @@ struct StageSpec {
   std::optional<Warmup> warmup{};        // overrides Strategy::warmup for this stage
   std::optional<Recompute> recompute{};  // overrides Strategy::recompute for this stage
   std::optional<int> tensor{};           // overrides Strategy::tensor for this stage
+  friend bool operator==(const StageSpec&, const StageSpec&) = default;
 };
 
 struct Strategy {
