@@ -329,20 +329,16 @@ void CostModel::allreduce_terms(const PlanPoint& p, const Placement* placed, boo
                                 std::vector<double>& out) const {
   thread_local std::vector<int> start;
   const int per_copy = position_starts(p, start);
-  const int P = p.positions();
-  // Each position's gradients, its chunks together.
-  thread_local std::vector<int64_t> grad;
-  grad.assign(u(P), 0);
+  // Each stage's gradients on its position's group: the lowering all-reduces every stage
+  // (each chunk of an interleaved position) once its last backward is done.
+  out.assign(p.stages.size(), 0.0);
   for (size_t g = 0; g < p.stages.size(); ++g) {
     const StageSpec& st = p.stages[g];
-    grad[u(p.position_of(static_cast<int>(g)))] += gradient_bytes(st.first_layer, st.last_layer);
-  }
-  out.assign(u(P), 0.0);
-  for (int q = 0; q < P; ++q) {
-    out[u(q)] = placed == nullptr
-                    ? allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data, per_copy,
-                                           grad[u(q)], ring)
-                    : net_->allreduce(placed_group(*placed, q), grad[u(q)] / t_, ring, t_);
+    const int q = p.position_of(static_cast<int>(g));
+    const int64_t bytes = gradient_bytes(st.first_layer, st.last_layer);
+    out[g] = placed == nullptr ? allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data,
+                                                      per_copy, bytes, ring)
+                               : net_->allreduce(placed_group(*placed, q), bytes / t_, ring, t_);
   }
 }
 
@@ -419,9 +415,19 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
     opt[u(p.position_of(g))] +=
         optimizer_time(st.first_layer, st.last_layer, t.zero > 0 ? st.replicas * p.data : 1);
   }
+  // Stage g's gradients are complete about g chunk blocks before the end (the last
+  // micro-batch's backward passes the stages after it first); a position's all-reduces run
+  // one after another on its devices, in that order. Zero-bubble schedules defer W to fill
+  // the drain, so their stages' gradients are taken as complete with the position's last.
+  thread_local std::vector<double> comm_end;  // per position, relative to the last backward
+  comm_end.assign(u(P), -std::numeric_limits<double>::infinity());
+  for (int g = G - 1; g >= 0; --g) {
+    const int q = p.position_of(g);
+    const double ready = -(t.w_fill > 0 ? q : g) * block / v;
+    comm_end[u(q)] = std::max(comm_end[u(q)], ready) + terms.allreduce[g];
+  }
   double exposed = 0;
-  for (int q = 0; q < P; ++q)
-    exposed = std::max(exposed, terms.allreduce[q] + opt[u(q)] - q * block / v);
+  for (int q = 0; q < P; ++q) exposed = std::max(exposed, comm_end[u(q)] + opt[u(q)]);
   e.allreduce_s = exposed;
   e.iteration_s = steady + e.fill_s + e.allreduce_s;
   e.peak_memory = peak_memory(p, M, t);

@@ -90,12 +90,13 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r = Recompute::kNone);
 // What an estimate takes from where a plan's stages are rather than from its schedule: per
 // global stage its cut to the next (0 at zb-v's turn) and ZeRO-3's weight all-gather base (a
 // ring all-reduce of its weights on its group; the estimate takes half of it per pass),
-// per position its gradient all-reduce (the ring under ZeRO, else the cheapest), and the
+// per global stage its gradient all-reduce on its position's group (the ring under ZeRO,
+// else the cheapest; one per chunk, as the lowering issues them), and the
 // simulation work. A search computes them once for every schedule choice of a layout.
 struct PlanTerms {
   const double* cut = nullptr;        // [g], g + 1 < G
   const double* gather = nullptr;     // [g], read under ZeRO 3 only
-  const double* allreduce = nullptr;  // [q]
+  const double* allreduce = nullptr;  // [g]
   double work = 0;
 };
 // The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).

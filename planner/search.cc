@@ -27,6 +27,7 @@ constexpr size_t kMaxLabels = 12;
 constexpr int kMaxR = 64;  // replicas per stage the DP considers (kUnevenLimit GPUs per copy)
 constexpr int kKeepPerDepth = 3;
 constexpr int kKeepPlacedPerDepth = 24;  // the placement-blind DP: its ranking is rougher
+constexpr double kEveryCut = 256;        // uneven chunked plans: every cut up to this many
 
 ScheduleTraits with_choice(ScheduleTraits t, const ScheduleChoice& sc, int data, int tensor) {
   t.zero = sc.zero;
@@ -259,8 +260,8 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
 // one), the cut of the layers into P x v stages whose slowest stage or cut transfer is
 // least (a DP over (stages, layers placed), each stage's time on its position's replicas,
 // each cut on the routes between the positions' contiguous GPUs). The estimate then
-// judges the plan as a whole. Returns false, offering nothing, when the
-// space is past `budget` DP steps.
+// judges the plan as a whole (the caller's `add`, under each placement). Returns false,
+// offering nothing, when the space is past `budget` DP steps.
 template <class Add>
 bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p, int P, int v,
                     int max_r, int max_gpus, double budget, Add&& add) {
@@ -292,7 +293,36 @@ bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p,
   std::vector<double> best(u(G + 1) * u(L + 1));
   std::vector<int> from(best.size());
   const auto at = [&](int k, int j) { return u(k) * u(L + 1) + u(j); };
+  // Few layers per stage: every cut, the estimate judging each (the least-block cut can
+  // put a large activation on a slow link that a cut one layer away keeps off it, and an
+  // interleaved position's load is its chunks together); more: the DP's cut.
+  double cuts = 1;
+  for (int k = 1; k < G; ++k) cuts = cuts * (L - k) / k;  // C(L - 1, G - 1)
+  std::vector<int> first(u(G));  // every cut: the first layer of each stage
   for (bool more = true; more; more = next()) {
+    if (cuts <= kEveryCut) {
+      for (int k = 0; k < G; ++k) first[u(k)] = k;
+      for (bool cut = true; cut;) {
+        for (int k = 0; k < G; ++k) {
+          StageSpec& st = p.stages[u(k)];
+          st.first_layer = first[u(k)];
+          st.last_layer = k + 1 < G ? first[u(k) + 1] - 1 : L - 1;
+          st.replicas = reps[u(p.position_of(k))];
+        }
+        add(p, nullptr);
+        // The next cut: the last stage start that can move one layer later does, the ones
+        // after it follow right behind.
+        cut = false;
+        for (int k = G - 1; k >= 1 && !cut; --k) {
+          if (first[u(k)] < L - (G - k)) {
+            ++first[u(k)];
+            for (int j = k + 1; j < G; ++j) first[u(j)] = first[u(j) - 1] + 1;
+            cut = true;
+          }
+        }
+      }
+      continue;
+    }
     for (int q = 0, g = 0; q < P; g += reps[u(q)], ++q) start[u(q)] = g;
     std::fill(best.begin(), best.end(), std::numeric_limits<double>::infinity());
     best[at(0, 0)] = 0;
@@ -468,11 +498,19 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     if ((inter || vee) && !large && !level && dp_work <= kSmallDpWork) {
       const ScheduleTraits tr =
           with_choice(traits(sc.kind, sc.warmup, sc.recompute), sc, data, cm.tensor());
+      // Each under every placement policy, on its own devices: which GPUs share a node
+      // decides whether a position's gradients cross the slow link.
+      auto add_placed = [&](const PlanPoint& n, UniformGrid::Point*) {
+        for (const auto& [placed, devices] : placement_variants(n, cm.scenario().cluster, true)) {
+          ++stats.costed;
+          offer(placed, cm.estimate(placed, M, &devices));
+        }
+      };
       for (int P = 2; P <= std::min(max_gpus, L); ++P) {
         if (inter && M % P != 0) continue;
         if (vee && M < P) continue;
         for (int v = 2; P * v <= L; v *= 2) {
-          if (!uneven_chunked(cm, tr, p, P, v, max_r, max_gpus, kSmallDpWork, add)) break;
+          if (!uneven_chunked(cm, tr, p, P, v, max_r, max_gpus, kSmallDpWork, add_placed)) break;
           if (vee) break;
         }
       }
