@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "scenario/setup.h"
@@ -309,37 +310,39 @@ void CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
   }
 }
 
-void CostModel::gather_terms(const PlanPoint& p, const Placement* placed,
-                             std::vector<double>& out) const {
+void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
+                                  const std::function<int64_t(const StageSpec&)>& bytes,
+                                  std::vector<double>& out) const {
   thread_local std::vector<int> start;
   const int per_copy = position_starts(p, start);
   out.assign(p.stages.size(), 0.0);
   for (size_t g = 0; g < p.stages.size(); ++g) {
     const StageSpec& st = p.stages[g];
     const int q = p.position_of(static_cast<int>(g));
-    const int64_t weights =
-        (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
+    const int64_t b = bytes(st);
     out[g] = placed == nullptr
-                 ? allreduce_bytes_time(start[u(q)], st.replicas, p.data, per_copy, weights, true)
-                 : net_->allreduce(placed_group(*placed, q), weights / t_, true, t_);
+                 ? allreduce_bytes_time(start[u(q)], st.replicas, p.data, per_copy, b, ring)
+                 : net_->allreduce(placed_group(*placed, q), b / t_, ring, t_);
   }
 }
 
+void CostModel::gather_terms(const PlanPoint& p, const Placement* placed,
+                             std::vector<double>& out) const {
+  stage_group_terms(
+      p, placed, true,
+      [&](const StageSpec& st) {
+        return (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
+      },
+      out);
+}
+
+// Each stage's gradients on its position's group: the lowering all-reduces every stage
+// (each chunk of an interleaved position) once its last backward is done.
 void CostModel::allreduce_terms(const PlanPoint& p, const Placement* placed, bool ring,
                                 std::vector<double>& out) const {
-  thread_local std::vector<int> start;
-  const int per_copy = position_starts(p, start);
-  // Each stage's gradients on its position's group: the lowering all-reduces every stage
-  // (each chunk of an interleaved position) once its last backward is done.
-  out.assign(p.stages.size(), 0.0);
-  for (size_t g = 0; g < p.stages.size(); ++g) {
-    const StageSpec& st = p.stages[g];
-    const int q = p.position_of(static_cast<int>(g));
-    const int64_t bytes = gradient_bytes(st.first_layer, st.last_layer);
-    out[g] = placed == nullptr ? allreduce_bytes_time(start[u(q)], p.stages[u(q)].replicas, p.data,
-                                                      per_copy, bytes, ring)
-                               : net_->allreduce(placed_group(*placed, q), bytes / t_, ring, t_);
-  }
+  stage_group_terms(
+      p, placed, ring,
+      [&](const StageSpec& st) { return gradient_bytes(st.first_layer, st.last_layer); }, out);
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -193,6 +194,11 @@ class CostModel {
   int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t) const;
   // Rank 0 of each tensor group of position q in every copy of a placement.
   std::vector<int> placed_group(const Placement& placed, int q) const;
+  // Per global stage: `bytes(stage)` all-reduced on its position's group (the ring when
+  // `ring`, else the cheapest), contiguous or on `placed`.
+  void stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
+                         const std::function<int64_t(const StageSpec&)>& bytes,
+                         std::vector<double>& out) const;
 };
 
 // `p` under each of DAPPLE's placement policies for every stage (append-first, fresh-first,

@@ -257,11 +257,12 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
 // Interleaved and zb-v pipelines with uneven replicas per position on small clusters: for
 // every replica vector over P positions (each at most the micro-batch's samples, together
 // at most the GPUs of a copy; equal ones too, whose cut may beat the grid's balanced
-// one), the cut of the layers into P x v stages whose slowest stage or cut transfer is
-// least (a DP over (stages, layers placed), each stage's time on its position's replicas,
-// each cut on the routes between the positions' contiguous GPUs). The estimate then
-// judges the plan as a whole (the caller's `add`, under each placement). Returns false,
-// offering nothing, when the space is past `budget` DP steps.
+// one), every cut of the layers into P x v stages when there are at most kEveryCut, else
+// the one whose slowest stage or cut transfer is least (a DP over (stages, layers
+// placed), each stage's time on its position's replicas, each cut on the routes between
+// the positions' contiguous GPUs). The estimate then judges each plan as a whole (the
+// caller's `add`, under each placement). Returns false, offering nothing, when the space
+// is past `budget` DP steps.
 template <class Add>
 bool uneven_chunked(const CostModel& cm, const ScheduleTraits& tr, PlanPoint& p, int P, int v,
                     int max_r, int max_gpus, double budget, Add&& add) {

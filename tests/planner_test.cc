@@ -540,6 +540,38 @@ TEST(Planner, ExhaustiveCoversThePlannersDimensions) {
     EXPECT_EQ(seen.count(want), 1u) << want;
 }
 
+TEST(CostModel, ChunkedAllReducesOverlapTheDrainStageByStage) {
+  // Interleaved, 2 positions x 2 chunks, one layer per stage (F 1 ms, B 2 ms, no optimizer
+  // time, no cut transfers): each position runs 2 x 3 ms per micro-batch, so block = 6 ms
+  // and a chunk block is block / v = 3 ms. Stage g's gradients are ready g chunk blocks
+  // before the end; a position's all-reduces run one after another, latest stage first.
+  // All-reduce terms 1, 2, 10, 4 ms for stages 0-3 (stages 0 and 2 on position 0):
+  //   position 1: stage 3 ready at -9 ms, ends -9 + 4 = -5; stage 1 ready at -3, ends
+  //               -3 + 2 = -1 (hidden);
+  //   position 0: stage 2 ready at -6, ends -6 + 10 = 4; stage 0 ready at 0, starts after
+  //               stage 2's at 4, ends 5.
+  // Exposed: 5 ms (all-reducing each position's chunks together after its last backward
+  // would expose 1 + 10 = 11 ms).
+  const Scenario s = load_scenario_text(R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2}
+model:
+  layers:
+    - {name: l, repeat: 4, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB,
+       params: 1M, optimizer: 0 ms}
+training: {global_batch: 4, micro_batch: 1}
+strategy: {schedule: dapple, pipeline: 1}
+)",
+                                        "chunked.yaml");
+  const planner::CostModel cm(s);
+  planner::PlanPoint p;
+  p.schedule = ScheduleKind::kInterleaved;
+  p.virtual_stages = 2;
+  p.stages = {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}, {3, 3, 1}};
+  const std::vector<double> cut(4, 0.0), gather(4, 0.0), allreduce{1e-3, 2e-3, 10e-3, 4e-3};
+  const planner::Estimate e = cm.estimate(p, 4, {cut.data(), gather.data(), allreduce.data(), 0});
+  EXPECT_NEAR(e.block_s, 6e-3, 1e-12);
+  EXPECT_NEAR(e.allreduce_s, 5e-3, 1e-12);
+}
+
 TEST(Planner, SharedAllReduceCostsMatchTheSimulatorsEstimate) {
   // The planner keeps each group as its distinct step rates; the result must be
   // allreduce_estimate's (the cheapest of ring, tree and hierarchical) to within the

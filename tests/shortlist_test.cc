@@ -110,5 +110,22 @@ TEST(Shortlist, HandWorkedFront) {
   EXPECT_FALSE(list.complete());
 }
 
+TEST(Shortlist, AFamilysTwoPlacesGoToTwoDistinctPlans) {
+  // One schedule family (dapple, one chunk), offered plan 0 at 1 s, the same plan 0 again
+  // at 1 s (the search can offer a plan twice), then plan 1 at 2 s and plan 2 at 3 s. The
+  // family's two places: plans 0 and 1; the repeat of 0 takes none.
+  Shortlist list(8, 1.0);
+  const int plan[] = {0, 0, 1, 2};
+  const double times[] = {1, 1, 2, 3};
+  for (int i = 0; i < 4; ++i) {
+    PlanPoint p;
+    p.micro_batch = plan[i];
+    Estimate e;
+    e.iteration_s = times[i];
+    list.offer(p, e);
+  }
+  EXPECT_EQ(names(list.families()), (std::vector<int64_t>{0, 1}));
+}
+
 }  // namespace
 }  // namespace pipesim::planner
