@@ -16,6 +16,7 @@ Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& ove
   SimOptions sim;
   sim.record_memory = options.record_memory;
   sim.record_links = options.record_links;
+  sim.exact_sharing = options.exact_sharing;
   Timeline timeline = simulate(graph, scenario.cluster, sim);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const RunInfo info = run_info(scenario, options.reproducible ? 0.0 : wall, overrides);

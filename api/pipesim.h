@@ -36,6 +36,7 @@ struct SimulateOptions {
   // Ring collectives as CompactRing (the same timeline; n ops per ring instead of one per
   // step). Off where every step must be an op of its own: traces, op CSVs, backends.
   bool compact_collectives = true;
+  bool exact_sharing = false;  // SimOptions::exact_sharing (`pipesim run --exact-sharing`)
 };
 
 // Builds the TaskGraph of a loaded scenario, simulates it and makes its report; `overrides`

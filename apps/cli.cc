@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "api/pipesim.h"
-#include "apps/backend_commands.h"
 #include "api/report_fields.h"
+#include "apps/backend_commands.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -41,6 +41,7 @@ struct RunOptions {
   std::string json, trace, csv, memory_csv, resolved;
   std::vector<std::string> sets;
   bool reproducible = false;
+  bool exact_sharing = false;
 };
 
 std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
@@ -101,6 +102,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   opts.record_memory = !o.trace.empty() || !o.memory_csv.empty();
   opts.record_links = !o.trace.empty();
   opts.reproducible = o.reproducible;
+  opts.exact_sharing = o.exact_sharing;
   // A trace and the op CSV show every collective step.
   opts.compact_collectives = o.trace.empty() && o.csv.empty();
   const std::vector<Override> overrides = parse_overrides(o.sets);
@@ -135,8 +137,8 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   json = to_json(report);
   // Out of memory: the error line first, then the report as asked (SPEC section 1).
   if (report.oom.oom) {
-    err << fmt::format("pipesim: error: out of memory: {} (at most {} on {})\n",
-                       report.oom_message, format_bytes(report.oom.capacity),
+    err << fmt::format("pipesim: error: out of memory: {} (at most {} on {})\n", report.oom_message,
+                       format_bytes(report.oom.capacity),
                        run->scenario.cluster.device(report.oom.device).name);
   }
   // All or nothing: standard output first, then every file renamed into place together.
@@ -204,12 +206,11 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     auto bound = [](bool memory) { return memory ? "memory" : "compute"; };
     for (const OpCost& op : with_ops ? l.ops : std::vector<OpCost>{}) {
-      table += fmt::format("  {:<14} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n",
-                           op.name, op.flops, op.matrix ? "matrix" : "vector",
-                           format_bytes(static_cast<int64_t>(op.bytes)),
-                           bound(op.forward_memory_bound), format_time(op.forward),
-                           format_time(op.backward_input + op.backward_weight),
-                           bound(op.backward_memory_bound));
+      table += fmt::format(
+          "  {:<14} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", op.name, op.flops,
+          op.matrix ? "matrix" : "vector", format_bytes(static_cast<int64_t>(op.bytes)),
+          bound(op.forward_memory_bound), format_time(op.forward),
+          format_time(op.backward_input + op.backward_weight), bound(op.backward_memory_bound));
       ops.push_back({{"name", op.name},
                      {"unit", op.matrix ? "matrix" : "vector"},
                      {"forward_flops", op.flops},
@@ -335,6 +336,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->expected(1);
   run_cmd->add_flag("--reproducible", run.reproducible,
                     "report wall_s as 0 so equal inputs give byte-identical JSON");
+  run_cmd->add_flag("--exact-sharing", run.exact_sharing,
+                    "re-rate link sharing over whole components at every flow event: "
+                    "bit-identical to progressive filling, slower on large collectives");
 
   std::string order_file;
   std::vector<std::string> order_sets;
@@ -416,8 +420,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (order_cmd->parsed())
       return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });
     if (model_cmd->parsed())
-      return at_scenario(model_file,
-                         [&] { return cmd_model(model_file, model_sets, model_json, model_ops, out); });
+      return at_scenario(model_file, [&] {
+        return cmd_model(model_file, model_sets, model_json, model_ops, out);
+      });
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
     if (sweep.parsed()) return at_scenario(sweep.scenario(), [&] { return sweep.run(out, err); });

@@ -59,30 +59,35 @@ Cluster cluster_of(int gpus) {
 }
 
 // range(0): GPUs; range(1): algorithm; range(2): bytes; range(3): 1 for compact rings
-// (TaskGraphBuilder::set_compact_rings), 0 for one transfer per step and member.
+// (TaskGraphBuilder::set_compact_rings), 0 for one transfer per step and member; range(4):
+// 1 for SimOptions::exact_sharing (whole-component re-rating at every flow event).
 void BM_AllReduce(benchmark::State& state) {
   const Cluster c = cluster_of(static_cast<int>(state.range(0)));
   const auto algo = static_cast<AllReduceAlgo>(state.range(1));
   std::vector<CollectiveMember> members;
-  for (int d = 0; d < c.num_devices(); ++d) members.push_back({d, c.device(d).node, {}, UINT32_MAX});
+  for (int d = 0; d < c.num_devices(); ++d)
+    members.push_back({d, c.device(d).node, {}, UINT32_MAX});
   Run run;
   for (auto _ : state) {
     TaskGraphBuilder b(c.num_devices());
     b.set_compact_rings(state.range(3) != 0);
     add_allreduce(b, algo, members, state.range(2), {0, 0});
     const TaskGraph g = std::move(b).build();
-    run.note(g, simulate(g, c));
+    SimOptions o;
+    o.exact_sharing = state.range(4) != 0;
+    run.note(g, simulate(g, c, o));
   }
   run.report(state);
-  state.SetLabel(fmt::format("{} {} MiB{}", to_string(algo), state.range(2) >> 20,
-                             state.range(3) != 0 ? " compact" : ""));
+  state.SetLabel(fmt::format("{} {} MiB{}{}", to_string(algo), state.range(2) >> 20,
+                             state.range(3) != 0 ? " compact" : "",
+                             state.range(4) != 0 ? " exact" : ""));
 }
 constexpr int64_t kMiB = int64_t{1} << 20;
 BENCHMARK(BM_AllReduce)
-    ->ArgsProduct({{128, 512, 2048}, {0}, {4 * kMiB}, {0, 1}})
-    ->Args({8192, 0, 4 * kMiB, 1})
-    ->ArgsProduct({{128, 512, 2048}, {1}, {1024 * kMiB}, {0}})
-    ->ArgsProduct({{128, 512, 2048}, {2}, {1024 * kMiB}, {0, 1}})
+    ->ArgsProduct({{128, 512, 2048}, {0}, {4 * kMiB}, {0, 1}, {0}})
+    ->Args({8192, 0, 4 * kMiB, 1, 0})
+    ->ArgsProduct({{128, 512, 2048}, {1}, {1024 * kMiB}, {0}, {0, 1}})
+    ->ArgsProduct({{128, 512, 2048}, {2}, {1024 * kMiB}, {0, 1}, {0}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

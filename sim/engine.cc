@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -24,7 +25,11 @@ constexpr uint32_t kIdMask = (1u << kKindShift) - 1;
 class Engine {
  public:
   Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
-      : graph_(g), cluster_(c), options_(o), network_(c, g.size()) {
+      : graph_(g),
+        cluster_(c),
+        options_(o),
+        network_(c, g.size(), FlowNetwork::Filling::kHeap,
+                 o.exact_sharing ? std::numeric_limits<size_t>::max() : FlowNetwork::kLocalAbove) {
     const size_t n = g.size();
     PIPESIM_ASSERT(g.num_devices() == c.num_devices(), "TaskGraph built for this cluster");
     PIPESIM_ASSERT(n <= kIdMask, "fewer than 2^30 ops");

@@ -108,6 +108,14 @@ TEST(Cli, GoldenDefaultReport) {
   EXPECT_EQ(r.out, test::read_file(std::string(PIPESIM_SOURCE_DIR) + "/tests/golden/default.json"));
 }
 
+TEST(Cli, ExactSharingLeavesSmallComponentsAsTheyAre) {
+  // The default scenario's flows meet in components far below FlowNetwork::kLocalAbove,
+  // which are re-rated whole either way: --exact-sharing gives the same bytes.
+  const auto r = test::cli({"run", "--json", "-", "--reproducible", "--exact-sharing"});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, test::read_file(std::string(PIPESIM_SOURCE_DIR) + "/tests/golden/default.json"));
+}
+
 TEST(Cli, OrderPrintsTheReferenceTable) {
   test::PipeSpec p;  // S = 4, M = 8, dapple
   const auto r = test::cli({"order", test::write_temp("order.yaml", test::to_yaml(p))});
@@ -283,8 +291,8 @@ TEST(Cli, SetIsRepeatableOnEveryCommand) {
   r = with_sets({"profile", f, "--backend", "host", "--repeats", "1", "--out",
                  test::temp_path("set-profile.csv")});
   EXPECT_EQ(r.code, 0) << r.err;
-  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0",
-                 "--json", test::temp_path("set-validate.json")});
+  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0", "--json",
+                 test::temp_path("set-validate.json")});
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
@@ -335,8 +343,8 @@ TEST(Cli, ReportsEchoTheOverrides) {
   json j = json::parse(r.out);
   EXPECT_EQ(j["overrides"], expected);
   EXPECT_TRUE(j["version"].is_string());
-  r = with_sets({"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0",
-                 "--json", "-"});
+  r = with_sets(
+      {"validate", f, "--backend", "host", "--iterations", "1", "--warmup", "0", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
   j = json::parse(r.out);
   EXPECT_EQ(j["overrides"], expected);
@@ -359,12 +367,13 @@ TEST(Cli, OutOfMemoryLineAndOutputPathsCheckedFirst) {
   auto r = test::cli({"run", f, "--set", "cluster.gpu.memory=2 MiB"});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node0/gpu0 needs 7.63 MiB")) << r.err;
+  EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node0/gpu0 needs 7.63 MiB"))
+      << r.err;
   EXPECT_TRUE(r.err.ends_with("(at most 2.00 MiB on node0/gpu0)\n")) << r.err;
   EXPECT_NE(r.out.find("oom         YES"), std::string::npos) << r.out;
   for (const std::string command : {"run", "plan"}) {
-    r = test::cli({command, f, "--set", "cluster.gpu.memory=2 MiB", "--json",
-                   "/nonexistent-dir/x.json"});
+    r = test::cli(
+        {command, f, "--set", "cluster.gpu.memory=2 MiB", "--json", "/nonexistent-dir/x.json"});
     EXPECT_EQ(r.code, 2) << command;
     EXPECT_EQ(r.err,
               "pipesim: error: /nonexistent-dir/x.json: cannot create the output file: No such "
