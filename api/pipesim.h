@@ -47,7 +47,7 @@ Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& ove
 // `pipesim run [path] --set K=V... --json -`, as JSON.
 nlohmann::ordered_json run_report(const std::string& path,
                                   const std::vector<Override>& overrides = {},
-                                  bool reproducible = false);
+                                  bool reproducible = false, bool exact_sharing = false);
 
 // `pipesim plan [path] --json -`, as JSON. Progress goes to options.progress when set.
 nlohmann::ordered_json plan_report(const std::string& path,

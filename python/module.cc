@@ -77,12 +77,12 @@ std::string path_of(const std::optional<std::string>& scenario) {
 }
 
 py::object run_py(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
-                  bool reproducible) {
+                  bool reproducible, bool exact_sharing) {
   const std::vector<Override> o = overrides(set);
   nlohmann::ordered_json report;
   {
     const py::gil_scoped_release release;
-    report = run_report(path_of(scenario), o, reproducible);
+    report = run_report(path_of(scenario), o, reproducible, exact_sharing);
   }
   return to_python(report);
 }
@@ -183,10 +183,10 @@ PYBIND11_MODULE(pipesim, m) {
     }
   });
   m.def("run", &pipesim::run_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
-        "reproducible"_a = false,
+        "reproducible"_a = false, "exact_sharing"_a = false,
         "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "
         "overrides (dotted key -> value) and returns the report of `pipesim run --json`. "
-        "reproducible=True reports wall_s as 0.");
+        "reproducible=True reports wall_s as 0; exact_sharing=True is `run --exact-sharing`.");
   m.def("plan", &pipesim::plan_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
         "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(), "exhaustive"_a = false,
         "Searches strategies for the scenario's cluster, model and training and returns the "

@@ -34,6 +34,10 @@ class Run(unittest.TestCase):
         self.assertEqual(pipesim.run(None, reproducible=True),
                          cli_json("run", "--reproducible"))
 
+    def test_exact_sharing_equals_cli_flag(self):
+        self.assertEqual(pipesim.run(TOY, reproducible=True, exact_sharing=True),
+                         cli_json("run", TOY, "--reproducible", "--exact-sharing"))
+
     def test_overrides_equal_cli_set(self):
         # A str is YAML text as after --set KEY=; numbers and bools are written as JSON.
         sets = {"strategy.schedule": "gpipe", "training.micro_batch": 1,
