@@ -25,11 +25,8 @@ Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& ove
 }
 
 nlohmann::ordered_json run_report(const std::string& path, const std::vector<Override>& overrides,
-                                  bool reproducible, bool exact_sharing) {
+                                  const SimulateOptions& options) {
   return at_scenario(path, [&] {
-    SimulateOptions options;
-    options.reproducible = reproducible;
-    options.exact_sharing = exact_sharing;
     const Simulation s = simulate_scenario(load_scenario(path, overrides), overrides, options);
     return nlohmann::ordered_json::parse(to_json(s.report));
   });

@@ -44,10 +44,11 @@ struct SimulateOptions {
 Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& overrides = {},
                              const SimulateOptions& options = {});
 
-// `pipesim run [path] --set K=V... --json -`, as JSON.
+// `pipesim run [path] --set K=V... --json -`, as JSON (`options.reproducible`: --reproducible,
+// `options.exact_sharing`: --exact-sharing).
 nlohmann::ordered_json run_report(const std::string& path,
                                   const std::vector<Override>& overrides = {},
-                                  bool reproducible = false, bool exact_sharing = false);
+                                  const SimulateOptions& options = {});
 
 // `pipesim plan [path] --json -`, as JSON. Progress goes to options.progress when set.
 nlohmann::ordered_json plan_report(const std::string& path,

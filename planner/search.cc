@@ -437,14 +437,14 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
             int max_gpus, SearchStats& stats, UniformGrid& grid, Shortlist& out) {
   const int L = cm.layers();
   const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
-  // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
-  // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
   // A costed plan: the incumbent, whether memory bounded the search, the shortlist.
   auto offer = [&](const PlanPoint& p, const Estimate& e) {
     if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;
     if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
     out.offer(p, e);
   };
+  // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
+  // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
   auto add = [&](PlanPoint& p, UniformGrid::Point* layout) {
     ++stats.costed;
     // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under

@@ -79,10 +79,13 @@ std::string path_of(const std::optional<std::string>& scenario) {
 py::object run_py(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
                   bool reproducible, bool exact_sharing) {
   const std::vector<Override> o = overrides(set);
+  SimulateOptions options;
+  options.reproducible = reproducible;
+  options.exact_sharing = exact_sharing;
   nlohmann::ordered_json report;
   {
     const py::gil_scoped_release release;
-    report = run_report(path_of(scenario), o, reproducible, exact_sharing);
+    report = run_report(path_of(scenario), o, options);
   }
   return to_python(report);
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -29,7 +28,7 @@ class Engine {
         cluster_(c),
         options_(o),
         network_(c, g.size(), FlowNetwork::Filling::kHeap,
-                 o.exact_sharing ? std::numeric_limits<size_t>::max() : FlowNetwork::kLocalAbove) {
+                 o.exact_sharing ? FlowNetwork::kNeverLocal : FlowNetwork::kLocalAbove) {
     const size_t n = g.size();
     PIPESIM_ASSERT(g.num_devices() == c.num_devices(), "TaskGraph built for this cluster");
     PIPESIM_ASSERT(n <= kIdMask, "fewer than 2^30 ops");

@@ -71,7 +71,7 @@ struct SimOptions {
   bool record_links = false;   // keep every change of link utilisation (for traces)
   // Re-rate the whole component at every flow start and end, whatever its size: rates bit
   // for bit those of progressive filling from scratch (the test oracle), at the cost of
-  // large collectives (a tree over 2048 GPUs: about 4x the CPU time). Off, components past
+  // large collectives (a 1 GiB tree over 2048 GPUs: about 12x the CPU time). Off, components past
   // FlowNetwork::kLocalAbove flows are re-rated on the region whose rates move, which agrees
   // with the oracle to rounding (docs/performance.md, "Local re-rating").
   bool exact_sharing = false;

@@ -30,6 +30,8 @@ class FlowNetwork {
   // Components of more than this many flows are re-rated locally (rerate_local); below
   // it re-rating the whole component costs less than the local rounds.
   static constexpr size_t kLocalAbove = 128;
+  // As `local_above`: never local, every component re-rated whole (SimOptions::exact_sharing).
+  static constexpr size_t kNeverLocal = std::numeric_limits<size_t>::max();
   // Flow ids below `max_flow_id` are expected; larger ones grow the id table when they start.
   // `local_above`: the component size past which re-rating goes local (0: always).
   FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap,
