@@ -84,7 +84,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
       net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
-  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_})
+  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_,
+                  &tp_bwd_beside_, &whole_, &whole_rf_})
     v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_})
     v->assign(L + 1, 0);
@@ -101,6 +102,16 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
     tp_fwd_[l + 1] = tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
     tp_bwd_[l + 1] = tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
+    // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
+    // share; replicas would shorten the GEMM further, which this leaves out).
+    tp_bwd_beside_[l + 1] = tp_bwd_beside_[l];
+    for (int q = 0; q < x.tp_backward_allreduces; ++q) {
+      const double beside =
+          static_cast<size_t>(q) < x.tp_backward_beside.size()
+              ? x.tp_backward_beside[static_cast<size_t>(q)].seconds() / std::max(1, t_)
+              : 0.0;
+      tp_bwd_beside_[l + 1] += std::max(0.0, tp_allreduce(x.tp_allreduce_bytes) - beside);
+    }
     // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
     // rank), another layer all its activations (split like them).
     kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);
@@ -112,6 +123,10 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     rings_[l + 1] = rings_[l] + 2 * int64_t{x.tp_forward_allreduces} + x.tp_backward_allreduces;
     max_layer_act_ = std::max(max_layer_act_, x.activation_bytes);
     max_core_ = std::max(max_core_, x.attention_core_bytes);
+    // Ops every tensor rank runs whole without sequence parallelism (Layer::tp_whole_*).
+    whole_[l + 1] = whole_[l] + x.tp_whole_forward.seconds() + x.tp_whole_backward_input.seconds() +
+                    x.tp_whole_backward_weight.seconds();
+    whole_rf_[l + 1] = whole_rf_[l] + (x.recomputed ? x.tp_whole_forward.seconds() : 0.0);
     f_[l + 1] = f_[l] + x.forward.seconds();
     b_[l + 1] = b_[l] + x.backward_input.seconds();
     w_[l + 1] = w_[l] + x.backward_weight.seconds();
@@ -164,15 +179,23 @@ double CostModel::compute_time(int first, int last, int replicas, const Schedule
   const double again = t.recompute == Recompute::kFull        ? sum(rf_)
                        : t.recompute == Recompute::kSelective ? sum(core_)
                                                               : 0.0;
-  return (sum(f_) + again + sum(b_) + sum(w_)) / (split(replicas) * t_);
+  // Without sequence parallelism the ops outside the tensor-parallel region run whole.
+  const double whole =
+      t.sequence_parallel || t_ < 2
+          ? 0.0
+          : (t_ - 1) * (sum(whole_) + (t.recompute == Recompute::kFull ? sum(whole_rf_) : 0.0));
+  return (sum(f_) + again + sum(b_) + sum(w_) + whole) / (split(replicas) * t_);
 }
 
 double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
   // forward's); they do not shrink with replicas.
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
-  const double tp =
-      sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) + sum(tp_bwd_);
+  // Under Strategy::tensor_overlap the backward's all-reduces run beside the dW GEMMs,
+  // except where a zero-bubble schedule takes W out of the backward.
+  const bool beside = s_.strategy.tensor_overlap && t.w_fill == 0;
+  const double tp = sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) +
+                    sum(beside ? tp_bwd_beside_ : tp_bwd_);
   return compute_time(first, last, replicas, t) + tp;
 }
 

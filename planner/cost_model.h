@@ -181,7 +181,7 @@ class CostModel {
   std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
-  std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_;
+  std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;

@@ -58,6 +58,26 @@ bool attention_core(const std::string& op) {
   return op == "scores" || op == "softmax" || op == "attention_dropout" || op == "values";
 }
 
+// Sets the layer's tp_whole_* times: the sums over its ops called one of `names`.
+void set_whole_ops(Layer& x, std::initializer_list<const char*> names) {
+  for (const OpCost& op : x.ops) {
+    for (const char* name : names) {
+      if (op.name != name) continue;
+      x.tp_whole_forward += op.forward;
+      x.tp_whole_backward_input += op.backward_input;
+      x.tp_whole_backward_weight += op.backward_weight;
+    }
+  }
+}
+
+// The weight-gradient time of the op called `name` (a column-parallel GEMM).
+Time weight_gradient_of(const Layer& x, const char* name) {
+  for (const OpCost& op : x.ops)
+    if (op.name == name) return op.backward_weight;
+  PIPESIM_ASSERT(false, "the generated layers hold their column-parallel GEMMs");
+  return Time::zero();
+}
+
 }  // namespace
 
 Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {
@@ -115,6 +135,10 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     x.tensor_parallel = true;
     x.tp_forward_allreduces = x.tp_backward_allreduces = 2;
     x.tp_allreduce_bytes = sbh * elem;
+    // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
+    // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
+    x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
+    set_whole_ops(x, {"ln1", "dropout_add1", "ln2", "dropout_add2"});
     x.tp_replicated_activation = 10 * sbh * elem / 2;
     if (!t.flash_attention) {
       for (const OpCost& op : x.ops) {
@@ -150,6 +174,8 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.front().tp_forward_allreduces = 1;
   m.layers.front().recomputed = m.layers.back().recomputed = false;
   m.layers.back().tp_backward_allreduces = 1;
+  m.layers.back().tp_backward_beside = {weight_gradient_of(m.layers.back(), "logits")};
+  set_whole_ops(m.layers.back(), {"ln_f"});
   return m;
 }
 

@@ -35,10 +35,10 @@ std::string layout(const Scenario& s) {
   auto range = [](int lo, int hi) {
     return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
   };
-  return fmt::format("TP {} x PP {}{} x DP {}", range(t_lo, t_hi), st.positions(),
-                     st.virtual_stages > 1 ? fmt::format(" ({} chunks each)", st.virtual_stages)
-                                           : "",
-                     range(d_lo, d_hi));
+  return fmt::format(
+      "TP {} x PP {}{} x DP {}", range(t_lo, t_hi), st.positions(),
+      st.virtual_stages > 1 ? fmt::format(" ({} chunks each)", st.virtual_stages) : "",
+      range(d_lo, d_hi));
 }
 
 bool split_backward(const Model& m) {
@@ -112,8 +112,8 @@ std::vector<int> warmup_depths(const Scenario& s) {
 
 StageCosts stage_costs(const Scenario& s) {
   const Strategy& st = s.strategy;
-  const std::vector<StageProfile> prof =
-      stage_profiles(s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s));
+  const std::vector<StageProfile> prof = stage_profiles(
+      s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s), st.sequence_parallel);
   const auto& copy = s.placement.front();
   StageCosts c;
   for (size_t g = 0; g < prof.size(); ++g) {
@@ -215,9 +215,9 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   info.pipeline_devices = s.strategy.positions();
   info.virtual_stages = s.strategy.virtual_stages;
   if (!info.asynchronous) {
-    info.megatron_bubble = static_cast<double>(info.pipeline_devices - 1) /
-                           (static_cast<double>(info.virtual_stages) *
-                            static_cast<double>(s.micro_batches));
+    info.megatron_bubble =
+        static_cast<double>(info.pipeline_devices - 1) /
+        (static_cast<double>(info.virtual_stages) * static_cast<double>(s.micro_batches));
   }
   return info;
 }
@@ -293,13 +293,14 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
-    in.stages =
-        stage_profiles(s.model, s.strategy.stages, recompute_modes(s), stage_tensor_degrees(s));
+    in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s),
+                               stage_tensor_degrees(s), s.strategy.sequence_parallel);
     in.v_shape = is_v_shape(s.strategy.schedule);
     in.placement = s.placement;
     for (int p = 0; p < s.strategy.positions(); ++p)
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
     in.sequence_parallel = s.strategy.sequence_parallel;
+    in.tensor_overlap = s.strategy.tensor_overlap;
     in.zero = s.strategy.zero;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);

@@ -155,8 +155,9 @@ std::shared_ptr<const TensorSplit> shape_tensor_split(const ShapeOp& op, const S
     for (const auto& [from, to] : {std::pair{&c.forward, &s.forward_collectives},
                                    std::pair{&c.backward, &s.backward_collectives}}) {
       for (const auto& [kind, elements] : *from)
-        to->push_back(
-            {kind, internal::to_whole(elements * elem * b, "a tensor-parallel collective")});
+        to->push_back({kind,
+                       internal::to_whole(elements * elem * b, "a tensor-parallel collective"),
+                       Time::zero()});
     }
     return s;
   });

@@ -161,7 +161,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
-                "tensor", "sequence_parallel", "zero"});
+                "tensor", "sequence_parallel", "tensor_overlap", "zero"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -217,6 +217,10 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   if (n["tensor"].IsDefined())
     st.tensor = static_cast<int>(r.integer(n["tensor"], "strategy.tensor", 1, 4096));
   st.sequence_parallel = read_flag(r, n["sequence_parallel"], "strategy.sequence_parallel", false);
+  if (n["tensor_overlap"].IsDefined()) {
+    st.tensor_overlap = r.choice<int>(n["tensor_overlap"], "strategy.tensor_overlap",
+                                      {{"none", 0}, {"backward", 1}}) == 1;
+  }
   if (n["zero"].IsDefined()) {
     // With no data-parallel ranks to shard over, a ZeRO stage is accepted and changes
     // nothing (the report says so), as DeepSpeed runs it on one rank.

@@ -80,6 +80,19 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
       }
     }
   }
+  // A non-zero-bubble schedule runs W right after its B: with the backward's tensor overlap
+  // the two are one autograd pass, dX and dW GEMMs in turn (the last W before an optimizer
+  // step stays apart, for its gradient buckets).
+  cur.fold_w.assign(cur.has_w.size(), 0);
+  if (in_.tensor_overlap && cur.t > 1) {
+    for (size_t i = 0; i + 1 < cur.steps->size(); ++i) {
+      const Step& b = (*cur.steps)[i];
+      const Step& w = (*cur.steps)[i + 1];
+      if (b.kind == OpKind::kBackward && w.kind == OpKind::kWeightGrad && b.chunk == w.chunk &&
+          b.micro_batch == w.micro_batch && !cur.last_grad[i + 1])
+        cur.fold_w[static_cast<size_t>(b.chunk) * Mb_ + static_cast<size_t>(b.micro_batch)] = 1;
+    }
+  }
   return cur;
 }
 
@@ -182,6 +195,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   // What the backward frees: everything F allocated, or with a recompute what F kept plus
   // what R allocated again.
   const int64_t freed = cur.has_r[k] ? kept + transient : act;
+  // Whether this B leaves its weight gradients to a W of their own (Cursor::fold_w).
+  const bool split_w = cur.has_w[k] && !cur.fold_w[k];
   op.chunk = static_cast<int16_t>(s.chunk);
   op.stage = g;
   op.micro_batch = cur.blk * Mb_ + s.micro_batch;
@@ -202,13 +217,13 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
       index = &rec_;
       break;
     case OpKind::kBackward:
-      op.duration = split_time(
-          cur.has_w[k] ? sp.backward_input : sp.backward_input + sp.backward_weight, work);
+      op.duration =
+          split_time(split_w ? sp.backward_input : sp.backward_input + sp.backward_weight, work);
       if (!cur.has_w[k]) op.mem_at_end = -freed;
       index = &bwd_;
       break;
     case OpKind::kWeightGrad:
-      op.duration = split_time(sp.backward_weight, work);
+      op.duration = cur.fold_w[k] ? Time::zero() : split_time(sp.backward_weight, work);
       op.mem_at_end = -freed;
       index = &wgt_;
       break;
@@ -221,7 +236,7 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     // The tensor-parallel collectives (Megatron-LM's all-reduces, the shape-described
     // layers' all-gathers) cut the op into segments; the collectives between them are added once
     // every rank has its segments (add_tensor_collectives).
-    const auto segs = tp_segments(sp, s.kind, cur.has_w[k] != 0);
+    const auto segs = tp_segments(sp, s.kind, split_w);
     if (segs.size() > 1 || (segs.size() == 1 && segs[0].second.bytes > 0)) {
       // One part per segment, and a last empty one when the op ends with a collective
       // (what follows waits for it there).
@@ -258,11 +273,11 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
       Op part = op;
       part.part = static_cast<int16_t>(i);
       const bool skipped = s.kind == OpKind::kRecompute && !lc.recomputed;  // kept, not re-run
-      part.duration = split_time(
-          skipped ? Time::zero()
-          : fwd   ? lc.forward
-                  : (cur.has_w[k] ? lc.backward_input : lc.backward_input + lc.backward_weight),
-          work);
+      part.duration =
+          split_time(skipped ? Time::zero()
+                     : fwd   ? lc.forward
+                           : (split_w ? lc.backward_input : lc.backward_input + lc.backward_weight),
+                     work);
       part.mem_at_start = i == 0 ? op.mem_at_start : 0;
       part.mem_at_end = i + 1 == L ? op.mem_at_end : 0;
       lp.parts.push_back(b_.add(part));
@@ -293,8 +308,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
         const auto& lc = sp.layers[static_cast<size_t>(l)];
         Op part = op;
         part.part = static_cast<int16_t>(lp.parts.size());
-        part.duration = split_time(
-            cur.has_w[k] ? lc.backward_weight : lc.backward_input + lc.backward_weight, work);
+        part.duration =
+            split_time(split_w ? lc.backward_weight : lc.backward_input + lc.backward_weight, work);
         part.mem_at_start = lp.parts.empty() ? op.mem_at_start : 0;
         part.mem_at_end = b + 1 == buckets.size() && l == buckets[b].first ? op.mem_at_end : 0;
         lp.parts.push_back(b_.add(part));
@@ -313,8 +328,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     int64_t params = 0;
     for (int l = buckets[b].first; l <= buckets[b].second; ++l) {
       const auto& lc = sp.layers[static_cast<size_t>(l)];
-      t += s.kind == OpKind::kWeightGrad || cur.has_w[k] ? lc.backward_weight
-                                                         : lc.backward_input + lc.backward_weight;
+      t += s.kind == OpKind::kWeightGrad || split_w ? lc.backward_weight
+                                                    : lc.backward_input + lc.backward_weight;
       params += lc.params;
     }
     part.duration = split_time(t, work);

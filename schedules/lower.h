@@ -77,7 +77,8 @@ struct StageProfile {
 // the replicated part, and its collectives are the shard's.
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},
-                                         const std::vector<int>& tensor = {});
+                                         const std::vector<int>& tensor = {},
+                                         bool sequence_parallel = false);
 
 struct LoweringInput {
   SlotOrders orders;
@@ -88,6 +89,7 @@ struct LoweringInput {
   std::vector<std::vector<std::vector<int>>> placement;
   std::vector<int> tensor;         // [position] tensor-parallel degree; empty: 1
   bool sequence_parallel = false;  // activations split along the tensor group too
+  bool tensor_overlap = false;     // Strategy::tensor_overlap
   int num_devices = 0;
   int micro_batches_per_iteration = 1;  // M: Op::iteration = micro-batch / M
   // Samples per micro-batch: replicas split them into whole samples (0: in equal shares).

@@ -58,10 +58,14 @@ void Lowering::add_tensor_collectives() {
                 for (size_t q = 0; q < r0.collectives.size(); ++q) {
                   const TpCollective& coll = r0.collectives[q];
                   if (coll.bytes == 0) continue;
+                  // Overlapped with the weight-gradient segment after it (tp_segments):
+                  // what follows that segment waits.
+                  const bool beside = coll.beside > Time::zero();
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
-                    members.push_back({d, node_of(d), {r->parts[q]}, r->parts[q + 1]});
+                    members.push_back(
+                        {d, node_of(d), {r->parts[q]}, r->parts[q + (beside ? 2 : 1)]});
                   }
                   if (coll.kind == TpCollective::Kind::kAllGather) {
                     add_all_gather(b_, members, coll.bytes, {g, blk});
@@ -72,11 +76,16 @@ void Lowering::add_tensor_collectives() {
                     continue;
                   }
                   // Sequence parallelism: reduce-scatter into the sequence-split region
-                  // (layer norm, dropout), all-gather out of it.
+                  // (layer norm, dropout), all-gather out of it. Overlapped, only the
+                  // reduce-scatter of the input gradient runs beside the dW GEMM: the
+                  // all-gather of the next sublayer's output gradient waits for both.
                   std::vector<CollectiveMember> scatter = members;
                   for (CollectiveMember& m : scatter) m.done = kNone;
                   const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
-                  for (size_t i = 0; i < members.size(); ++i) members[i].ready = shards[i];
+                  for (size_t i = 0; i < members.size(); ++i) {
+                    members[i].ready = shards[i];
+                    if (beside) members[i].ready.push_back(ranks[i]->parts[q + 1]);
+                  }
                   add_all_gather(b_, members, coll.bytes, {g, blk});
                 }
               }

@@ -29,10 +29,14 @@ struct OpCost {
 
 // A collective a tensor-parallel layer issues on its tensor group: an all-reduce of
 // `bytes`, or an all-gather whose result is `bytes` (each rank contributing bytes / t).
+// `beside`: in the backward, the weight-gradient GEMM that may run while an input
+// gradient's all-reduce is in flight (Megatron-LM's asynchronous tensor-parallel
+// all-reduce, Strategy::tensor_overlap); the whole layer's time, as Layer's.
 struct TpCollective {
   enum class Kind { kAllReduce, kAllGather };
   Kind kind = Kind::kAllReduce;
   int64_t bytes = 0;
+  Time beside;
 };
 
 // One tensor rank's share of a shape-described layer split t ways (scenario/shape_shards.h):
@@ -80,6 +84,14 @@ struct Layer {
   bool tensor_parallel = false;
   int tp_forward_allreduces = 0, tp_backward_allreduces = 0;
   int64_t tp_allreduce_bytes = 0;
+  // Per backward all-reduce, in order: the weight-gradient GEMM of the column-parallel
+  // linear whose input gradient it reduces (TpCollective::beside).
+  std::vector<Time> tp_backward_beside;
+  // The ops outside Megatron's tensor-parallel region (layer norms, the dropout-residual
+  // adds), part of the times above: without sequence parallelism every rank of the group
+  // runs them whole (Korthikanti et al. 2022, Table 4: 22B, 7.7 ms per layer forward
+  // without, 7.2 ms with sequence parallelism).
+  Time tp_whole_forward, tp_whole_backward_input, tp_whole_backward_weight;
   int64_t tp_replicated_activation = 0;
   // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
   // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
@@ -200,6 +212,11 @@ struct Strategy {
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
   int tensor = 1;                          // tensor-parallel degree of every stage
   bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
+  // Megatron-LM's asynchronous tensor-parallel all-reduce (on by default since 2022): in the
+  // backward, each column-parallel linear's input-gradient all-reduce (reduce-scatter under
+  // sequence parallelism) runs beside its weight-gradient GEMM. Off: every tensor
+  // collective sits on the compute stream's path, as in Megatron-LM before it.
+  bool tensor_overlap = true;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {

@@ -9,10 +9,14 @@ namespace pipesim {
 
 namespace {
 
-// Megatron-LM's all-reduces of a generated transformer layer.
-std::vector<TpCollective> allreduces(int n, int64_t bytes) {
+// Megatron-LM's all-reduces of a generated transformer layer, and the weight-gradient
+// GEMMs that may run beside them (none in the forward).
+std::vector<TpCollective> allreduces(int n, int64_t bytes, const std::vector<Time>& beside = {}) {
   if (bytes == 0) return {};
-  return std::vector<TpCollective>(static_cast<size_t>(n), {TpCollective::Kind::kAllReduce, bytes});
+  std::vector<TpCollective> out(static_cast<size_t>(n),
+                                TpCollective{TpCollective::Kind::kAllReduce, bytes, Time::zero()});
+  for (size_t q = 0; q < out.size() && q < beside.size(); ++q) out[q].beside = beside[q];
+  return out;
 }
 
 // The layer as stage_profiles sees it at tensor degree t: a shape-described layer's times
@@ -38,7 +42,7 @@ Layer sharded(const Layer& layer, const TensorShard& s, int t) {
 
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute,
-                                         const std::vector<int>& tensor) {
+                                         const std::vector<int>& tensor, bool sequence_parallel) {
   std::vector<StageProfile> out;
   out.reserve(stages.size());
   for (size_t g = 0; g < stages.size(); ++g) {
@@ -52,6 +56,19 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       if (t > 1 && base.tensor_split) shard = (*base.tensor_split)(t);
       std::optional<Layer> copy;
       if (shard) copy = sharded(base, *shard, t);
+      if (!shard && t > 1 && !sequence_parallel &&
+          base.tp_whole_forward + base.tp_whole_backward_input + base.tp_whole_backward_weight >
+              Time::zero()) {
+        // Whole on every rank: t times over, for the lowering's division by t.
+        copy = base;
+        const char* what = "a tensor-parallel layer's costs";
+        copy->forward =
+            checked_add(copy->forward, checked_mul(base.tp_whole_forward, t - 1, what), what);
+        copy->backward_input = checked_add(
+            copy->backward_input, checked_mul(base.tp_whole_backward_input, t - 1, what), what);
+        copy->backward_weight = checked_add(
+            copy->backward_weight, checked_mul(base.tp_whole_backward_weight, t - 1, what), what);
+      }
       const Layer& layer = copy ? *copy : base;
       p.forward = checked_add(p.forward, layer.forward, "a stage's forward time");
       p.backward_input =
@@ -68,11 +85,17 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
           layer.params,
           layer.forward,
           allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),
-          allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes),
+          allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes,
+                     layer.tp_backward_beside),
           layer.recomputed};
       if (shard) {
         cost.tp_forward = shard->forward_collectives;
         cost.tp_backward = shard->backward_collectives;
+        // One input-gradient all-reduce (a column-split linear or convolution): the layer's
+        // weight gradient can run beside it.
+        if (cost.tp_backward.size() == 1 &&
+            cost.tp_backward[0].kind == TpCollective::Kind::kAllReduce)
+          cost.tp_backward[0].beside = layer.backward_weight;
       }
       p.layers.push_back(std::move(cost));
       p.replicated_activation =

@@ -15,25 +15,28 @@
 namespace pipesim {
 namespace {
 
-Time ps_of(double seconds) { return Time::ps(static_cast<int64_t>(std::ceil(seconds * 1e12))); }
+Time ps_of(double seconds) {
+  return Time::ps(static_cast<int64_t>(std::ceil(seconds * 1e12)));
+}
 
 TEST(Roofline, CurvesInterpolateBetweenTheirPoints) {
-  // The A100 memory curve: (0, 0.3), (1 MB, 0.6), (10 MB, 0.75), (100 MB, 0.9).
+  // The A100 memory curve, Calculon's (0, 0.3), (1 MB, 0.6), (10 MB, 0.75), (100 MB, 0.9)
+  // times 0.6: (0, 0.18), (1 MB, 0.36), (10 MB, 0.45), (100 MB, 0.54).
   const EfficiencyCurve& m = find_gpu_preset("a100-80gb")->memory_efficiency;
-  EXPECT_DOUBLE_EQ(m.at(0), 0.3);
-  EXPECT_DOUBLE_EQ(m.at(1e6), 0.6);
-  EXPECT_DOUBLE_EQ(m.at(1e8), 0.9);
-  EXPECT_DOUBLE_EQ(m.at(1e9), 0.9);                  // past the last point: the last
-  EXPECT_NEAR(m.at(5.5e6), 0.6 + 0.5 * 0.15, 1e-12);  // half way from 1 MB to 10 MB
-  EXPECT_NEAR(m.at(0.5e6), 0.45, 1e-12);             // half way from 0 to 1 MB
+  EXPECT_DOUBLE_EQ(m.at(0), 0.18);
+  EXPECT_DOUBLE_EQ(m.at(1e6), 0.36);
+  EXPECT_DOUBLE_EQ(m.at(1e8), 0.54);
+  EXPECT_DOUBLE_EQ(m.at(1e9), 0.54);                   // past the last point: the last
+  EXPECT_NEAR(m.at(5.5e6), 0.36 + 0.5 * 0.09, 1e-12);  // half way from 1 MB to 10 MB
+  EXPECT_NEAR(m.at(0.5e6), 0.27, 1e-12);               // half way from 0 to 1 MB
   EXPECT_DOUBLE_EQ(EfficiencyCurve::constant(0.4).at(123), 0.4);
-  EXPECT_DOUBLE_EQ(m.at(std::nan("")), 0.3);  // never past the table
+  EXPECT_DOUBLE_EQ(m.at(std::nan("")), 0.18);  // never past the table
 }
 
 TEST(Roofline, GemmByHand) {
   // [4096, 4096] x [4096, 4096] in 16-bit on an A100: 2 x 4096^3 = 137.4 GFLOP, past the
-  // matrix curve's last point (128 GFLOP, 0.57): 137.4e9 / (312e12 x 0.57) = 772.8 us. It
-  // moves 3 x 4096^2 x 2 = 100.7 MB: 100.7e6 / (2039e9 x 0.9) = 54.9 us, compute bound.
+  // matrix curve's last point (128 GFLOP, 0.70): 137.4e9 / (312e12 x 0.70) = 629.3 us. It
+  // moves 3 x 4096^2 x 2 = 100.7 MB: 100.7e6 / (2039e9 x 0.54) = 91.4 us, compute bound.
   const double n = 4096;
   const OpSpec g = gemm_op("g", n, n, n, 2);
   EXPECT_DOUBLE_EQ(g.forward.flops, 2 * n * n * n);
@@ -41,20 +44,20 @@ TEST(Roofline, GemmByHand) {
   const Roofline r = roofline(g.forward, true, g.weight_bytes, 1, *find_gpu_preset("a100-80gb"),
                               Precision::kMixed);
   EXPECT_FALSE(r.memory_bound);
-  EXPECT_EQ(r.time, ps_of(2 * n * n * n / (312e12 * 0.57)));
-  EXPECT_NEAR(r.time.seconds(), 772.8e-6, 0.1e-6);
+  EXPECT_EQ(r.time, ps_of(2 * n * n * n / (312e12 * 0.70)));
+  EXPECT_NEAR(r.time.seconds(), 629.3e-6, 0.1e-6);
 }
 
 TEST(Roofline, LayerNormByHand) {
   // 1M elements in 16-bit: reads and writes 2 bytes each, 4 MB; memory curve at 4 MB:
-  // 0.6 + 3/9 x 0.15 = 0.65: 4e6 / (2039e9 x 0.65) = 3.018 us. Compute: 8 MFLOP on the
+  // 0.36 + 3/9 x 0.09 = 0.39: 4e6 / (2039e9 x 0.39) = 5.030 us. Compute: 8 MFLOP on the
   // vector unit (78 TFLOPS) at 0.1 + 8e6 / 1e9 x 0.4 = 0.1032: 0.994 us. Memory bound.
   const OpSpec ln = elementwise_op("ln", 1e6, 8, 4, 6);
   const Roofline r =
       roofline(ln.forward, false, 0, 1, *find_gpu_preset("a100-80gb"), Precision::kMixed);
   EXPECT_TRUE(r.memory_bound);
-  EXPECT_EQ(r.time, ps_of(4e6 / (2039e9 * 0.65)));
-  EXPECT_NEAR(r.time.seconds(), 3.018e-6, 0.001e-6);
+  EXPECT_NEAR(r.time.seconds(), 4e6 / (2039e9 * 0.39), 1e-12);
+  EXPECT_NEAR(r.time.seconds(), 5.030e-6, 0.001e-6);
 }
 
 TEST(Roofline, MemoryBoundOpTakesTwiceAsLongAtHalfTheBandwidth) {
@@ -66,15 +69,16 @@ TEST(Roofline, MemoryBoundOpTakesTwiceAsLongAtHalfTheBandwidth) {
   const Roofline a = roofline(op.forward, false, 0, 1, fast, Precision::kMixed);
   const Roofline b = roofline(op.forward, false, 0, 1, slow, Precision::kMixed);
   ASSERT_TRUE(a.memory_bound && b.memory_bound);
-  EXPECT_EQ(a.time, ps_of(6e8 / (2e12 * 0.9)));  // 333.3 us
-  EXPECT_EQ(b.time, ps_of(6e8 / (1e12 * 0.9)));  // 666.7 us
+  // Past 100 MB: the curve's last point, 0.9 x 0.6.
+  EXPECT_EQ(a.time, ps_of(6e8 / (2e12 * (0.9 * 0.6))));  // 555.6 us
+  EXPECT_EQ(b.time, ps_of(6e8 / (1e12 * (0.9 * 0.6))));  // 1111.1 us
   EXPECT_NEAR(b.time.seconds(), 2 * a.time.seconds(), 1e-12);
 }
 
 TEST(Roofline, VggPoolOneIsMemoryBoundAndHasNoWeightGradient) {
   // VGG-19 pool1 at micro-batch 32, fp32, V100: reads 64 x 224^2 and writes 64 x 112^2
   // floats per image, 32 x 4 x (3,211,264 + 802,816) = 513,802,240 bytes, past 100 MB:
-  // 513.8e6 / (900e9 x 0.9) = 634.3 us (the FLOP count alone gave 21.8 us).
+  // 513.8e6 / (900e9 x 0.54) = 1057.2 us (the FLOP count alone gave 21.8 us).
   const std::string yaml = R"(cluster: {gpu: v100-32gb, nodes: 1, gpus_per_node: 1}
 model: {include: vgg19}
 training: {global_batch: 32, micro_batch: 32, precision: fp32}
@@ -87,7 +91,7 @@ strategy: {schedule: dapple, pipeline: 1}
   ASSERT_NE(pool, nullptr);
   ASSERT_EQ(pool->ops.size(), 1u);
   EXPECT_TRUE(pool->ops[0].forward_memory_bound);
-  EXPECT_EQ(pool->forward, ps_of(513'802'240.0 / (900e9 * 0.9)));
+  EXPECT_EQ(pool->forward, ps_of(513'802'240.0 / (900e9 * (0.9 * 0.6))));
   EXPECT_EQ(pool->backward_weight, Time::zero());
   EXPECT_GT(pool->backward_input, Time::zero());
 }
@@ -122,8 +126,9 @@ TEST(Roofline, FlatEfficiencyReplacesTheCurves) {
 
 std::string profile_scenario(const std::string& profile, const std::string& extra) {
   return "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}\nmodel: {profile: " + profile +
-         extra + "}\ntraining: {global_batch: 16, micro_batch: 16, precision: mixed, "
-                 "optimizer: adam}\nstrategy: {schedule: dapple, pipeline: 1}\n";
+         extra +
+         "}\ntraining: {global_batch: 16, micro_batch: 16, precision: mixed, "
+         "optimizer: adam}\nstrategy: {schedule: dapple, pipeline: 1}\n";
 }
 
 TEST(ProfileBatch, LinearScalingByHand) {
@@ -166,8 +171,10 @@ TEST(ProfileBatch, CurveScalingAndInPlaceOps) {
   const double flops = 2.0 * 1024 * 1024, bytes = 2 * 4096.0 / 4 * 2, weights = 1'049'600.0 * 2;
   const double ratio =
       static_cast<double>(
-          roofline({flops * 16, bytes * 16}, true, weights, 1, gpu, Precision::kMixed).time.ps_count()) /
-      static_cast<double>(roofline({flops, bytes}, true, weights, 1, gpu, Precision::kMixed).time.ps_count());
+          roofline({flops * 16, bytes * 16}, true, weights, 1, gpu, Precision::kMixed)
+              .time.ps_count()) /
+      static_cast<double>(
+          roofline({flops, bytes}, true, weights, 1, gpu, Precision::kMixed).time.ps_count());
   EXPECT_LT(ratio, 16);
   EXPECT_EQ(lin.forward, Time::ps(static_cast<int64_t>(std::round(1e9 * ratio))));
   EXPECT_EQ(lin.activation_bytes, 16 * 4096);
@@ -187,8 +194,8 @@ TEST(OptimizerStep, ProfilesGetTheMemoryBoundUpdate) {
   const int64_t bytes = 1'000'000 * optimizer_bytes_per_param(Precision::kMixed, Optimizer::kAdam);
   EXPECT_EQ(sc.model.layers[0].optimizer, serialization_time(bytes, 2039e9));
   EXPECT_GT(sc.model.layers[0].optimizer, Time::zero());
-  const std::string given = test::write_temp(
-      "o2.csv", "name,forward,backward,params,optimizer\na,1 ms,2 ms,1M,5 us\n");
+  const std::string given =
+      test::write_temp("o2.csv", "name,forward,backward,params,optimizer\na,1 ms,2 ms,1M,5 us\n");
   EXPECT_EQ(load_scenario_text(profile_scenario(given, ""), "p.yaml").model.layers[0].optimizer,
             Time::us(5));
   const std::string written = R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}
@@ -258,8 +265,8 @@ TEST(TensorParallel, ProfileAndUnsplittableShapeLayersRefuseASplit) {
 }
 
 TEST(ModelCommand, OpsBreakdownWithBounds) {
-  const std::string path = test::write_temp(
-      "ops.yaml", R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}
+  const std::string path =
+      test::write_temp("ops.yaml", R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}
 model: {generator: transformer, layers: 1, hidden: 1024, heads: 16, sequence: 1024, vocab: 1000}
 training: {global_batch: 1, micro_batch: 1, precision: mixed}
 strategy: {schedule: dapple, pipeline: 1}

@@ -54,21 +54,110 @@ TEST(Tensor, ForwardTimeOnAnIdleNvSwitchByHand) {
   // F on each rank, one layer, t = 2: the embedding's half, its all-reduce, the layer's
   // first half / 2, an all-reduce, its second half / 2, an all-reduce, the head / 2. Each
   // all-reduce of 2sbh bytes on 2 GPUs is 2 steps of (latency + sbh / bandwidth) on the
-  // route between them, the two ranks sending in opposite directions at once.
+  // route between them, the two ranks sending in opposite directions at once. The layer
+  // norms and dropout-residual adds (the final layer norm in the head) run whole on each
+  // rank: the layer's time is F + (t - 1) x theirs before the division by t.
   const test::SimRun r = test::run_yaml(gpt(2, 1));
   const auto& layers = r.scenario.model.layers;
   auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
-  const Time layer = layers[1].forward;
+  EXPECT_GT(layers[1].tp_whole_forward, Time::zero());
+  EXPECT_EQ(layers[0].tp_whole_forward, Time::zero());
+  const Time layer = layers[1].forward + layers[1].tp_whole_forward;
   const Time first = layer / 2, second = layer - layer / 2;
   const Time ar = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh) * 2;
-  const Time expect =
-      half(layers[0].forward) + ar + half(first) + ar + half(second) + ar + half(layers[2].forward);
+  const Time expect = half(layers[0].forward) + ar + half(first) + ar + half(second) + ar +
+                      half(layers[2].forward + layers[2].tp_whole_forward);
   Time f_end;
   for (OpId id : r.graph.stream(0)) {
     const Op& op = r.graph.op(id);
     if (op.kind == OpKind::kForward) f_end = max(f_end, r.timeline.end[id]);
   }
   EXPECT_EQ(f_end, expect);
+}
+
+// Start of the first backward op and end of the last backward or weight-gradient op of
+// device 0.
+std::pair<Time, Time> backward_span(const test::SimRun& r) {
+  Time first = Time::max(), last;
+  for (OpId id : r.graph.stream(0)) {
+    const OpKind k = r.graph.op(id).kind;
+    if (k == OpKind::kBackward) first = std::min(first, r.timeline.start[id]);
+    if (k == OpKind::kBackward || k == OpKind::kWeightGrad) last = max(last, r.timeline.end[id]);
+  }
+  return {first, last};
+}
+
+TEST(Tensor, BackwardAllReducesRunBesideTheWeightGradientsByHand) {
+  // One layer, t = 2, GPipe, one micro-batch. With tensor_overlap (the default) B and W are
+  // one pass, head, layer, embedding, cut where an input gradient is all-reduced; each
+  // all-reduce runs beside the weight gradient of the column-parallel GEMM it follows
+  // (the head's logits; the layer's first MLP GEMM, then QKV) and what comes after that
+  // weight gradient waits for it:
+  //   head  (B + W) - dW(logits) | all-reduce || dW(logits) |
+  //   layer (B + W) / 2 - dW(fc1) | all-reduce || dW(fc1) |
+  //         the rest - dW(qkv)    | all-reduce || dW(qkv) |
+  //   embedding B + W.
+  // Each segment runs at half its whole-layer time on each rank (with the ops outside the
+  // tensor-parallel region counted t = 2 times, as in the forward); an all-reduce is 2 steps
+  // of (latency + sbh / bandwidth) on idle links.
+  auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
+  const test::SimRun r = test::run_yaml(gpt(2, 1));
+  const auto& L = r.scenario.model.layers;
+  const Time ar = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh) * 2;
+  ASSERT_EQ(L[2].tp_backward_beside.size(), 1u);
+  ASSERT_EQ(L[1].tp_backward_beside.size(), 2u);
+  const auto whole_b = [&](size_t i) {
+    return L[i].tp_whole_backward_input + L[i].tp_whole_backward_weight;
+  };
+  const Time head = L[2].backward() + whole_b(2), layer = L[1].backward() + whole_b(1);
+  const Time b_h = std::min(L[2].tp_backward_beside[0], head);
+  const Time b_f = std::min(L[1].tp_backward_beside[0], layer / 2);
+  const Time b_q = std::min(L[1].tp_backward_beside[1], layer - layer / 2);
+  EXPECT_GT(b_f, Time::zero());
+  const auto [start, end] = backward_span(r);
+  Time at = start;
+  for (const auto& [before, beside] : std::vector<std::pair<Time, Time>>{
+           {head - b_h, b_h}, {layer / 2 - b_f, b_f}, {layer - layer / 2 - b_q, b_q}}) {
+    const Time launched = at + half(before);  // the all-reduce starts here
+    at = max(launched + half(beside), launched + ar);
+  }
+  EXPECT_EQ(end, at + half(L[0].backward()));
+
+  // tensor_overlap: none: B holds the input gradients, every all-reduce in line, and W
+  // follows with the weight gradients of all three layers.
+  const test::SimRun n = test::run_yaml(gpt(2, 1, "  tensor_overlap: none\n"));
+  const auto [n_start, n_end] = backward_span(n);
+  const Time bi = L[1].backward_input + L[1].tp_whole_backward_input;
+  EXPECT_EQ(n_end,
+            n_start + half(L[2].backward_input + L[2].tp_whole_backward_input) + ar + half(bi / 2) +
+                ar + half(bi - bi / 2) + ar + half(L[0].backward_input) +
+                half(L[0].backward_weight + L[1].backward_weight + L[1].tp_whole_backward_weight +
+                     L[2].backward_weight + L[2].tp_whole_backward_weight));
+  EXPECT_LT(end - start, n_end - n_start);
+}
+
+TEST(Tensor, SequenceParallelOverlapsOnlyTheReduceScatter) {
+  // With sequence parallelism each all-reduce above is a reduce-scatter then an all-gather,
+  // each one step of (latency + sbh / bandwidth) for t = 2. Only the reduce-scatter of the
+  // input gradient runs beside the weight gradient: the all-gather (of the next sublayer's
+  // output gradient) waits for it and for that weight gradient, what follows for the
+  // all-gather. The segments are those of the test above.
+  auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
+  const test::SimRun r = test::run_yaml(gpt(2, 1, "  sequence_parallel: true\n"));
+  const auto& L = r.scenario.model.layers;
+  const Time step = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh);
+  const Time head = L[2].backward(), layer = L[1].backward();
+  const Time b_h = std::min(L[2].tp_backward_beside[0], head);
+  const Time b_f = std::min(L[1].tp_backward_beside[0], layer / 2);
+  const Time b_q = std::min(L[1].tp_backward_beside[1], layer - layer / 2);
+  const auto [start, end] = backward_span(r);
+  Time at = start;
+  for (const auto& [before, beside] : std::vector<std::pair<Time, Time>>{
+           {head - b_h, b_h}, {layer / 2 - b_f, b_f}, {layer - layer / 2 - b_q, b_q}}) {
+    const Time launched = at + half(before);
+    at = max(launched + half(beside), launched + step) + step;
+  }
+  EXPECT_EQ(end, at + half(L[0].backward()));
 }
 
 TEST(Tensor, KorthikantiActivationsAndWeightsPerGpu) {
@@ -102,7 +191,9 @@ TEST(Tensor, SequenceParallelReduceScatterThenAllGather) {
   // ((t - 1) steps of 2sbh / t per member) then a ring all-gather (as many): for t = 2,
   // 2 transfers of sbh bytes each, and no all-reduce left. On idle links the pair takes
   // what the all-reduce took (2 steps of latency + sbh / bandwidth), so the forward ends
-  // when it did without sequence parallelism.
+  // earlier than without sequence parallelism by what the layer norms and dropout-residual
+  // adds no longer run whole: half of theirs on each of the 2 ranks (to a picosecond per
+  // segment of rounding).
   const int L = 2;
   const test::SimRun sp = test::run_yaml(gpt(2, L, "  sequence_parallel: true\n"));
   std::map<CommKind, int64_t> transfers;
@@ -132,7 +223,10 @@ TEST(Tensor, SequenceParallelReduceScatterThenAllGather) {
     }
     return end;
   };
-  EXPECT_EQ(forward_end(sp), forward_end(tp));
+  const auto& layers = tp.scenario.model.layers;
+  const Time saved = (layers[1].tp_whole_forward * L + layers.back().tp_whole_forward) / 2;
+  EXPECT_NEAR(static_cast<double>((forward_end(tp) - forward_end(sp)).ps_count()),
+              static_cast<double>(saved.ps_count()), 2.0 * (2 * L + 2));
 }
 
 TEST(Tensor, KorthikantiTableTwoWithRecompute) {

@@ -13,14 +13,16 @@ namespace {
 // Megatron-LM weak scaling, Table 1 (Narayanan et al. 2021, arXiv 2104.04473): achieved
 // TFLOP/s per GPU, counting the recompute forward (the paper's 96Bslh^2(...) formula),
 // for the rows small enough to simulate in a unit test. Per-op rooflines with the A100
-// preset's efficiency curves put 1.7B at +0.7 %, 3.6B at +1.2 % and 7.5B at +0.8 %; the
+// preset's efficiency curves (fitted over all three published sets of docs/validation.md)
+// put 1.7B at 129.0 (-5.8 %), 3.6B at 133.2 (-3.5 %) and 7.5B at 142.0 (0.0 %); the
 // bounds guard those errors from growing.
 TEST(Validation, MegatronTableOneSmallRows) {
   struct Row {
     const char* name;
     double published, tolerance;
   };
-  for (const Row& row : {Row{"1.7B", 137, 0.03}, Row{"3.6B", 138, 0.03}, Row{"7.5B", 142, 0.03}}) {
+  for (const Row& row :
+       {Row{"1.7B", 137, 0.07}, Row{"3.6B", 138, 0.045}, Row{"7.5B", 142, 0.015}}) {
     const std::string file = std::string(PIPESIM_SOURCE_DIR) +
                              "/scenarios/validation/megatron-table1-" + row.name + ".yaml";
     const test::SimRun r = test::run_yaml(test::read_file(file));
@@ -40,11 +42,11 @@ TEST(Validation, MegatronTableOneSmallRows) {
 //
 // The sum F + B + W sets the throughput (the paper's iteration is m(T_F + T_B + T_W) / (1
 // - bubble), and the bubble rates match exactly: tests/zero_bubble_test.cc). pipesim is
-// +8.7 %, +18.8 %, +17.3 % and +20.0 % slow on the four models (docs/validation.md says
-// where that comes from: every GEMM of the three passes is costed at 0.57 of peak, while
-// the paper's W, nothing but weight-gradient GEMMs, runs at 0.76 to 0.81 of it, and its
-// F and B GEMMs at about 0.62 and 0.68). The bound holds each row to its error plus 1.5
-// points, so that a change making them worse fails and one making them better passes.
+// +6.3 %, +6.2 %, +3.1 % and +4.3 % slow on the four models, F within 3.2 %, B +4 to +11 %
+// and W +9 to +15 % (docs/validation.md: every GEMM of the three passes is costed at one
+// level, 0.70 of peak, while the paper's W, nothing but weight-gradient GEMMs, runs at 0.76
+// to 0.81 of it). The bound holds each row to its error plus 1.5 points, so that a change
+// making them worse fails and one making them better passes.
 //
 // The same scenarios run end to end with zb-1p: their iteration against the paper's
 // (24 x 45945 µs / (1 - 0.1585) = 1.310 s for 1.5B; likewise 2.188 s, 1.714 s, 3.171 s),
@@ -58,14 +60,14 @@ TEST(Validation, ZeroBubbleGptStageTimes) {
     double error, iteration_error;  // what pipesim achieves, relative
   };
   const Row rows[] = {
-      {"1.5B", 3, 18522, 18086, 9337, 24 * (18522.0 + 18086 + 9337) * 1e-6 / (1 - 0.1585), 0.087,
-       0.074},
-      {"6.2B", 4, 29718, 29444, 19927, 24 * (29718.0 + 29444 + 19927) * 1e-6 / (1 - 0.1323), 0.188,
-       0.161},
-      {"14.6B", 3, 11347, 11248, 8132, 48 * (11347.0 + 11248 + 8132) * 1e-6 / (1 - 0.1397), 0.173,
-       0.141},
-      {"28.3B", 2, 10419, 10207, 7715, 96 * (10419.0 + 10207 + 7715) * 1e-6 / (1 - 0.1421), 0.200,
-       0.160},
+      {"1.5B", 3, 18522, 18086, 9337, 24 * (18522.0 + 18086 + 9337) * 1e-6 / (1 - 0.1585), 0.063,
+       0.029},
+      {"6.2B", 4, 29718, 29444, 19927, 24 * (29718.0 + 29444 + 19927) * 1e-6 / (1 - 0.1323), 0.062,
+       0.038},
+      {"14.6B", 3, 11347, 11248, 8132, 48 * (11347.0 + 11248 + 8132) * 1e-6 / (1 - 0.1397), 0.031,
+       0.014},
+      {"28.3B", 2, 10419, 10207, 7715, 96 * (10419.0 + 10207 + 7715) * 1e-6 / (1 - 0.1421), 0.043,
+       0.019},
   };
   for (const Row& row : rows) {
     const std::string file = std::string(PIPESIM_SOURCE_DIR) +
@@ -89,8 +91,9 @@ TEST(Validation, ZeroBubbleGptStageTimes) {
 // hidden 6144, 64 heads) with tensor parallelism 8 on one DGX A100, micro-batch 4, one
 // micro-batch per iteration. Iteration times: 1.10 s with sequence parallelism and
 // selective recompute, 1.42 s with full recompute and no sequence parallelism; pipesim
-// gives 1.095 s and 1.411 s (0.5 % and 0.6 % under). The larger models of the same table are
-// in docs/validation.md (too slow for a unit test).
+// gives 1.032 s and 1.402 s (6.2 % and 1.3 % under: one micro-batch per iteration leaves
+// every per-iteration cost pipesim does not model in the first). The larger models of the
+// same table are in docs/validation.md (too slow for a unit test).
 TEST(Validation, KorthikantiTwentyTwoB) {
   const std::string yaml = test::read_file(std::string(PIPESIM_SOURCE_DIR) +
                                            "/scenarios/validation/korthikanti-22B.yaml");
@@ -99,10 +102,15 @@ TEST(Validation, KorthikantiTwentyTwoB) {
   ASSERT_NE(at, std::string::npos);
   std::string full = yaml;
   full.replace(at, present.size(), "  sequence_parallel: false\n  recompute: full\n");
-  for (const auto& [text, published] : {std::pair{yaml, 1.10}, std::pair{full, 1.42}}) {
-    const test::SimRun r = test::run_yaml(text);
-    ASSERT_FALSE(r.report.oom.oom) << published;
-    EXPECT_NEAR(r.report.iteration_time.seconds(), published, published * 0.02) << published;
+  struct Row {
+    std::string text;
+    double published, tolerance;
+  };
+  for (const Row& row : {Row{yaml, 1.10, 0.075}, Row{full, 1.42, 0.02}}) {
+    const test::SimRun r = test::run_yaml(row.text);
+    ASSERT_FALSE(r.report.oom.oom) << row.published;
+    EXPECT_NEAR(r.report.iteration_time.seconds(), row.published, row.published * row.tolerance)
+        << row.published;
   }
 }
 

@@ -184,8 +184,8 @@ class Lowering {
            split_bytes(replicated, split);
   }
   int device(int c, int g, int j) const {
-    return in_
-        .placement[static_cast<size_t>(c)][static_cast<size_t>(position(g))][static_cast<size_t>(j)];
+    return in_.placement[static_cast<size_t>(c)][static_cast<size_t>(position(g))]
+                        [static_cast<size_t>(j)];
   }
   size_t slot(int c, int blk, int g, int m, int j) const {
     return ((((static_cast<size_t>(c) * blocks_ + blk) * G_ + g) * Mb_ + m) * max_r_) + j;
@@ -198,12 +198,16 @@ class Lowering {
   // The compute ops of one device slot, emitted one step at a time.
   struct Cursor {
     int c = 0, p = 0, j = 0, d = 0;
-    Share split;  // of each micro-batch's samples
+    Share split;                 // of each micro-batch's samples
     int lane = 0, k = 0, t = 1;  // lane j * t + k: tensor rank k of replica j
     const StepList* steps = nullptr;
     std::vector<char> has_r, has_w;  // [chunk * Mb + m]: this slot recomputes / runs a separate W
     std::vector<char> last_grad;     // [step]: the last step computing a chunk's weight gradients
                                      // before an optimizer step (split into gradient buckets)
+    // [chunk * Mb + m]: a W right after its B, which under Strategy::tensor_overlap runs
+    // inside the B (its dW GEMMs beside the B's all-reduces) and is left as an empty op that
+    // still frees the activations and releases the gradient to the previous stage.
+    std::vector<char> fold_w;
     Time optimizer;
     int blk = 0;
     size_t idx = 0;
@@ -248,7 +252,13 @@ class Lowering {
     std::vector<std::pair<Time, TpCollective>> out;
     const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && sp.full_recompute);
     if (!fwd && kind != OpKind::kBackward) return out;
+    // Asynchronous tensor-parallel all-reduce: a backward that holds its weight gradients
+    // runs each column-parallel linear's dW GEMM (`beside`) while the all-reduce of its dX
+    // is in flight. Such a collective keeps a `beside` > 0 and is followed by a segment of
+    // that time with no collective of its own; the segment after that waits for it.
+    const bool overlap = in_.tensor_overlap && kind == OpKind::kBackward && !has_w;
     Time acc;
+    bool pending = false;  // the last segment runs beside a collective
     const size_t L = sp.layers.size();
     for (size_t i = 0; i < L; ++i) {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
@@ -262,12 +272,18 @@ class Lowering {
       }
       const auto n = static_cast<int64_t>(colls.size());
       for (int64_t q = 0; q < n; ++q) {
-        out.emplace_back(acc + (q + 1 == n ? t - t / n * (n - 1) : t / n),
-                         colls[static_cast<size_t>(q)]);
+        const Time share = q + 1 == n ? t - t / n * (n - 1) : t / n;
+        TpCollective c = colls[static_cast<size_t>(q)];
+        c.beside = overlap && c.bytes > 0 && c.kind == TpCollective::Kind::kAllReduce
+                       ? std::min(c.beside, share)
+                       : Time::zero();
+        out.emplace_back(acc + share - c.beside, c);
         acc = Time::zero();
+        pending = c.beside > Time::zero();
+        if (pending) out.emplace_back(c.beside, TpCollective{});
       }
     }
-    if (acc > Time::zero() || out.empty()) out.emplace_back(acc, TpCollective{});
+    if (acc > Time::zero() || out.empty() || pending) out.emplace_back(acc, TpCollective{});
     return out;
   }
 
@@ -331,8 +347,10 @@ class Lowering {
   };
   std::unordered_map<OpId, LayerParts> layer_parts_;
   struct TpParts {
-    std::vector<OpId> parts;                // the op's segments (and a last empty part)
-    std::vector<TpCollective> collectives;  // the collective after each segment (bytes 0: none)
+    std::vector<OpId> parts;  // the op's segments (and a last empty part)
+    // The collective after each segment (bytes 0: none); the segment after it waits for it,
+    // or, where it has a `beside` > 0, the one after that.
+    std::vector<TpCollective> collectives;
   };
   std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
 };
