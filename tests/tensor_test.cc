@@ -335,5 +335,13 @@ strategy: {schedule: dapple, pipeline: 1, tensor: 2}
   EXPECT_NE(sp.err.find("strategy.sequence_parallel"), std::string::npos) << sp.err;
 }
 
+TEST(Tensor, OverlapIsBackwardOrNone) {
+  const auto r = test::cli(
+      {"run", test::write_temp("tensor-overlap.yaml", gpt(2, 1, "  tensor_overlap: forward\n"))});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("strategy.tensor_overlap"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("backward"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace pipesim
