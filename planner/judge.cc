@@ -96,7 +96,7 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
     st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
   if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
-  if (!base.strategy.tensor_overlap) st["tensor_overlap"] = "none";
+  if (base.strategy.tensor_overlap) st["tensor_overlap"] = "backward";
   return st;
 }
 

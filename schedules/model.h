@@ -212,11 +212,12 @@ struct Strategy {
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
   int tensor = 1;                          // tensor-parallel degree of every stage
   bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
-  // Megatron-LM's asynchronous tensor-parallel all-reduce (on by default since 2022): in the
-  // backward, each column-parallel linear's input-gradient all-reduce (reduce-scatter under
-  // sequence parallelism) runs beside its weight-gradient GEMM. Off: every tensor
-  // collective sits on the compute stream's path, as in Megatron-LM before it.
-  bool tensor_overlap = true;
+  // Megatron-LM's asynchronous tensor-parallel all-reduce (its default since 2022;
+  // `tensor_overlap: backward`): in the backward, each column-parallel linear's
+  // input-gradient all-reduce (reduce-scatter under sequence parallelism) runs beside its
+  // weight-gradient GEMM. Off (SPEC section 3.1's default): every tensor collective sits on
+  // the compute critical path, as in Megatron-LM before it.
+  bool tensor_overlap = false;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {

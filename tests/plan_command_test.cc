@@ -9,6 +9,7 @@
 #include <set>
 
 #include "planner/cost_model.h"
+#include "planner/judge.h"
 #include "planner/network_costs.h"
 #include "planner/planner.h"
 #include "scenario/setup.h"
@@ -22,6 +23,25 @@ using nlohmann::json;
 using test::Case;
 using test::case_file;
 using test::cases;
+
+TEST(Planner, RecommendedStrategyKeepsTheTensorOverlap) {
+  // The planner does not choose strategy.tensor_overlap: the strategy it writes carries the
+  // scenario's, so a pasted-back plan runs the same software; the default (none) is left out.
+  const std::string yaml = R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2}
+model: {generator: transformer, layers: 2, hidden: 256, heads: 4, sequence: 128, vocab: 1024}
+training: {global_batch: 2, micro_batch: 1}
+strategy: {schedule: dapple, pipeline: 1, tensor: 2}
+)";
+  planner::PlanPoint p;
+  p.stages = {{0, 3, 1}};
+  p.tensor = 2;
+  const Scenario none = load_scenario_text(yaml, "overlap.yaml");
+  EXPECT_FALSE(planner::strategy_json(p, none).contains("tensor_overlap"));
+  std::string on = yaml;
+  on.replace(on.find("tensor: 2}"), 10, "tensor: 2, tensor_overlap: backward}");
+  const Scenario backward = load_scenario_text(on, "overlap.yaml");
+  EXPECT_EQ(planner::strategy_json(p, backward).value("tensor_overlap", ""), "backward");
+}
 
 TEST(Planner, ParetoFrontBaselinesAndPasteBack) {
   const Case c = cases()[1];

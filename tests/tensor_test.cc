@@ -88,7 +88,7 @@ std::pair<Time, Time> backward_span(const test::SimRun& r) {
 }
 
 TEST(Tensor, BackwardAllReducesRunBesideTheWeightGradientsByHand) {
-  // One layer, t = 2, GPipe, one micro-batch. With tensor_overlap (the default) B and W are
+  // One layer, t = 2, GPipe, one micro-batch. With `tensor_overlap: backward` B and W are
   // one pass, head, layer, embedding, cut where an input gradient is all-reduced; each
   // all-reduce runs beside the weight gradient of the column-parallel GEMM it follows
   // (the head's logits; the layer's first MLP GEMM, then QKV) and what comes after that
@@ -101,7 +101,7 @@ TEST(Tensor, BackwardAllReducesRunBesideTheWeightGradientsByHand) {
   // tensor-parallel region counted t = 2 times, as in the forward); an all-reduce is 2 steps
   // of (latency + sbh / bandwidth) on idle links.
   auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
-  const test::SimRun r = test::run_yaml(gpt(2, 1));
+  const test::SimRun r = test::run_yaml(gpt(2, 1, "  tensor_overlap: backward\n"));
   const auto& L = r.scenario.model.layers;
   const Time ar = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh) * 2;
   ASSERT_EQ(L[2].tp_backward_beside.size(), 1u);
@@ -123,9 +123,9 @@ TEST(Tensor, BackwardAllReducesRunBesideTheWeightGradientsByHand) {
   }
   EXPECT_EQ(end, at + half(L[0].backward()));
 
-  // tensor_overlap: none: B holds the input gradients, every all-reduce in line, and W
-  // follows with the weight gradients of all three layers.
-  const test::SimRun n = test::run_yaml(gpt(2, 1, "  tensor_overlap: none\n"));
+  // Without the overlap (the default, `none`): B holds the input gradients, every
+  // all-reduce in line, and W follows with the weight gradients of all three layers.
+  const test::SimRun n = test::run_yaml(gpt(2, 1));
   const auto [n_start, n_end] = backward_span(n);
   const Time bi = L[1].backward_input + L[1].tp_whole_backward_input;
   EXPECT_EQ(n_end,
@@ -143,7 +143,8 @@ TEST(Tensor, SequenceParallelOverlapsOnlyTheReduceScatter) {
   // output gradient) waits for it and for that weight gradient, what follows for the
   // all-gather. The segments are those of the test above.
   auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
-  const test::SimRun r = test::run_yaml(gpt(2, 1, "  sequence_parallel: true\n"));
+  const test::SimRun r =
+      test::run_yaml(gpt(2, 1, "  sequence_parallel: true\n  tensor_overlap: backward\n"));
   const auto& L = r.scenario.model.layers;
   const Time step = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh);
   const Time head = L[2].backward(), layer = L[1].backward();
