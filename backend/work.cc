@@ -33,7 +33,7 @@ std::vector<OpWork> op_work(const Scenario& s, const TaskGraph& g) {
       params[static_cast<size_t>(st)] += s.model.layers[static_cast<size_t>(l)].params;
     params[static_cast<size_t>(st)] /= s.strategy.tensor_of(spec);
   }
-  const int64_t per_param = optimizer_bytes_per_param(s.training.precision, s.training.optimizer);
+  const int64_t per_param = optimizer_bytes_per_param(s.training);
   for (OpId id = 0; id < g.size(); ++id) {
     const Op& op = g.op(id);
     OpWork& w = work[id];

@@ -87,7 +87,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
   for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_,
                   &tp_bwd_beside_, &whole_, &whole_rf_})
     v->assign(L + 1, 0.0);
-  for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_})
+  for (auto* v :
+       {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_, &repl_params_})
     v->assign(L + 1, 0);
   // A ring all-reduce on a tensor group inside one server: 2(t - 1) steps of bytes / t.
   auto tp_allreduce = [&](int64_t bytes) {
@@ -133,6 +134,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     opt_[l + 1] = opt_[l] + x.optimizer.seconds();
     act_[l + 1] = act_[l] + x.activation_bytes;
     params_[l + 1] = params_[l] + x.params;
+    repl_params_[l + 1] = repl_params_[l] + std::min(x.tp_replicated_params, x.params);
     out_.push_back(x.output_bytes);
   }
   capacity_ = std::numeric_limits<int64_t>::max();
@@ -140,7 +142,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     capacity_ = std::min(capacity_, d.gpu.memory_bytes);
     reserved_ = std::max(reserved_, d.gpu.reserved_bytes);
   }
-  pb_ = bytes_per_param(s.training.precision, s.training.optimizer);
+  pb_ = bytes_per_param(s.training);
 }
 
 namespace {
@@ -204,7 +206,7 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   const auto sum = [&](const std::vector<int64_t>& v) {
     return static_cast<double>(v[u(last) + 1] - v[u(first)]);
   };
-  const double params = sum(params_) / t_;
+  const double params = (sum(params_) - sum(repl_params_)) / t_ + sum(repl_params_);
   const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
   // Resident parameter state, ZeRO-sharded over the stage's replicas x data ranks.
   const ZeroBytes z =

@@ -183,7 +183,8 @@ class CostModel {
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
-  std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
+  std::vector<int64_t> repl_params_;  // parameters whole on every tensor rank
+  std::vector<int64_t> rings_;        // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;

@@ -23,12 +23,13 @@
 namespace pipesim::internal {
 namespace {
 
-// model: {generator: transformer, layers, hidden, heads, ffn, sequence, vocab, ...}
+// model: {generator: transformer, layers, hidden, heads, query_groups, ffn, sequence, vocab,
+// ...}
 Model read_generated_model(const Reader& r, const YAML::Node& n, const Training& t,
                            const GpuSpec& gpu) {
   r.expect_map(n, "model",
-               {"name", "generator", "layers", "hidden", "heads", "ffn", "sequence", "vocab",
-                "flash_attention", "tie_embeddings"});
+               {"name", "generator", "layers", "hidden", "heads", "query_groups", "ffn", "sequence",
+                "vocab", "flash_attention", "tie_embeddings"});
   r.choice<int>(n["generator"], "model.generator", {{"transformer", 0}});
   TransformerShape shape;
   shape.layers =
@@ -39,6 +40,14 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
     r.fail(n["heads"], "model.heads",
            fmt::format("{} heads do not divide hidden {}", shape.heads, shape.hidden),
            "a divisor of model.hidden");
+  }
+  if (n["query_groups"].IsDefined()) {
+    shape.query_groups = r.integer(n["query_groups"], "model.query_groups", 1, int64_t{1} << 16);
+    if (shape.heads % shape.query_groups != 0) {
+      r.fail(n["query_groups"], "model.query_groups",
+             fmt::format("{} query groups do not divide {} heads", shape.query_groups, shape.heads),
+             "a divisor of model.heads");
+    }
   }
   shape.ffn = n["ffn"].IsDefined() ? r.integer(n["ffn"], "model.ffn", 1, int64_t{1} << 26)
                                    : 4 * shape.hidden;
@@ -249,7 +258,8 @@ void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix
       const double weights = static_cast<double>(l.params) * elem;
       const Time at = roofline({flops, bytes}, true, weights, 1, gpu, t.precision).time;
       const Time to = roofline({flops * r, bytes * r}, true, weights, 1, gpu, t.precision).time;
-      if (at > Time::zero()) f = static_cast<double>(to.ps_count()) / static_cast<double>(at.ps_count());
+      if (at > Time::zero())
+        f = static_cast<double>(to.ps_count()) / static_cast<double>(at.ps_count());
     }
     l.forward = scaled_time(l.forward, f);
     l.backward_input = scaled_time(l.backward_input, f);
@@ -278,9 +288,8 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
   const size_t first = text.find_first_not_of(" \t\r\n");
   const size_t eol = text.find('\n', first);
   const std::string first_line =
-      first == std::string::npos
-          ? ""
-          : text.substr(first, eol == std::string::npos ? eol : eol - first);
+      first == std::string::npos ? ""
+                                 : text.substr(first, eol == std::string::npos ? eol : eol - first);
   const bool graph = first_line.find(" -- ") != std::string::npos;
   const bool csv = !graph && is_profile_csv(text);
   std::istringstream in(text);

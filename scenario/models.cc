@@ -13,34 +13,42 @@ namespace pipesim {
 namespace {
 
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
+// Keys and values are r = query_groups / heads as wide as the queries (grouped-query
+// attention; 1 without it).
+double kv_ratio(const TransformerShape& t) {
+  return t.query_groups > 0 ? static_cast<double>(t.query_groups) / static_cast<double>(t.heads)
+                            : 1.0;
+}
+
 std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
-  const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
+  const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b, r = kv_ratio(t);
   std::vector<OpSpec> ops;
   // Layer norm: reads x, writes y; its backward reads x and dy, writes dx.
   ops.push_back(elementwise_op("ln1", sbh, 8, 2 * e, 3 * e));
-  ops.push_back(gemm_op("qkv", bs, h, 3 * h, e));
+  ops.push_back(gemm_op("qkv", bs, h, (1 + 2 * r) * h, e));
   if (t.flash_attention) {
     // Fused attention (Dao et al. 2022): reads q, k, v and writes the output; its backward
-    // re-computes the scores and runs five GEMMs of bs^2h/a each per head (2.5x the forward).
+    // re-computes the scores and runs five GEMMs of bs^2h/a each per head (2.5x the forward),
+    // reading q, k, v, the output and its gradient and writing dq, dk, dv.
     OpSpec att;
     att.name = "flash_attention";
-    att.forward = {4 * b * s * s * h, e * 4 * sbh};
-    att.backward_input = {10 * b * s * s * h, e * 8 * sbh};
+    att.forward = {4 * b * s * s * h, e * (2 + 2 * r) * sbh};
+    att.backward_input = {10 * b * s * s * h, e * (4 + 4 * r) * sbh};
     ops.push_back(att);
   } else {
     OpSpec scores;
     scores.name = "scores";
-    scores.forward = {2 * b * s * s * h, e * (2 * sbh + as2b)};
-    scores.backward_input = {4 * b * s * s * h, e * (as2b + 4 * sbh)};
+    scores.forward = {2 * b * s * s * h, e * ((1 + r) * sbh + as2b)};
+    scores.backward_input = {4 * b * s * s * h, e * (as2b + 2 * (1 + r) * sbh)};
     ops.push_back(scores);
     ops.push_back(elementwise_op("softmax", as2b, 5, 2 * e, 3 * e));
     ops.push_back(elementwise_op("attention_dropout", as2b, 1, 2 * e + 1, 2 * e + 1));
     OpSpec values;
     values.name = "values";
-    values.forward = {2 * b * s * s * h, e * (as2b + 2 * sbh)};
-    values.backward_input = {4 * b * s * s * h, e * (2 * as2b + 3 * sbh)};
+    values.forward = {2 * b * s * s * h, e * (as2b + (1 + r) * sbh)};
+    values.backward_input = {4 * b * s * s * h, e * (2 * as2b + (1 + 2 * r) * sbh)};
     ops.push_back(values);
   }
   ops.push_back(gemm_op("projection", bs, h, h, e));
@@ -106,16 +114,23 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   const int64_t embed_params = t.vocab * t.hidden + t.sequence * t.hidden;
   // Word and position lookups, their sum and the dropout: reads two rows per token, writes
   // the sum and the mask; the backward scatters the output gradient into both tables (W).
+  // It keeps the dropout mask; its output is the next layer's input, kept there.
   OpSpec lookup = elementwise_op("lookup", s * b * h, 2, 3 * e + 1, 0);
   lookup.backward_weight = {0, 3 * e * s * b * h};
-  m.layers.push_back(
-      layer("embedding", {lookup}, 2 * s * b * h, embed_params, sbh * elem + sbh, sbh * elem));
+  m.layers.push_back(layer("embedding", {lookup}, 2 * s * b * h, embed_params, sbh, sbh * elem));
+  m.layers.back().tp_replicated_activation = sbh;
+  m.layers.back().tp_replicated_params = t.sequence * t.hidden;
   const std::vector<OpSpec> ops = layer_ops(t, b, e);
-  const int64_t layer_params = 4 * t.hidden * t.hidden + 4 * t.hidden + 2 * t.hidden * t.ffn +
-                               t.ffn + t.hidden + 4 * t.hidden;
+  // Keys and values: kv = 2 r h features (2h without grouped-query attention).
+  const int64_t kv = t.query_groups > 0 ? 2 * t.query_groups * (t.hidden / t.heads) : 2 * t.hidden;
+  const int64_t layer_params = (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden +
+                               t.hidden + 2 * t.hidden * t.ffn + t.ffn + t.hidden + 4 * t.hidden;
+  const double kvd = static_cast<double>(kv);
   const double layer_flops =
-      2 * b * s * h * 3 * h + 4 * b * s * s * h + 2 * b * s * h * h + 4 * b * s * h * f;
-  const int64_t tensors = t.flash_attention ? 32 * sbh : 32 * sbh + 4 * as2b;
+      2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h + 4 * b * s * h * f;
+  // Korthikanti's 32 sbh holds 2 sbh each of keys and values; grouped, they are 2 r sbh.
+  const auto kv_tensors = static_cast<int64_t>(s * b * kvd);
+  const int64_t tensors = (t.flash_attention ? 28 * sbh : 28 * sbh + 4 * as2b) + 2 * kv_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
   // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
@@ -140,6 +155,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
     set_whole_ops(x, {"ln1", "dropout_add1", "ln2", "dropout_add2"});
     x.tp_replicated_activation = 10 * sbh * elem / 2;
+    x.tp_replicated_params = 4 * t.hidden + 2 * t.hidden;  // layer norms, two output biases
     if (!t.flash_attention) {
       for (const OpCost& op : x.ops) {
         if (attention_core(op.name))
@@ -153,8 +169,9 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     m.layers.push_back(x);
     m.layers.back().name = fmt::format("layer{}", i);
   }
-  // Output head: final layer norm, the projection to the vocabulary, the loss. Logits in
-  // the training precision plus their fp32 softmax.
+  // Output head: final layer norm, the projection to the vocabulary, the loss. It keeps
+  // the layer norm's input and output (the projection's input), the logits in the training
+  // precision and their fp32 softmax.
   const auto logits = static_cast<int64_t>(s * b * V);
   const std::vector<OpSpec> head_ops{
       elementwise_op("ln_f", s * b * h, 8, 2 * e, 3 * e), gemm_op("logits", s * b, h, V, e),
@@ -163,7 +180,9 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
       elementwise_op("cross_entropy", s * b * V, 5, e + 4, 4 + e)};
   m.layers.push_back(layer("head", head_ops, 2 * b * s * h * V,
                            (t.tie_embeddings ? 0 : t.vocab * t.hidden) + 2 * t.hidden,
-                           logits * (elem + 4), 0));
+                           logits * (elem + 4) + 2 * sbh * elem, 0));
+  m.layers.back().tp_replicated_activation = 2 * sbh * elem;
+  m.layers.back().tp_replicated_params = 2 * t.hidden;
   // Vocabulary-parallel embedding (an all-reduce of its output in the forward) and output
   // layer (an all-reduce of the input gradient in the backward; the cross-entropy's
   // reductions are b x s scalars, left out).

@@ -20,11 +20,14 @@ struct TransformerShape {
   int64_t vocab = 50257;
   bool flash_attention = false;  // fused attention keeps no s^2 tensors
   bool tie_embeddings = true;    // the output head reuses the input embedding
+  int64_t query_groups = 0;      // key/value heads (grouped-query attention); 0: one per head
 };
 
-// Per transformer layer, for b sequences of s tokens, hidden h, heads a, ffn f:
-//   params    4h^2 + 4h (attention) + 2hf + f + h (MLP) + 4h (two layer norms)
-//   forward   2bsh(3h) QKV + 2bs^2h scores + 2bs^2h values + 2bsh^2 projection + 4bshf MLP
+// Per transformer layer, for b sequences of s tokens, hidden h, heads a, ffn f, and
+// r = query_groups / a (1 without grouped-query attention: keys and values are r h wide):
+//   params    h(1 + 2r)h + (1 + 2r)h QKV + h^2 + h projection (4h^2 + 4h at r = 1)
+//             + 2hf + f + h (MLP) + 4h (two layer norms)
+//   forward   2bsh(1 + 2r)h QKV + 2bs^2h scores + 2bs^2h values + 2bsh^2 projection + 4bshf MLP
 //             (forward_flops; the element-wise ops' FLOPs are not counted there)
 //   times     per op (scenario/roofline.h): layer norms, QKV, scores, softmax, attention
 //             dropout, values (or one fused flash-attention op), projection, dropout + residual,
@@ -32,9 +35,12 @@ struct TransformerShape {
 //             FLOPs again for B and for W, the attention GEMMs twice the forward in B.
 //   activations (Korthikanti et al. 2022): 16-bit tensors 32 sbh + 4 a s^2 b, one-byte
 //     dropout masks 2 sbh + a s^2 b, i.e. sbh (34 + 5 a s / h) bytes with 16-bit elements;
-//     fp32 doubles the tensors; flash attention drops the s^2 terms.
-// Embedding: vocab x h + sequence x h parameters; the head: 2 b s h vocab FLOPs, its
-// logits (and the fp32 softmax) as activations.
+//     fp32 doubles the tensors; flash attention drops the s^2 terms. Grouped keys and
+//     values keep 4r sbh of the 4 sbh they are at r = 1.
+// Embedding: vocab x h + sequence x h parameters (the learned positions stay whole on
+// every tensor rank), its dropout mask as activation (its output is the first layer's
+// input, kept there). The head: 2 b s h vocab FLOPs; the final layer norm's input and
+// output, the logits and their fp32 softmax as activations.
 Model transformer_model(const TransformerShape& shape, const Training& training,
                         const GpuSpec& gpu);
 

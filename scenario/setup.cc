@@ -253,7 +253,7 @@ Time allreduce_estimate(const Cluster& c, const std::vector<int>& devices, int64
 std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
   const int P = s.strategy.positions();
   std::vector<AllReduceAlgo> out(static_cast<size_t>(P), AllReduceAlgo::kRing);
-  const ParamBytes pb = bytes_per_param(s.training.precision, s.training.optimizer);
+  const ParamBytes pb = bytes_per_param(s.training);
   for (int p = 0; p < P; ++p) {
     if (s.strategy.allreduce) {
       out[static_cast<size_t>(p)] = *s.strategy.allreduce;
@@ -305,7 +305,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
     in.micro_batch_samples = s.training.micro_batch;
-    in.param_bytes = bytes_per_param(s.training.precision, s.training.optimizer);
+    in.param_bytes = bytes_per_param(s.training);
     in.gradient_bytes_per_param = in.param_bytes.gradients;
     in.stashed_versions = stashed_versions(s);
     for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);

@@ -9,9 +9,9 @@
 namespace pipesim::internal {
 
 Training read_training(const Reader& r, const YAML::Node& n) {
-  r.expect_map(
-      n, "training",
-      {"global_batch", "micro_batch", "precision", "optimizer", "iterations", "optimizer_step"});
+  r.expect_map(n, "training",
+               {"global_batch", "micro_batch", "precision", "gradients", "optimizer", "iterations",
+                "optimizer_step"});
   Training t;
   constexpr int64_t kMax = int64_t{1} << 40;
   t.global_batch =
@@ -21,6 +21,12 @@ Training read_training(const Reader& r, const YAML::Node& n) {
   if (n["precision"].IsDefined()) {
     t.precision = r.choice<Precision>(n["precision"], "training.precision",
                                       {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
+  }
+  // gradients: fp32 keeps (and all-reduces) fp32 gradients under mixed precision, as
+  // Megatron-LM's main_grad buffers do; weights (the default) keeps them in the weights'.
+  if (n["gradients"].IsDefined()) {
+    t.fp32_gradients =
+        r.choice<bool>(n["gradients"], "training.gradients", {{"weights", false}, {"fp32", true}});
   }
   if (n["optimizer"].IsDefined()) {
     t.optimizer = r.choice<Optimizer>(
@@ -45,8 +51,7 @@ void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu) {
       }
     } else if (!l.optimizer_given && gpu.hbm_bytes_per_s > 0) {
       l.optimizer = serialization_time(
-          checked_mul(l.params, optimizer_bytes_per_param(t.precision, t.optimizer),
-                      "an optimizer step"),
+          checked_mul(l.params, optimizer_bytes_per_param(t), "an optimizer step"),
           gpu.hbm_bytes_per_s);
     }
   }

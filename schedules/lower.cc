@@ -303,7 +303,7 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   LayerParts lp;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (per_layer) {
-      int64_t params = 0;
+      int64_t params = 0, replicated = 0;
       for (int l = buckets[b].second; l >= buckets[b].first; --l) {
         const auto& lc = sp.layers[static_cast<size_t>(l)];
         Op part = op;
@@ -315,9 +315,10 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
         lp.parts.push_back(b_.add(part));
         lp.params.push_back(lc.params);
         params += lc.params;
+        replicated += lc.replicated_params;
       }
       cur.buckets.push_back(lp.parts.back());
-      cur.bucket_bytes.push_back(checked_mul(split_bytes(params, cur.t),
+      cur.bucket_bytes.push_back(checked_mul(tensor_rank_params(params, replicated, cur.t),
                                              in_.gradient_bytes_per_param, "a gradient bucket"));
       cur.before = lp.parts.back();
       continue;
@@ -325,12 +326,13 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     Op part = op;
     part.part = static_cast<int16_t>(b);
     Time t;
-    int64_t params = 0;
+    int64_t params = 0, replicated = 0;
     for (int l = buckets[b].first; l <= buckets[b].second; ++l) {
       const auto& lc = sp.layers[static_cast<size_t>(l)];
       t += s.kind == OpKind::kWeightGrad || split_w ? lc.backward_weight
                                                     : lc.backward_input + lc.backward_weight;
       params += lc.params;
+      replicated += lc.replicated_params;
     }
     part.duration = split_time(t, work);
     part.mem_at_start = b == 0 ? op.mem_at_start : 0;
@@ -339,8 +341,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     if (b == 0) target = id;
     if (b + 1 == buckets.size() && b > 0) last_part_[target] = id;
     cur.buckets.push_back(id);
-    cur.bucket_bytes.push_back(
-        checked_mul(split_bytes(params, cur.t), in_.gradient_bytes_per_param, "a gradient bucket"));
+    cur.bucket_bytes.push_back(checked_mul(tensor_rank_params(params, replicated, cur.t),
+                                           in_.gradient_bytes_per_param, "a gradient bucket"));
     cur.before = id;
   }
   if (per_layer) {

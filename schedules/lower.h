@@ -59,9 +59,11 @@ struct StageProfile {
   // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence
   // parallelism): of the activations, and of what recompute keeps and re-allocates.
   int64_t replicated_activation = 0, replicated_kept = 0;
+  int64_t replicated_params = 0;  // of `params`, whole on every rank (Layer::tp_replicated_params)
   struct LayerCost {
     Time backward_input, backward_weight;
     int64_t params = 0;
+    int64_t replicated_params = 0;
     Time forward;
     // Tensor-parallel collectives issued in the forward and the backward, in order, each
     // after an equal segment of the pass.

@@ -9,13 +9,14 @@ int64_t element_bytes(Precision p) {
   return p == Precision::kMixed ? 2 : 4;
 }
 
-ParamBytes bytes_per_param(Precision p, Optimizer o) {
+ParamBytes bytes_per_param(const Training& t) {
+  const Precision p = t.precision;
   ParamBytes b;
   b.weights = element_bytes(p);
-  b.gradients = element_bytes(p);
+  b.gradients = t.fp32_gradients ? 4 : element_bytes(p);
   // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does).
   if (p == Precision::kMixed) b.optimizer = 4;
-  switch (o) {
+  switch (t.optimizer) {
     case Optimizer::kSgd:
       break;
     case Optimizer::kMomentum:
@@ -121,11 +122,15 @@ bool has_warmup(ScheduleKind k) {
   return k == ScheduleKind::kDapple;
 }
 
-int64_t optimizer_bytes_per_param(Precision p, Optimizer o) {
+int64_t optimizer_bytes_per_param(const Training& t) {
+  const Optimizer o = t.optimizer;
   const int64_t states = o == Optimizer::kSgd ? 0 : (o == Optimizer::kMomentum ? 1 : 2);
   // fp32: gradient 4 + weight read and write 8 + each state read and write 8.
-  // mixed: gradient 2 + fp32 master read and write 8 + each state 8 + 16-bit weight write 2.
-  return p == Precision::kFp32 ? 4 + 8 + 8 * states : 2 + 8 + 8 * states + 2;
+  // mixed: gradient 2 (4 when kept in fp32) + fp32 master read and write 8 + each state 8 +
+  // 16-bit weight write 2.
+  const int64_t gradient = bytes_per_param(t).gradients;
+  return t.precision == Precision::kFp32 ? gradient + 8 + 8 * states
+                                         : gradient + 8 + 8 * states + 2;
 }
 
 int64_t micro_batches(const Training& t, const Strategy& s) {

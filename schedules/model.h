@@ -93,6 +93,9 @@ struct Layer {
   // without, 7.2 ms with sequence parallelism).
   Time tp_whole_forward, tp_whole_backward_input, tp_whole_backward_weight;
   int64_t tp_replicated_activation = 0;
+  // Parameters every rank of the tensor group holds whole (learned position embeddings,
+  // layer norms, the row-parallel linears' biases); the rest of `params` is split t ways.
+  int64_t tp_replicated_params = 0;
   // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
   // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
   std::shared_ptr<const TensorSplit> tensor_split;
@@ -119,6 +122,9 @@ struct Training {
   int64_t micro_batch = 1;
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kSgd;
+  // Gradients kept (and all-reduced) in fp32 whatever the weights' precision: Megatron-LM's
+  // main_grad buffers (--accumulate-allreduce-grads-in-fp32, which it sets under bf16).
+  bool fp32_gradients = false;
   int iterations = 1;
   std::optional<Time>
       optimizer_step;  // the whole model's optimizer step, spread over layers by params
@@ -127,7 +133,7 @@ struct Training {
 // Bytes of HBM traffic per parameter in one optimizer step (a memory-bound update): read
 // the gradient, read and write the weights (fp32 master copy under mixed precision, plus
 // writing the 16-bit weights) and every optimizer state.
-int64_t optimizer_bytes_per_param(Precision p, Optimizer o);
+int64_t optimizer_bytes_per_param(const Training& t);
 
 // Bytes of one activation or weight element in the training precision: 2 under mixed
 // precision, 4 in fp32.
@@ -139,7 +145,7 @@ struct ParamBytes {
   int64_t gradients = 0;
   int64_t optimizer = 0;  // optimizer state, and the fp32 master copy under mixed precision
 };
-ParamBytes bytes_per_param(Precision p, Optimizer o);
+ParamBytes bytes_per_param(const Training& t);
 
 enum class ScheduleKind {
   kGpipe,

@@ -79,10 +79,13 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
       p.params = checked_add(p.params, layer.params, "a stage's parameter count");
+      p.replicated_params =
+          checked_add(p.replicated_params, layer.tp_replicated_params, "a stage's parameter count");
       StageProfile::LayerCost cost{
           layer.backward_input,
           layer.backward_weight,
           layer.params,
+          layer.tp_replicated_params,
           layer.forward,
           allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),
           allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes,

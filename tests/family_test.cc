@@ -56,6 +56,21 @@ TEST(Interleaved, MegatronOrderS4V2M8) {
             "B7.c0\n");
 }
 
+TEST(Interleaved, AsManyMicroBatchesAsStagesStartOneFOneBOnTheLaterStages) {
+  // S = 2, v = 2, M = 2: 4 chunk-forwards per device. Warm-up (S - s - 1) x 2 + (v - 1) x S,
+  // at most 4: device 0 runs all 4 forwards first, device 1 only 2, then F/B pairs, as
+  // Megatron-LM since its micro-batch groups (and PyTorch's ScheduleInterleaved1F1B) do.
+  // (Megatron-LM before that ran every forward first on every stage when M = S.)
+  PipeSpec p;
+  p.schedule = "interleaved";
+  p.stages = 2;
+  p.micro_batches = 2;
+  p.virtual_stages = 2;
+  EXPECT_EQ(order_of(p),
+            "dev0: F0.c0 F1.c0 F0.c1 F1.c1 B0.c1 B1.c1 B0.c0 B1.c0\n"
+            "dev1: F0.c0 F1.c0 F0.c1 B0.c1 F1.c1 B1.c1 B0.c0 B1.c0\n");
+}
+
 TEST(Interleaved, ClosedFormsAndPeaks) {
   // Reference: per-chunk t_f = t_b = 0.5 gives 19; t_b = 1.0 gives 28.5. Bubble
   // (S - 1) / (vM + S - 1) = 3 / 19 for the first. Peak live chunk-activations 11, 9, 7, 5.

@@ -63,6 +63,64 @@ TEST(Transformer, ActivationBytesFollowKorthikanti) {
   EXPECT_EQ(transformer_model(t, fp32, a100()).layers[1].activation_bytes, 66 * sbh + 9 * as2b);
 }
 
+TEST(Transformer, GroupedQueryAttentionNarrowsKeysAndValues) {
+  // h = 4096, 32 heads of 128 in 8 query groups: keys and values are 8 x 128 = 1024 wide
+  // each, so QKV maps 4096 to 4096 + 2 x 1024 = 6144 features.
+  //   params: 6144 x 4096 + 6144 (QKV) + 4096^2 + 4096 (projection) + 2 x 4096 x 16384 +
+  //           16384 + 4096 (MLP) + 4 x 4096 (norms) = 176,207,872 (MHA: 201,379,840)
+  //   FLOPs (b = 1, s = 2048): 2bsh(6144) + 4bs^2h + 2bsh^2 + 4bsh(16384), 3bsh^2 fewer
+  //   than MHA's QKV at 2bsh(3h)
+  //   activations with flash attention: 34 sbh less the 4 sbh of full-width keys and
+  //   values plus 4 sbh / 4: 31 sbh.
+  TransformerShape mha{2, 4096, 32, 16384, 2048, 32000, true, true};
+  TransformerShape gqa = mha;
+  gqa.query_groups = 8;
+  const Layer a = transformer_model(mha, mixed(1), a100()).layers[1];
+  const Layer g = transformer_model(gqa, mixed(1), a100()).layers[1];
+  EXPECT_EQ(a.params, 201'379'840);
+  EXPECT_EQ(g.params, 176'207'872);
+  const double b = 1, s = 2048, h = 4096;
+  EXPECT_DOUBLE_EQ(a.forward_flops - g.forward_flops, 3 * b * s * h * h);
+  const int64_t sbh = 2048LL * 4096;
+  EXPECT_EQ(a.activation_bytes, 34 * sbh);
+  EXPECT_EQ(g.activation_bytes, 31 * sbh);
+  // Fewer FLOPs and bytes in QKV and the attention: a shorter layer.
+  EXPECT_LT(g.forward, a.forward);
+  // Groups must divide the heads.
+  const std::string bad = R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}
+model: {generator: transformer, layers: 1, hidden: 256, heads: 4, query_groups: 3, sequence: 8, vocab: 10}
+training: {global_batch: 1, micro_batch: 1}
+strategy: {schedule: dapple, pipeline: 1}
+)";
+  const auto r = test::cli({"run", test::write_temp("gqa-bad.yaml", bad)});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("model.query_groups: 3 query groups do not divide 4 heads"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Transformer, Fp32GradientsAreMegatronsEighteenBytes) {
+  // Megatron-LM under bf16 keeps fp32 main gradients: 2 (weights) + 4 (gradients) + 4
+  // (master) + 8 (Adam) = 18 bytes per parameter (Korthikanti et al. 2022's accounting),
+  // against 16 with 16-bit gradients. The gradient all-reduce moves 4 bytes per parameter:
+  // a ring of 2 sends 2 (r - 1) = 2 steps of half of them from each rank, 8 bytes in all.
+  const std::string yaml =
+      R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch2}
+model: {generator: transformer, layers: 1, hidden: 256, heads: 4, sequence: 128, vocab: 1024}
+training: {global_batch: 2, micro_batch: 1, precision: mixed, gradients: fp32, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 1, data: 2, allreduce: ring}
+)";
+  const test::SimRun r = test::run_yaml(yaml);
+  const int64_t params = total_params(r.scenario.model);
+  const MemBreakdown& m = r.graph.static_memory(0);
+  EXPECT_EQ(m[static_cast<size_t>(MemCategory::kWeights)], 2 * params);
+  EXPECT_EQ(m[static_cast<size_t>(MemCategory::kGradients)], 4 * params);
+  EXPECT_EQ(m[static_cast<size_t>(MemCategory::kOptimizer)], 12 * params);
+  int64_t sent = 0;
+  for (const Op& op : r.graph.ops()) sent += op.comm == CommKind::kAllReduce ? op.bytes : 0;
+  EXPECT_EQ(sent, 8 * params);
+}
+
 TEST(Transformer, TimesAreTheSumOfPerOpRooflines) {
   // Layer forward FLOPs 24 b s h^2 + 4 b s^2 h with f = 4h: b = 1, s = 1024, h = 1024:
   // 24 x 2^30 + 4 x 2^30 = 28 x 2^30, all of it in the GEMMs (qkv, scores, values,
@@ -138,8 +196,14 @@ TEST(OptimizerStep, MemoryBoundForGeneratedModelsOrAsGiven) {
   // Mixed-precision Adam touches 2 (grad) + 4 + 4 (master) + 2 x 8 (moments) + 2 (fp16
   // weights) = 28 bytes per parameter; on an A100-80GB (2039 GB/s) a transformer layer of
   // 12 h^2 + 13 h params (h = 1024) takes params x 28 / 2039e9 s.
-  EXPECT_EQ(optimizer_bytes_per_param(Precision::kMixed, Optimizer::kAdam), 28);
-  EXPECT_EQ(optimizer_bytes_per_param(Precision::kFp32, Optimizer::kSgd), 12);
+  Training mixed_adam;
+  mixed_adam.precision = Precision::kMixed;
+  mixed_adam.optimizer = Optimizer::kAdam;
+  EXPECT_EQ(optimizer_bytes_per_param(mixed_adam), 28);
+  EXPECT_EQ(optimizer_bytes_per_param(Training{}), 12);  // fp32 SGD: 4 + 4 + 4
+  // Megatron-LM's fp32 main gradients: the update reads 4 bytes of gradient, not 2.
+  mixed_adam.fp32_gradients = true;
+  EXPECT_EQ(optimizer_bytes_per_param(mixed_adam), 30);
   const std::string yaml =
       R"(cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch2}
 model: {generator: transformer, layers: 2, hidden: 1024, heads: 16, sequence: 512, vocab: 1000}

@@ -198,7 +198,10 @@ LoweringInput straight(int S, int M, const std::vector<int>& replicas, int itera
   }
   in.num_devices = next;
   in.micro_batches_per_iteration = M;
-  in.param_bytes = bytes_per_param(Precision::kMixed, Optimizer::kAdam);
+  Training mixed_adam;
+  mixed_adam.precision = Precision::kMixed;
+  mixed_adam.optimizer = Optimizer::kAdam;
+  in.param_bytes = bytes_per_param(mixed_adam);
   return in;
 }
 

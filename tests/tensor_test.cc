@@ -165,25 +165,32 @@ TEST(Tensor, KorthikantiActivationsAndWeightsPerGpu) {
   // GPipe, one micro-batch, one stage: the peak holds every layer's activations once.
   // Per transformer layer (16-bit): t = 1: sbh(34 + 5as/h); tensor t without sequence
   // parallelism: sbh(10 + 24/t + 5as/(ht)); with it: sbh(34/t + 5as/(ht)). The embedding
-  // and head activations and every weight divide by t.
+  // keeps its dropout mask (sbh bytes); the head its layer norm's input and output (2 x 2sbh)
+  // and the logits (2 bytes) with their fp32 softmax: s b V x 6. Without sequence
+  // parallelism the mask and the layer norm's tensors stay whole, the logits divide by t.
   const test::SimRun one = test::run_yaml(gpt(1, 1), true);
   const auto& layers = one.scenario.model.layers;
   const int64_t layer = 34 * kSbh + 5 * kAs2b;
+  const int64_t logits = 128 * 1024 * 6, ends_whole = kSbh + 4 * kSbh;
   ASSERT_EQ(layers[1].activation_bytes, layer);
-  const int64_t ends = layers[0].activation_bytes + layers[2].activation_bytes;
-  EXPECT_EQ(test::peak_activation_bytes(one, 0), ends + layer);
+  ASSERT_EQ(layers[0].activation_bytes, kSbh);
+  ASSERT_EQ(layers[2].activation_bytes, logits + 4 * kSbh);
+  EXPECT_EQ(test::peak_activation_bytes(one, 0), ends_whole + logits + layer);
   for (int t : {2, 4}) {
     const test::SimRun tp = test::run_yaml(gpt(t, 1), true);
     EXPECT_EQ(test::peak_activation_bytes(tp, 0),
-              ends / t + 10 * kSbh + (24 * kSbh + 5 * kAs2b) / t)
+              ends_whole + logits / t + 10 * kSbh + (24 * kSbh + 5 * kAs2b) / t)
         << t;
     const test::SimRun sp = test::run_yaml(gpt(t, 1, "  sequence_parallel: true\n"), true);
-    EXPECT_EQ(test::peak_activation_bytes(sp, 0), (ends + layer) / t) << t;
-    // Weights: 2 bytes per parameter, 1/t of them.
+    EXPECT_EQ(test::peak_activation_bytes(sp, 0), (ends_whole + logits + layer) / t) << t;
+    // Weights: 2 bytes per parameter, 1/t of them but for those every rank holds whole:
+    // the 128 x 256 learned positions, each layer's two norms and two output biases (6h)
+    // and the final norm (2h).
     int64_t params = 0;
     for (const Layer& l : one.scenario.model.layers) params += l.params;
+    const int64_t whole = 128 * 256 + 6 * 256 + 2 * 256;
     EXPECT_EQ(tp.report.devices[0].at_peak[static_cast<size_t>(MemCategory::kWeights)],
-              (params + t - 1) / t * 2);
+              ((params - whole + t - 1) / t + whole) * 2);
   }
 }
 
@@ -268,12 +275,14 @@ TEST(Tensor, KorthikantiTableTwoWithRecompute) {
 
 TEST(Tensor, StaticMemoryDividesByT) {
   // Weights, gradients and optimizer state of mixed-precision Adam (2, 2 and 12 bytes per
-  // parameter), each on 1/t of the parameters (rounded up).
+  // parameter), each on 1/t of the split parameters (rounded up) plus those every rank
+  // holds whole: positions 128 x 256, 6h per layer (norms, output biases), the final norm.
   int64_t params = 0;
   for (const Layer& l : test::run_yaml(gpt(1, 2)).scenario.model.layers) params += l.params;
+  const int64_t whole = 128 * 256 + 2 * 6 * 256 + 2 * 256;
   for (int t : {1, 2, 4}) {
     const test::SimRun r = test::run_yaml(gpt(t, 2));
-    const int64_t share = (params + t - 1) / t;
+    const int64_t share = t == 1 ? params : (params - whole + t - 1) / t + whole;
     for (int d = 0; d < t; ++d) {
       const MemBreakdown& m = r.graph.static_memory(d);
       EXPECT_EQ(m[static_cast<size_t>(MemCategory::kWeights)], share * 2) << t;

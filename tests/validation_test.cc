@@ -114,5 +114,36 @@ TEST(Validation, KorthikantiTwentyTwoB) {
   }
 }
 
+// Megatron-LM's CI measures torch.cuda.max_memory_allocated on the last rank of a 6.7B GPT
+// (32 layers, hidden 4096, 8 query groups, sequence 8192, bf16 with fp32 main gradients,
+// the distributed optimizer over 2 data-parallel ranks; scenarios/validation/
+// megatron-7b-memory-*.yaml give the sources). Its peak is the resident state (2 + 4 bytes
+// per parameter, 12 / 2 sharded) plus what is in flight at the end of a forward: per layer
+// 10 sbh + 21 sbh / t bytes (Korthikanti's 34 sbh with keys and values a quarter as wide),
+// the output layer's logits (2 bytes) and their fp32 softmax, s b V / t x 6.
+//   TP 4, PP 1, micro-batch 2: one micro-batch of 32 layers and the head in flight;
+//   measured 57,143,791,616 B on H100, 58,188,115,968 B on A100; pipesim 56,852,905,984.
+//   TP 1, PP 4 interleaved (one layer a chunk, 4 micro-batches): the last stage runs 28
+//   chunk-forwards before its first backward, so 29 layers and one head are in flight;
+//   measured 60,518,293,504 B on H100, 60,489,064,448 B on A100; pipesim 60,113,190,912.
+// Each within 3 % of both measurements (docs/validation.md, "Peak memory").
+TEST(Validation, MegatronSevenBPeakMemory) {
+  struct Row {
+    const char* name;
+    double h100, a100;
+  };
+  for (const Row& row : {Row{"tp4-pp1", 57'143'791'616.0, 58'188'115'968.0},
+                         Row{"tp1-pp4", 60'518'293'504.0, 60'489'064'448.0}}) {
+    const std::string file = std::string(PIPESIM_SOURCE_DIR) +
+                             "/scenarios/validation/megatron-7b-memory-" + row.name + ".yaml";
+    const test::SimRun r = test::run_yaml(test::read_file(file));
+    ASSERT_FALSE(r.report.oom.oom) << row.name;
+    // The last GPU: Megatron-LM logs the last rank (the last pipeline stage).
+    const auto peak = static_cast<double>(r.report.devices.back().peak_memory);
+    EXPECT_NEAR(peak, row.h100, 0.03 * row.h100) << row.name;
+    EXPECT_NEAR(peak, row.a100, 0.03 * row.a100) << row.name;
+  }
+}
+
 }  // namespace
 }  // namespace pipesim

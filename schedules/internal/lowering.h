@@ -25,6 +25,11 @@ inline Time split_time(Time t, int r) {
 inline int64_t split_bytes(int64_t b, int r) {
   return ceil_div(b, r);
 }
+// One tensor rank's parameters of `params`, of which `replicated` every rank holds whole.
+inline int64_t tensor_rank_params(int64_t params, int64_t replicated, int t) {
+  replicated = std::min(replicated, params);
+  return split_bytes(params - replicated, t) + replicated;
+}
 
 // A replica's share of a micro-batch's work, num / den: 1 / r when the r replicas split
 // the micro-batch's samples evenly, else (its whole samples) / (the micro-batch's).
@@ -136,11 +141,13 @@ class Lowering {
   bool gathers_weights(int p) const { return in_.zero >= 3 && zero_ranks(p) > 1; }
   // Parameters of position p's stages held by one tensor rank (1/t of them, rounded up).
   int64_t rank_params(int p) const {
-    int64_t params = 0;
-    for (const int g : stages_of(p))
-      params = checked_add(params, in_.stages[static_cast<size_t>(g)].params,
-                           "a device's parameter count");
-    return split_bytes(params, tensor(p));
+    int64_t params = 0, replicated = 0;
+    for (const int g : stages_of(p)) {
+      const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
+      params = checked_add(params, sp.params, "a device's parameter count");
+      replicated = checked_add(replicated, sp.replicated_params, "a device's parameter count");
+    }
+    return tensor_rank_params(params, replicated, tensor(p));
   }
   // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
   int64_t weight_bytes(int p) const {
