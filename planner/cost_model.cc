@@ -135,6 +135,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     act_[l + 1] = act_[l] + x.activation_bytes;
     params_[l + 1] = params_[l] + x.params;
     repl_params_[l + 1] = repl_params_[l] + std::min(x.tp_replicated_params, x.params);
+    if (x.tied_to >= 0) tied_.push_back({static_cast<int>(l), x.tied_to, x.tied_params});
     out_.push_back(x.output_bytes);
   }
   capacity_ = std::numeric_limits<int64_t>::max();
@@ -171,7 +172,7 @@ double CostModel::optimizer_time(int first, int last, int ranks) const {
 double CostModel::zero_gather_time(int g, int r, int stride, int first, int last,
                                    const ScheduleTraits& t) const {
   if (t.zero < 3 || r * t.data < 2) return 0;
-  const int64_t weights = (params_[u(last) + 1] - params_[u(first)]) * pb_.weights;
+  const int64_t weights = params(first, last) * pb_.weights;
   const int passes = t.recompute == Recompute::kFull ? 3 : 2;
   return passes * 0.5 * allreduce_bytes_time(g, r, t.data, stride, weights, true);
 }
@@ -206,7 +207,8 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   const auto sum = [&](const std::vector<int64_t>& v) {
     return static_cast<double>(v[u(last) + 1] - v[u(first)]);
   };
-  const double params = (sum(params_) - sum(repl_params_)) / t_ + sum(repl_params_);
+  const double params =
+      (static_cast<double>(this->params(first, last)) - sum(repl_params_)) / t_ + sum(repl_params_);
   const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
   // Resident parameter state, ZeRO-sharded over the stage's replicas x data ranks.
   const ZeroBytes z =
@@ -248,8 +250,16 @@ double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const 
   return latency + per_byte * static_cast<double>(bytes);
 }
 
+int64_t CostModel::params(int first, int last) const {
+  int64_t p = params_[u(last) + 1] - params_[u(first)];
+  for (const Tied& x : tied_) {
+    if (x.layer >= first && x.layer <= last && (x.owner < first || x.owner > last)) p += x.params;
+  }
+  return p;
+}
+
 int64_t CostModel::gradient_bytes(int first, int last) const {
-  return (params_[u(last) + 1] - params_[u(first)]) * pb_.gradients;
+  return params(first, last) * pb_.gradients;
 }
 
 double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes,
@@ -355,9 +365,7 @@ void CostModel::gather_terms(const PlanPoint& p, const Placement* placed,
                              std::vector<double>& out) const {
   stage_group_terms(
       p, placed, true,
-      [&](const StageSpec& st) {
-        return (params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) * pb_.weights;
-      },
+      [&](const StageSpec& st) { return params(st.first_layer, st.last_layer) * pb_.weights; },
       out);
 }
 
@@ -484,9 +492,8 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
       work += static_cast<double>(M) * n * rings * 2.0 * (t_ - 1) * t_;
     }
     if (n < 2) continue;
-    const double bytes =
-        static_cast<double>(params_[u(st.last_layer) + 1] - params_[u(st.first_layer)]) *
-        static_cast<double>(pb_.gradients);
+    const double bytes = static_cast<double>(params(st.first_layer, st.last_layer)) *
+                         static_cast<double>(pb_.gradients);
     const double bucket =
         s_.strategy.bucket_bytes > 0 ? static_cast<double>(s_.strategy.bucket_bytes) : bytes;
     const double buckets = std::clamp(std::ceil(bytes / std::max(1.0, bucket)), 1.0,

@@ -184,7 +184,15 @@ class CostModel {
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> repl_params_;  // parameters whole on every tensor rank
-  std::vector<int64_t> rings_;        // prefix sums of tensor all-reduces per micro-batch (F twice)
+  // Layers with tied weights (Layer::tied_to): layer, owner, parameters.
+  struct Tied {
+    int layer, owner;
+    int64_t params;
+  };
+  std::vector<Tied> tied_;
+  // Parameters of layers [first, last] as one stage holds them (Model::stage_params).
+  int64_t params(int first, int last) const;
+  std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   ParamBytes pb_;

@@ -183,6 +183,12 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
                            logits * (elem + 4) + 2 * sbh * elem, 0));
   m.layers.back().tp_replicated_activation = 2 * sbh * elem;
   m.layers.back().tp_replicated_params = 2 * t.hidden;
+  if (t.tie_embeddings) {
+    // The projection is the word embedding's table: a stage without the embedding keeps a
+    // copy (Megatron-LM's last pipeline stage).
+    m.layers.back().tied_to = 0;
+    m.layers.back().tied_params = t.vocab * t.hidden;
+  }
   // Vocabulary-parallel embedding (an all-reduce of its output in the forward) and output
   // layer (an all-reduce of the input gradient in the backward; the cross-entropy's
   // reductions are b x s scalars, left out).

@@ -270,10 +270,10 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
     int64_t params = 0;
     for (size_t g = 0; g < s.strategy.stages.size(); ++g) {
       if (s.strategy.position_of(static_cast<int>(g)) != p) continue;
-      for (int l = s.strategy.stages[g].first_layer; l <= s.strategy.stages[g].last_layer; ++l) {
-        params = checked_add(params, s.model.layers[static_cast<size_t>(l)].params,
-                             "a gradient all-reduce");
-      }
+      params = checked_add(
+          params,
+          s.model.stage_params(s.strategy.stages[g].first_layer, s.strategy.stages[g].last_layer),
+          "a gradient all-reduce");
     }
     Time best = Time::max();
     for (AllReduceAlgo a :

@@ -133,6 +133,21 @@ int64_t optimizer_bytes_per_param(const Training& t) {
                                          : gradient + 8 + 8 * states + 2;
 }
 
+int64_t Model::tied_copy_params(int first, int last) const {
+  int64_t extra = 0;
+  for (int l = first; l <= last; ++l) {
+    const Layer& x = layers.at(static_cast<size_t>(l));
+    if (x.tied_to >= 0 && (x.tied_to < first || x.tied_to > last)) extra += x.tied_params;
+  }
+  return extra;
+}
+
+int64_t Model::stage_params(int first, int last) const {
+  int64_t p = tied_copy_params(first, last);
+  for (int l = first; l <= last; ++l) p += layers.at(static_cast<size_t>(l)).params;
+  return p;
+}
+
 int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }

@@ -96,6 +96,12 @@ struct Layer {
   // Parameters every rank of the tensor group holds whole (learned position embeddings,
   // layer norms, the row-parallel linears' biases); the rest of `params` is split t ways.
   int64_t tp_replicated_params = 0;
+  // An output layer whose weights are another layer's (tied embeddings): `tied_params` of
+  // layer `tied_to`. A stage holding it without that layer keeps its own copy (Megatron-LM's
+  // last pipeline stage holds the word embeddings too, their gradients all-reduced with the
+  // first stage's), so they count in that stage's parameters. -1: not tied.
+  int tied_to = -1;
+  int64_t tied_params = 0;
   // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
   // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
   std::shared_ptr<const TensorSplit> tensor_split;
@@ -110,6 +116,11 @@ struct Layer {
 struct Model {
   std::string name;
   std::vector<Layer> layers;
+  // Parameters of layers [first, last] as one stage holds them: theirs, plus the copy of
+  // tied weights whose owner lies outside the range (Layer::tied_to).
+  int64_t stage_params(int first, int last) const;
+  // The extra a stage [first, last] holds for tied weights (0 when none).
+  int64_t tied_copy_params(int first, int last) const;
   int64_t input_bytes = 0;  // one micro-batch of input samples (kept by gpipe-recompute on stage 0)
   int64_t tokens_per_sample = 0;  // the sequence length, for models that have one
 };

@@ -78,13 +78,18 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.optimizer = checked_add(p.optimizer, layer.optimizer, "a stage's optimizer time");
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
-      p.params = checked_add(p.params, layer.params, "a stage's parameter count");
+      // Tied weights whose owner is on another stage: this stage's own copy.
+      const int64_t params =
+          base.tied_to >= 0 && (base.tied_to < s.first_layer || base.tied_to > s.last_layer)
+              ? checked_add(layer.params, base.tied_params, "a stage's parameter count")
+              : layer.params;
+      p.params = checked_add(p.params, params, "a stage's parameter count");
       p.replicated_params =
           checked_add(p.replicated_params, layer.tp_replicated_params, "a stage's parameter count");
       StageProfile::LayerCost cost{
           layer.backward_input,
           layer.backward_weight,
-          layer.params,
+          params,
           layer.tp_replicated_params,
           layer.forward,
           allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),

@@ -121,6 +121,33 @@ strategy: {schedule: dapple, pipeline: 1, data: 2, allreduce: ring}
   EXPECT_EQ(sent, 8 * params);
 }
 
+TEST(Transformer, TiedEmbeddingsAreCopiedToAStageWithoutThem) {
+  // h = 256, vocab 1024: a layer has 12h^2 + 13h = 789,760 parameters, the head 2h = 512
+  // (its final norm) and, tied, the embedding's 1024 x 256 = 262,144 table. On two stages
+  // {embedding, layer 1}, {layer 2, head} the second keeps its own copy of the table, as
+  // Megatron-LM's last stage does: 1,052,416 parameters, 2 bytes each, tied or not. On one
+  // stage the table is there once.
+  const auto yaml = [](bool tied, bool two) {
+    return fmt::format(
+        R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch2}}
+model: {{generator: transformer, layers: 2, hidden: 256, heads: 4, sequence: 128, vocab: 1024, tie_embeddings: {}}}
+training: {{global_batch: 2, micro_batch: 1, precision: mixed, optimizer: adam}}
+strategy: {{schedule: dapple, {}}}
+)",
+        tied, two ? "stages: [{layers: 0-1}, {layers: 2-3}]" : "pipeline: 1");
+  };
+  const auto weights = [](const test::SimRun& r, int d) {
+    return r.graph.static_memory(d)[static_cast<size_t>(MemCategory::kWeights)];
+  };
+  for (bool tied : {true, false}) {
+    const test::SimRun r = test::run_yaml(yaml(tied, true));
+    EXPECT_EQ(weights(r, 1), 2 * (789'760 + 512 + 262'144)) << tied;
+  }
+  const test::SimRun one = test::run_yaml(yaml(true, false));
+  const int64_t positions = 128 * 256;
+  EXPECT_EQ(weights(one, 0), 2 * (262'144 + positions + 2 * 789'760 + 512));
+}
+
 TEST(Transformer, TimesAreTheSumOfPerOpRooflines) {
   // Layer forward FLOPs 24 b s h^2 + 4 b s^2 h with f = 4h: b = 1, s = 1024, h = 1024:
   // 24 x 2^30 + 4 x 2^30 = 28 x 2^30, all of it in the GEMMs (qkv, scores, values,
