@@ -135,7 +135,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     act_[l + 1] = act_[l] + x.activation_bytes;
     params_[l + 1] = params_[l] + x.params;
     repl_params_[l + 1] = repl_params_[l] + std::min(x.tp_replicated_params, x.params);
-    if (x.tied_to >= 0) tied_.push_back({static_cast<int>(l), x.tied_to, x.tied_params});
+    if (x.tied_to >= 0) tied_.push_back(static_cast<int>(l));
     out_.push_back(x.output_bytes);
   }
   capacity_ = std::numeric_limits<int64_t>::max();
@@ -252,8 +252,8 @@ double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const 
 
 int64_t CostModel::params(int first, int last) const {
   int64_t p = params_[u(last) + 1] - params_[u(first)];
-  for (const Tied& x : tied_) {
-    if (x.layer >= first && x.layer <= last && (x.owner < first || x.owner > last)) p += x.params;
+  for (const int l : tied_) {
+    if (l >= first && l <= last) p += s_.model.layers[u(l)].tied_copy(first, last);
   }
   return p;
 }

@@ -184,12 +184,7 @@ class CostModel {
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> repl_params_;  // parameters whole on every tensor rank
-  // Layers with tied weights (Layer::tied_to): layer, owner, parameters.
-  struct Tied {
-    int layer, owner;
-    int64_t params;
-  };
-  std::vector<Tied> tied_;
+  std::vector<int> tied_;             // the layers with tied weights (Layer::tied_to)
   // Parameters of layers [first, last] as one stage holds them (Model::stage_params).
   int64_t params(int first, int last) const;
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)

@@ -12,18 +12,18 @@ namespace pipesim {
 
 namespace {
 
-// The ops of one transformer layer (see models.h) for b sequences of s tokens.
-// Keys and values are r = query_groups / heads as wide as the queries (grouped-query
-// attention; 1 without it).
-double kv_ratio(const TransformerShape& t) {
-  return t.query_groups > 0 ? static_cast<double>(t.query_groups) / static_cast<double>(t.heads)
-                            : 1.0;
+// Features of the keys and the values together: 2h, or 2 r h with r = query_groups / heads
+// (grouped-query attention).
+int64_t kv_features(const TransformerShape& t) {
+  return t.query_groups > 0 ? 2 * t.query_groups * (t.hidden / t.heads) : 2 * t.hidden;
 }
 
+// The ops of one transformer layer (see models.h) for b sequences of s tokens.
 std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
-  const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b, r = kv_ratio(t);
+  const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
+  const double r = static_cast<double>(kv_features(t)) / (2 * h);  // keys' width / queries'
   std::vector<OpSpec> ops;
   // Layer norm: reads x, writes y; its backward reads x and dy, writes dx.
   ops.push_back(elementwise_op("ln1", sbh, 8, 2 * e, 3 * e));
@@ -121,8 +121,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.back().tp_replicated_activation = sbh;
   m.layers.back().tp_replicated_params = t.sequence * t.hidden;
   const std::vector<OpSpec> ops = layer_ops(t, b, e);
-  // Keys and values: kv = 2 r h features (2h without grouped-query attention).
-  const int64_t kv = t.query_groups > 0 ? 2 * t.query_groups * (t.hidden / t.heads) : 2 * t.hidden;
+  const int64_t kv = kv_features(t);
   const int64_t layer_params = (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden +
                                t.hidden + 2 * t.hidden * t.ffn + t.ffn + t.hidden + 4 * t.hidden;
   const double kvd = static_cast<double>(kv);

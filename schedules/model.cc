@@ -133,18 +133,12 @@ int64_t optimizer_bytes_per_param(const Training& t) {
                                          : gradient + 8 + 8 * states + 2;
 }
 
-int64_t Model::tied_copy_params(int first, int last) const {
-  int64_t extra = 0;
+int64_t Model::stage_params(int first, int last) const {
+  int64_t p = 0;
   for (int l = first; l <= last; ++l) {
     const Layer& x = layers.at(static_cast<size_t>(l));
-    if (x.tied_to >= 0 && (x.tied_to < first || x.tied_to > last)) extra += x.tied_params;
+    p += x.params + x.tied_copy(first, last);
   }
-  return extra;
-}
-
-int64_t Model::stage_params(int first, int last) const {
-  int64_t p = tied_copy_params(first, last);
-  for (int l = first; l <= last; ++l) p += layers.at(static_cast<size_t>(l)).params;
   return p;
 }
 

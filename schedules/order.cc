@@ -150,8 +150,8 @@ ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batche
   ScheduleOrder order(static_cast<size_t>(S));
   for (int s = 0; s < S; ++s) {
     // Megatron-LM's rule since micro-batch groups (microbatch_group_size_per_vp_stage = S)
-    // and PyTorch's ScheduleInterleaved1F1B: no special case for M = S (Megatron-LM of
-    // 2021-2024 ran every forward first then; the later stages now start their 1F1B).
+    // and PyTorch's ScheduleInterleaved1F1B: no special case for M = S (earlier Megatron-LM
+    // ran every forward first then; now the later stages start their 1F1B).
     const int warmup = std::min((S - s - 1) * 2 + (v - 1) * S, total);
     auto& steps = order[static_cast<size_t>(s)];
     for (int k = 0; k < warmup; ++k) steps.push_back(step(k, true));

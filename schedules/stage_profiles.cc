@@ -79,10 +79,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
       // Tied weights whose owner is on another stage: this stage's own copy.
-      const int64_t params =
-          base.tied_to >= 0 && (base.tied_to < s.first_layer || base.tied_to > s.last_layer)
-              ? checked_add(layer.params, base.tied_params, "a stage's parameter count")
-              : layer.params;
+      const int64_t params = checked_add(layer.params, base.tied_copy(s.first_layer, s.last_layer),
+                                         "a stage's parameter count");
       p.params = checked_add(p.params, params, "a stage's parameter count");
       p.replicated_params =
           checked_add(p.replicated_params, layer.tp_replicated_params, "a stage's parameter count");

@@ -101,7 +101,7 @@ strategy: {schedule: dapple, pipeline: 1}
 
 TEST(Transformer, Fp32GradientsAreMegatronsEighteenBytes) {
   // Megatron-LM under bf16 keeps fp32 main gradients: 2 (weights) + 4 (gradients) + 4
-  // (master) + 8 (Adam) = 18 bytes per parameter (Korthikanti et al. 2022's accounting),
+  // (master) + 8 (Adam) = 18 bytes per parameter (Megatron-LM's accounting),
   // against 16 with 16-bit gradients. The gradient all-reduce moves 4 bytes per parameter:
   // a ring of 2 sends 2 (r - 1) = 2 steps of half of them from each rank, 8 bytes in all.
   const std::string yaml =

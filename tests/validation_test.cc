@@ -14,7 +14,7 @@ namespace {
 // TFLOP/s per GPU, counting the recompute forward (the paper's 96Bslh^2(...) formula),
 // for the rows small enough to simulate in a unit test. Per-op rooflines with the A100
 // preset's efficiency curves (fitted over all three published sets of docs/validation.md)
-// put 1.7B at 129.0 (-5.8 %), 3.6B at 133.2 (-3.5 %) and 7.5B at 142.0 (0.0 %); the
+// put 1.7B at 129.0 (-5.8 %), 3.6B at 133.2 (-3.5 %) and 7.5B at 141.9 (-0.0 %); the
 // bounds guard those errors from growing.
 TEST(Validation, MegatronTableOneSmallRows) {
   struct Row {
