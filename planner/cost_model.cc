@@ -87,8 +87,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
   for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_,
                   &tp_bwd_beside_, &whole_, &whole_rf_})
     v->assign(L + 1, 0.0);
-  for (auto* v :
-       {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_, &repl_params_})
+  for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
+                  &repl_params_, &weight_act_, &weight_repl_})
     v->assign(L + 1, 0);
   // A ring all-reduce on a tensor group inside one server: 2(t - 1) steps of bytes / t.
   auto tp_allreduce = [&](int64_t bytes) {
@@ -133,6 +133,14 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     w_[l + 1] = w_[l] + x.backward_weight.seconds();
     opt_[l + 1] = opt_[l] + x.optimizer.seconds();
     act_[l + 1] = act_[l] + x.activation_bytes;
+    // What a micro-batch waiting for its W keeps (StageProfile::weight_activation_bytes).
+    weight_act_[l + 1] = weight_act_[l] + x.weight_kept();
+    weight_repl_[l + 1] =
+        weight_repl_[l] +
+        (t_ > 1 ? (x.weight_activation ? std::min({x.tp_replicated_weight_activation,
+                                                   x.tp_replicated_activation, x.weight_kept()})
+                                       : x.tp_replicated_activation)
+                : 0);
     params_[l + 1] = params_[l] + x.params;
     repl_params_[l + 1] = repl_params_[l] + std::min(x.tp_replicated_params, x.params);
     if (x.tied_to >= 0) tied_.push_back(static_cast<int>(l));
@@ -225,8 +233,8 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   // Zero bubble defers W(j) past B(j + c s): those micro-batches stay live until their W
   // (ZB-H1 peaks at p on every stage, ZB-H2 at 2p - 1), with what recompute re-allocated.
   const int64_t pending = t.w_fill > 0 ? std::min<int64_t>(int64_t{t.w_fill} * s, M) : 0;
-  const int64_t k = std::min<int64_t>(
-      (t.all_in_flight ? M : std::min<int64_t>(t.deep ? 2 * (S - s) - 1 : S - s, M)) + pending, M);
+  const int64_t base = t.all_in_flight ? M : std::min<int64_t>(t.deep ? 2 * (S - s) - 1 : S - s, M);
+  const int64_t k = std::min<int64_t>(base + pending, M);
   double live = 0;
   if (t.recompute == Recompute::kFull) {
     live = static_cast<double>(k) * (sum(kept_full_) + sum(kept_split_) / t_) / split(replicas) +
@@ -237,7 +245,9 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
         static_cast<double>(k) * share(sum(act_) - sum(core_bytes_), sum(repl_)) +
         static_cast<double>(pending + 1) * static_cast<double>(max_core_) / (split(replicas) * t_);
   } else {
-    live = static_cast<double>(k) * act;
+    // Past B, a micro-batch waiting for its W keeps only what W reads.
+    live = static_cast<double>(base) * act +
+           static_cast<double>(k - base) * share(sum(weight_act_), sum(weight_repl_));
   }
   const double total = state + live + reserved_;
   return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);

@@ -183,6 +183,7 @@ class CostModel {
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
+  std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;  // parameters whole on every tensor rank
   std::vector<int> tied_;             // the layers with tied weights (Layer::tied_to)
   // Parameters of layers [first, last] as one stage holds them (Model::stage_params).

@@ -265,6 +265,8 @@ void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix
     l.backward_input = scaled_time(l.backward_input, f);
     l.backward_weight = scaled_time(l.backward_weight, f);
     l.activation_bytes = scaled_bytes(l.activation_bytes);
+    if (l.weight_activation)
+      l.weight_activation = std::min(scaled_bytes(*l.weight_activation), l.activation_bytes);
     l.output_bytes = scaled_bytes(l.output_bytes);
     l.source = flops > 0 ? "profile/curve" : "profile/linear";
   }
@@ -366,7 +368,7 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
     }
     r.expect_map(l, p,
                  {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
-                  "output", "params", "optimizer", "repeat"});
+                  "weight_activation", "output", "params", "optimizer", "repeat"});
     Layer layer;
     layer.optimizer_given = true;  // SPEC section 3: no optimizer time unless a layer gives one
     layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
@@ -389,6 +391,20 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
     }
     if (l["activation"].IsDefined())
       layer.activation_bytes = r.bytes(l["activation"], p + ".activation");
+    if (l["weight_activation"].IsDefined()) {
+      const YAML::Node& w = l["weight_activation"];
+      if (!split)
+        r.fail(w, p + ".weight_activation",
+               "this is what a separate weight-gradient pass keeps, but the layer's backward is "
+               "not split",
+               "weight_activation with backward_input + backward_weight");
+      layer.weight_activation = r.bytes(w, p + ".weight_activation");
+      if (*layer.weight_activation > layer.activation_bytes)
+        r.fail(w, p + ".weight_activation",
+               fmt::format("{} B is more than the layer's activation ({} B)",
+                           *layer.weight_activation, layer.activation_bytes),
+               "at most the activation: W keeps part of what F allocated");
+    }
     if (l["output"].IsDefined()) layer.output_bytes = r.bytes(l["output"], p + ".output");
     if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
     if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");

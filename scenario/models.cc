@@ -119,6 +119,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   lookup.backward_weight = {0, 3 * e * s * b * h};
   m.layers.push_back(layer("embedding", {lookup}, 2 * s * b * h, embed_params, sbh, sbh * elem));
   m.layers.back().tp_replicated_activation = sbh;
+  m.layers.back().tp_replicated_weight_activation = sbh;
   m.layers.back().tp_replicated_params = t.sequence * t.hidden;
   const std::vector<OpSpec> ops = layer_ops(t, b, e);
   const int64_t kv = kv_features(t);
@@ -154,6 +155,9 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
     set_whole_ops(x, {"ln1", "dropout_add1", "ln2", "dropout_add2"});
     x.tp_replicated_activation = 10 * sbh * elem / 2;
+    // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
+    // every rank: 2sbh of its 16sbh elements.
+    x.tp_replicated_weight_activation = 2 * sbh * elem;
     x.tp_replicated_params = 4 * t.hidden + 2 * t.hidden;  // layer norms, two output biases
     if (!t.flash_attention) {
       for (const OpCost& op : x.ops) {
@@ -181,6 +185,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
                            (t.tie_embeddings ? 0 : t.vocab * t.hidden) + 2 * t.hidden,
                            logits * (elem + 4) + 2 * sbh * elem, 0));
   m.layers.back().tp_replicated_activation = 2 * sbh * elem;
+  m.layers.back().tp_replicated_weight_activation = sbh * elem;  // the projection's input
   m.layers.back().tp_replicated_params = 2 * t.hidden;
   if (t.tie_embeddings) {
     // The projection is the word embedding's table: a stage without the embedding keeps a

@@ -27,8 +27,8 @@ namespace pipesim::internal {
 namespace {
 
 const std::vector<std::string> kCsvColumns{
-    "name",       "forward", "backward", "backward_input", "backward_weight",
-    "activation", "output",  "params",   "optimizer",      "repeat"};
+    "name",   "forward", "backward",  "backward_input", "backward_weight",  "activation",
+    "output", "params",  "optimizer", "repeat",         "weight_activation"};
 
 // The cells of one CSV line, trimmed, each with its 1-based column.
 std::vector<std::pair<std::string, int>> split_csv(const std::string& line) {
@@ -89,6 +89,12 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
                      "forward, and backward or backward_input + backward_weight", "model.profile",
                      {file, 1, 1});
   }
+  if (has("weight_activation") && !has("backward_input")) {
+    throw InputError(
+        "weight_activation is what a separate weight-gradient pass keeps, but the "
+        "profile's backward is not split",
+        "weight_activation with backward_input + backward_weight", "model.profile", {file, 1, 1});
+  }
   Model m;
   m.name = lossy_utf8(std::filesystem::path(file).stem().string());
   while (std::getline(in, line)) {
@@ -122,13 +128,14 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
           l.activation_bytes = parse_bytes(v);
         else if (c == "output")
           l.output_bytes = parse_bytes(v);
+        else if (c == "weight_activation")
+          l.weight_activation = parse_bytes(v);
         else if (c == "params")
           l.params = parse_count(v);
         else if (c == "optimizer") {
           l.optimizer = parse_time(v);
           l.optimizer_given = true;
-        }
-        else if (c == "repeat") {
+        } else if (c == "repeat") {
           repeat = parse_count(v);
           if (repeat < 1 || repeat > 100'000)
             throw InputError(fmt::format("repeat {} is out of range", repeat), "1 to 100000");
@@ -138,6 +145,15 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
         e.set_location_if_empty({file, lineno, cells[k].second});
         throw;
       }
+    }
+    if (l.weight_activation && *l.weight_activation > l.activation_bytes) {
+      const auto col = static_cast<size_t>(
+          std::find(columns.begin(), columns.end(), "weight_activation") - columns.begin());
+      throw InputError(fmt::format("weight_activation {} B is more than the layer's activation "
+                                   "{} B",
+                                   *l.weight_activation, l.activation_bytes),
+                       "at most the activation: W keeps part of what F allocated",
+                       "model.profile.weight_activation", {file, lineno, cells[col].second});
     }
     if (static_cast<int64_t>(m.layers.size()) + repeat > 1'000'000) {
       throw InputError("the model would have more than 1,000,000 layers",
@@ -166,7 +182,8 @@ namespace {
 std::vector<double> numbers_in(const std::string& desc) {
   std::vector<double> out;
   for (size_t i = 0; i < desc.size();) {
-    if (desc[i] >= '0' && desc[i] <= '9' && (i == 0 || !std::isalnum(static_cast<unsigned char>(desc[i - 1])))) {
+    if (desc[i] >= '0' && desc[i] <= '9' &&
+        (i == 0 || !std::isalnum(static_cast<unsigned char>(desc[i - 1])))) {
       double v = 0;
       const auto [ptr, ec] = std::from_chars(desc.data() + i, desc.data() + desc.size(), v);
       if (ec != std::errc()) break;

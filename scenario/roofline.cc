@@ -47,10 +47,9 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   // A GPU given without a vector peak: a quarter of the tensor rate (the A100's ratio).
   if (mixed && !matrix) peak = gpu.vector_flops > 0 ? gpu.vector_flops : gpu.peak_flops / 4;
   if (!(peak > 0)) {
-    throw InputError(
-        fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
-                    mixed ? "16-bit" : "fp32"),
-        "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
+    throw InputError(fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
+                                 mixed ? "16-bit" : "fp32"),
+                     "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
   }
   const double n = std::max(repeats, 1.0);
   const double flops = work.flops / n, bytes = (work.bytes + weight_bytes) / n;
@@ -58,9 +57,9 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
     return gpu.efficiency ? *gpu.efficiency : c.at(size);
   };
   const double compute =
-      flops > 0 ? flops / (peak * eff(matrix ? gpu.matrix_efficiency : gpu.vector_efficiency,
-                                       flops))
-                : 0;
+      flops > 0
+          ? flops / (peak * eff(matrix ? gpu.matrix_efficiency : gpu.vector_efficiency, flops))
+          : 0;
   const double memory = gpu.hbm_bytes_per_s > 0 && bytes > 0
                             ? bytes / (gpu.hbm_bytes_per_s * eff(gpu.memory_efficiency, bytes))
                             : 0;
@@ -81,6 +80,16 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
   l.output_bytes = output_bytes;
   l.source = "analytic";
   const Precision p = training.precision;
+  // What W reads once B is done: each weight-gradient pass's inputs (a GEMM's input and
+  // output gradient), which B must leave in memory; B frees the rest (SPEC section 3).
+  double weight_reads = 0;
+  for (const OpSpec& op : ops) {
+    if (op.backward_weight.flops > 0 || op.backward_weight.bytes > 0)
+      weight_reads += op.backward_weight.bytes;
+  }
+  if (!(weight_reads < 4e18)) too_large("a layer's weight-gradient inputs");
+  l.weight_activation =
+      std::min(static_cast<int64_t>(std::llround(weight_reads)), activation_bytes);
   for (const OpSpec& op : ops) {
     OpCost c;
     c.name = op.name;

@@ -125,11 +125,12 @@ StageCosts stage_costs(const Scenario& s) {
     c.forward.push_back(p.forward / work);
     c.backward.push_back((p.backward_input + (recompute ? p.recompute_time : Time::zero())) / work);
     c.weight.push_back(p.backward_weight / work);
-    c.activation.push_back(p.activation_bytes / work);
-    // What W still reads once B is done: the inputs of the weight-gradient GEMMs. Profiles
-    // do not say which tensors those are; the paper's GPT layers keep 32h of 34h + 5as bytes
-    // per token (37-43 % in its Table 5 and 8 models), taken here as one half.
-    c.weight_activation.push_back(c.activation.back() / 2);
+    // Activations as the memory tracker counts them (gpu_activation): what F leaves
+    // allocated, and of that what W still reads once B is done.
+    const GpuActivation a = gpu_activation(p, st.stages[g].replicas, st.tensor_of(st.stages[g]),
+                                           st.sequence_parallel, recompute);
+    c.activation.push_back(a.held);
+    c.weight_activation.push_back(a.weight);
     if (g + 1 == prof.size()) break;
     // Idle-route time of the output to the next stage and of its gradient back, each lane
     // pair moving its share.

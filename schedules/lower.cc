@@ -195,6 +195,11 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   // What the backward frees: everything F allocated, or with a recompute what F kept plus
   // what R allocated again.
   const int64_t freed = cur.has_r[k] ? kept + transient : act;
+  // With a W of its own, B frees all but what W reads (SPEC section 3) and W the rest; with
+  // a recompute, at most what F kept (gpu_activation counts the same).
+  const int64_t weight_kept = std::min(
+      cur.has_r[k] ? kept : act,
+      lane_bytes(sp.weight_activation_bytes, sp.replicated_weight_activation, cur.split, cur.t));
   // Whether this B leaves its weight gradients to a W of their own (Cursor::fold_w).
   const bool split_w = cur.has_w[k] && !cur.fold_w[k];
   op.chunk = static_cast<int16_t>(s.chunk);
@@ -219,12 +224,12 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     case OpKind::kBackward:
       op.duration =
           split_time(split_w ? sp.backward_input : sp.backward_input + sp.backward_weight, work);
-      if (!cur.has_w[k]) op.mem_at_end = -freed;
+      op.mem_at_end = cur.has_w[k] ? weight_kept - freed : -freed;
       index = &bwd_;
       break;
     case OpKind::kWeightGrad:
       op.duration = cur.fold_w[k] ? Time::zero() : split_time(sp.backward_weight, work);
-      op.mem_at_end = -freed;
+      op.mem_at_end = -weight_kept;
       index = &wgt_;
       break;
     default:
@@ -441,6 +446,22 @@ void Lowering::add_pipeline_transfers() {
 }
 
 }  // namespace lowering
+
+GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
+                             bool recompute) {
+  using lowering::lane_share;
+  const lowering::Share split{1, replicas};
+  const int64_t act =
+      lane_share(sp.activation_bytes, sp.replicated_activation, split, t, sequence_parallel);
+  GpuActivation out;
+  out.held = recompute ? std::min(act, lane_share(sp.kept_bytes, sp.replicated_kept, split, t,
+                                                  sequence_parallel))
+                       : act;
+  out.weight =
+      std::min(out.held, lane_share(sp.weight_activation_bytes, sp.replicated_weight_activation,
+                                    split, t, sequence_parallel));
+  return out;
+}
 
 TaskGraph lower(const LoweringInput& in) {
   return lowering::Lowering(in).run();

@@ -11,8 +11,9 @@
 //    (sender, receiver) pair moving the bytes of the samples they share. In round-robin
 //    mode (PipeDream 1F1B-RR) replica m % r takes micro-batch m whole instead.
 //  - Activations are allocated when F starts and freed when the backward that consumes
-//    them ends (W when the slot runs W for that micro-batch). With a recompute, F keeps only
-//    the stage input after it ends and R re-allocates the rest.
+//    them ends. When the slot runs a W of its own for that micro-batch, B frees all but
+//    what W reads (StageProfile::weight_activation_bytes) and W frees that. With a
+//    recompute, F keeps only the stage input after it ends and R re-allocates the rest.
 //  - Weights, gradients, optimizer state and stashed weight versions are resident from the
 //    start.
 //  - Optimizer steps come from the orders. Before each one, the devices holding copies of
@@ -59,6 +60,9 @@ struct StageProfile {
   // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence
   // parallelism): of the activations, and of what recompute keeps and re-allocates.
   int64_t replicated_activation = 0, replicated_kept = 0;
+  // With a split backward: of activation_bytes, what W still reads once B is done
+  // (Layer::weight_kept), and the part of it tensor parallelism leaves whole on every rank.
+  int64_t weight_activation_bytes = 0, replicated_weight_activation = 0;
   int64_t replicated_params = 0;  // of `params`, whole on every rank (Layer::tp_replicated_params)
   struct LayerCost {
     Time backward_input, backward_weight;
@@ -81,6 +85,17 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
                                          const std::vector<Recompute>& recompute = {},
                                          const std::vector<int>& tensor = {},
                                          bool sequence_parallel = false);
+
+// One GPU's share of a stage's activations for one micro-batch, as the lowering counts
+// them on a stage of `replicas` replicas (splitting each micro-batch evenly) and tensor
+// degree t: `held`, what F leaves allocated until the backward (with a recompute, what F
+// keeps), and of that `weight`, what W still reads once B is done. The zero-bubble
+// schedules plan their memory limits with these numbers.
+struct GpuActivation {
+  int64_t held = 0, weight = 0;
+};
+GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
+                             bool recompute);
 
 struct LoweringInput {
   SlotOrders orders;

@@ -1,6 +1,7 @@
 // What is trained and how: per-layer profile, training settings and the strategy.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,6 +64,17 @@ struct Layer {
   // column): otherwise the loader sets a memory-bound update over the GPU's HBM.
   bool optimizer_given = false;
   int64_t activation_bytes = 0;  // kept from forward until backward
+  // With a split backward: of activation_bytes, what W still reads once B is done (the
+  // inputs of the weight-gradient GEMMs and the output gradients B leaves them); B frees
+  // the rest (SPEC section 3). Unset: everything waits for W.
+  std::optional<int64_t> weight_activation;
+  // Of weight_activation, the part tensor parallelism leaves whole on every rank (without
+  // sequence parallelism): the column-parallel GEMMs' inputs.
+  int64_t tp_replicated_weight_activation = 0;
+  // What W keeps: weight_activation, at most the whole activation.
+  int64_t weight_kept() const {
+    return weight_activation ? std::min(*weight_activation, activation_bytes) : activation_bytes;
+  }
   int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;
   double forward_flops = 0;  // for one micro-batch; 0 when not known

@@ -1,5 +1,6 @@
 // Per-stage costs summed from the layers of each global stage (schedules/lower.h).
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "core/checked.h"
@@ -35,6 +36,15 @@ Layer sharded(const Layer& layer, const TensorShard& s, int t) {
   x.activation_bytes =
       checked_add(checked_mul(s.split_activation, int64_t{t}, what), s.replicated_activation, what);
   x.tp_replicated_activation = s.replicated_activation;
+  if (layer.weight_activation && layer.activation_bytes > 0) {
+    // What W reads, as the same share of one rank's activations as of the whole layer's.
+    const double share =
+        static_cast<double>(layer.weight_kept()) / static_cast<double>(layer.activation_bytes);
+    x.weight_activation =
+        static_cast<int64_t>(std::floor(static_cast<double>(x.activation_bytes) * share));
+    x.tp_replicated_weight_activation =
+        static_cast<int64_t>(std::floor(static_cast<double>(s.replicated_activation) * share));
+  }
   return x;
 }
 
@@ -78,6 +88,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.optimizer = checked_add(p.optimizer, layer.optimizer, "a stage's optimizer time");
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
+      const int64_t weight_kept = layer.weight_kept();
+      p.weight_activation_bytes += weight_kept;  // at most activation_bytes: no overflow
+      p.replicated_weight_activation +=
+          layer.weight_activation ? std::min({layer.tp_replicated_weight_activation,
+                                              layer.tp_replicated_activation, weight_kept})
+                                  : layer.tp_replicated_activation;
       // Tied weights whose owner is on another stage: this stage's own copy.
       const int64_t params = checked_add(layer.params, base.tied_copy(s.first_layer, s.last_layer),
                                          "a stage's parameter count");

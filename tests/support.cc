@@ -23,9 +23,11 @@ std::string to_yaml(const PipeSpec& p) {
                                      ? fmt::format("backward: {} ms", at(p.tb_ms, s))
                                      : fmt::format("backward_input: {} ms, backward_weight: {} ms",
                                                    at(p.tb_ms, s), at(p.tw_ms, s));
+    const std::string weight =
+        p.weight_activation.empty() ? "" : ", weight_activation: " + p.weight_activation;
     layers += fmt::format(
-        "    - {{name: l{}, forward: {} ms, {}, activation: {}, output: {}, params: {}}}\n", s,
-        at(p.tf_ms, s), backward, p.activation, p.output, p.params);
+        "    - {{name: l{}, forward: {} ms, {}, activation: {}{}, output: {}, params: {}}}\n", s,
+        at(p.tf_ms, s), backward, p.activation, weight, p.output, p.params);
   }
   int gpus = 0;
   std::string stages;

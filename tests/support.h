@@ -26,6 +26,7 @@ struct PipeSpec {
   int data = 1;
   std::string strategy_extra;  // more strategy lines, e.g. "  vertical_sync: true\n"
   std::string activation = "1 MiB";
+  std::string weight_activation;  // with tw_ms: what W keeps of `activation`; empty: all of it
   std::string output = "0 B";
   std::string latency = "0 us";
   std::string bandwidth = "1 TB/s";

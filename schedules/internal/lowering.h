@@ -64,6 +64,16 @@ inline int64_t overlap(int i, int r1, int j, int r2) {
   return std::max<int64_t>(0, hi - lo);
 }
 
+// Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
+// whole on each of the t ranks unless sequence parallelism splits it too.
+inline int64_t lane_share(int64_t total, int64_t replicated, Share split, int t,
+                          bool sequence_parallel) {
+  if (t == 1 || sequence_parallel) return split_bytes(total, Share{split.num, split.den * t});
+  replicated = std::min(replicated, total);
+  return split_bytes(total - replicated, Share{split.num, split.den * t}) +
+         split_bytes(replicated, split);
+}
+
 inline constexpr OpId kNone = UINT32_MAX;
 // (tensor rank, micro-batch, stage, op kind, part): one ZeRO-3 weight gather (the stage names
 // its position; the part, the layer of the op it feeds).
@@ -185,10 +195,7 @@ class Lowering {
   // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
   // whole on each rank unless sequence parallelism splits it too.
   int64_t lane_bytes(int64_t total, int64_t replicated, Share split, int t) const {
-    if (t == 1 || in_.sequence_parallel) return split_bytes(total, Share{split.num, split.den * t});
-    replicated = std::min(replicated, total);
-    return split_bytes(total - replicated, Share{split.num, split.den * t}) +
-           split_bytes(replicated, split);
+    return lane_share(total, replicated, split, t, in_.sequence_parallel);
   }
   int device(int c, int g, int j) const {
     return in_.placement[static_cast<size_t>(c)][static_cast<size_t>(position(g))]
