@@ -150,6 +150,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
   for (const Device& d : s.cluster.devices()) {
     capacity_ = std::min(capacity_, d.gpu.memory_bytes);
     reserved_ = std::max(reserved_, d.gpu.reserved_bytes);
+    launch_ = std::max(launch_, d.gpu.launch_overhead.seconds());
   }
   pb_ = bytes_per_param(s.training);
 }
@@ -411,6 +412,14 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
     const int q = p.position_of(g);
     const double gather = t.zero == 3 ? passes * 0.5 * terms.gather[g] : 0.0;
     dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
+    // Per micro-batch: each step's launch overhead (F, B, an R, a zero-bubble W of its own),
+    // and without p2p overlap the sends that hold the stage (its output, its gradient).
+    const bool any_r = t.recompute != Recompute::kNone;
+    dev_t[u(q)] += launch_ * (2 + (any_r ? 1 : 0) + (t.w_fill > 0 ? 1 : 0));
+    if (!s_.strategy.p2p_overlap) {
+      if (g + 1 < G) dev_t[u(q)] += terms.cut[g];
+      if (g > 0) dev_t[u(q)] += terms.cut[g - 1];
+    }
     dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
     dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
     if (g + 1 < G) {

@@ -191,6 +191,7 @@ class CostModel {
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
+  double launch_ = 0;  // the largest GPU launch_overhead, seconds per step
   ParamBytes pb_;
   std::unique_ptr<NetworkCosts> own_net_;
   const NetworkCosts* net_;

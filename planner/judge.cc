@@ -97,6 +97,7 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
     st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
   if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
   if (base.strategy.tensor_overlap) st["tensor_overlap"] = "backward";
+  if (!base.strategy.p2p_overlap) st["p2p_overlap"] = false;
   return st;
 }
 

@@ -29,14 +29,16 @@ double read_share(const Reader& r, const YAML::Node& v, const std::string& path)
 
 // The FLOPs of one operation: a number with FLOP, KFLOP, MFLOP, GFLOP, TFLOP or PFLOP.
 double read_flop_amount(const Reader& r, const YAML::Node& v, const std::string& path) {
-  const std::string allowed = "a number with FLOP, KFLOP, MFLOP, GFLOP, TFLOP or PFLOP, e.g. 16 GFLOP";
+  const std::string allowed =
+      "a number with FLOP, KFLOP, MFLOP, GFLOP, TFLOP or PFLOP, e.g. 16 GFLOP";
   const std::string text = r.scalar(v, path, allowed);
   char* end = nullptr;
   const double x = std::strtod(text.c_str(), &end);
   std::string unit(end == nullptr ? "" : end);
   unit.erase(0, unit.find_first_not_of(' '));
-  const std::vector<std::pair<std::string, double>> units{
-      {"FLOP", 1}, {"KFLOP", 1e3}, {"MFLOP", 1e6}, {"GFLOP", 1e9}, {"TFLOP", 1e12}, {"PFLOP", 1e15}};
+  const std::vector<std::pair<std::string, double>> units{{"FLOP", 1},     {"KFLOP", 1e3},
+                                                          {"MFLOP", 1e6},  {"GFLOP", 1e9},
+                                                          {"TFLOP", 1e12}, {"PFLOP", 1e15}};
   for (const auto& [name, scale] : units) {
     if (end != text.c_str() && unit == name && x >= 0 && x * scale < 1e30) return x * scale;
   }
@@ -48,8 +50,9 @@ double read_flop_amount(const Reader& r, const YAML::Node& v, const std::string&
 EfficiencyCurve read_curve(const Reader& r, const YAML::Node& n, const std::string& path,
                            bool flops) {
   const char* key = flops ? "flops" : "bytes";
-  const std::string example = flops ? "[{flops: 1 GFLOP, efficiency: 0.6}, {flops: 16 GFLOP, efficiency: 0.9}]"
-                                    : "[{bytes: 1 MB, efficiency: 0.6}, {bytes: 100 MB, efficiency: 0.9}]";
+  const std::string example =
+      flops ? "[{flops: 1 GFLOP, efficiency: 0.6}, {flops: 16 GFLOP, efficiency: 0.9}]"
+            : "[{bytes: 1 MB, efficiency: 0.6}, {bytes: 100 MB, efficiency: 0.9}]";
   if (!n.IsSequence() || n.size() == 0)
     r.fail(n, path, "expected a non-empty list of points", example);
   EfficiencyCurve c;
@@ -82,8 +85,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
   }
   r.expect_map(n, path,
                {"preset", "name", "memory", "peak", "peak_fp32", "vector_peak", "hbm_bandwidth",
-                "reserved", "efficiency", "matrix_efficiency", "vector_efficiency",
-                "memory_efficiency"});
+                "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
+                "vector_efficiency", "memory_efficiency"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined())
     g = read_gpu(r, p, child_path(path, "preset"));
@@ -103,6 +106,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
   if (const auto v = n["reserved"]; v.IsDefined())
     g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
+  if (const auto v = n["launch_overhead"]; v.IsDefined())
+    g.launch_overhead = r.time(v, child_path(path, "launch_overhead"));
   if (const auto v = n["efficiency"]; v.IsDefined())
     g.efficiency = read_share(r, v, child_path(path, "efficiency"));
   if (const auto v = n["matrix_efficiency"]; v.IsDefined())

@@ -302,6 +302,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
     in.sequence_parallel = s.strategy.sequence_parallel;
     in.tensor_overlap = s.strategy.tensor_overlap;
+    in.p2p_overlap = s.strategy.p2p_overlap;
     in.zero = s.strategy.zero;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);
@@ -310,6 +311,13 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.gradient_bytes_per_param = in.param_bytes.gradients;
     in.stashed_versions = stashed_versions(s);
     for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
+    for (const Device& d : s.cluster.devices()) {
+      if (d.gpu.launch_overhead > Time::zero()) {
+        for (const Device& e : s.cluster.devices())
+          in.launch_overhead.push_back(e.gpu.launch_overhead);
+        break;
+      }
+    }
     in.user_order = !s.user_order.empty();
     in.compact_rings = compact_rings;
     in.allreduce = allreduce_algorithms(s);

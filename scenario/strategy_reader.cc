@@ -161,7 +161,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
-                "tensor", "sequence_parallel", "tensor_overlap", "zero"});
+                "tensor", "sequence_parallel", "tensor_overlap", "p2p_overlap", "zero"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -221,6 +221,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     st.tensor_overlap = r.choice<int>(n["tensor_overlap"], "strategy.tensor_overlap",
                                       {{"none", 0}, {"backward", 1}}) == 1;
   }
+  st.p2p_overlap = read_flag(r, n["p2p_overlap"], "strategy.p2p_overlap", true);
   if (n["zero"].IsDefined()) {
     // With no data-parallel ranks to shard over, a ZeRO stage is accepted and changes
     // nothing (the report says so), as DeepSpeed runs it on one rank.

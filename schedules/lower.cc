@@ -14,6 +14,8 @@ TaskGraph Lowering::run() {
              static_cast<size_t>(copies_) * blocks_ * steps * 3);
   add_static_memory();
   add_compute();
+  add_launch_overheads();
+  if (!in_.p2p_overlap) index_streams();
   add_pipeline_transfers();
   add_tensor_collectives();
   add_allreduces();
@@ -94,6 +96,18 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
     }
   }
   return cur;
+}
+
+// LoweringInput::launch_overhead, on the first part of each step's op.
+void Lowering::add_launch_overheads() {
+  if (in_.launch_overhead.empty()) return;
+  for (OpId id = 0; id < b_.size(); ++id) {
+    const Op& op = b_.op(id);
+    if (!is_compute(op.kind) || op.part != 0) continue;
+    if (op.kind == OpKind::kWeightGrad && !in_.orders.early_input_grad) continue;
+    const Time extra = in_.launch_overhead[static_cast<size_t>(op.device)];
+    if (extra > Time::zero()) b_.add_duration(id, extra);
+  }
 }
 
 // Compute ops of all slots, one step of each slot in turn, so that ops which run at

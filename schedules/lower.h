@@ -107,6 +107,12 @@ struct LoweringInput {
   std::vector<int> tensor;         // [position] tensor-parallel degree; empty: 1
   bool sequence_parallel = false;  // activations split along the tensor group too
   bool tensor_overlap = false;     // Strategy::tensor_overlap
+  bool p2p_overlap = true;         // Strategy::p2p_overlap
+  // [device] a fixed time added to every step the framework runs on it (its GPU's
+  // launch_overhead): F, R, B and the optimizer step, and W where the schedule runs it as
+  // a step of its own (SlotOrders::early_input_grad; otherwise it is part of B's
+  // autograd call). Empty: none.
+  std::vector<Time> launch_overhead;
   int num_devices = 0;
   int micro_batches_per_iteration = 1;  // M: Op::iteration = micro-batch / M
   // Samples per micro-batch: replicas split them into whole samples (0: in equal shares).

@@ -250,6 +250,12 @@ struct Strategy {
   // weight-gradient GEMM. Off (SPEC section 3.1's default): every tensor collective sits on
   // the compute critical path, as in Megatron-LM before it.
   bool tensor_overlap = false;
+  // Pipeline sends and receives run beside the compute (SPEC section 9's default). Off:
+  // Megatron-LM's --no-overlap-p2p-communication with one CUDA connection: a transfer
+  // between stages starts once the sender has produced it and the receiver has finished
+  // the compute op before the one that needs it (both have posted it), and the two
+  // devices' compute streams wait until it has arrived.
+  bool p2p_overlap = true;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {

@@ -330,6 +330,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
     }
   }
   out.early_input_grad = places_w;
+  out.sends_after_pair = spec.kind == ScheduleKind::kInterleaved && spec.user == nullptr;
   for (int p = 0; p < P; ++p) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);

@@ -71,6 +71,11 @@ struct SlotOrders {
   // schedules and hand-written orders, which place W themselves). Otherwise it leaves after
   // B and W, as one autograd call computes the whole backward in PyTorch and Megatron-LM.
   bool early_input_grad = false;
+  // Megatron-LM's interleaved schedule, when it does not overlap point-to-point transfers
+  // with compute (Strategy::p2p_overlap), communicates once per steady-state step: a
+  // forward followed directly by a backward sends its output with that backward's input
+  // gradient, after the backward (send_forward_backward_recv_forward_backward).
+  bool sends_after_pair = false;
   // Built by a schedule (not hand-written): each micro-batch's F, R, B and W follow one
   // another in their device's list, so the stream order alone keeps them in turn.
   bool generated = true;

@@ -144,6 +144,13 @@ class TaskGraphBuilder {
   explicit TaskGraphBuilder(int num_devices);
   OpId add(const Op& op);  // compute ops are appended to their device's stream in call order
   const Op& op(OpId id) const { return ops_[id]; }
+  size_t size() const { return ops_.size(); }
+  // Lengthens a compute op (a fixed cost per op, LoweringInput::launch_overhead).
+  void add_duration(OpId id, Time extra) { ops_[id].duration += extra; }
+  // Compute ops of `device` in stream order so far.
+  const std::vector<OpId>& stream(int device) const {
+    return streams_[static_cast<size_t>(device)];
+  }
   void add_dep(OpId op, OpId dep);
   void add_static_memory(int device, MemCategory c, int64_t bytes);
   void reserve(size_t ops, size_t deps);

@@ -405,21 +405,23 @@ TEST_P(EverySchedule, Invariants) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, EverySchedule,
-                         ::testing::Values("gpipe", "gpipe-recompute", "dapple",
-                                           "dapple/warmup=deep", "dapple/warmup=auto",
-                                           "dapple/recompute=full", "dapple/recompute=selective",
-                                           "interleaved/recompute=full", "zb-h1/recompute=full",
-                                           "pipedream", "pipedream-2bw", "interleaved", "zb-h1",
-                                           "zb-h2", "zb-1p", "zb-2p", "zb-v",
-                                           "zb-2p/recompute=full"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           std::replace(n.begin(), n.end(), '/', '_');
-                           std::replace(n.begin(), n.end(), '=', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, EverySchedule,
+    ::testing::Values("gpipe", "gpipe-recompute", "dapple", "dapple/warmup=deep",
+                      "dapple/warmup=auto", "dapple/recompute=full", "dapple/recompute=selective",
+                      "interleaved/recompute=full", "zb-h1/recompute=full", "pipedream",
+                      "pipedream-2bw", "interleaved", "zb-h1", "zb-h2", "zb-1p", "zb-2p", "zb-v",
+                      "zb-2p/recompute=full", "gpipe/p2p_overlap=false", "dapple/p2p_overlap=false",
+                      "pipedream/p2p_overlap=false", "interleaved/p2p_overlap=false",
+                      "zb-h2/p2p_overlap=false", "zb-2p/p2p_overlap=false",
+                      "zb-v/p2p_overlap=false"),
+    [](const auto& info) {
+      std::string n = info.param;
+      std::replace(n.begin(), n.end(), '-', '_');
+      std::replace(n.begin(), n.end(), '/', '_');
+      std::replace(n.begin(), n.end(), '=', '_');
+      return n;
+    });
 
 }  // namespace
 }  // namespace pipesim

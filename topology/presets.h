@@ -21,6 +21,9 @@ struct GpuSpec {
   double vector_flops = 0;      // 16-bit non-tensor rate (element-wise ops, mixed precision)
   double hbm_bytes_per_s = 0;
   int64_t reserved_bytes = 0;  // framework/context overhead the user asks us to count
+  // A fixed time added to every compute step (cluster.gpu.launch_overhead): the framework's
+  // own cost per step, kernel launches and the host code between them.
+  Time launch_overhead;
   // Shares of the peaks an analytic op reaches, by its size: matrix ops (GEMMs,
   // convolutions) and vector ops (element-wise) by their FLOPs, memory traffic by the
   // bytes the op moves. An op takes max(FLOPs / (peak x eff), bytes / (HBM x eff)).

@@ -237,6 +237,9 @@ class Lowering {
 
   Cursor make_cursor(int c, int p, int lane);
 
+  // LoweringInput::launch_overhead, on the first part of each step's op.
+  void add_launch_overheads();
+
   // Compute ops of all slots, one step of each slot in turn, so that ops which run at
   // about the same time get nearby ids (the engine then touches memory in order). Each
   // device's stream order is its own steps' order.
@@ -313,14 +316,76 @@ class Lowering {
     return id;
   }
 
-  // `from` on device src feeds `to` on device dst: directly on one device, else through a transfer.
+  // `from` on device src feeds `to` on device dst: directly on one device, else through a
+  // transfer. Without p2p overlap (Strategy::p2p_overlap) the op after `from` on src waits
+  // for the transfer: the send holds the sender's stream until it has arrived (the
+  // receiver's `to` waits for it in any case).
   void connect(OpId from, int src, OpId to, int dst, int g, int mb, int it, int64_t bytes,
                CommKind kind) {
     if (src == dst) {
       b_.add_dep(to, from);
       return;
     }
-    b_.add_dep(to, add_transfer(from, src, dst, g, mb, it, bytes, kind));
+    if (in_.p2p_overlap) {
+      b_.add_dep(to, add_transfer(from, src, dst, g, mb, it, bytes, kind));
+      return;
+    }
+    const OpId sent = send_point_[from];
+    const OpId transfer = add_transfer(sent, src, dst, g, mb, it, bytes, kind);
+    if (sent != from) b_.add_dep(transfer, from);
+    b_.add_dep(to, transfer);
+    if (const OpId next = stream_next_[sent]; next != kNone) b_.add_dep(next, transfer);
+  }
+
+  // Without p2p overlap: the compute op after each compute op in its device's stream
+  // (kNone at the end), and the op after which each op's sends leave (itself, or under
+  // SlotOrders::sends_after_pair for a forward followed by a backward step, the end of
+  // that step: its R, B and W).
+  void index_streams() {
+    stream_next_.assign(b_.size(), kNone);
+    send_point_.resize(b_.size());
+    for (OpId id = 0; id < send_point_.size(); ++id) send_point_[id] = id;
+    for (int d = 0; d < in_.num_devices; ++d) {
+      const std::vector<OpId>& s = b_.stream(d);
+      for (size_t i = 1; i < s.size(); ++i) stream_next_[s[i - 1]] = s[i];
+      if (!in_.orders.sends_after_pair) continue;
+      // Whole ops (their parts together: one step's kind, stage and micro-batch), by their
+      // last parts, in stream order.
+      const auto is_part_of = [&](OpId next, OpId cur) {
+        const Op &a = b_.op(next), &c = b_.op(cur);
+        return a.kind == c.kind && a.stage == c.stage && a.micro_batch == c.micro_batch;
+      };
+      std::vector<OpId> whole;
+      for (size_t i = 0; i < s.size(); ++i) {
+        whole.push_back(s[i]);
+        while (i + 1 < s.size() && is_part_of(s[i + 1], s[i])) ++i;
+        whole.back() = s[i];  // the tail
+      }
+      // Megatron pairs steps only in its steady state: an iteration whose forwards all come
+      // before its first backward (every micro-batch in the warm-up) has none.
+      std::map<int, bool> steady;  // iteration -> a forward follows a backward
+      std::map<int, bool> seen_b;
+      for (const OpId id : whole) {
+        const Op& op = b_.op(id);
+        if (op.kind == OpKind::kBackward) seen_b[op.iteration] = true;
+        if (op.kind == OpKind::kForward && seen_b[op.iteration]) steady[op.iteration] = true;
+      }
+      for (size_t i = 0; i + 1 < whole.size(); ++i) {
+        if (b_.op(whole[i]).kind != OpKind::kForward || !steady[b_.op(whole[i]).iteration])
+          continue;
+        size_t j = i + 1;
+        if (b_.op(whole[j]).kind == OpKind::kRecompute && j + 1 < whole.size()) ++j;
+        const Op& bwd = b_.op(whole[j]);
+        if (bwd.kind != OpKind::kBackward) continue;
+        if (j + 1 < whole.size()) {
+          const Op& w = b_.op(whole[j + 1]);
+          if (w.kind == OpKind::kWeightGrad && w.chunk == bwd.chunk &&
+              w.micro_batch == bwd.micro_batch)
+            ++j;
+        }
+        send_point_[whole[i]] = whole[j];
+      }
+    }
   }
 
   void add_pipeline_transfers();
@@ -353,7 +418,8 @@ class Lowering {
   };
   std::map<GatherKey, Gather> gathers_;
   std::vector<GatherKey> gather_order_;
-  std::unordered_map<OpId, OpId> last_part_;  // first part of a split backward -> its last
+  std::unordered_map<OpId, OpId> last_part_;    // first part of a split backward -> its last
+  std::vector<OpId> stream_next_, send_point_;  // index_streams(), without p2p overlap
   // ZeRO-3: first part of an op split per layer -> its parts and each one's parameters.
   struct LayerParts {
     std::vector<OpId> parts;
