@@ -48,26 +48,18 @@ TEST(Validation, MegatronTableOneSmallRows) {
 // to 0.81 of it). The bound holds each row to its error plus 1.5 points, so that a change
 // making them worse fails and one making them better passes.
 //
-// The same scenarios run end to end with zb-1p: their iteration against the paper's
-// (24 x 45945 µs / (1 - 0.1585) = 1.310 s for 1.5B; likewise 2.188 s, 1.714 s, 3.171 s),
-// pipesim's including the optimizer step the paper's cost leaves out.
 TEST(Validation, ZeroBubbleGptStageTimes) {
   struct Row {
     const char* name;
-    int k;                          // layers on a middle stage
-    double f, b, w;                 // Table 5, µs per stage
-    double iteration;               // seconds, from Table 5's times and ZB-1p bubble rate
-    double error, iteration_error;  // what pipesim achieves, relative
+    int k;           // layers on a middle stage
+    double f, b, w;  // Table 5, µs per stage
+    double error;    // what pipesim achieves, relative
   };
   const Row rows[] = {
-      {"1.5B", 3, 18522, 18086, 9337, 24 * (18522.0 + 18086 + 9337) * 1e-6 / (1 - 0.1585), 0.063,
-       0.029},
-      {"6.2B", 4, 29718, 29444, 19927, 24 * (29718.0 + 29444 + 19927) * 1e-6 / (1 - 0.1323), 0.062,
-       0.038},
-      {"14.6B", 3, 11347, 11248, 8132, 48 * (11347.0 + 11248 + 8132) * 1e-6 / (1 - 0.1397), 0.031,
-       0.014},
-      {"28.3B", 2, 10419, 10207, 7715, 96 * (10419.0 + 10207 + 7715) * 1e-6 / (1 - 0.1421), 0.043,
-       0.019},
+      {"1.5B", 3, 18522, 18086, 9337, 0.063},
+      {"6.2B", 4, 29718, 29444, 19927, 0.062},
+      {"14.6B", 3, 11347, 11248, 8132, 0.031},
+      {"28.3B", 2, 10419, 10207, 7715, 0.043},
   };
   for (const Row& row : rows) {
     const std::string file = std::string(PIPESIM_SOURCE_DIR) +
@@ -81,9 +73,56 @@ TEST(Validation, ZeroBubbleGptStageTimes) {
     const double error = (f + b + w) / (row.f + row.b + row.w) - 1;
     EXPECT_LE(std::abs(error), row.error + 0.015)
         << row.name << ": F " << f << " B " << b << " W " << w << " us";
-    const double iteration = r.report.iteration_time.seconds() / row.iteration - 1;
-    EXPECT_LE(std::abs(iteration), row.iteration_error + 0.015)
-        << row.name << ": " << r.report.iteration_time.seconds() << " s";
+  }
+}
+
+// Table 4 of the same paper measures the runs themselves (samples per GPU per second and
+// memory in GB), with the repository's Megatron-LM: no p2p overlap but for the interleaved
+// baseline, Zero Bubble's optimizer post-validation (no barrier between iterations, so the
+// steady state is the time of the iterations after the first), and 0.7 ms per step of
+// framework cost (cluster.gpu.launch_overhead, one value over every A100 row). The first
+// row of each model, ZB-1p (the scenarios as written) and 1F1B-I (the -interleaved files),
+// each held to its error (docs/validation.md) plus 1.5 points; peak memory (the device
+// with the most, 10^9 bytes) of ZB-1p and ZB-2p within 6 %.
+TEST(Validation, ZeroBubbleTableFourRuns) {
+  struct Row {
+    const char* name;
+    int P, m, b;
+    double zb1p, interleaved;  // samples per GPU per second
+    double zb1p_error, interleaved_error;
+    double zb1p_gb, zb2p_gb;
+  };
+  const Row rows[] = {
+      {"1.5B", 8, 24, 6, 12.9, 13.1, 0.000, 0.001, 32, 59},
+      {"6.2B", 8, 24, 3, 3.88, 4.01, 0.006, 0.016, 42, 70},
+      {"14.6B", 16, 48, 1, 1.61, 1.54, 0.009, 0.029, 33, 51},
+      {"28.3B", 32, 96, 1, 0.87, 0.82, 0.004, 0.018, 44, 74},
+  };
+  const std::string dir = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/";
+  for (const Row& row : rows) {
+    const double samples = row.m * row.b;
+    for (const bool interleaved : {false, true}) {
+      const std::string file =
+          dir + "zerobubble-gpt-" + row.name + (interleaved ? "-interleaved" : "") + ".yaml";
+      // Seconds per iteration in the steady state: (makespan of 3 iterations - of 1) / 2.
+      std::string yaml = test::read_file(file);
+      const test::SimRun one = test::run_yaml(yaml);
+      yaml.replace(yaml.find("precision: mixed"), 16, "precision: mixed, iterations: 3");
+      const test::SimRun three = test::run_yaml(yaml);
+      const double t = (three.timeline.makespan - one.timeline.makespan).seconds() / 2;
+      const double published = interleaved ? row.interleaved : row.zb1p;
+      const double error = samples / (row.P * t) / published - 1;
+      EXPECT_LE(std::abs(error), (interleaved ? row.interleaved_error : row.zb1p_error) + 0.015)
+          << row.name << (interleaved ? " 1F1B-I " : " ZB-1p ") << t << " s";
+    }
+    for (const auto& [schedule, gb] : {std::pair{"zb-1p", row.zb1p_gb}, {"zb-2p", row.zb2p_gb}}) {
+      std::string yaml = test::read_file(dir + "zerobubble-gpt-" + row.name + ".yaml");
+      yaml.replace(yaml.find("schedule: zb-1p"), 15, std::string("schedule: ") + schedule);
+      const test::SimRun r = test::run_yaml(yaml);
+      int64_t peak = 0;
+      for (const auto& d : r.report.devices) peak = std::max(peak, d.peak_memory);
+      EXPECT_NEAR(static_cast<double>(peak) / 1e9, gb, 0.06 * gb) << row.name << " " << schedule;
+    }
   }
 }
 
