@@ -41,6 +41,12 @@ strategy: {schedule: dapple, pipeline: 1, tensor: 2}
   on.replace(on.find("tensor: 2}"), 10, "tensor: 2, tensor_overlap: backward}");
   const Scenario backward = load_scenario_text(on, "overlap.yaml");
   EXPECT_EQ(planner::strategy_json(p, backward).value("tensor_overlap", ""), "backward");
+  // Likewise strategy.p2p_overlap: false (the default, true, is left out).
+  EXPECT_FALSE(planner::strategy_json(p, none).contains("p2p_overlap"));
+  std::string blocking = yaml;
+  blocking.replace(blocking.find("tensor: 2}"), 10, "tensor: 2, p2p_overlap: false}");
+  const Scenario off = load_scenario_text(blocking, "overlap.yaml");
+  EXPECT_EQ(planner::strategy_json(p, off).value("p2p_overlap", true), false);
 }
 
 TEST(Planner, ParetoFrontBaselinesAndPasteBack) {

@@ -80,7 +80,7 @@ TEST(Validation, ZeroBubbleGptStageTimes) {
 // memory in GB), with the repository's Megatron-LM: no p2p overlap but for the interleaved
 // baseline, Zero Bubble's optimizer post-validation (no barrier between iterations, so the
 // steady state is the time of the iterations after the first), and 0.7 ms per step of
-// framework cost (cluster.gpu.launch_overhead, one value over every A100 row). The first
+// framework cost (cluster.gpu.launch_overhead, fitted once over the 48 rows). The first
 // row of each model, ZB-1p (the scenarios as written) and 1F1B-I (the -interleaved files),
 // each held to its error (docs/validation.md) plus 1.5 points; peak memory (the device
 // with the most, 10^9 bytes) of ZB-1p and ZB-2p within 6 %.
