@@ -58,8 +58,10 @@ Model profile_model(const Scenario& s, Executor& e, int repeats) {
 void write_profile_csv(std::ostream& out, const Model& m) {
   const bool split = std::any_of(m.layers.begin(), m.layers.end(),
                                  [](const Layer& l) { return l.split_backward; });
+  // With a split backward, what W keeps past B (Layer::weight_kept), so a profile read back
+  // frees at B what the model it was measured from frees.
   out << "name, forward, " << (split ? "backward_input, backward_weight" : "backward")
-      << ", activation, output, params, optimizer\n";
+      << ", activation, " << (split ? "weight_activation, " : "") << "output, params, optimizer\n";
   for (const Layer& l : m.layers) {
     out << l.name << ", " << cell(l.forward) << ", ";
     if (split) {
@@ -67,8 +69,9 @@ void write_profile_csv(std::ostream& out, const Model& m) {
     } else {
       out << cell(l.backward());
     }
-    out << fmt::format(", {} B, {} B, {}, ", l.activation_bytes, l.output_bytes, l.params)
-        << cell(l.optimizer) << "\n";
+    out << fmt::format(", {} B, ", l.activation_bytes);
+    if (split) out << fmt::format("{} B, ", l.weight_kept());
+    out << fmt::format("{} B, {}, ", l.output_bytes, l.params) << cell(l.optimizer) << "\n";
   }
 }
 

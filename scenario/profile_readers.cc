@@ -90,10 +90,14 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
                      {file, 1, 1});
   }
   if (has("weight_activation") && !has("backward_input")) {
+    int col = 1;
+    for (const auto& [name, c] : header)
+      if (name == "weight_activation") col = c;
     throw InputError(
         "weight_activation is what a separate weight-gradient pass keeps, but the "
         "profile's backward is not split",
-        "weight_activation with backward_input + backward_weight", "model.profile", {file, 1, 1});
+        "weight_activation with backward_input + backward_weight",
+        "model.profile.weight_activation", {file, 1, col});
   }
   Model m;
   m.name = lossy_utf8(std::filesystem::path(file).stem().string());

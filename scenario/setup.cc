@@ -69,8 +69,11 @@ std::vector<int> warmup_depths(const Scenario& s) {
   Time cycle;
   for (int st = 0; st < S; ++st) {
     const StageProfile& p = prof[static_cast<size_t>(st)];
+    // Its GPU's launch overhead, once for F and once for B (W runs inside B's call here).
+    const Time launch = s.cluster.device(copy[static_cast<size_t>(st)][0]).gpu.launch_overhead;
     cycle = max(cycle, (p.forward + p.backward_input + p.backward_weight) /
-                           s.strategy.stages[static_cast<size_t>(st)].replicas);
+                               s.strategy.stages[static_cast<size_t>(st)].replicas +
+                           launch * 2);
   }
   // Idle-route time of stage h's output to stage h + 1 and of its gradient coming back,
   // each replica pair moving its share (the bytes split over the larger replica count).
@@ -122,13 +125,17 @@ StageCosts stage_costs(const Scenario& s) {
     // runs just before the backward, so the schedule sees it as part of B.
     const int work = st.stages[g].replicas * st.tensor_of(st.stages[g]);
     const bool recompute = st.recompute_of(st.stages[g]) != Recompute::kNone;
-    c.forward.push_back(p.forward / work);
-    c.backward.push_back((p.backward_input + (recompute ? p.recompute_time : Time::zero())) / work);
-    c.weight.push_back(p.backward_weight / work);
+    // Each step also pays its GPU's launch overhead (R its own, before B).
+    const auto& at = copy[static_cast<size_t>(st.position_of(static_cast<int>(g)))];
+    const Time launch = s.cluster.device(at[0]).gpu.launch_overhead;
+    c.forward.push_back(p.forward / work + launch);
+    c.backward.push_back((p.backward_input + (recompute ? p.recompute_time : Time::zero())) / work +
+                         launch * (recompute ? 2 : 1));
+    c.weight.push_back(p.backward_weight / work + launch);
     // Activations as the memory tracker counts them (gpu_activation): what F leaves
     // allocated, and of that what W still reads once B is done.
     const GpuActivation a = gpu_activation(p, st.stages[g].replicas, st.tensor_of(st.stages[g]),
-                                           st.sequence_parallel, recompute);
+                                           st.sequence_parallel, recompute, s.training.micro_batch);
     c.activation.push_back(a.held);
     c.weight_activation.push_back(a.weight);
     if (g + 1 == prof.size()) break;

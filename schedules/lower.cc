@@ -104,7 +104,10 @@ void Lowering::add_launch_overheads() {
   for (OpId id = 0; id < b_.size(); ++id) {
     const Op& op = b_.op(id);
     if (!is_compute(op.kind) || op.part != 0) continue;
-    if (op.kind == OpKind::kWeightGrad && !in_.orders.early_input_grad) continue;
+    // A W folded into its B (Cursor::fold_w) is part of B's call: no step of its own.
+    if (op.kind == OpKind::kWeightGrad &&
+        (!in_.orders.early_input_grad || op.duration == Time::zero()))
+      continue;
     const Time extra = in_.launch_overhead[static_cast<size_t>(op.device)];
     if (extra > Time::zero()) b_.add_duration(id, extra);
   }
@@ -462,9 +465,12 @@ void Lowering::add_pipeline_transfers() {
 }  // namespace lowering
 
 GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
-                             bool recompute) {
+                             bool recompute, int64_t samples) {
   using lowering::lane_share;
-  const lowering::Share split{1, replicas};
+  const lowering::Share split =
+      samples <= 0 || samples % replicas == 0
+          ? lowering::Share{1, replicas}
+          : lowering::Share{lowering::samples_of(0, replicas, samples), samples};
   const int64_t act =
       lane_share(sp.activation_bytes, sp.replicated_activation, split, t, sequence_parallel);
   GpuActivation out;

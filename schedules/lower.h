@@ -87,15 +87,16 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
                                          bool sequence_parallel = false);
 
 // One GPU's share of a stage's activations for one micro-batch, as the lowering counts
-// them on a stage of `replicas` replicas (splitting each micro-batch evenly) and tensor
-// degree t: `held`, what F leaves allocated until the backward (with a recompute, what F
-// keeps), and of that `weight`, what W still reads once B is done. The zero-bubble
+// them on a stage of `replicas` replicas and tensor degree t: `held`, what F leaves
+// allocated until the backward (with a recompute, what F keeps), and of that `weight`,
+// what W still reads once B is done. With `samples` per micro-batch not a multiple of
+// the replicas, the first replica's larger share (0: an even split). The zero-bubble
 // schedules plan their memory limits with these numbers.
 struct GpuActivation {
   int64_t held = 0, weight = 0;
 };
 GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
-                             bool recompute);
+                             bool recompute, int64_t samples = 0);
 
 struct LoweringInput {
   SlotOrders orders;

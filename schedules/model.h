@@ -75,7 +75,7 @@ struct Layer {
   int64_t weight_kept() const {
     return weight_activation ? std::min(*weight_activation, activation_bytes) : activation_bytes;
   }
-  int64_t output_bytes = 0;      // sent to the next stage (the gradient coming back is as big)
+  int64_t output_bytes = 0;  // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;
   double forward_flops = 0;  // for one micro-batch; 0 when not known
   // The attention core (scores, softmax, dropout, attention over values) of a transformer
@@ -251,10 +251,10 @@ struct Strategy {
   // the compute critical path, as in Megatron-LM before it.
   bool tensor_overlap = false;
   // Pipeline sends and receives run beside the compute (SPEC section 9's default). Off:
-  // Megatron-LM's --no-overlap-p2p-communication with one CUDA connection: a transfer
-  // between stages starts once the sender has produced it and the receiver has finished
-  // the compute op before the one that needs it (both have posted it), and the two
-  // devices' compute streams wait until it has arrived.
+  // Megatron-LM's --no-overlap-p2p-communication with one CUDA connection: the sender's
+  // compute stream waits until each of its sends has arrived (the receiver's op waits for
+  // it in any case); under `interleaved` a steady-state forward sends with the backward it
+  // is paired with (SlotOrders::pair_from). The receiver's posting is not modelled.
   bool p2p_overlap = true;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }

@@ -136,6 +136,11 @@ ScheduleOrder one_f_one_b_order(int stages, int micro_batches, const std::vector
   return order;
 }
 
+int interleaved_warmup(int stages, int virtual_stages, int micro_batches, int s) {
+  return std::min((stages - s - 1) * 2 + (virtual_stages - 1) * stages,
+                  micro_batches * virtual_stages);
+}
+
 ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batches) {
   PIPESIM_ASSERT(micro_batches % stages == 0, "callers check M % S == 0");
   const int S = stages, v = virtual_stages, total = micro_batches * virtual_stages;
@@ -152,7 +157,7 @@ ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batche
     // Megatron-LM's rule since micro-batch groups (microbatch_group_size_per_vp_stage = S)
     // and PyTorch's ScheduleInterleaved1F1B: no special case for M = S (earlier Megatron-LM
     // ran every forward first then; now the later stages start their 1F1B).
-    const int warmup = std::min((S - s - 1) * 2 + (v - 1) * S, total);
+    const int warmup = interleaved_warmup(S, v, micro_batches, s);
     auto& steps = order[static_cast<size_t>(s)];
     for (int k = 0; k < warmup; ++k) steps.push_back(step(k, true));
     for (int k = 0; k < total - warmup; ++k) {
@@ -330,7 +335,10 @@ SlotOrders build_orders(const OrderSpec& spec) {
     }
   }
   out.early_input_grad = places_w;
-  out.sends_after_pair = spec.kind == ScheduleKind::kInterleaved && spec.user == nullptr;
+  if (spec.kind == ScheduleKind::kInterleaved && spec.user == nullptr) {
+    for (int p = 0; p < P; ++p)
+      out.pair_from.push_back(interleaved_warmup(P, spec.virtual_stages, M, p));
+  }
   for (int p = 0; p < P; ++p) {
     StepList steps = base[static_cast<size_t>(p)];
     if (spec.split_backward && !places_w) steps = with_weight_grads(steps);

@@ -47,6 +47,8 @@ ScheduleOrder one_f_one_b_order(int stages, int micro_batches,
 // chunks per device, micro-batches in groups of S; warm-up (S - s - 1) * 2 + (v - 1) * S,
 // or every forward first when M == S. Requires M % S == 0.
 ScheduleOrder interleaved_order(int stages, int virtual_stages, int micro_batches);
+// Its warm-up forwards on stage s: min((S - s - 1) * 2 + (v - 1) * S, v M).
+int interleaved_warmup(int stages, int virtual_stages, int micro_batches, int s);
 
 // Zero Bubble (Qi et al. 2024) handcrafted schedules: 1F1B with warm-up
 // min((S - s - 1) * c, M) and the weight gradient W(j) deferred to just after
@@ -75,7 +77,9 @@ struct SlotOrders {
   // with compute (Strategy::p2p_overlap), communicates once per steady-state step: a
   // forward followed directly by a backward sends its output with that backward's input
   // gradient, after the backward (send_forward_backward_recv_forward_backward).
-  bool sends_after_pair = false;
+  // [position]: the forwards of an iteration from this one on (counted from 0) are the
+  // steady state's, each paired with the backward after it. Empty: no pairs.
+  std::vector<int> pair_from;
   // Built by a schedule (not hand-written): each micro-batch's F, R, B and W follow one
   // another in their device's list, so the stream order alone keeps them in turn.
   bool generated = true;

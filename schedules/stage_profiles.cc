@@ -40,10 +40,13 @@ Layer sharded(const Layer& layer, const TensorShard& s, int t) {
     // What W reads, as the same share of one rank's activations as of the whole layer's.
     const double share =
         static_cast<double>(layer.weight_kept()) / static_cast<double>(layer.activation_bytes);
-    x.weight_activation =
-        static_cast<int64_t>(std::floor(static_cast<double>(x.activation_bytes) * share));
-    x.tp_replicated_weight_activation =
-        static_cast<int64_t>(std::floor(static_cast<double>(s.replicated_activation) * share));
+    // share <= 1, so the products stay at most the (64-bit) activations they scale.
+    const auto scaled = [&](int64_t bytes) {
+      const double v = std::floor(static_cast<double>(bytes) * share);
+      return v >= static_cast<double>(bytes) ? bytes : static_cast<int64_t>(v);
+    };
+    x.weight_activation = scaled(x.activation_bytes);
+    x.tp_replicated_weight_activation = scaled(s.replicated_activation);
   }
   return x;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/huge_pages.h"
 #include "core/time.h"
 
@@ -146,7 +147,9 @@ class TaskGraphBuilder {
   const Op& op(OpId id) const { return ops_[id]; }
   size_t size() const { return ops_.size(); }
   // Lengthens a compute op (a fixed cost per op, LoweringInput::launch_overhead).
-  void add_duration(OpId id, Time extra) { ops_[id].duration += extra; }
+  void add_duration(OpId id, Time extra) {
+    ops_[id].duration = checked_add(ops_[id].duration, extra, "an op's time");
+  }
   // Compute ops of `device` in stream order so far.
   const std::vector<OpId>& stream(int device) const {
     return streams_[static_cast<size_t>(device)];

@@ -118,6 +118,30 @@ TEST(Validate, ReplayOfMeasuredTimesReproducesTheMeasuredMakespan) {
   EXPECT_EQ(v.peaks[0].measured, v.peaks[0].simulated);
 }
 
+TEST(Profile, SplitBackwardKeepsWhatWReads) {
+  // A split profile carries each layer's weight_activation, so read back it frees at B
+  // what the model it was measured from frees.
+  Model m;
+  Layer a;
+  a.name = "a";
+  a.forward = a.backward_input = a.backward_weight = Time::ms(1);
+  a.split_backward = true;
+  a.activation_bytes = 8 << 20;
+  a.weight_activation = 3 << 20;
+  m.layers = {a, a};
+  m.layers[1].weight_activation.reset();  // everything waits for W
+  std::ostringstream csv;
+  write_profile_csv(csv, m);
+  const std::string file = test::write_temp("wa_roundtrip.csv", csv.str());
+  const Scenario back = load_scenario_text(
+      "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}\nmodel: {profile: " + file +
+          "}\ntraining: {global_batch: 1, micro_batch: 1}\nstrategy: {schedule: zb-h1, "
+          "pipeline: 1}\n",
+      "<test>");
+  EXPECT_EQ(back.model.layers[0].weight_kept(), 3 << 20);
+  EXPECT_EQ(back.model.layers[1].weight_kept(), 8 << 20);
+}
+
 TEST(Profile, RoundTripsThroughTheCsvReader) {
   const Scenario s = load_scenario_text(test::to_yaml(small_pipe()), "<test>");
   HostExecutor e(s.cluster, HostOptions{kScale});

@@ -96,6 +96,36 @@ TEST(P2pOverlap, SteadyStatePairsSendAfterTheirBackward) {
   EXPECT_EQ(warmup, 4);
 }
 
+TEST(P2pOverlap, OneSteadyStepIsPaired) {
+  // S = 3, v = 2, M = 3: stage 1 warms up with min((3 - 1 - 1) 2 + 3, 6) = 5 forwards, so
+  // its order is all forwards then all backwards, yet its sixth forward (F2.c1) is the one
+  // steady-state step: it sends after B0.c1, the backward it is paired with.
+  const std::string yaml = R"(
+cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 3,
+          intra_node: {kind: nvswitch, bandwidth: 1 TB/s, latency: 1 ms}}
+model:
+  layers:
+    - {name: l, repeat: 6, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 0 B}
+training: {global_batch: 3, micro_batch: 1}
+strategy: {schedule: interleaved, virtual_stages: 2, pipeline: 3, p2p_overlap: false}
+)";
+  const test::SimRun r = test::run_yaml(yaml);
+  int checked = 0;
+  for (OpId id = 0; id < r.graph.size(); ++id) {
+    const Op& t = r.graph.op(id);
+    if (t.kind != OpKind::kTransfer || t.comm != CommKind::kActivation || t.device != 1) continue;
+    const Time produced = end_of(r, 1, OpKind::kForward, t.stage, t.micro_batch);
+    if (t.stage == 4 && t.micro_batch == 2) {  // F2.c1 on device 1 is global stage 3 + 1
+      EXPECT_EQ(r.timeline.start[id], end_of(r, 1, OpKind::kBackward, 4, 0));
+      EXPECT_GT(r.timeline.start[id], produced);
+    } else {
+      EXPECT_EQ(r.timeline.start[id], produced);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);  // stages 1 and 4 send three micro-batches each
+}
+
 TEST(P2pOverlap, TheOpAfterASendWaitsForIt) {
   // Any schedule: with p2p_overlap false, the compute op after one that sends starts only
   // once its transfers have arrived.

@@ -338,9 +338,9 @@ class Lowering {
   }
 
   // Without p2p overlap: the compute op after each compute op in its device's stream
-  // (kNone at the end), and the op after which each op's sends leave (itself, or under
-  // SlotOrders::sends_after_pair for a forward followed by a backward step, the end of
-  // that step: its R, B and W).
+  // (kNone at the end), and the op after which each op's sends leave: itself, or for a
+  // steady-state forward of SlotOrders::pair_from, the end of the backward step after it
+  // (its R, B and W).
   void index_streams() {
     stream_next_.assign(b_.size(), kNone);
     send_point_.resize(b_.size());
@@ -348,43 +348,44 @@ class Lowering {
     for (int d = 0; d < in_.num_devices; ++d) {
       const std::vector<OpId>& s = b_.stream(d);
       for (size_t i = 1; i < s.size(); ++i) stream_next_[s[i - 1]] = s[i];
-      if (!in_.orders.sends_after_pair) continue;
-      // Whole ops (their parts together: one step's kind, stage and micro-batch), by their
-      // last parts, in stream order.
-      const auto is_part_of = [&](OpId next, OpId cur) {
-        const Op &a = b_.op(next), &c = b_.op(cur);
-        return a.kind == c.kind && a.stage == c.stage && a.micro_batch == c.micro_batch;
-      };
-      std::vector<OpId> whole;
-      for (size_t i = 0; i < s.size(); ++i) {
-        whole.push_back(s[i]);
-        while (i + 1 < s.size() && is_part_of(s[i + 1], s[i])) ++i;
-        whole.back() = s[i];  // the tail
+    }
+    if (in_.orders.pair_from.empty()) return;
+    for (int c = 0; c < copies_; ++c) {
+      for (int p = 0; p < P_; ++p) {
+        for (const int d : in_.placement[static_cast<size_t>(c)][static_cast<size_t>(p)])
+          pair_steps(b_.stream(d), in_.orders.pair_from[static_cast<size_t>(p)]);
       }
-      // Megatron pairs steps only in its steady state: an iteration whose forwards all come
-      // before its first backward (every micro-batch in the warm-up) has none.
-      std::map<int, bool> steady;  // iteration -> a forward follows a backward
-      std::map<int, bool> seen_b;
-      for (const OpId id : whole) {
-        const Op& op = b_.op(id);
-        if (op.kind == OpKind::kBackward) seen_b[op.iteration] = true;
-        if (op.kind == OpKind::kForward && seen_b[op.iteration]) steady[op.iteration] = true;
+    }
+  }
+  // index_streams for one device's stream: forward number `from` and later of each
+  // iteration send after the backward step that follows them.
+  void pair_steps(const std::vector<OpId>& s, int from) {
+    // Whole ops (their parts together: one step's kind, stage and micro-batch), by their
+    // last parts, in stream order.
+    std::vector<OpId> whole;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const Op& first = b_.op(s[i]);
+      while (i + 1 < s.size() && b_.op(s[i + 1]).kind == first.kind &&
+             b_.op(s[i + 1]).stage == first.stage &&
+             b_.op(s[i + 1]).micro_batch == first.micro_batch)
+        ++i;
+      whole.push_back(s[i]);
+    }
+    std::map<int, int> forwards;  // iteration -> forwards so far
+    for (size_t i = 0; i + 1 < whole.size(); ++i) {
+      const Op& f = b_.op(whole[i]);
+      if (f.kind != OpKind::kForward || forwards[f.iteration]++ < from) continue;
+      size_t j = i + 1;
+      if (b_.op(whole[j]).kind == OpKind::kRecompute && j + 1 < whole.size()) ++j;
+      const Op& bwd = b_.op(whole[j]);
+      if (bwd.kind != OpKind::kBackward) continue;
+      if (j + 1 < whole.size()) {
+        const Op& w = b_.op(whole[j + 1]);
+        if (w.kind == OpKind::kWeightGrad && w.chunk == bwd.chunk &&
+            w.micro_batch == bwd.micro_batch)
+          ++j;
       }
-      for (size_t i = 0; i + 1 < whole.size(); ++i) {
-        if (b_.op(whole[i]).kind != OpKind::kForward || !steady[b_.op(whole[i]).iteration])
-          continue;
-        size_t j = i + 1;
-        if (b_.op(whole[j]).kind == OpKind::kRecompute && j + 1 < whole.size()) ++j;
-        const Op& bwd = b_.op(whole[j]);
-        if (bwd.kind != OpKind::kBackward) continue;
-        if (j + 1 < whole.size()) {
-          const Op& w = b_.op(whole[j + 1]);
-          if (w.kind == OpKind::kWeightGrad && w.chunk == bwd.chunk &&
-              w.micro_batch == bwd.micro_batch)
-            ++j;
-        }
-        send_point_[whole[i]] = whole[j];
-      }
+      send_point_[whole[i]] = whole[j];
     }
   }
 
