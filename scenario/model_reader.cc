@@ -29,7 +29,7 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
                            const GpuSpec& gpu) {
   r.expect_map(n, "model",
                {"name", "generator", "layers", "hidden", "heads", "query_groups", "ffn", "sequence",
-                "vocab", "flash_attention", "tie_embeddings"});
+                "vocab", "flash_attention", "tie_embeddings", "mlp", "norm", "position"});
   r.choice<int>(n["generator"], "model.generator", {{"transformer", 0}});
   TransformerShape shape;
   shape.layers =
@@ -58,6 +58,26 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
       read_flag(r, n["flash_attention"], "model.flash_attention", shape.flash_attention);
   shape.tie_embeddings =
       read_flag(r, n["tie_embeddings"], "model.tie_embeddings", shape.tie_embeddings);
+  using S = TransformerShape;
+  if (n["mlp"].IsDefined()) {
+    shape.mlp = static_cast<S::Mlp>(r.choice<int>(n["mlp"], "model.mlp",
+                                                  {{"gelu", static_cast<int>(S::Mlp::kGelu)},
+                                                   {"swiglu", static_cast<int>(S::Mlp::kSwiglu)},
+                                                   {"geglu", static_cast<int>(S::Mlp::kGeglu)}}));
+  }
+  if (n["norm"].IsDefined()) {
+    shape.norm =
+        static_cast<S::Norm>(r.choice<int>(n["norm"], "model.norm",
+                                           {{"layernorm", static_cast<int>(S::Norm::kLayerNorm)},
+                                            {"rmsnorm", static_cast<int>(S::Norm::kRmsNorm)}}));
+  }
+  if (n["position"].IsDefined()) {
+    shape.position = static_cast<S::Position>(
+        r.choice<int>(n["position"], "model.position",
+                      {{"learned", static_cast<int>(S::Position::kLearned)},
+                       {"rotary", static_cast<int>(S::Position::kRotary)},
+                       {"none", static_cast<int>(S::Position::kNone)}}));
+  }
   Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;

@@ -18,6 +18,18 @@ int64_t kv_features(const TransformerShape& t) {
   return t.query_groups > 0 ? 2 * t.query_groups * (t.hidden / t.heads) : 2 * t.hidden;
 }
 
+// A layer norm or RMSNorm over `elements`: reads x, writes y; its backward reads x and dy,
+// writes dx. RMSNorm skips the mean and the bias: about half the FLOPs.
+OpSpec norm_op(const char* name, const TransformerShape& t, double elements, double e) {
+  const double flops = t.norm == TransformerShape::Norm::kRmsNorm ? 4 : 8;
+  return elementwise_op(name, elements, flops, 2 * e, 3 * e);
+}
+
+// Parameters of one norm: a scale, and a bias for LayerNorm.
+int64_t norm_params(const TransformerShape& t) {
+  return t.norm == TransformerShape::Norm::kRmsNorm ? t.hidden : 2 * t.hidden;
+}
+
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
 std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
@@ -25,9 +37,14 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
   const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
   const double r = static_cast<double>(kv_features(t)) / (2 * h);  // keys' width / queries'
   std::vector<OpSpec> ops;
-  // Layer norm: reads x, writes y; its backward reads x and dy, writes dx.
-  ops.push_back(elementwise_op("ln1", sbh, 8, 2 * e, 3 * e));
+  ops.push_back(norm_op("ln1", t, sbh, e));
   ops.push_back(gemm_op("qkv", bs, h, (1 + 2 * r) * h, e));
+  if (t.position == TransformerShape::Position::kRotary) {
+    // Rotary embeddings on the queries and keys (1 + r) sbh elements: x cos + rot(x) sin,
+    // reading and writing each once; the backward is the same rotation (it keeps nothing:
+    // cos and sin are not the layer's activations).
+    ops.push_back(elementwise_op("rotary", (1 + r) * sbh, 3, 2 * e, 2 * e));
+  }
   if (t.flash_attention) {
     // Fused attention (Dao et al. 2022): reads q, k, v and writes the output; its backward
     // re-computes the scores and runs five GEMMs of bs^2h/a each per head (2.5x the forward),
@@ -54,9 +71,18 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
   ops.push_back(gemm_op("projection", bs, h, h, e));
   // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
   ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
-  ops.push_back(elementwise_op("ln2", sbh, 8, 2 * e, 3 * e));
-  ops.push_back(gemm_op("fc1", bs, h, f, e));
-  ops.push_back(elementwise_op("gelu", bs * f, 8, 2 * e, 3 * e));
+  ops.push_back(norm_op("ln2", t, sbh, e));
+  if (t.gated()) {
+    // Gate and value in one GEMM (2f wide), then act(gate) x value: reads both, writes the
+    // product; the backward reads both and the product's gradient, writes two gradients.
+    ops.push_back(gemm_op("fc1", bs, h, 2 * f, e));
+    const double act = t.mlp == TransformerShape::Mlp::kSwiglu ? 6 : 9;  // SiLU or GeLU, x
+    ops.push_back(elementwise_op(t.mlp == TransformerShape::Mlp::kSwiglu ? "swiglu" : "geglu",
+                                 bs * f, act, 3 * e, 5 * e));
+  } else {
+    ops.push_back(gemm_op("fc1", bs, h, f, e));
+    ops.push_back(elementwise_op("gelu", bs * f, 8, 2 * e, 3 * e));
+  }
   ops.push_back(gemm_op("fc2", bs, f, h, e));
   ops.push_back(elementwise_op("dropout_add2", sbh, 2, 3 * e + 1, 2 * e + 1));
   return ops;
@@ -102,7 +128,8 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   };
   // Bytes are products of the shape and the micro-batch: check them in floating point
   // before they become integers (the largest, fp32 logits and the s^2 attention terms).
-  for (const double v : {66 * s * b * h + 9 * a * s * s * b, s * b * V * 8, 2 * b * s * h * V}) {
+  for (const double v :
+       {66 * s * b * h + 12 * s * b * f + 9 * a * s * s * b, s * b * V * 8, 2 * b * s * h * V}) {
     if (!(v < 4e18)) too_large("the generated model's activations or FLOPs");
   }
   const auto sbh = static_cast<int64_t>(s * b * h);
@@ -111,7 +138,9 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.name = fmt::format("transformer-{}x{}", t.layers, t.hidden);
   m.input_bytes = static_cast<int64_t>(s * b) * 8;  // token ids (int64)
   m.tokens_per_sample = t.sequence;
-  const int64_t embed_params = t.vocab * t.hidden + t.sequence * t.hidden;
+  const bool learned = t.position == TransformerShape::Position::kLearned;
+  const int64_t positions = learned ? t.sequence * t.hidden : 0;
+  const int64_t embed_params = t.vocab * t.hidden + positions;
   // Word and position lookups, their sum and the dropout: reads two rows per token, writes
   // the sum and the mask; the backward scatters the output gradient into both tables (W).
   // It keeps the dropout mask; its output is the next layer's input, kept there.
@@ -120,17 +149,26 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.push_back(layer("embedding", {lookup}, 2 * s * b * h, embed_params, sbh, sbh * elem));
   m.layers.back().tp_replicated_activation = sbh;
   m.layers.back().tp_replicated_weight_activation = sbh;
-  m.layers.back().tp_replicated_params = t.sequence * t.hidden;
+  m.layers.back().tp_replicated_params = positions;
   const std::vector<OpSpec> ops = layer_ops(t, b, e);
   const int64_t kv = kv_features(t);
+  // MLP: two h x f matrices (GeLU) or three (gated, the first two as one 2f-wide GEMM),
+  // with their biases.
+  const int64_t mlp_params = t.gated() ? 3 * t.hidden * t.ffn + 2 * t.ffn + t.hidden
+                                       : 2 * t.hidden * t.ffn + t.ffn + t.hidden;
   const int64_t layer_params = (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden +
-                               t.hidden + 2 * t.hidden * t.ffn + t.ffn + t.hidden + 4 * t.hidden;
+                               t.hidden + mlp_params + 2 * norm_params(t);
   const double kvd = static_cast<double>(kv);
-  const double layer_flops =
-      2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h + 4 * b * s * h * f;
+  const double layer_flops = 2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h +
+                             (t.gated() ? 6 : 4) * b * s * h * f;
   // Korthikanti's 32 sbh holds 2 sbh each of keys and values; grouped, they are 2 r sbh.
+  // Its MLP keeps the GeLU's input and output, 2f elements per token (16 sbh at f = 4h);
+  // a gated MLP keeps the gate and value (2f) and their product (f): 3f. The other 12 sbh:
+  // the two norms' inputs, the QKV and fc1 inputs, the queries, the projection's input.
   const auto kv_tensors = static_cast<int64_t>(s * b * kvd);
-  const int64_t tensors = (t.flash_attention ? 28 * sbh : 28 * sbh + 4 * as2b) + 2 * kv_tensors;
+  const auto mlp_tensors = static_cast<int64_t>((t.gated() ? 6 : 4) * s * b * f);
+  const int64_t tensors =
+      (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) + mlp_tensors + 2 * kv_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
   // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
@@ -158,7 +196,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
     // every rank: 2sbh of its 16sbh elements.
     x.tp_replicated_weight_activation = 2 * sbh * elem;
-    x.tp_replicated_params = 4 * t.hidden + 2 * t.hidden;  // layer norms, two output biases
+    x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden;  // norms, two output biases
     if (!t.flash_attention) {
       for (const OpCost& op : x.ops) {
         if (attention_core(op.name))
@@ -177,16 +215,16 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   // precision and their fp32 softmax.
   const auto logits = static_cast<int64_t>(s * b * V);
   const std::vector<OpSpec> head_ops{
-      elementwise_op("ln_f", s * b * h, 8, 2 * e, 3 * e), gemm_op("logits", s * b, h, V, e),
+      norm_op("ln_f", t, s * b * h, e), gemm_op("logits", s * b, h, V, e),
       // fp32 softmax and loss: reads the logits, writes the fp32 probabilities; the backward
       // reads them and writes the logits' gradient.
       elementwise_op("cross_entropy", s * b * V, 5, e + 4, 4 + e)};
   m.layers.push_back(layer("head", head_ops, 2 * b * s * h * V,
-                           (t.tie_embeddings ? 0 : t.vocab * t.hidden) + 2 * t.hidden,
+                           (t.tie_embeddings ? 0 : t.vocab * t.hidden) + norm_params(t),
                            logits * (elem + 4) + 2 * sbh * elem, 0));
   m.layers.back().tp_replicated_activation = 2 * sbh * elem;
   m.layers.back().tp_replicated_weight_activation = sbh * elem;  // the projection's input
-  m.layers.back().tp_replicated_params = 2 * t.hidden;
+  m.layers.back().tp_replicated_params = norm_params(t);
   if (t.tie_embeddings) {
     // The projection is the word embedding's table: a stage without the embedding keeps a
     // copy (Megatron-LM's last pipeline stage).

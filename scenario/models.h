@@ -21,6 +21,18 @@ struct TransformerShape {
   bool flash_attention = false;  // fused attention keeps no s^2 tensors
   bool tie_embeddings = true;    // the output head reuses the input embedding
   int64_t query_groups = 0;      // key/value heads (grouped-query attention); 0: one per head
+  // The MLP: GeLU between two GEMMs, or a gated unit (SwiGLU, GeGLU: Shazeer 2020) whose
+  // first GEMM makes the gate and the value (2 x ffn wide) and whose activation multiplies
+  // them: three hidden x ffn matrices.
+  enum class Mlp { kGelu, kSwiglu, kGeglu };
+  Mlp mlp = Mlp::kGelu;
+  enum class Norm { kLayerNorm, kRmsNorm };  // RMSNorm: no mean, no bias (h parameters)
+  Norm norm = Norm::kLayerNorm;
+  // Learned absolute positions (sequence x h parameters in the embedding), rotary
+  // embeddings applied to the queries and keys (no parameters), or none.
+  enum class Position { kLearned, kRotary, kNone };
+  Position position = Position::kLearned;
+  bool gated() const { return mlp != Mlp::kGelu; }
 };
 
 // Per transformer layer, for b sequences of s tokens, hidden h, heads a, ffn f, and
@@ -33,6 +45,10 @@ struct TransformerShape {
 //             dropout, values (or one fused flash-attention op), projection, dropout + residual,
 //             the two MLP GEMMs with GeLU between; GEMMs with weights take the forward's
 //             FLOPs again for B and for W, the attention GEMMs twice the forward in B.
+//   gated MLPs (mlp: swiglu | geglu): 3hf + 2f + h MLP parameters, 6bshf MLP FLOPs, and the
+//     gate, value and product (6 sbf) kept instead of GeLU's input and output (4 sbf);
+//     RMSNorm: h parameters per norm instead of 2h; rotary: no position table, an
+//     element-wise rotation of the queries and keys (docs/models.md)
 //   activations (Korthikanti et al. 2022): 16-bit tensors 32 sbh + 4 a s^2 b, one-byte
 //     dropout masks 2 sbh + a s^2 b, i.e. sbh (34 + 5 a s / h) bytes with 16-bit elements;
 //     fp32 doubles the tensors; flash attention drops the s^2 terms. Grouped keys and

@@ -1,0 +1,150 @@
+// Today's transformer layers (SPEC v3 section 9): gated MLPs, RMSNorm, rotary positions,
+// and the model presets built from them, worked by hand.
+#include <gtest/gtest.h>
+
+#include "scenario/models.h"
+#include "scenario/scenario.h"
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+using Shape = TransformerShape;
+
+Training mixed(int64_t micro_batch) {
+  Training t;
+  t.micro_batch = micro_batch;
+  t.precision = Precision::kMixed;
+  return t;
+}
+
+const GpuSpec& h100() {
+  return *find_gpu_preset("h100-80gb");
+}
+
+int64_t total_params(const Model& m) {
+  int64_t p = 0;
+  for (const Layer& l : m.layers) p += l.params;
+  return p;
+}
+
+const OpCost* op_named(const Layer& l, const std::string& name) {
+  for (const OpCost& op : l.ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+// A Llama-shaped layer: h = 4096, 32 heads in 8 groups (keys and values 1024 wide each),
+// SwiGLU ffn 14336, RMSNorm, rotary; s = 2048, b = 1, no flash attention.
+Shape llama_like() {
+  Shape t{2, 4096, 32, 14336, 2048, 128256, false, false, 8};
+  t.mlp = Shape::Mlp::kSwiglu;
+  t.norm = Shape::Norm::kRmsNorm;
+  t.position = Shape::Position::kRotary;
+  return t;
+}
+
+TEST(ModernLayers, SwigluLayerByHand) {
+  const Layer x = transformer_model(llama_like(), mixed(1), h100()).layers[1];
+  // Parameters: QKV 4096 x 6144 + 6144, projection 4096^2 + 4096, gate and value
+  // 2 x 4096 x 14336 + 2 x 14336, down 14336 x 4096 + 4096, two RMSNorm scales 2 x 4096:
+  // 25,165,824 + 6,144 + 16,777,216 + 4,096 + 176,160,768 + 28,672 + 4,096 + 8,192.
+  EXPECT_EQ(x.params, 218'155'008);
+  // Forward FLOPs: 2bsh(h + 2048) + 4bs^2h + 2bsh^2 + 6bshf, the MLP's three GEMMs at
+  // 2bshf each.
+  const double b = 1, s = 2048, h = 4096, f = 14336;
+  EXPECT_DOUBLE_EQ(x.forward_flops, 2 * b * s * h * (h + 2048) + 4 * b * s * s * h +
+                                        2 * b * s * h * h + 6 * b * s * h * f);
+  // Activations, 16-bit: the norms' inputs, QKV's and fc1's inputs, the queries and the
+  // projection's input (12 sbh), keys and values (2 x 2 x 1024 sb = sbh), the gate and
+  // value (4 sbf) and their product (2 sbf), the s^2 tensors (4as^2b + as^2b mask) and the
+  // two dropout masks (2 sbh): sb(15h + 6f) + 5as^2b.
+  const int64_t sb = 2048, sbh = sb * 4096, as2b = 32LL * 2048 * 2048;
+  EXPECT_EQ(x.activation_bytes, 15 * sbh + 6 * sb * 14336 + 5 * as2b);
+  // W reads each GEMM's input and output gradient: QKV h + 1.5h, projection h + h, gate
+  // and value h + 2f, down f + h, in 16-bit elements.
+  EXPECT_EQ(*x.weight_activation,
+            2 * (sb * (4096 + 6144) + sbh * 2 + sb * (4096 + 2 * 14336) + sb * (14336 + 4096)));
+  // The gated activation reads the gate and the value and writes the product: 3 x 2 bytes
+  // per ffn element; rotary runs over the queries and keys (1.25 h per token at 8 groups).
+  ASSERT_NE(op_named(x, "swiglu"), nullptr);
+  EXPECT_DOUBLE_EQ(op_named(x, "swiglu")->bytes, 6.0 * sb * 14336);
+  ASSERT_NE(op_named(x, "rotary"), nullptr);
+  EXPECT_DOUBLE_EQ(op_named(x, "rotary")->bytes, 4.0 * 1.25 * sbh);
+  EXPECT_EQ(op_named(x, "gelu"), nullptr);
+}
+
+TEST(ModernLayers, NormsAndPositions) {
+  Shape t = llama_like();
+  const Model rms = transformer_model(t, mixed(1), h100());
+  t.norm = Shape::Norm::kLayerNorm;
+  const Model ln = transformer_model(t, mixed(1), h100());
+  // LayerNorm's bias: one more h per norm, two per layer, one in the head.
+  EXPECT_EQ(ln.layers[1].params - rms.layers[1].params, 2 * 4096);
+  EXPECT_EQ(ln.layers.back().params - rms.layers.back().params, 4096);
+  // RMSNorm: half the FLOPs of LayerNorm, the same bytes.
+  EXPECT_LT(op_named(rms.layers[1], "ln1")->forward,
+            op_named(ln.layers[1], "ln1")->forward + Time::ps(1));
+  EXPECT_DOUBLE_EQ(op_named(rms.layers[1], "ln1")->bytes, op_named(ln.layers[1], "ln1")->bytes);
+  // Rotary and none keep no position table; learned positions add s x h to the embedding.
+  t.position = Shape::Position::kNone;
+  const Model none = transformer_model(t, mixed(1), h100());
+  EXPECT_EQ(op_named(none.layers[1], "rotary"), nullptr);
+  EXPECT_EQ(none.layers.front().params, 128256LL * 4096);
+  EXPECT_EQ(rms.layers.front().params, 128256LL * 4096);
+  t.position = Shape::Position::kLearned;
+  EXPECT_EQ(transformer_model(t, mixed(1), h100()).layers.front().params,
+            128256LL * 4096 + 2048LL * 4096);
+  // GeGLU costs what SwiGLU does but its activation (GeLU, 9 FLOPs per element, not 6).
+  t.mlp = Shape::Mlp::kGeglu;
+  const Layer geglu = transformer_model(t, mixed(1), h100()).layers[1];
+  EXPECT_EQ(geglu.params, ln.layers[1].params);
+  EXPECT_NE(op_named(geglu, "geglu"), nullptr);
+}
+
+TEST(ModernLayers, GeluMlpKeepsKorthikantisCount) {
+  // f = 4h: 12 sbh + 4 sbf = 28 sbh of tensors, with keys and values 32: 34 sbh + 5as^2b.
+  Shape t{2, 1024, 16, 4096, 1024, 32000, false, true};
+  const Layer x = transformer_model(t, mixed(2), h100()).layers[1];
+  const int64_t sbh = 1024LL * 2 * 1024, as2b = 16LL * 1024 * 1024 * 2;
+  EXPECT_EQ(x.activation_bytes, 34 * sbh + 5 * as2b);
+  // A different ffn moves only the MLP's 4 sbf.
+  t.ffn = 3000;
+  EXPECT_EQ(transformer_model(t, mixed(2), h100()).layers[1].activation_bytes,
+            18 * sbh + 4LL * 1024 * 2 * 3000 + 5 * as2b);
+}
+
+TEST(ModelPresets, ParameterCountsWithinHalfAPercent) {
+  // Published counts: Llama 3 8B 8.03 B, 70B 70.6 B, Llama 3.1 405B 405 B (arXiv
+  // 2407.21783 and the models' cards), GPT-3 175.0 B (arXiv 2005.14165, Table 2.1).
+  const std::pair<const char*, double> presets[] = {{"llama3-8b", 8.03e9},
+                                                    {"llama3-70b", 70.6e9},
+                                                    {"llama3.1-405b", 405e9},
+                                                    {"gpt3-175b", 175.0e9}};
+  for (const auto& [name, published] : presets) {
+    const std::string yaml = fmt::format(
+        "cluster: {{gpu: h100-80gb, nodes: 1, gpus_per_node: 1}}\nmodel: {{include: {}}}\n"
+        "training: {{global_batch: 1, micro_batch: 1, precision: mixed}}\n"
+        "strategy: {{schedule: dapple, pipeline: 1}}\n",
+        name);
+    const Scenario s = load_scenario_text(yaml, "preset.yaml");
+    const auto params = static_cast<double>(total_params(s.model));
+    EXPECT_NEAR(params, published, 0.005 * published) << name;
+  }
+}
+
+TEST(ModernLayers, BadValuesNameTheKey) {
+  const auto r = test::cli(
+      {"run", test::write_temp("mlp-bad.yaml",
+                               "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 1}\n"
+                               "model: {generator: transformer, layers: 1, hidden: 64, heads: 4, "
+                               "sequence: 8, vocab: 10, mlp: relu}\n"
+                               "training: {global_batch: 1, micro_batch: 1}\n"
+                               "strategy: {schedule: dapple, pipeline: 1}\n")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("model.mlp"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("swiglu"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pipesim
