@@ -13,18 +13,8 @@
 namespace pipesim {
 namespace {
 
-int64_t total_params(const Model& m) {
-  int64_t p = 0;
-  for (const Layer& l : m.layers) p += l.params;
-  return p;
-}
-
-Training mixed(int64_t micro_batch) {
-  Training t;
-  t.micro_batch = micro_batch;
-  t.precision = Precision::kMixed;
-  return t;
-}
+using test::mixed;
+using test::total_params;
 
 const GpuSpec& a100() {
   return *find_gpu_preset("a100-80gb");

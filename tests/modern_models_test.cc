@@ -11,21 +11,11 @@ namespace {
 
 using Shape = TransformerShape;
 
-Training mixed(int64_t micro_batch) {
-  Training t;
-  t.micro_batch = micro_batch;
-  t.precision = Precision::kMixed;
-  return t;
-}
+using test::mixed;
+using test::total_params;
 
 const GpuSpec& h100() {
   return *find_gpu_preset("h100-80gb");
-}
-
-int64_t total_params(const Model& m) {
-  int64_t p = 0;
-  for (const Layer& l : m.layers) p += l.params;
-  return p;
 }
 
 const OpCost* op_named(const Layer& l, const std::string& name) {

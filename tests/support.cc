@@ -12,6 +12,19 @@
 
 namespace pipesim::test {
 
+Training mixed(int64_t micro_batch) {
+  Training t;
+  t.micro_batch = micro_batch;
+  t.precision = Precision::kMixed;
+  return t;
+}
+
+int64_t total_params(const Model& m) {
+  int64_t p = 0;
+  for (const Layer& l : m.layers) p += l.params;
+  return p;
+}
+
 std::string to_yaml(const PipeSpec& p) {
   auto at = [](const std::vector<double>& v, int s) {
     return v.size() == 1 ? v[0] : v.at(static_cast<size_t>(s));

@@ -39,6 +39,11 @@ struct PipeSpec {
 
 std::string to_yaml(const PipeSpec& p);
 
+// Training in mixed precision at `micro_batch` samples (the generator's tests).
+Training mixed(int64_t micro_batch);
+// The model's parameters, layer by layer.
+int64_t total_params(const Model& m);
+
 // Milliseconds with a fraction, to the nearest picosecond (1.5 -> 1.5 ms).
 inline Time ms(double v) {
   return Time::ps(static_cast<int64_t>(v * 1e9 + 0.5));
