@@ -148,7 +148,9 @@ LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path
     check_kind(n, path, l->kind);
     return *l;
   }
-  r.expect_map(n, path, {"preset", "kind", "bandwidth", "latency"});
+  std::vector<std::string> keys{"preset", "kind", "bandwidth", "latency"};
+  if (path == "cluster.inter_node") keys.emplace_back("nics");  // read by the shorthand
+  r.expect_map(n, path, keys);
   LinkSpec l;
   if (const auto p = n["preset"]; p.IsDefined()) {
     l = read_link(r, p, child_path(path, "preset"), kinds);
@@ -258,6 +260,10 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
     LinkSpec inter = default_link_preset(LinkKind::kEthernet);
     if (n["inter_node"].IsDefined()) {
       inter = read_link(r, n["inter_node"], "cluster.inter_node", kInterKinds);
+      if (n["inter_node"].IsMap() && n["inter_node"]["nics"].IsDefined()) {
+        opts.nics = static_cast<int>(
+            r.integer(n["inter_node"]["nics"], "cluster.inter_node.nics", 1, std::max(1, per)));
+      }
     } else if (nodes > 1) {
       r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)",
              "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");

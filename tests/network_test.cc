@@ -288,3 +288,40 @@ TEST(Contention, OversubscribedSpine) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(Network, EachGpuHasItsOwnPortWithRailNics) {
+  // Eight 2-stage pipelines, stage 0 on node0/gpu i and stage 1 on node1/gpu i, each
+  // sending 800 MB (one micro-batch's output) and the gradient back over 400 Gbit/s
+  // (50 GB/s) ports, no latency; F and B 1 ms per stage.
+  // - nics: 8: each pipeline has its own port, 16 ms each way: 1 + 16 + 1 + 1 + 16 + 1 = 36.
+  // - nics: 4: two pipelines per port, 32 ms each way: 68.
+  // - nics: 1 (one port per node, the default): eight share it, 128 ms each way: 260.
+  std::string placement;
+  for (int i = 0; i < 8; ++i)
+    placement += fmt::format("{}[node0/gpu{}], [node1/gpu{}]", i ? ", " : "", i, i);
+  const auto yaml = [&](int nics) {
+    return fmt::format(R"(
+cluster: {{gpu: h100-80gb, nodes: 2, gpus_per_node: 8, intra_node: nvswitch,
+          inter_node: {{kind: infiniband, bandwidth: 400 Gbit/s, latency: 0 us, nics: {}}}}}
+model:
+  layers:
+    - {{name: l, repeat: 2, forward: 1 ms, backward: 1 ms, activation: 1 MiB, output: 800 MB}}
+training: {{global_batch: 8, micro_batch: 1}}
+strategy: {{schedule: gpipe, pipeline: 2, data: 8, placement: [{}]}}
+)",
+                       nics, placement);
+  };
+  EXPECT_EQ(test::run_yaml(yaml(8)).timeline.makespan, Time::ms(36));
+  EXPECT_EQ(test::run_yaml(yaml(4)).timeline.makespan, Time::ms(68));
+  EXPECT_EQ(test::run_yaml(yaml(1)).timeline.makespan, Time::ms(260));
+  // More ports than GPUs is bad input, naming the key.
+  const auto r = test::cli({"run", test::write_temp("nics.yaml", yaml(9))});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cluster.inter_node.nics"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pipesim

@@ -1,5 +1,6 @@
 // Routes: the closed forms of the shorthand topologies against Dijkstra over the whole
 // graph, for every pair of GPUs of every layout; and the route cache under threads.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -26,10 +27,10 @@ struct Shape {
 
 TEST(Routing, ShorthandClosedFormsEqualDijkstraForEveryPair) {
   const Shape shapes[] = {
-      {1, 8, "nvlink3", Topo::kMesh, 0},         {3, 4, "nvlink3", Topo::kMesh, 0},
-      {3, 4, "nvswitch", Topo::kSwitch, 0},      {2, 1, "nvswitch", Topo::kSwitch, 0},
+      {1, 8, "nvlink3", Topo::kMesh, 0},           {3, 4, "nvlink3", Topo::kMesh, 0},
+      {3, 4, "nvswitch", Topo::kSwitch, 0},        {2, 1, "nvswitch", Topo::kSwitch, 0},
       {3, 8, "nvlink2", Topo::kHybridCubeMesh, 0}, {3, 6, "pcie3", Topo::kTree, 0},
-      {7, 2, "nvswitch", Topo::kSwitch, 3},      {5, 4, "pcie4", Topo::kTree, 2},
+      {7, 2, "nvswitch", Topo::kSwitch, 3},        {5, 4, "pcie4", Topo::kTree, 2},
       {4, 8, "nvlink2", Topo::kHybridCubeMesh, 2}, {6, 3, "nvlink3", Topo::kMesh, 1},
   };
   for (const Shape& sh : shapes) {
@@ -48,6 +49,40 @@ TEST(Routing, ShorthandClosedFormsEqualDijkstraForEveryPair) {
       for (int d = 0; d < c.num_devices(); ++d) {
         if (s != d) expect_same(c.route(s, d), c.searched_route(s, d), s, d);
       }
+    }
+  }
+}
+
+TEST(Routing, SeveralNicsPerNodeRouteByRail) {
+  // Every route of a shorthand cluster with 2, 3 or 4 ports per node is the searched one,
+  // and GPU g of a node leaves through its port g mod nics.
+  for (const int nics : {2, 3, 4}) {
+    for (const auto& [intra, topo, leaf] :
+         {std::tuple{"nvswitch", Topo::kSwitch, 0}, std::tuple{"pcie4", Topo::kTree, 2},
+          std::tuple{"nvlink2", Topo::kHybridCubeMesh, 0}}) {
+      ClusterBuilder::ShorthandOptions o;
+      o.intra = topo;
+      o.gpus_per_switch = 4;
+      o.nodes_per_leaf = leaf;
+      o.nics = nics;
+      const Cluster c =
+          ClusterBuilder::shorthand(4, 8, *find_gpu_preset("h100-80gb"), *find_link_preset(intra),
+                                    *find_link_preset("ib-ndr"), o);
+      SCOPED_TRACE(::testing::Message() << nics << " nics, " << intra);
+      for (int s = 0; s < c.num_devices(); ++s) {
+        for (int d = 0; d < c.num_devices(); ++d) {
+          if (s != d) expect_same(c.route(s, d), c.searched_route(s, d), s, d);
+        }
+      }
+      // node0/gpu5 to node1/gpu5 through port 5 mod nics on both nodes.
+      bool out = false, in = false;
+      const std::string port = fmt::format("nic{}", 5 % nics);
+      for (const LinkDirection h : c.route(5, 8 + 5).hops) {
+        const std::string name = c.direction_name(h);
+        out = out || name.starts_with("node0/" + port);
+        in = in || name.find("->node1/" + port) != std::string::npos;
+      }
+      EXPECT_TRUE(out && in);
     }
   }
 }
@@ -71,9 +106,9 @@ TEST(Routing, IntraNodeLatencySoLongThatTheNicWins) {
 TEST(Routing, ThreadsShareOneCluster) {
   // Four threads ask for every route of a cluster at once, in different orders; each
   // gets the route Dijkstra finds, and the references they hold stay valid.
-  const Cluster c = ClusterBuilder::shorthand(8, 8, *find_gpu_preset("a100-80gb"),
-                                              *find_link_preset("nvswitch"),
-                                              *find_link_preset("ib-hdr"));
+  const Cluster c =
+      ClusterBuilder::shorthand(8, 8, *find_gpu_preset("a100-80gb"), *find_link_preset("nvswitch"),
+                                *find_link_preset("ib-hdr"));
   const int n = c.num_devices();
   std::vector<std::vector<const Route*>> got(4, std::vector<const Route*>(n * n, nullptr));
   std::vector<std::thread> threads;

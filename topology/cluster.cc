@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <cmath>
-#include <array>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -59,6 +59,7 @@ namespace {
 // leaf_up[leaf] the leaf/spine fabric (empty: one fabric switch).
 struct ShorthandLayout {
   int gpus_per_node = 1;
+  int nics = 1;  // ports per node: nic_up[n * nics + port]
   int links_per_node = 0;
   std::vector<std::vector<LinkDirection>> up;
   std::vector<LinkDirection> nic_up;
@@ -159,8 +160,8 @@ Route Cluster::make_route(std::vector<LinkDirection> hops) const {
     r.bottleneck_bytes_per_s = std::min(r.bottleneck_bytes_per_s, l.spec.bytes_per_s);
     if (i > 0) {  // the vertex this hop leaves is a switch or GPU in the middle of the path
       const int from = hops[i] % 2 == 0 ? l.a : l.b;
-      r.latency = checked_add(r.latency, vertex_latency_[static_cast<size_t>(from)],
-                              "a route's latency");
+      r.latency =
+          checked_add(r.latency, vertex_latency_[static_cast<size_t>(from)], "a route's latency");
     }
   }
   r.hops = std::move(hops);
@@ -190,7 +191,11 @@ std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device
   }
   const auto& up = l.up[static_cast<size_t>(src_device)];
   hops.assign(up.begin(), up.end());
-  hops.push_back(l.nic_up[static_cast<size_t>(ns)]);
+  const auto port = [&](int device) {
+    return static_cast<size_t>((device % l.gpus_per_node) % l.nics);
+  };
+  const auto nics = static_cast<size_t>(l.nics);
+  hops.push_back(l.nic_up[static_cast<size_t>(ns) * nics + port(src_device)]);
   if (!l.leaf_of.empty()) {
     const int ls = l.leaf_of[static_cast<size_t>(ns)], ld = l.leaf_of[static_cast<size_t>(nd)];
     if (ls != ld) {
@@ -198,7 +203,7 @@ std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device
       hops.push_back(reversed(l.leaf_up[static_cast<size_t>(ld)]));
     }
   }
-  hops.push_back(reversed(l.nic_up[static_cast<size_t>(nd)]));
+  hops.push_back(reversed(l.nic_up[static_cast<size_t>(nd) * nics + port(dst_device)]));
   const auto& down = l.up[static_cast<size_t>(dst_device)];
   for (auto it = down.rbegin(); it != down.rend(); ++it) hops.push_back(reversed(*it));
   return hops;
@@ -354,6 +359,7 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
   port.latency = Time::zero();
   ShorthandLayout layout;
   layout.gpus_per_node = gpus_per_node;
+  layout.nics = o.nics;
   layout.up.resize(static_cast<size_t>(nodes) * static_cast<size_t>(gpus_per_node));
   // The direction a->b of the link just added.
   const auto last_link = [&b] { return 2 * (static_cast<LinkDirection>(b.links_.size()) - 1); };
@@ -422,7 +428,7 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
       const int spine = b.add_switch("spine", o.spine_latency);
       LinkSpec leaf_up = inter;
       leaf_up.latency = Time::zero();
-      leaf_up.bytes_per_s = inter.bytes_per_s * o.nodes_per_leaf / o.oversubscription;
+      leaf_up.bytes_per_s = inter.bytes_per_s * o.nodes_per_leaf * o.nics / o.oversubscription;
       int leaf = -1;
       for (int n = 0; n < nodes; ++n) {
         if (n % o.nodes_per_leaf == 0) {
@@ -438,19 +444,25 @@ Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& g
       std::fill(nic_parent.begin(), nic_parent.end(), fabric);
     }
     for (int n = 0; n < nodes; ++n) {
-      const int nic = b.add_switch(fmt::format("node{}/nic", n));
-      b.add_link(nic, nic_parent[static_cast<size_t>(n)], uplink);
-      layout.nic_up.push_back(last_link());
       const auto first = static_cast<size_t>(n * gpus_per_node);
-      if (host_bridge[static_cast<size_t>(n)] >= 0) {
-        b.add_link(nic, host_bridge[static_cast<size_t>(n)],
-                   port);  // GPUs reach it through the tree
-        for (int i = 0; i < gpus_per_node; ++i)
-          layout.up[first + static_cast<size_t>(i)].push_back(reversed(last_link()));
-      } else {
-        for (int i = 0; i < gpus_per_node; ++i) {
-          b.add_link(gpu_vertices[static_cast<size_t>(n)][static_cast<size_t>(i)], nic, host);
-          layout.up[first + static_cast<size_t>(i)] = {last_link()};
+      for (int k = 0; k < o.nics; ++k) {
+        // Port k serves GPUs k, k + nics, ... of the node (one port: every GPU).
+        const int nic = b.add_switch(o.nics == 1 ? fmt::format("node{}/nic", n)
+                                                 : fmt::format("node{}/nic{}", n, k));
+        b.add_link(nic, nic_parent[static_cast<size_t>(n)], uplink);
+        layout.nic_up.push_back(last_link());
+        // One port hangs from a tree's host bridge; several are each attached to their own
+        // GPUs (rail-optimized), as on nodes with a NIC beside each GPU.
+        if (host_bridge[static_cast<size_t>(n)] >= 0 && o.nics == 1) {
+          b.add_link(nic, host_bridge[static_cast<size_t>(n)],
+                     port);  // GPUs reach it through the tree
+          for (int i = k; i < gpus_per_node; i += o.nics)
+            layout.up[first + static_cast<size_t>(i)].push_back(reversed(last_link()));
+        } else {
+          for (int i = k; i < gpus_per_node; i += o.nics) {
+            b.add_link(gpu_vertices[static_cast<size_t>(n)][static_cast<size_t>(i)], nic, host);
+            layout.up[first + static_cast<size_t>(i)] = {last_link()};
+          }
         }
       }
     }

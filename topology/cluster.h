@@ -116,6 +116,9 @@ class ClusterBuilder {
     int nodes_per_leaf = 0;  // 0: one fabric switch
     double oversubscription = 1.0;
     Time spine_latency;
+    // Network ports per node, each of the inter-node link's bandwidth: GPU g of a node sends
+    // and receives through port g mod nics (rail-optimized, as on DGX/HGX nodes).
+    int nics = 1;
   };
   static Cluster shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu, const LinkSpec& intra,
                            const LinkSpec& inter, const ShorthandOptions& options);
