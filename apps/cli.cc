@@ -188,6 +188,18 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
   std::string table = fmt::format("model {}: {} layers, per micro-batch of {} ({})\n",
                                   sc.model.name, sc.model.layers.size(), sc.training.micro_batch,
                                   sc.training.precision == Precision::kMixed ? "mixed" : "fp32");
+  // Where the analytic costs' efficiency curves come from (SPEC section 9: a GPU that
+  // borrows another generation's curves says so).
+  const GpuSpec& gpu = sc.cluster.device(0).gpu;
+  const std::string curves =
+      gpu.curves_borrowed && gpu.curves == GpuSpec{}.curves
+          ? fmt::format(
+                "{}'s efficiency curves are borrowed from the fit to {} (none of its "
+                "own yet; docs/presets.md)",
+                gpu.name, gpu.curves)
+          : fmt::format("{}'s efficiency curves: {}{}", gpu.name,
+                        gpu.curves == GpuSpec{}.curves ? "fitted to " : "", gpu.curves);
+  table += curves + "\n";
   table +=
       fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "layer", "fwd FLOPs",
                   "params", "activation", "output", "forward", "backward", "source");
@@ -242,6 +254,8 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
   nlohmann::ordered_json j;
   j["model"] = sc.model.name;
   j["micro_batch"] = sc.training.micro_batch;
+  j["efficiency_curves"] = {
+      {"gpu", gpu.name}, {"fitted_to", gpu.curves}, {"borrowed", gpu.curves_borrowed}};
   j["layers"] = layers;
   j["total"] = {{"forward_flops", flops},
                 {"params", params},

@@ -84,14 +84,17 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     return *g;
   }
   r.expect_map(n, path,
-               {"preset", "name", "memory", "peak", "peak_fp32", "vector_peak", "hbm_bandwidth",
-                "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
+               {"preset", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
+                "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
                 "vector_efficiency", "memory_efficiency"});
   GpuSpec g;
-  if (const auto p = n["preset"]; p.IsDefined())
+  if (const auto p = n["preset"]; p.IsDefined()) {
     g = read_gpu(r, p, child_path(path, "preset"));
-  else
+  } else {
     g.name = "custom";
+    g.curves = "a flat 0.5 share of the peaks, for want of a preset";
+    g.curves_borrowed = true;
+  }
   if (const auto v = n["name"]; v.IsDefined()) g.name = r.scalar(v, child_path(path, "name"));
   if (const auto v = n["memory"]; v.IsDefined())
     g.memory_bytes = r.bytes(v, child_path(path, "memory"));
@@ -102,6 +105,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.peak_fp32_flops = r.flops(v, child_path(path, "peak_fp32"));
   if (const auto v = n["vector_peak"]; v.IsDefined())
     g.vector_flops = r.flops(v, child_path(path, "vector_peak"));
+  if (const auto v = n["fp8_peak"]; v.IsDefined())
+    g.fp8_flops = r.flops(v, child_path(path, "fp8_peak"));
   if (const auto v = n["hbm_bandwidth"]; v.IsDefined())
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
   if (const auto v = n["reserved"]; v.IsDefined())
@@ -118,6 +123,13 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.memory_efficiency = read_curve(r, v, child_path(path, "memory_efficiency"), false);
   if (g.memory_bytes <= 0)
     r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
+  // Curves the scenario gives are its own.
+  if (n["efficiency"].IsDefined() ||
+      (n["matrix_efficiency"].IsDefined() && n["vector_efficiency"].IsDefined() &&
+       n["memory_efficiency"].IsDefined())) {
+    g.curves = "the scenario's";
+    g.curves_borrowed = false;
+  }
   return g;
 }
 

@@ -20,7 +20,9 @@ Training read_training(const Reader& r, const YAML::Node& n) {
       r.integer(r.require(n, "training", "micro_batch"), "training.micro_batch", 1, kMax);
   if (n["precision"].IsDefined()) {
     t.precision = r.choice<Precision>(n["precision"], "training.precision",
-                                      {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
+                                      {{"fp32", Precision::kFp32},
+                                       {"mixed", Precision::kMixed},
+                                       {"bf16", Precision::kMixed}});  // Megatron-LM's spelling
   }
   // gradients: fp32 keeps (and all-reduces) fp32 gradients under mixed precision, as
   // Megatron-LM's main_grad buffers do; weights (the default) keeps them in the weights'.

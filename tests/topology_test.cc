@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "tests/support.h"
 #include "topology/cluster.h"
 #include "topology/placement.h"
 
@@ -14,13 +15,14 @@ const GpuSpec& v100() {
 }
 
 TEST(Presets, EveryNamedPresetExists) {
-  for (const char* g : {"v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb"}) {
+  for (const char* g : {"v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200",
+                        "b200", "gb200", "mi300x"}) {
     ASSERT_NE(find_gpu_preset(g), nullptr) << g;
     EXPECT_GT(find_gpu_preset(g)->memory_bytes, 0);
     EXPECT_GT(find_gpu_preset(g)->peak_flops, 0);
   }
   for (const char* l : {"nvlink2", "nvlink3", "nvlink4", "nvswitch", "pcie3", "pcie4", "pcie5",
-                        "eth10", "eth25", "eth100", "eth400", "ib-hdr", "ib-ndr"}) {
+                        "eth10", "eth25", "eth100", "eth400", "ib-hdr", "ib-ndr", "nvlink5"}) {
     ASSERT_NE(find_link_preset(l), nullptr) << l;
     EXPECT_GT(find_link_preset(l)->bytes_per_s, 0);
   }
@@ -28,6 +30,46 @@ TEST(Presets, EveryNamedPresetExists) {
   EXPECT_EQ(find_gpu_preset("a100-80gb")->memory_bytes, 80LL << 30);
   EXPECT_DOUBLE_EQ(find_link_preset("eth25")->bytes_per_s, 3.125e9);
   EXPECT_DOUBLE_EQ(find_link_preset("ib-ndr")->bytes_per_s, 50e9);
+  // Dense rates, per GPU (docs/presets.md): the HGX B200's 72 PFLOPS of sparse fp8 over 8
+  // GPUs, halved; GB200 NVL72's 720 over 72, halved; H200 as H100 but 141 GB at 4.8 TB/s;
+  // MI300X as AMD prints it. No fp8 before Hopper.
+  EXPECT_DOUBLE_EQ(find_gpu_preset("b200")->fp8_flops, 72e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("b200")->peak_flops, 36e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("gb200")->fp8_flops, 720e15 / 72 / 2);
+  EXPECT_EQ(find_gpu_preset("h200")->memory_bytes, 141'000'000'000);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("h200")->hbm_bytes_per_s, 4.8e12);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("mi300x")->peak_flops, 1307.4e12);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("mi300x")->fp8_flops, 2614.9e12);
+  EXPECT_EQ(find_gpu_preset("a100-80gb")->fp8_flops, 0);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("h100-80gb")->fp8_flops, 1979e12);
+  // NVLink 5: 1.8 TB/s both ways per GPU.
+  EXPECT_DOUBLE_EQ(find_link_preset("nvlink5")->bytes_per_s, 900e9);
+  // Only the A100s' curves are fitted to their own runs; the others say they borrow them.
+  for (const char* g : {"v100-16gb", "h100-80gb", "h200", "b200", "gb200", "mi300x"})
+    EXPECT_TRUE(find_gpu_preset(g)->curves_borrowed) << g;
+  EXPECT_FALSE(find_gpu_preset("a100-80gb")->curves_borrowed);
+}
+
+TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {
+  const auto model = [](const std::string& gpu) {
+    return test::cli(
+        {"model",
+         test::write_temp("curves.yaml", "cluster: {gpu: " + gpu +
+                                             ", nodes: 1, gpus_per_node: 1}\n"
+                                             "model: {include: llama3-8b}\n"
+                                             "training: {global_batch: 1, micro_batch: 1, "
+                                             "precision: bf16}\n"
+                                             "strategy: {schedule: dapple, pipeline: 1}\n")});
+  };
+  const auto h = model("h200");
+  EXPECT_EQ(h.code, 0) << h.err;
+  EXPECT_NE(h.out.find("h200's efficiency curves are borrowed from the fit to A100 runs"),
+            std::string::npos)
+      << h.out;
+  EXPECT_NE(model("a100-80gb").out.find("a100-80gb's efficiency curves: fitted to A100 runs"),
+            std::string::npos);
+  EXPECT_NE(model("{name: x, memory: 8 GiB, peak: 10 TFLOPS}").out.find("flat 0.5"),
+            std::string::npos);
 }
 
 LinkSpec link(LinkKind k, double bw, Time lat) {

@@ -28,37 +28,52 @@ EfficiencyCurve memory_curve() {
   return {{{0, 0.3 * k}, {1e6, 0.6 * k}, {10e6, 0.75 * k}, {100e6, 0.9 * k}}};
 }
 
-GpuSpec gpu(const char* name, int64_t memory, double peak, double fp32, double vector, double hbm,
-            double matrix_top) {
+struct Datasheet {
+  const char* name;
+  int64_t memory;
+  double peak, fp32, vector, fp8, hbm;
+  bool a100;  // an A100, whose runs the curves were fitted to
+};
+
+GpuSpec gpu(const Datasheet& d) {
   GpuSpec g;
-  g.name = name;
-  g.memory_bytes = memory;
-  g.peak_flops = peak;
-  g.peak_fp32_flops = fp32;
-  g.vector_flops = vector;
-  g.hbm_bytes_per_s = hbm;
-  g.matrix_efficiency = matrix_curve(matrix_top);
+  g.name = d.name;
+  g.memory_bytes = d.memory;
+  g.peak_flops = d.peak;
+  g.peak_fp32_flops = d.fp32;
+  g.vector_flops = d.vector;
+  g.fp8_flops = d.fp8;
+  g.hbm_bytes_per_s = d.hbm;
+  g.matrix_efficiency = matrix_curve(kMatrixTop);
   g.vector_efficiency = vector_curve();
   g.memory_efficiency = memory_curve();
+  g.curves_borrowed = !d.a100;
   return g;
 }
 
-// Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM parts.
-const std::array<GpuSpec, 5>& gpu_presets() {
-  static const std::array<GpuSpec, 5> table{{
-      gpu("v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 900e9, kMatrixTop),
-      gpu("v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 900e9, kMatrixTop),
-      gpu("a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 1555e9, kMatrixTop),
-      gpu("a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 2039e9, kMatrixTop),
-      gpu("h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 3350e9, kMatrixTop),
+constexpr int64_t kGB = 1'000'000'000;
+
+// Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM / OAM parts;
+// the datasheets and what each figure is are in docs/presets.md.
+const std::array<GpuSpec, 9>& gpu_presets() {
+  static const std::array<GpuSpec, 9> table{{
+      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, false}),
+      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, false}),
+      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 1555e9, true}),
+      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 2039e9, true}),
+      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 3350e9, false}),
+      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 4800e9, false}),
+      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, false}),
+      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, false}),
+      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 5300e9, false}),
   }};
   return table;
 }
 
 // Bandwidth: per direction, between two GPUs (intra-node kinds) or per node (network
 // kinds). Latency: typical small-message end-to-end latency through the NCCL stack.
-const std::array<LinkSpec, 19>& link_presets() {
-  static const std::array<LinkSpec, 19> table{{
+const std::array<LinkSpec, 20>& link_presets() {
+  static const std::array<LinkSpec, 20> table{{
       {"nvlink", LinkKind::kNvLink, 50e9, Time::us(2)},  // = nvlink2
       {"nvlink2", LinkKind::kNvLink, 50e9, Time::us(2)},
       {"nvlink3", LinkKind::kNvLink, 300e9, Time::us(2)},
@@ -66,6 +81,8 @@ const std::array<LinkSpec, 19>& link_presets() {
       {"nvswitch", LinkKind::kNvSwitch, 450e9, Time::us(2)},  // = nvswitch3
       {"nvswitch2", LinkKind::kNvSwitch, 300e9, Time::us(2)},
       {"nvswitch3", LinkKind::kNvSwitch, 450e9, Time::us(2)},
+      // B200 / GB200: 18 NVLink 5 links, 1.8 TB/s both ways per GPU, through NVSwitch.
+      {"nvlink5", LinkKind::kNvSwitch, 900e9, Time::us(2)},
       {"pcie", LinkKind::kPcie, 15.75e9, Time::us(3)},  // = pcie3
       {"pcie3", LinkKind::kPcie, 15.75e9, Time::us(3)},
       {"pcie4", LinkKind::kPcie, 31.5e9, Time::us(3)},

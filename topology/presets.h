@@ -18,7 +18,8 @@ struct GpuSpec {
   int64_t memory_bytes = 0;
   double peak_flops = 0;       // dense 16-bit tensor-core rate (mixed precision)
   double peak_fp32_flops = 0;  // dense fp32 rate (fp32 training without TF32)
-  double vector_flops = 0;      // 16-bit non-tensor rate (element-wise ops, mixed precision)
+  double vector_flops = 0;     // 16-bit non-tensor rate (element-wise ops, mixed precision)
+  double fp8_flops = 0;        // dense fp8 tensor rate; 0 where the GPU has none
   double hbm_bytes_per_s = 0;
   int64_t reserved_bytes = 0;  // framework/context overhead the user asks us to count
   // A fixed time added to every compute step (cluster.gpu.launch_overhead): the framework's
@@ -32,6 +33,10 @@ struct GpuSpec {
   EfficiencyCurve memory_efficiency = EfficiencyCurve::constant(0.5);
   // cluster.gpu.efficiency: one share for every op and size, replacing the three curves.
   std::optional<double> efficiency;
+  // Which runs the curves were fitted to (docs/presets.md), and whether this GPU borrows
+  // them from another generation (pipesim model says so).
+  std::string curves = "A100 runs";
+  bool curves_borrowed = false;
 };
 
 enum class LinkKind { kNvLink, kNvSwitch, kPcie, kEthernet, kInfiniBand, kHost };
