@@ -187,7 +187,7 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   std::string table = fmt::format("model {}: {} layers, per micro-batch of {} ({})\n",
                                   sc.model.name, sc.model.layers.size(), sc.training.micro_batch,
-                                  sc.training.precision == Precision::kMixed ? "mixed" : "fp32");
+                                  to_string(sc.training.precision));
   // Where the analytic costs' efficiency curves come from (SPEC section 9: a GPU that
   // borrows another generation's curves says so).
   const GpuSpec& gpu = sc.cluster.device(0).gpu;

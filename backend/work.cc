@@ -16,7 +16,7 @@ double stage_flop_rate(const Scenario& s, int stage) {
   if (flops > 0 && seconds > 0) return flops / seconds;
   const GpuSpec& gpu = s.cluster.device(0).gpu;
   const double peak =
-      s.training.precision == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
+      s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
   // No FLOPs to go by: the matrix units at the efficiency of a large GEMM.
   return peak * gpu.efficiency.value_or(gpu.matrix_efficiency.at(1e12));
 }

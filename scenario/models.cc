@@ -30,15 +30,40 @@ int64_t norm_params(const TransformerShape& t) {
   return t.norm == TransformerShape::Norm::kRmsNorm ? t.hidden : 2 * t.hidden;
 }
 
+// A weight GEMM of the layer, [m, k] by [k, n]. Under fp8 (Transformer Engine's recipe)
+// it runs at the fp8 peak on fp8 operands: the forward reads the fp8 input and weight and
+// writes a 16-bit output, B reads the fp8 output gradient and writes a 16-bit input
+// gradient, W reads the fp8 input and output gradient; before it, a cast (with its amax)
+// turns the input into fp8 in the forward and the output gradient in the backward, reading
+// 16 bits and writing 8 per element.
+void weight_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n, double e,
+                 bool fp8) {
+  if (!fp8) {
+    ops.push_back(gemm_op(name, m, k, n, e));
+    return;
+  }
+  OpSpec cast;
+  cast.name = std::string("cast_") + name;
+  cast.matrix = false;
+  cast.forward = {2 * m * k, (e + 1) * m * k};
+  cast.backward_input = {2 * m * n, (e + 1) * m * n};
+  ops.push_back(cast);
+  OpSpec g = gemm_op(name, m, k, n, 1);
+  g.forward.bytes = m * k + e * m * n;
+  g.backward_input.bytes = m * n + e * m * k;
+  g.fp8 = true;
+  ops.push_back(g);
+}
+
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
-std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
+std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
   const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
   const double r = static_cast<double>(kv_features(t)) / (2 * h);  // keys' width / queries'
   std::vector<OpSpec> ops;
   ops.push_back(norm_op("ln1", t, sbh, e));
-  ops.push_back(gemm_op("qkv", bs, h, (1 + 2 * r) * h, e));
+  weight_gemm(ops, "qkv", bs, h, (1 + 2 * r) * h, e, fp8);
   if (t.position == TransformerShape::Position::kRotary) {
     // Rotary embeddings on the queries and keys (1 + r) sbh elements: x cos + rot(x) sin,
     // reading and writing each once; the backward is the same rotation (it keeps nothing:
@@ -68,22 +93,22 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e) {
     values.backward_input = {4 * b * s * s * h, e * (2 * as2b + (1 + 2 * r) * sbh)};
     ops.push_back(values);
   }
-  ops.push_back(gemm_op("projection", bs, h, h, e));
+  weight_gemm(ops, "projection", bs, h, h, e, fp8);
   // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
   ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
   ops.push_back(norm_op("ln2", t, sbh, e));
   if (t.gated()) {
     // Gate and value in one GEMM (2f wide), then act(gate) x value: reads both, writes the
     // product; the backward reads both and the product's gradient, writes two gradients.
-    ops.push_back(gemm_op("fc1", bs, h, 2 * f, e));
+    weight_gemm(ops, "fc1", bs, h, 2 * f, e, fp8);
     const double act = t.mlp == TransformerShape::Mlp::kSwiglu ? 6 : 9;  // SiLU or GeLU, x
     ops.push_back(elementwise_op(t.mlp == TransformerShape::Mlp::kSwiglu ? "swiglu" : "geglu",
                                  bs * f, act, 3 * e, 5 * e));
   } else {
-    ops.push_back(gemm_op("fc1", bs, h, f, e));
+    weight_gemm(ops, "fc1", bs, h, f, e, fp8);
     ops.push_back(elementwise_op("gelu", bs * f, 8, 2 * e, 3 * e));
   }
-  ops.push_back(gemm_op("fc2", bs, f, h, e));
+  weight_gemm(ops, "fc2", bs, f, h, e, fp8);
   ops.push_back(elementwise_op("dropout_add2", sbh, 2, 3 * e + 1, 2 * e + 1));
   return ops;
 }
@@ -150,7 +175,8 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.back().tp_replicated_activation = sbh;
   m.layers.back().tp_replicated_weight_activation = sbh;
   m.layers.back().tp_replicated_params = positions;
-  const std::vector<OpSpec> ops = layer_ops(t, b, e);
+  const bool fp8 = training.precision == Precision::kFp8;
+  const std::vector<OpSpec> ops = layer_ops(t, b, e, fp8);
   const int64_t kv = kv_features(t);
   // MLP: two h x f matrices (GeLU) or three (gated, the first two as one 2f-wide GEMM),
   // with their biases.
@@ -166,9 +192,12 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   // a gated MLP keeps the gate and value (2f) and their product (f): 3f. The other 12 sbh:
   // the two norms' inputs, the QKV and fc1 inputs, the queries, the projection's input.
   const auto kv_tensors = static_cast<int64_t>(s * b * kvd);
-  const auto mlp_tensors = static_cast<int64_t>((t.gated() ? 6 : 4) * s * b * f);
-  const int64_t tensors =
-      (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) + mlp_tensors + 2 * kv_tensors;
+  // Under fp8 the four weight GEMMs keep their inputs' fp8 copies: QKV's, the projection's
+  // and fc1's sbh and fc2's sbf elements at 1 byte instead of 2.
+  const auto mlp_tensors = static_cast<int64_t>((t.gated() ? 6 : 4) * s * b * f) -
+                           (fp8 ? static_cast<int64_t>(s * b * f) : 0);
+  const int64_t tensors = (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) -
+                          (fp8 ? 3 * sbh : 0) + mlp_tensors + 2 * kv_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
   // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
@@ -192,10 +221,10 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
     x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
     set_whole_ops(x, {"ln1", "dropout_add1", "ln2", "dropout_add2"});
-    x.tp_replicated_activation = 10 * sbh * elem / 2;
+    x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
     // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
-    // every rank: 2sbh of its 16sbh elements.
-    x.tp_replicated_weight_activation = 2 * sbh * elem;
+    // every rank: 2sbh of its 16sbh elements (in fp8 under fp8).
+    x.tp_replicated_weight_activation = 2 * sbh * (fp8 ? 1 : elem);
     x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden;  // norms, two output biases
     if (!t.flash_attention) {
       for (const OpCost& op : x.ops) {

@@ -40,15 +40,19 @@ OpSpec elementwise_op(std::string name, double elements, double flops, double fo
 }
 
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p) {
+                  const GpuSpec& gpu, Precision p, bool fp8) {
   if (work.flops <= 0 && work.bytes <= 0) return {};
-  const bool mixed = p == Precision::kMixed;
+  const bool mixed = p != Precision::kFp32;
   double peak = mixed ? gpu.peak_flops : gpu.peak_fp32_flops;
   // A GPU given without a vector peak: a quarter of the tensor rate (the A100's ratio).
   if (mixed && !matrix) peak = gpu.vector_flops > 0 ? gpu.vector_flops : gpu.peak_flops / 4;
+  // fp8 GEMMs at the fp8 peak, on the matrix curve (no fp8 fit of its own yet).
+  if (fp8 && matrix) peak = gpu.fp8_flops;
   if (!(peak > 0)) {
     throw InputError(fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
-                                 mixed ? "16-bit" : "fp32"),
+                                 fp8 && matrix ? "fp8"
+                                 : mixed       ? "16-bit"
+                                               : "fp32"),
                      "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
   }
   const double n = std::max(repeats, 1.0);
@@ -97,11 +101,11 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
     c.flops = op.forward.flops;
     c.bytes = op.forward.bytes + op.weight_bytes;
     const bool weights = op.weight_bytes > 0;
-    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p);
-    const Roofline b =
-        roofline(op.backward_input, op.matrix, weights ? op.weight_bytes : 0, op.repeats, gpu, p);
+    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p, op.fp8);
+    const Roofline b = roofline(op.backward_input, op.matrix, weights ? op.weight_bytes : 0,
+                                op.repeats, gpu, p, op.fp8);
     const Roofline w = roofline(op.backward_weight, op.matrix, weights ? 2 * op.weight_bytes : 0,
-                                op.repeats, gpu, p);
+                                op.repeats, gpu, p, op.fp8);
     c.forward = f.time;
     c.backward_input = b.time;
     c.backward_weight = w.time;

@@ -211,7 +211,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   }
   const GpuSpec& gpu = s.cluster.device(s.placement.front().front().front()).gpu;
   info.peak_flops_per_gpu =
-      s.training.precision == Precision::kMixed ? gpu.peak_flops : gpu.peak_fp32_flops;
+      s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
   info.tokens_per_sample = s.model.tokens_per_sample;
   info.layout = layout(s);
   info.sequence_parallel = s.strategy.sequence_parallel;

@@ -22,7 +22,8 @@ Training read_training(const Reader& r, const YAML::Node& n) {
     t.precision = r.choice<Precision>(n["precision"], "training.precision",
                                       {{"fp32", Precision::kFp32},
                                        {"mixed", Precision::kMixed},
-                                       {"bf16", Precision::kMixed}});  // Megatron-LM's spelling
+                                       {"bf16", Precision::kMixed},  // Megatron-LM's spelling
+                                       {"fp8", Precision::kFp8}});
   }
   // gradients: fp32 keeps (and all-reduces) fp32 gradients under mixed precision, as
   // Megatron-LM's main_grad buffers do; weights (the default) keeps them in the weights'.

@@ -6,7 +6,19 @@
 namespace pipesim {
 
 int64_t element_bytes(Precision p) {
-  return p == Precision::kMixed ? 2 : 4;
+  return p == Precision::kFp32 ? 4 : 2;
+}
+
+std::string_view to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kMixed:
+      return "mixed";
+    case Precision::kFp8:
+      return "fp8";
+  }
+  return "?";
 }
 
 ParamBytes bytes_per_param(const Training& t) {
@@ -14,8 +26,10 @@ ParamBytes bytes_per_param(const Training& t) {
   ParamBytes b;
   b.weights = element_bytes(p);
   b.gradients = t.fp32_gradients ? 4 : element_bytes(p);
-  // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does).
-  if (p == Precision::kMixed) b.optimizer = 4;
+  // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does);
+  // fp8 keeps an fp8 copy of the 16-bit weights beside them (Transformer Engine).
+  if (p != Precision::kFp32) b.optimizer = 4;
+  if (p == Precision::kFp8) b.weights += 1;
   switch (t.optimizer) {
     case Optimizer::kSgd:
       break;
@@ -129,8 +143,10 @@ int64_t optimizer_bytes_per_param(const Training& t) {
   // mixed: gradient 2 (4 when kept in fp32) + fp32 master read and write 8 + each state 8 +
   // 16-bit weight write 2.
   const int64_t gradient = bytes_per_param(t).gradients;
-  return t.precision == Precision::kFp32 ? gradient + 8 + 8 * states
-                                         : gradient + 8 + 8 * states + 2;
+  // fp8: the fp8 weight copy written as well.
+  return t.precision == Precision::kFp32
+             ? gradient + 8 + 8 * states
+             : gradient + 8 + 8 * states + 2 + (t.precision == Precision::kFp8 ? 1 : 0);
 }
 
 int64_t Model::stage_params(int first, int last) const {

@@ -140,7 +140,10 @@ struct Model {
   int64_t tokens_per_sample = 0;  // the sequence length, for models that have one
 };
 
-enum class Precision { kFp32, kMixed };
+// fp32; mixed (bf16/fp16 with fp32 master weights); fp8: mixed, with the transformer's
+// weight GEMMs in fp8 as Transformer Engine runs them (scenario/models.h).
+enum class Precision { kFp32, kMixed, kFp8 };
+std::string_view to_string(Precision p);
 enum class Optimizer { kSgd, kMomentum, kAdam };
 
 struct Training {
@@ -161,8 +164,8 @@ struct Training {
 // writing the 16-bit weights) and every optimizer state.
 int64_t optimizer_bytes_per_param(const Training& t);
 
-// Bytes of one activation or weight element in the training precision: 2 under mixed
-// precision, 4 in fp32.
+// Bytes of one activation or weight element in the training precision: 4 in fp32, else 2
+// (fp8 keeps 16-bit activations but for the GEMM inputs it saves in fp8).
 int64_t element_bytes(Precision p);
 
 // SPEC section 3: bytes per parameter kept resident for the whole run.

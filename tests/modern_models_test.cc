@@ -138,3 +138,77 @@ TEST(ModernLayers, BadValuesNameTheKey) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(Fp8, OneLayerByHand) {
+  // A GPU of round numbers at full efficiency: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 50
+  // TFLOPS vector, 1 TB/s. One GPT layer, h = 1024, 8 heads, ffn 4096, s = 1024, b = 1.
+  GpuSpec gpu;
+  gpu.name = "round";
+  gpu.memory_bytes = 80LL << 30;
+  gpu.peak_flops = 100e12;
+  gpu.fp8_flops = 200e12;
+  gpu.vector_flops = 50e12;
+  gpu.hbm_bytes_per_s = 1e12;
+  gpu.efficiency = 1.0;
+  Training fp8 = mixed(1);
+  fp8.precision = Precision::kFp8;
+  const Shape t{1, 1024, 8, 4096, 1024, 1000, false, true};
+  const Layer x = transformer_model(t, fp8, gpu).layers[1];
+  // QKV, m = 1024 tokens, k = 1024, n = 3072: 2mkn = 6,442,450,944 FLOPs at 200 TFLOPS =
+  // 32.212 us; it reads the fp8 input (mk = 1,048,576 B) and weight (kn = 3,145,728 B) and
+  // writes the 16-bit output (2mn = 6,291,456 B): 10,485,760 B, 10.5 us at 1 TB/s.
+  const OpCost* qkv = op_named(x, "qkv");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_DOUBLE_EQ(qkv->bytes, 10'485'760);
+  EXPECT_EQ(qkv->forward, Time::ps(32'212'255));  // ceil(6442450944 / 200e12 s)
+  EXPECT_FALSE(qkv->forward_memory_bound);
+  // Its cast reads the 16-bit input and writes fp8: 3mk = 3,145,728 B, 3.146 us.
+  const OpCost* cast = op_named(x, "cast_qkv");
+  ASSERT_NE(cast, nullptr);
+  EXPECT_EQ(cast->forward, Time::ps(3'145'728));
+  EXPECT_TRUE(cast->forward_memory_bound);
+  // In 16-bit the same GEMM takes 2mkn at 100 TFLOPS = 64.425 us, and has no cast.
+  const Layer bf16 = transformer_model(t, mixed(1), gpu).layers[1];
+  EXPECT_EQ(op_named(bf16, "qkv")->forward, Time::ps(64'424'510));
+  EXPECT_EQ(op_named(bf16, "cast_qkv"), nullptr);
+  // The attention core stays in 16-bit: the same time in both.
+  EXPECT_EQ(op_named(x, "scores")->forward, op_named(bf16, "scores")->forward);
+  // Activations: QKV's, the projection's and fc1's inputs (sbh each) and fc2's (sbf) kept
+  // in fp8: 3 x 1,048,576 + 4,194,304 = 7,340,032 bytes fewer.
+  EXPECT_EQ(bf16.activation_bytes - x.activation_bytes, 7'340'032);
+  // Per parameter with Adam: 2-byte weights and their fp8 copy, 2-byte gradients, fp32
+  // master weights and two moments: 3 + 2 + 12.
+  const ParamBytes pb = bytes_per_param([&] {
+    Training a = fp8;
+    a.optimizer = Optimizer::kAdam;
+    return a;
+  }());
+  EXPECT_EQ(pb.weights + pb.gradients + pb.optimizer, 17);
+}
+
+TEST(Fp8, NeedsAGpuWithAnFp8Peak) {
+  const auto run = [](const std::string& gpu) {
+    return test::cli(
+        {"run",
+         test::write_temp("fp8.yaml", "cluster: {gpu: " + gpu +
+                                          ", nodes: 1, gpus_per_node: 1}\n"
+                                          "model: {generator: transformer, layers: 1, "
+                                          "hidden: 256, heads: 4, sequence: 64, vocab: 100}\n"
+                                          "training: {global_batch: 1, micro_batch: 1, "
+                                          "precision: fp8}\n"
+                                          "strategy: {schedule: dapple, pipeline: 1}\n")});
+  };
+  const auto a = run("a100-80gb");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.err.find("training.precision: GPU 'a100-80gb' (node0/gpu0) has no fp8 peak"),
+            std::string::npos)
+      << a.err;
+  EXPECT_EQ(run("h100-80gb").code, 0);
+  EXPECT_EQ(run("{preset: a100-80gb, fp8_peak: 624 TFLOPS}").code, 0);
+}
+
+}  // namespace
+}  // namespace pipesim
