@@ -229,6 +229,7 @@ TEST(Cli, ResolvedScenarioRerunsToTheSameReport) {
       {"run", examples + "profile-csv.yaml"},  // names a profile relative to itself
       {"run", examples + "gpt-generated.yaml", "--set", "strategy.placement=scatter-first"},
       {"run", examples + "pipedream-async.yaml"},
+      {"run", examples + "llama3-8b-h100.yaml"},  // a zoo preset, rail NICs, ZeRO-1
   };
   const std::string resolved = test::temp_path("resolved.yaml");
   for (auto args : runs) {
