@@ -214,6 +214,12 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
       s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
   info.tokens_per_sample = s.model.tokens_per_sample;
   info.layout = layout(s);
+  info.parallelism.pipeline = s.strategy.positions();
+  for (int p = 0; p < s.strategy.positions(); ++p) {
+    const StageSpec& stage = s.strategy.stages[static_cast<size_t>(p)];
+    info.parallelism.tensor = std::max(info.parallelism.tensor, s.strategy.tensor_of(stage));
+    info.parallelism.data = std::max(info.parallelism.data, stage.replicas * s.strategy.data);
+  }
   info.sequence_parallel = s.strategy.sequence_parallel;
   info.zero = s.strategy.zero;
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split

@@ -59,8 +59,7 @@ void add_exposed_comm(const TaskGraph& graph, const Timeline& tl, int d, DeviceR
     }
     ready = max(ready, tl.start[first]);
     if (tl.start[id] <= ready) continue;
-    (is_collective(graph.op(last).comm) ? dr.exposed_allreduce
-                                                 : dr.exposed_pipeline_comm) +=
+    (is_collective(graph.op(last).comm) ? dr.exposed_allreduce : dr.exposed_pipeline_comm) +=
         tl.start[id] - ready;
   }
 }
@@ -159,6 +158,13 @@ std::string to_json(const Report& r) {
   j["scenario"] = r.info.scenario;
   j["schedule"] = r.info.schedule;
   j["layout"] = r.info.layout;
+  const RunInfo::Parallelism& par = r.info.parallelism;
+  j["parallelism"] = {{"tensor", par.tensor},
+                      {"context", par.context},
+                      {"expert", par.expert},
+                      {"pipeline", par.pipeline},
+                      {"data", par.data}};
+  j["warnings"] = r.info.warnings;
   j["sequence_parallel"] = r.info.sequence_parallel;
   j["zero"] = r.info.zero;
   j["zero_applies"] = r.info.zero_applies;

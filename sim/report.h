@@ -32,6 +32,14 @@ struct RunInfo {
   // sequence parallelism is on, the ZeRO stage asked for and whether any stage has
   // data-parallel ranks for it to shard over.
   std::string layout;
+  // The same as degrees (SPEC section 9; the largest where stages differ): GPUs =
+  // tensor x context x pipeline x data, expert ranks carved out of the data ranks.
+  struct Parallelism {
+    int tensor = 1, context = 1, expert = 1, pipeline = 1, data = 1;
+  } parallelism;
+  // What the user should know about the run that is neither an error nor in the numbers
+  // (SPEC section 9), also printed on stderr.
+  std::vector<std::string> warnings;
   bool sequence_parallel = false;
   int zero = 0;
   bool zero_applies = false;

@@ -423,3 +423,23 @@ TEST(Cli, TooFewGpusCountsTensorRanks) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+TEST(Cli, ReportGivesParallelismDegreesAndWarnings) {
+  // SPEC section 9: the layout as degrees. Llama 3 8B on 32 GPUs: TP 2 x PP 1 x DP 16.
+  const nlohmann::json r = reproducible_report(
+      {"run", std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/llama3-8b-h100.yaml"});
+  EXPECT_EQ(r["parallelism"],
+            (nlohmann::json{
+                {"tensor", 2}, {"context", 1}, {"expert", 1}, {"pipeline", 1}, {"data", 16}}));
+  EXPECT_TRUE(r["warnings"].is_array());
+  // The default scenario: 2 stages of 2 replicas in 4 copies, DP 8 per stage.
+  const nlohmann::json d = reproducible_report({"run"});
+  EXPECT_EQ(d["parallelism"]["pipeline"], 2);
+  EXPECT_EQ(d["parallelism"]["data"], 8);
+}
+
+}  // namespace
+}  // namespace pipesim
