@@ -323,14 +323,13 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.param_bytes = bytes_per_param(s.training);
     in.gradient_bytes_per_param = in.param_bytes.gradients;
     in.stashed_versions = stashed_versions(s);
-    for (const Device& d : s.cluster.devices()) in.reserved_bytes.push_back(d.gpu.reserved_bytes);
+    bool launch = false;  // any GPU with a launch overhead (else the lowering skips the pass)
     for (const Device& d : s.cluster.devices()) {
-      if (d.gpu.launch_overhead > Time::zero()) {
-        for (const Device& e : s.cluster.devices())
-          in.launch_overhead.push_back(e.gpu.launch_overhead);
-        break;
-      }
+      in.reserved_bytes.push_back(d.gpu.reserved_bytes);
+      in.launch_overhead.push_back(d.gpu.launch_overhead);
+      launch = launch || d.gpu.launch_overhead > Time::zero();
     }
+    if (!launch) in.launch_overhead.clear();
     in.user_order = !s.user_order.empty();
     in.compact_rings = compact_rings;
     in.allreduce = allreduce_algorithms(s);
