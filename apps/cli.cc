@@ -191,14 +191,15 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
   // Where the analytic costs' efficiency curves come from (SPEC section 9: a GPU that
   // borrows another generation's curves says so).
   const GpuSpec& gpu = sc.cluster.device(0).gpu;
+  const bool fitted = gpu.curves.ends_with(" runs");  // a preset's fit, not the user's
   const std::string curves =
-      gpu.curves_borrowed && gpu.curves == GpuSpec{}.curves
+      gpu.curves_borrowed && fitted
           ? fmt::format(
                 "{}'s efficiency curves are borrowed from the fit to {} (none of its "
                 "own yet; docs/presets.md)",
                 gpu.name, gpu.curves)
           : fmt::format("{}'s efficiency curves: {}{}", gpu.name,
-                        gpu.curves == GpuSpec{}.curves ? "fitted to " : "", gpu.curves);
+                        fitted ? "fitted to " : "", gpu.curves);
   table += curves + "\n";
   table +=
       fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "layer", "fwd FLOPs",

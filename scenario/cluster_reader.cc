@@ -86,7 +86,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
   r.expect_map(n, path,
                {"preset", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
                 "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
-                "vector_efficiency", "memory_efficiency"});
+                "vector_efficiency", "memory_efficiency", "fp8_efficiency",
+                "attention_efficiency"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined()) {
     g = read_gpu(r, p, child_path(path, "preset"));
@@ -119,14 +120,24 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.matrix_efficiency = read_curve(r, v, child_path(path, "matrix_efficiency"), true);
   if (const auto v = n["vector_efficiency"]; v.IsDefined())
     g.vector_efficiency = read_curve(r, v, child_path(path, "vector_efficiency"), true);
+  if (const auto v = n["fp8_efficiency"]; v.IsDefined())
+    g.fp8_efficiency = read_curve(r, v, child_path(path, "fp8_efficiency"), true);
+  if (const auto v = n["attention_efficiency"]; v.IsDefined())
+    g.attention_efficiency = read_curve(r, v, child_path(path, "attention_efficiency"), true);
   if (const auto v = n["memory_efficiency"]; v.IsDefined())
     g.memory_efficiency = read_curve(r, v, child_path(path, "memory_efficiency"), false);
   if (g.memory_bytes <= 0)
     r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
+  // A custom GPU's GEMM curve serves its fp8 GEMMs and fused attention unless given apart.
+  if (!n["preset"].IsDefined() && n["matrix_efficiency"].IsDefined()) {
+    if (!n["fp8_efficiency"].IsDefined()) g.fp8_efficiency = g.matrix_efficiency;
+    if (!n["attention_efficiency"].IsDefined()) g.attention_efficiency = g.matrix_efficiency;
+  }
   // Curves the scenario gives are its own.
   if (n["efficiency"].IsDefined() ||
       (n["matrix_efficiency"].IsDefined() && n["vector_efficiency"].IsDefined() &&
-       n["memory_efficiency"].IsDefined())) {
+       n["memory_efficiency"].IsDefined() &&
+       (n["attention_efficiency"].IsDefined() || !n["preset"].IsDefined()))) {
     g.curves = "the scenario's";
     g.curves_borrowed = false;
   }

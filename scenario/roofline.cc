@@ -40,13 +40,13 @@ OpSpec elementwise_op(std::string name, double elements, double flops, double fo
 }
 
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p, bool fp8) {
+                  const GpuSpec& gpu, Precision p, bool fp8, bool attention) {
   if (work.flops <= 0 && work.bytes <= 0) return {};
   const bool mixed = p != Precision::kFp32;
   double peak = mixed ? gpu.peak_flops : gpu.peak_fp32_flops;
   // A GPU given without a vector peak: a quarter of the tensor rate (the A100's ratio).
   if (mixed && !matrix) peak = gpu.vector_flops > 0 ? gpu.vector_flops : gpu.peak_flops / 4;
-  // fp8 GEMMs at the fp8 peak, on the matrix curve (no fp8 fit of its own yet).
+  // fp8 GEMMs at the fp8 peak, on the fp8 curve.
   if (fp8 && matrix) peak = gpu.fp8_flops;
   if (!(peak > 0)) {
     throw InputError(fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
@@ -60,10 +60,11 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   auto eff = [&](const EfficiencyCurve& c, double size) {
     return gpu.efficiency ? *gpu.efficiency : c.at(size);
   };
-  const double compute =
-      flops > 0
-          ? flops / (peak * eff(matrix ? gpu.matrix_efficiency : gpu.vector_efficiency, flops))
-          : 0;
+  const EfficiencyCurve& curve = !matrix           ? gpu.vector_efficiency
+                                  : fp8 && p != Precision::kFp32 ? gpu.fp8_efficiency
+                                  : attention && mixed         ? gpu.attention_efficiency
+                                                               : gpu.matrix_efficiency;
+  const double compute = flops > 0 ? flops / (peak * eff(curve, flops)) : 0;
   const double memory = gpu.hbm_bytes_per_s > 0 && bytes > 0
                             ? bytes / (gpu.hbm_bytes_per_s * eff(gpu.memory_efficiency, bytes))
                             : 0;
@@ -101,11 +102,12 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
     c.flops = op.forward.flops;
     c.bytes = op.forward.bytes + op.weight_bytes;
     const bool weights = op.weight_bytes > 0;
-    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p, op.fp8);
+    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p, op.fp8,
+                                op.attention);
     const Roofline b = roofline(op.backward_input, op.matrix, weights ? op.weight_bytes : 0,
-                                op.repeats, gpu, p, op.fp8);
+                                op.repeats, gpu, p, op.fp8, op.attention);
     const Roofline w = roofline(op.backward_weight, op.matrix, weights ? 2 * op.weight_bytes : 0,
-                                op.repeats, gpu, p, op.fp8);
+                                op.repeats, gpu, p, op.fp8, op.attention);
     c.forward = f.time;
     c.backward_input = b.time;
     c.backward_weight = w.time;

@@ -28,6 +28,7 @@ struct OpSpec {
   double weight_bytes = 0;
   double repeats = 1;
   bool fp8 = false;  // a GEMM run at the fp8 peak (training.precision: fp8)
+  bool attention = false;  // a fused attention kernel, on the GPU's attention curve
   // FLOPs times `batch`, batch-dependent bytes times `batch` x `element` (ops built with
   // bytes counted in elements).
   OpSpec& scale(double batch, double element = 1);
@@ -47,9 +48,10 @@ struct Roofline {
   bool memory_bound = false;
 };
 // One pass of an op on this GPU in this precision (`repeats` pieces of work / repeats).
-// `fp8`: a matrix op at the GPU's fp8 peak.
+// `fp8`: a matrix op at the GPU's fp8 peak, on its fp8 curve; `attention`: a fused
+// attention kernel, on the GPU's attention curve.
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p, bool fp8 = false);
+                  const GpuSpec& gpu, Precision p, bool fp8 = false, bool attention = false);
 
 // Times every op: a Layer whose forward, backward_input and backward_weight are the sums.
 Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double forward_flops,

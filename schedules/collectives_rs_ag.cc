@@ -6,16 +6,45 @@ namespace pipesim {
 namespace {
 
 // n - 1 ring steps of ceil(bytes / n), each member's send waiting for what it received in
-// the step before (its `ready` ops for the first).
-std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b,
+// the step before (its `ready` ops for the first). Hierarchical, over N nodes of g members
+// each: a reduce-scatter runs g - 1 steps of bytes / g inside each node, then N - 1 steps of
+// bytes / (gN) around one ring per local rank across the nodes (each on its own GPU's
+// network port); an all-gather runs the same two halves in the other order.
+std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b, AllReduceAlgo algo,
                                          const std::vector<CollectiveMember>& members,
                                          int64_t bytes, CollectiveTag tag, CommKind kind) {
   const int n = static_cast<int>(members.size());
   std::vector<collective::Deps> incoming = collective::ready_of(members);
   if (n >= 2 && bytes > 0) {
-    std::vector<int> all(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-    collective::Builder(b, members, tag, kind).ring(all, n - 1, ceil_div(bytes, n), incoming);
+    collective::Builder build(b, members, tag, kind);
+    std::vector<std::vector<int>> nodes;
+    if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
+    if (nodes.size() > 1 && nodes.front().size() > 1) {
+      const auto g = static_cast<int64_t>(nodes.front().size());
+      const auto N = static_cast<int64_t>(nodes.size());
+      const auto inside = [&] {
+        for (const auto& local : nodes)
+          build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
+      };
+      const auto across = [&] {
+        for (size_t l = 0; l < static_cast<size_t>(g); ++l) {
+          std::vector<int> ring;
+          for (const auto& local : nodes) ring.push_back(local[l]);
+          build.ring(ring, static_cast<int>(N - 1), ceil_div(bytes, g * N), incoming);
+        }
+      };
+      if (kind == CommKind::kAllGather) {
+        across();
+        inside();
+      } else {
+        inside();
+        across();
+      }
+    } else {
+      std::vector<int> all(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+      build.ring(all, n - 1, ceil_div(bytes, n), incoming);
+    }
   }
   collective::wait_for_done(b, members, incoming);
   return incoming;
@@ -25,14 +54,16 @@ std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b,
 
 std::vector<std::vector<OpId>> add_reduce_scatter(TaskGraphBuilder& b,
                                                   const std::vector<CollectiveMember>& members,
-                                                  int64_t bytes, CollectiveTag tag) {
-  return ring_half(b, members, bytes, tag, CommKind::kReduceScatter);
+                                                  int64_t bytes, CollectiveTag tag,
+                                                  AllReduceAlgo algo) {
+  return ring_half(b, algo, members, bytes, tag, CommKind::kReduceScatter);
 }
 
 std::vector<std::vector<OpId>> add_all_gather(TaskGraphBuilder& b,
                                               const std::vector<CollectiveMember>& members,
-                                              int64_t bytes, CollectiveTag tag) {
-  return ring_half(b, members, bytes, tag, CommKind::kAllGather);
+                                              int64_t bytes, CollectiveTag tag,
+                                              AllReduceAlgo algo) {
+  return ring_half(b, algo, members, bytes, tag, CommKind::kAllGather);
 }
 
 }  // namespace pipesim

@@ -8,6 +8,9 @@
 //
 // On idle links each costs (n - 1)(alpha + bytes / (n beta)), half a ring all-reduce; a
 // reduce-scatter followed by an all-gather moves exactly what the all-reduce moves.
+// `kHierarchical` (members spread evenly over several nodes, more than one on each) runs
+// the half inside each node and the half across nodes on one ring per local rank, as the
+// hierarchical all-reduce does (collectives.h); any other algorithm runs the plain ring.
 #pragma once
 
 #include <vector>
@@ -22,9 +25,11 @@ namespace pipesim {
 // result, as add_allreduce does.
 std::vector<std::vector<OpId>> add_reduce_scatter(TaskGraphBuilder& b,
                                                   const std::vector<CollectiveMember>& members,
-                                                  int64_t bytes, CollectiveTag tag);
+                                                  int64_t bytes, CollectiveTag tag,
+                                                  AllReduceAlgo algo = AllReduceAlgo::kRing);
 std::vector<std::vector<OpId>> add_all_gather(TaskGraphBuilder& b,
                                               const std::vector<CollectiveMember>& members,
-                                              int64_t bytes, CollectiveTag tag);
+                                              int64_t bytes, CollectiveTag tag,
+                                              AllReduceAlgo algo = AllReduceAlgo::kRing);
 
 }  // namespace pipesim

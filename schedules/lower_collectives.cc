@@ -113,7 +113,7 @@ void Lowering::add_allreduces() {
     // and 2 then all-gather the updated weights, which the next compute op waits for.
     const bool zero = zero_ranks(p) > 1;
     const auto reduce = [&](int64_t bytes) {
-      return zero ? add_reduce_scatter(b_, group, bytes, {p, it})
+      return zero ? add_reduce_scatter(b_, group, bytes, {p, it}, algo)
                   : add_allreduce(b_, algo, group, bytes, {p, it});
     };
     if (zero && !gathers_weights(p)) {
@@ -122,7 +122,7 @@ void Lowering::add_allreduces() {
         const int d = b_.op(m.op).device;
         after.push_back({d, node_of(d), {m.op}, m.next});
       }
-      add_all_gather(b_, after, weight_bytes(p), {p, it});
+      add_all_gather(b_, after, weight_bytes(p), {p, it}, algo);
     }
     const OptimizerStep& first = members.front();
     if (first.buckets.empty()) {  // gradients all ready at once
@@ -160,11 +160,13 @@ void Lowering::add_weight_gathers() {
           gather.members[i].ready.push_back(d);
       }
     }
-    const int g = std::get<2>(key);
+    const int g = std::get<2>(key), p = position(g);
+    const AllReduceAlgo algo =
+        in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
     gather.result = add_all_gather(b_, gather.members,
-                                   checked_mul(split_bytes(gather.params, tensor(position(g))),
+                                   checked_mul(split_bytes(gather.params, tensor(p)),
                                                in_.param_bytes.weights, "a weight gather"),
-                                   {g, std::get<1>(key) / in_.micro_batches_per_iteration});
+                                   {g, std::get<1>(key) / in_.micro_batches_per_iteration}, algo);
   }
 }
 

@@ -44,10 +44,14 @@ TEST(Presets, EveryNamedPresetExists) {
   EXPECT_DOUBLE_EQ(find_gpu_preset("h100-80gb")->fp8_flops, 1979e12);
   // NVLink 5: 1.8 TB/s both ways per GPU.
   EXPECT_DOUBLE_EQ(find_link_preset("nvlink5")->bytes_per_s, 900e9);
-  // Only the A100s' curves are fitted to their own runs; the others say they borrow them.
-  for (const char* g : {"v100-16gb", "h100-80gb", "h200", "b200", "gb200", "mi300x"})
+  // The A100s and the H100 have curves fitted to their own runs; the others say whose
+  // they borrow.
+  for (const char* g : {"v100-16gb", "h200", "b200", "gb200", "mi300x"})
     EXPECT_TRUE(find_gpu_preset(g)->curves_borrowed) << g;
   EXPECT_FALSE(find_gpu_preset("a100-80gb")->curves_borrowed);
+  EXPECT_FALSE(find_gpu_preset("h100-80gb")->curves_borrowed);
+  EXPECT_EQ(find_gpu_preset("h100-80gb")->curves, "H100 runs");
+  EXPECT_EQ(find_gpu_preset("b200")->curves, "H100 runs");
 }
 
 TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {
@@ -63,10 +67,12 @@ TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {
   };
   const auto h = model("h200");
   EXPECT_EQ(h.code, 0) << h.err;
-  EXPECT_NE(h.out.find("h200's efficiency curves are borrowed from the fit to A100 runs"),
+  EXPECT_NE(h.out.find("h200's efficiency curves are borrowed from the fit to H100 runs"),
             std::string::npos)
       << h.out;
   EXPECT_NE(model("a100-80gb").out.find("a100-80gb's efficiency curves: fitted to A100 runs"),
+            std::string::npos);
+  EXPECT_NE(model("h100-80gb").out.find("h100-80gb's efficiency curves: fitted to H100 runs"),
             std::string::npos);
   EXPECT_NE(model("{name: x, memory: 8 GiB, peak: 10 TFLOPS}").out.find("flat 0.5"),
             std::string::npos);

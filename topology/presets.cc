@@ -6,10 +6,19 @@ namespace pipesim {
 namespace {
 
 constexpr int64_t kGiB = 1024LL * 1024 * 1024;
-// The share of the peak the largest GEMMs reach, and the factor on Calculon's memory
-// table: fitted together once over the published runs of docs/validation.md.
-constexpr double kMatrixTop = 0.70;
-constexpr double kMemoryFactor = 0.6;
+
+// One generation's fit (docs/presets.md shows the scan that chose each level): the share
+// of the peak the largest GEMMs reach (16-bit and fp8), the factor on Calculon's memory
+// table, and the share the fused attention kernels reach on their causal FLOPs.
+struct Fit {
+  double matrix_top, memory_factor, attention_top, fp8_top;
+  const char* runs;  // what it was fitted to, for pipesim model
+};
+// Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
+// memory) and llm-foundry's A100 runs (attention).
+constexpr Fit kAmpere{0.70, 0.6, 0.30, 0.70, "A100 runs"};
+// NVIDIA's NeMo / dgxc-benchmarking H100 runs (bf16 and fp8) and llm-foundry's H100 runs.
+constexpr Fit kHopper{0.64, 0.45, 0.20, 0.68, "H100 runs"};
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
 // one GEMM, element-wise efficiency by its FLOPs, memory efficiency by the bytes one op
@@ -18,13 +27,14 @@ constexpr double kMemoryFactor = 0.6;
 // Table 1, Korthikanti et al.'s Table 5 and the Zero Bubble GPT runs together
 // (docs/validation.md).
 EfficiencyCurve matrix_curve(double top) {
+  // Calculon's (0, 0.1), (1, 0.6), (16, 0.9), (128, 0.95) GFLOP points, its top scaled to
+  // `top`.
   return {{{0, 0.1}, {1e9, 0.6 * top / 0.95}, {16e9, 0.9 * top / 0.95}, {128e9, top}}};
 }
 EfficiencyCurve vector_curve() {
   return {{{0, 0.1}, {1e9, 0.5}, {16e9, 0.95}}};
 }
-EfficiencyCurve memory_curve() {
-  const double k = kMemoryFactor;
+EfficiencyCurve memory_curve(double k) {
   return {{{0, 0.3 * k}, {1e6, 0.6 * k}, {10e6, 0.75 * k}, {100e6, 0.9 * k}}};
 }
 
@@ -32,7 +42,8 @@ struct Datasheet {
   const char* name;
   int64_t memory;
   double peak, fp32, vector, fp8, hbm;
-  bool a100;  // an A100, whose runs the curves were fitted to
+  const Fit& fit;
+  bool borrowed;  // the fit is another generation's: none of this GPU's own runs yet
 };
 
 GpuSpec gpu(const Datasheet& d) {
@@ -44,10 +55,13 @@ GpuSpec gpu(const Datasheet& d) {
   g.vector_flops = d.vector;
   g.fp8_flops = d.fp8;
   g.hbm_bytes_per_s = d.hbm;
-  g.matrix_efficiency = matrix_curve(kMatrixTop);
+  g.matrix_efficiency = matrix_curve(d.fit.matrix_top);
+  g.fp8_efficiency = matrix_curve(d.fit.fp8_top);
+  g.attention_efficiency = matrix_curve(d.fit.attention_top);
   g.vector_efficiency = vector_curve();
-  g.memory_efficiency = memory_curve();
-  g.curves_borrowed = !d.a100;
+  g.memory_efficiency = memory_curve(d.fit.memory_factor);
+  g.curves = d.fit.runs;
+  g.curves_borrowed = d.borrowed;
   return g;
 }
 
@@ -57,15 +71,15 @@ constexpr int64_t kGB = 1'000'000'000;
 // the datasheets and what each figure is are in docs/presets.md.
 const std::array<GpuSpec, 9>& gpu_presets() {
   static const std::array<GpuSpec, 9> table{{
-      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, false}),
-      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, false}),
-      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 1555e9, true}),
-      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 2039e9, true}),
-      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 3350e9, false}),
-      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 4800e9, false}),
-      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, false}),
-      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, false}),
-      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 5300e9, false}),
+      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, kAmpere, true}),
+      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, kAmpere, true}),
+      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 1555e9, kAmpere, false}),
+      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 2039e9, kAmpere, false}),
+      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 3350e9, kHopper, false}),
+      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 4800e9, kHopper, true}),
+      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, kHopper, true}),
+      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, kHopper, true}),
+      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 5300e9, kHopper, true}),
   }};
   return table;
 }

@@ -31,6 +31,9 @@ struct GpuSpec {
   EfficiencyCurve matrix_efficiency = EfficiencyCurve::constant(0.5);
   EfficiencyCurve vector_efficiency = EfficiencyCurve::constant(0.5);
   EfficiencyCurve memory_efficiency = EfficiencyCurve::constant(0.5);
+  // GEMMs at the fp8 peak (training.precision: fp8), and fused attention kernels, by FLOPs.
+  EfficiencyCurve fp8_efficiency = EfficiencyCurve::constant(0.5);
+  EfficiencyCurve attention_efficiency = EfficiencyCurve::constant(0.5);
   // cluster.gpu.efficiency: one share for every op and size, replacing the three curves.
   std::optional<double> efficiency;
   // Which runs the curves were fitted to (docs/presets.md), and whether this GPU borrows

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Write the H100 validation scenarios and compare pipesim with the published runs.
+
+  scripts/h100_fit.py write              # scenarios/validation/<row>.yaml from scripts/h100_rows.py
+  scripts/h100_fit.py compare [--set K=V] # one line per row: measured, simulated, error
+  scripts/h100_fit.py scan                # the scan of H100 curve levels (docs/presets.md)
+
+Run from the repository root after building (build/pipesim). The rows and their sources
+are in scripts/h100_rows.py; docs/validation.md gives the results.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(__file__))
+from h100_rows import ROWS  # noqa: E402
+
+PIPESIM = os.environ.get("PIPESIM", "build/pipesim")
+OUT = "scenarios/validation"
+
+
+def cluster(row):
+    nodes = max(row["gpus"] // 8, 1)
+    if row["gpu"].startswith("a100"):
+        # A100 rows of llm-foundry: 8 x 200 Gbit/s RoCE per node ("1600 Gbps node-node").
+        return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8, intra_node="nvswitch2",
+                    inter_node=dict(kind="ethernet", bandwidth="200 Gbit/s", latency="5 us",
+                                    nics=8))
+    return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8, intra_node="nvswitch",
+                inter_node=dict(preset="ib-ndr", nics=8))
+
+
+def scenario(row):
+    model = dict(generator="transformer", **row["model"], sequence=row["seq"],
+                 flash_attention=True)
+    data = row["gpus"] // (row["tp"] * row["pp"])
+    strategy = dict(schedule="interleaved" if row["vp"] > 1 else "dapple",
+                    pipeline=row["pp"], tensor=row["tp"])
+    if row["vp"] > 1:
+        strategy["virtual_stages"] = row["vp"]
+    if row["tp"] > 1:
+        strategy.update(sequence_parallel=True, tensor_overlap="backward")
+    strategy["data"] = data
+    strategy["zero"] = row["zero"]
+    strategy["recompute"] = row["recompute"]
+    training = dict(global_batch=row["gbs"], micro_batch=row["mbs"], precision=row["precision"],
+                    gradients=row["gradients"], optimizer="adam")
+    return dict(name=row["name"], cluster=cluster(row), model=model, training=training,
+                strategy=strategy)
+
+
+def header(row):
+    lines = [f"{row['name']}: {row['source']}.",
+             f"Measured {row['measured']:.1f} tokens/s per GPU"
+             + (f" ({row['note']})" if row.get("note") else "") + ".",
+             "Written by scripts/h100_fit.py from scripts/h100_rows.py; docs/validation.md "
+             "has the comparison."]
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def write():
+    for row in ROWS:
+        with open(f"{OUT}/{row['name']}.yaml", "w") as f:
+            f.write(header(row))
+            yaml.safe_dump(scenario(row), f, sort_keys=False, default_flow_style=None, width=96)
+
+
+def simulate(row, sets, gpu_override=None):
+    path = f"{OUT}/{row['name']}.yaml"
+    tmp = None
+    if gpu_override is not None:
+        s = scenario(row)
+        s["cluster"]["gpu"] = dict(preset=row["gpu"], **gpu_override)
+        tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        yaml.safe_dump(s, tmp)
+        tmp.close()
+        path = tmp.name
+    args = [PIPESIM, "run", path, "--json", "-"]
+    for s in sets:
+        args += ["--set", s]
+    try:
+        run = subprocess.run(args, capture_output=True, text=True)
+        if run.returncode not in (0, 1) or not run.stdout:  # 1: out of memory, still reported
+            raise RuntimeError(f"{' '.join(args)}: {run.stderr.strip()}")
+        out = run.stdout
+    finally:
+        if tmp is not None:
+            os.unlink(tmp.name)
+    report = json.loads(out)
+    return report["tokens_per_s"] / row["gpus"], report
+
+
+def errors(rows, sets=(), gpu_override=None):
+    result = []
+    for row in rows:
+        sim, report = simulate(row, sets, gpu_override)
+        result.append((row, sim, sim / row["measured"] - 1, report))
+    return result
+
+
+def summary(result):
+    errs = [abs(e) for _, _, e, _ in result]
+    return sum(errs) / len(errs), max(errs)
+
+
+def compare(sets):
+    result = errors(ROWS, sets)
+    for row, sim, err, rep in result:
+        print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
+              f"  mfu {100 * rep['mfu']:4.1f}{'  OOM' if rep['oom'] else ''}")
+    for tag in ("h100", "a100"):
+        sub = [r for r in result if r[0]["gpu"].startswith(tag)]
+        if sub:
+            mean, worst = summary(sub)
+            print(f"{tag}: {len(sub)} rows, mean |error| {100 * mean:.1f} %, max {100 * worst:.1f} %")
+    pairs = {}
+    for row, sim, _, _ in result:
+        if row["name"].startswith("foundry"):
+            pairs.setdefault(row["name"].rsplit("-", 1)[0], {})[row["gpu"][:4]] = (row, sim)
+    ratio_errs = []
+    for key, p in sorted(pairs.items()):
+        if "h100" in p and "a100" in p:
+            measured = p["h100"][0]["measured"] / p["a100"][0]["measured"]
+            simulated = p["h100"][1] / p["a100"][1]
+            ratio_errs.append(simulated / measured - 1)
+            print(f"ratio {key:26s} measured {measured:.2f} simulated {simulated:.2f} "
+                  f"{100 * (simulated / measured - 1):+5.1f} %")
+    if ratio_errs:
+        print(f"H100/A100 ratio: mean |error| {100 * sum(map(abs, ratio_errs)) / len(ratio_errs):.1f} %,"
+              f" max {100 * max(map(abs, ratio_errs)):.1f} %")
+
+
+def main():
+    cmd = sys.argv[1] if len(sys.argv) > 1 else "compare"
+    if cmd == "write":
+        write()
+    elif cmd == "compare":
+        sets = [a.split("=", 1)[1] if a.startswith("--set=") else a
+                for a in sys.argv[2:] if a != "--set"]
+        compare(sets)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Published, measured H100 (and paired A100) training runs that pipesim can express.
+
+Each row is one configuration as its source published it (docs/validation/h100-published.md
+gives every source's table verbatim, with repository, path and commit). `measured` is
+tokens per second per GPU: read directly where the source prints it, otherwise converted
+from what it prints (step time, or model TFLOP/s with the source's own FLOP formula) as
+the row's comment says. scripts/h100_fit.py writes one scenario per row under
+scenarios/validation/ and compares pipesim with `measured`.
+"""
+
+# Model shapes (the models' public configurations; docs/validation/h100-published.md §0).
+GPT3_5B = dict(layers=24, hidden=4096, heads=32, ffn=16384, vocab=50304)
+GPT3_20B = dict(layers=44, hidden=6144, heads=48, ffn=24576, vocab=50304)
+GPT3_175B = dict(layers=96, hidden=12288, heads=96, ffn=49152, vocab=50304)
+LLAMA2 = dict(mlp="swiglu", norm="rmsnorm", position="rotary", vocab=32000, tie_embeddings=False)
+LLAMA2_7B = dict(LLAMA2, layers=32, hidden=4096, heads=32, ffn=11008)
+LLAMA2_13B = dict(LLAMA2, layers=40, hidden=5120, heads=40, ffn=13824)
+LLAMA2_70B = dict(LLAMA2, layers=80, hidden=8192, heads=64, query_groups=8, ffn=28672)
+# Nemotron's squared-ReLU MLP is a plain (ungated) two-GEMM MLP: `gelu` has its GEMMs.
+NEMOTRON = dict(position="rotary", vocab=256000, tie_embeddings=False)
+NEMOTRON_8B = dict(NEMOTRON, layers=32, hidden=4096, heads=32, ffn=16384)
+NEMOTRON4_15B = dict(NEMOTRON, layers=32, hidden=6144, heads=48, query_groups=8, ffn=24576)
+NEMOTRON4_340B = dict(NEMOTRON, layers=96, hidden=18432, heads=96, query_groups=8, ffn=73728)
+# MPT as llm-foundry benchmarks it (scripts/train/yamls/pretrain/mpt-*.yaml with the
+# defaults of llmfoundry/models/mpt/configuration_mpt.py): learned positions, LayerNorm,
+# GeLU, ffn 4h, tied embeddings, vocabulary 50368.
+MPT = dict(vocab=50368)
+MPT_SIZES = {
+    "760m": dict(MPT, layers=24, hidden=1536, heads=12, ffn=6144),
+    "1b": dict(MPT, layers=24, hidden=2048, heads=16, ffn=8192),
+    "3b": dict(MPT, layers=32, hidden=2560, heads=20, ffn=10240),
+    "7b": dict(MPT, layers=32, hidden=4096, heads=32, ffn=16384),
+    "13b": dict(MPT, layers=40, hidden=5120, heads=40, ffn=20480),
+    "30b": dict(MPT, layers=48, hidden=7168, heads=56, ffn=28672),
+    "70b": dict(MPT, layers=80, hidden=8192, heads=64, ffn=32768),
+}
+
+
+def megatron_flops_per_token(m, seq):
+    """Megatron-LM's num_floating_point_operations (megatron/training/training.py) per token:
+    12 L h^2 ((1 + g/a + s/h) + (f/h) x (3/2 if gated) + V / (2 L h))."""
+    L, h = m["layers"], m["hidden"]
+    g = m.get("query_groups", m["heads"]) / m["heads"]
+    gated = 1.5 if m.get("mlp") in ("swiglu", "geglu") else 1.0
+    return 12 * L * h * h * ((1 + g + seq / h) + m["ffn"] / h * gated + m["vocab"] / (2 * L * h))
+
+
+def nemo(name, source, model, seq, gpus, gbs, mbs, tp, pp, vp, precision, measured, note="",
+         recompute="none", gradients="weights"):
+    """A Megatron-Core run (NeMo's recipes: distributed optimizer, gradients reduced in
+    bf16 (grad_sync_dtype), sequence parallelism with tensor parallelism)."""
+    return dict(name=name, source=source, model=model, seq=seq, gpus=gpus, gbs=gbs, mbs=mbs,
+                tp=tp, pp=pp, vp=vp, precision=precision, measured=measured, note=note,
+                framework="megatron", gpu="h100-80gb", recompute=recompute, zero=1,
+                gradients=gradients)
+
+
+ROWS = []
+
+# NVIDIA/NeMo docs/source/performance/performance_summary.md @ 8e3d65dc (NeMo 24.07,
+# DGX-H100, FP8): tokens/s/GPU as printed. Rows with context parallelism wait for it.
+NEMO = "NeMo 24.07 performance summary (NVIDIA/NeMo docs/source/performance/performance_summary.md @ 8e3d65dc)"
+ROWS += [
+    nemo("nemo-gpt3-5b-fp8", NEMO, GPT3_5B, 2048, 64, 2048, 4, 1, 1, 1, "fp8", 23406),
+    nemo("nemo-gpt3-20b-fp8", NEMO, GPT3_20B, 2048, 64, 256, 2, 2, 1, 1, "fp8", 5851),
+    nemo("nemo-gpt3-175b-fp8", NEMO, GPT3_175B, 2048, 128, 256, 1, 4, 8, 6, "fp8", 716),
+    nemo("nemo-llama2-7b-fp8", NEMO, LLAMA2_7B, 4096, 8, 128, 1, 1, 1, 1, "fp8", 16934),
+    nemo("nemo-llama2-13b-fp8", NEMO, LLAMA2_13B, 4096, 16, 128, 1, 1, 4, 10, "fp8", 8715),
+    nemo("nemo-llama2-70b-fp8", NEMO, LLAMA2_70B, 4096, 64, 128, 1, 4, 4, 20, "fp8", 1728),
+    nemo("nemo-nemotron-8b-fp8", NEMO, NEMOTRON_8B, 4096, 64, 256, 4, 2, 1, 1, "fp8", 12507),
+    nemo("nemo-nemotron4-340b-fp8", NEMO, NEMOTRON4_340B, 4096, 128, 32, 1, 8, 8, 12, "fp8", 326,
+         recompute="selective"),
+]
+
+# NVIDIA/dgxc-benchmarking @ 1b9bb6b3 (NeMo 24.12 container, DGX-H100), BF16 and FP8 of
+# the same layout: tokens/s/GPU = seq x GBS / step time / GPUs (the smallest scale of each
+# table; the larger scales are within 1-4 % per GPU). Layouts from the recipes at that
+# commit (GPT-3: gpt3_175b_hydra.yaml, virtual pipeline 6; Nemotron-4 340B: selective
+# recompute).
+DGXC = "dgxc-benchmarking (NVIDIA/dgxc-benchmarking {} @ 1b9bb6b3)"
+for prec, t175, t15, t340 in (("bf16", 8.309, 2.812, 4.61), ("fp8", 5.626, 2.039, 3.16)):
+    ROWS += [
+        nemo(f"dgxc-gpt3-175b-{prec}", DGXC.format("nemo_megatron/README_175b.md"), GPT3_175B,
+             2048, 128, 256, 1, 4, 8, 6, prec, 2048 * 256 / t175 / 128, f"step {t175} s"),
+        nemo(f"dgxc-nemotron4-15b-{prec}", DGXC.format("nemotron/README_15b.md"),
+             NEMOTRON4_15B, 4096, 16, 64, 4, 4, 1, 1, prec, 4096 * 64 / t15 / 16,
+             f"step {t15} s"),
+        nemo(f"dgxc-nemotron4-340b-{prec}", DGXC.format("nemotron/README_340b.md"),
+             NEMOTRON4_340B, 4096, 128, 32, 1, 8, 8, 12, prec, 4096 * 32 / t340 / 128,
+             f"step {t340} s", recompute="selective"),
+    ]
+
+# NVIDIA/Megatron-LM README.md, "Training Speed and Scalability" @ f2e5db40 (Megatron-Core
+# r0.8.0, H100, BF16, seq 4096, vocab 131072, DP 48, global batch 192): rows without a
+# pipeline (the pipelined rows' virtual stages are not published). Per-GPU TFLOP/s as
+# printed, turned into tokens/s with Megatron-LM's own FLOP count. Micro-batch 1 assumed.
+MLM = "Megatron-LM README H100 table (NVIDIA/Megatron-LM README.md @ f2e5db40)"
+for size, heads, hidden, layers, tp, tflops in (("1.7b", 16, 2048, 24, 1, 408.8),
+                                               ("7.1b", 32, 4096, 30, 2, 465.9),
+                                               ("16b", 48, 6144, 32, 4, 489.1),
+                                               ("32b", 56, 7168, 48, 8, 459.6)):
+    m = dict(layers=layers, hidden=hidden, heads=heads, ffn=4 * hidden, vocab=131072)
+    ROWS.append(nemo(f"megatron-h100-{size}-bf16", MLM, m, 4096, 48 * tp, 192, 1, tp, 1, 1,
+                     "bf16", tflops * 1e12 / megatron_flops_per_token(m, 4096),
+                     f"{tflops} TFLOP/s/GPU", gradients="fp32"))
+
+# mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14: MPT on 8 GPUs,
+# Composer FSDP (FULL_SHARD), flash attention, amp_bf16, paired H100 / A100-80GB rows of
+# the same configuration; tokens/s/GPU as printed. FULL_SHARD (ZeRO-3) from 7B up,
+# SHARD_GRAD_OP (ZeRO-2) below; gradients reduced in fp32 (Composer's DEFAULT).
+FOUNDRY = "llm-foundry benchmarks (mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14)"
+for size, seq, mbs, ga, ac, h100, a100 in (
+        ("70b", 2048, 8, 4, True, 1039, 410), ("30b", 2048, 3, 21, True, 2002, 916),
+        ("30b", 8192, 1, 21, True, 1384, 574), ("13b", 4096, 10, 3, True, 4717, 2060),
+        ("13b", 1024, 40, 3, True, 5502, 2330), ("7b", 8192, 8, 2, True, 6935, 3206),
+        ("7b", 4096, 16, 2, True, 8611, 3684), ("7b", 1024, 64, 2, True, 10203, 4357),
+        ("3b", 8192, 3, 6, False, 16578, 7695), ("3b", 1024, 20, 6, False, 27046, 11580),
+        ("1b", 4096, 7, 4, False, 38535, 17807), ("1b", 1024, 18, 4, False, 48910, 22112),
+        ("760m", 8192, 6, 2, False, 41825, 20933), ("760m", 4096, 12, 2, False, 55459, 27351)):
+    gpus = 64 if size == "70b" else 8
+    for gpu, measured in (("h100-80gb", h100), ("a100-80gb", a100)):
+        tag = "h100" if gpu.startswith("h100") else "a100"
+        ROWS.append(dict(name=f"foundry-mpt-{size}-{seq // 1024}k-{tag}", source=FOUNDRY,
+                         model=MPT_SIZES[size], seq=seq, gpus=gpus, gbs=mbs * ga * gpus,
+                         mbs=mbs, tp=1, pp=1, vp=1, precision="bf16", measured=measured,
+                         recompute="full" if ac else "none", framework="fsdp", gpu=gpu,
+                         zero=3 if size in ("7b", "13b", "30b", "70b") else 2,
+                         gradients="fp32", note=""))
