@@ -3,7 +3,7 @@
 
   scripts/h100_fit.py write              # scenarios/validation/<row>.yaml from scripts/h100_rows.py
   scripts/h100_fit.py compare [--set K=V] # one line per row: measured, simulated, error
-  scripts/h100_fit.py scan                # the scan of H100 curve levels (docs/presets.md)
+  scripts/h100_fit.py table               # the same as a Markdown table (docs/validation.md)
 
 Run from the repository root after building (build/pipesim). The rows and their sources
 are in scripts/h100_rows.py; docs/validation.md gives the results.
@@ -134,10 +134,25 @@ def compare(sets):
               f" max {100 * max(map(abs, ratio_errs)):.1f} %")
 
 
+def table():
+    print("| row | GPUs | layout | precision | measured tokens/s/GPU | pipesim | error |")
+    print("|---|---|---|---|---|---|---|")
+    for row, sim, err, rep in errors(ROWS):
+        layout = f"TP{row['tp']} PP{row['pp']}" + (f" VP{row['vp']}" if row["vp"] > 1 else "")
+        layout += f" DP{row['gpus'] // (row['tp'] * row['pp'])} MBS{row['mbs']} GBS{row['gbs']}"
+        layout += f" seq {row['seq']}, ZeRO-{row['zero']}"
+        if row["recompute"] != "none":
+            layout += f", {row['recompute']} recompute"
+        print(f"| {row['name']} | {row['gpus']} {row['gpu']} | {layout} | {row['precision']} | "
+              f"{row['measured']:.0f} | {sim:.0f} | {100 * err:+.1f} % |")
+
+
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else "compare"
     if cmd == "write":
         write()
+    elif cmd == "table":
+        table()
     elif cmd == "compare":
         sets = [a.split("=", 1)[1] if a.startswith("--set=") else a
                 for a in sys.argv[2:] if a != "--set"]
