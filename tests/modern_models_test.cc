@@ -142,6 +142,69 @@ TEST(ModernLayers, BadValuesNameTheKey) {
 namespace pipesim {
 namespace {
 
+// Each kind of op on its own curve: GEMMs, fp8 GEMMs, fused attention (on its causal
+// FLOPs). A GPU of round numbers with constant curves: 16-bit GEMMs at 0.5 of 100 TFLOPS,
+// fp8 GEMMs at 0.4 of 200 TFLOPS, attention at 0.125 of 100 TFLOPS, memory at 1 TB/s.
+TEST(Curves, EachKindOfOpOnItsOwnCurve) {
+  GpuSpec gpu;
+  gpu.name = "round";
+  gpu.memory_bytes = 80LL << 30;
+  gpu.peak_flops = 100e12;
+  gpu.fp8_flops = 200e12;
+  gpu.vector_flops = 50e12;
+  gpu.hbm_bytes_per_s = 1e12;
+  gpu.matrix_efficiency = EfficiencyCurve::constant(0.5);
+  gpu.fp8_efficiency = EfficiencyCurve::constant(0.4);
+  gpu.attention_efficiency = EfficiencyCurve::constant(0.125);
+  gpu.memory_efficiency = EfficiencyCurve::constant(1.0);
+  // h = 1024, 8 heads, s = 1024, b = 1, flash attention.
+  const Shape t{1, 1024, 8, 4096, 1024, 1000, true, true};
+  const Layer x = transformer_model(t, mixed(1), gpu).layers[1];
+  // Causal fused attention: 2bs^2h = 2,147,483,648 FLOPs forward at 12.5 TFLOPS =
+  // 171,798,691.84 ps; the backward 5bs^2h = 429,496,729.6 ps (rounded up).
+  const OpCost* att = op_named(x, "flash_attention");
+  ASSERT_NE(att, nullptr);
+  EXPECT_EQ(att->forward, Time::ps(171'798'692));
+  EXPECT_EQ(att->backward_input, Time::ps(429'496'730));
+  // QKV, 2mkn = 6,442,450,944 FLOPs: at 50 TFLOPS in 16-bit, 128,849,018.88 ps; in fp8 at
+  // 80 TFLOPS, 80,530,636.8 ps.
+  EXPECT_EQ(op_named(x, "qkv")->forward, Time::ps(128'849'019));
+  Training fp8 = mixed(1);
+  fp8.precision = Precision::kFp8;
+  const Layer y = transformer_model(t, fp8, gpu).layers[1];
+  EXPECT_EQ(op_named(y, "qkv")->forward, Time::ps(80'530'637));
+  // fp8 leaves attention in 16-bit, on its own curve.
+  EXPECT_EQ(op_named(y, "flash_attention")->forward, Time::ps(171'798'692));
+}
+
+// A GPU without a preset that gives only matrix_efficiency uses it for fp8 GEMMs and
+// attention too; a preset keeps its own attention and fp8 curves.
+TEST(Curves, CustomGpuMatrixCurveServesAttentionAndFp8) {
+  const auto model = [](const std::string& gpu) {
+    return test::cli(
+        {"model", "--ops",
+         test::write_temp("curves.yaml", "cluster: {gpu: " + gpu +
+                                             ", nodes: 1, gpus_per_node: 1}\n"
+                                             "model: {generator: transformer, layers: 1, "
+                                             "hidden: 1024, heads: 8, sequence: 1024, "
+                                             "vocab: 1000, flash_attention: true}\n"
+                                             "training: {global_batch: 1, micro_batch: 1, "
+                                             "precision: bf16}\n"
+                                             "strategy: {schedule: dapple, pipeline: 1}\n")});
+  };
+  // 2,147,483,648 causal FLOPs at 0.25 of 100 TFLOPS: 85.899 us.
+  const auto custom = model(
+      "{memory: 8 GiB, peak: 100 TFLOPS, hbm_bandwidth: 1000 GB/s, matrix_efficiency: "
+      "[{flops: 0 FLOP, efficiency: 0.25}]}");
+  EXPECT_EQ(custom.code, 0) << custom.err;
+  EXPECT_NE(custom.out.find("85.899 us"), std::string::npos) << custom.out;
+  const auto own = model(
+      "{memory: 8 GiB, peak: 100 TFLOPS, hbm_bandwidth: 1000 GB/s, matrix_efficiency: "
+      "[{flops: 0 FLOP, efficiency: 0.25}], attention_efficiency: "
+      "[{flops: 0 FLOP, efficiency: 0.5}]}");
+  EXPECT_NE(own.out.find("42.950 us"), std::string::npos) << own.out;
+}
+
 TEST(Fp8, OneLayerByHand) {
   // A GPU of round numbers at full efficiency: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 50
   // TFLOPS vector, 1 TB/s. One GPT layer, h = 1024, 8 heads, ffn 4096, s = 1024, b = 1.
