@@ -225,6 +225,21 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
     x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
     set_whole_ops(x, {"ln1", "dropout_add1", "ln2", "dropout_add2"});
+    // At degree t every other op runs as t equal shards, one per rank, each at the
+    // efficiency of its own size (OpSpec::repeats prices exactly that).
+    x.tensor_retime = std::make_shared<const TensorRetime>(
+        [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu](int degree) {
+          std::vector<OpSpec> split = ops;
+          for (OpSpec& op : split) {
+            if (op.name != "ln1" && op.name != "dropout_add1" && op.name != "ln2" &&
+                op.name != "dropout_add2")
+              op.repeats *= degree;
+          }
+          const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
+                                         sbh * elem, training, gpu);
+          return TensorTimes{l.forward, l.backward_input, l.backward_weight,
+                             {weight_gradient_of(l, "fc1"), weight_gradient_of(l, "qkv")}};
+        });
     x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
     // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
     // every rank: 2sbh of its 16sbh elements (in fp8 under fp8).

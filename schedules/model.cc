@@ -162,4 +162,15 @@ int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }
 
+Layer Layer::at_tensor_degree(int t) const {
+  Layer x = *this;
+  if (t <= 1 || !tensor_retime) return x;
+  TensorTimes times = (*tensor_retime)(t);
+  x.forward = times.forward;
+  x.backward_input = times.backward_input;
+  x.backward_weight = times.backward_weight;
+  x.tp_backward_beside = std::move(times.backward_beside);
+  return x;
+}
+
 }  // namespace pipesim

@@ -52,6 +52,14 @@ struct TensorShard {
 };
 using TensorSplit = std::function<TensorShard(int t)>;
 
+// An analytic layer's times at tensor degree t, still for the whole layer (the lowering
+// divides by t) but with each split op at the efficiency of one rank's share.
+struct TensorTimes {
+  Time forward, backward_input, backward_weight;
+  std::vector<Time> backward_beside;  // Layer::tp_backward_beside at that degree
+};
+using TensorRetime = std::function<TensorTimes(int t)>;
+
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {
   std::string name;
@@ -122,12 +130,18 @@ struct Layer {
   // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
   // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
   std::shared_ptr<const TensorSplit> tensor_split;
+  // Generated layers under tensor parallelism: the times at degree t, each op the tensor
+  // group splits looked up on the efficiency curves at one rank's size. Null otherwise.
+  std::shared_ptr<const TensorRetime> tensor_retime;
   // Where the times come from: analytic (per-op roofline), profile (as measured), or a
   // profile scaled to another batch: profile/linear or profile/curve.
   std::string source = "profile";
   std::vector<OpCost> ops;  // analytic layers: the per-op breakdown of the times above
 
   Time backward() const { return backward_input + backward_weight; }
+  // The layer as the ranks of a tensor group of degree t cost it: tensor_retime's times
+  // where it has one, else the layer itself.
+  Layer at_tensor_degree(int t) const;
 };
 
 struct Model {

@@ -69,11 +69,13 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       if (t > 1 && base.tensor_split) shard = (*base.tensor_split)(t);
       std::optional<Layer> copy;
       if (shard) copy = sharded(base, *shard, t);
+      // One rank's GEMMs are 1/t of the layer's, and less efficient for it.
+      if (!shard && t > 1 && base.tensor_retime) copy = base.at_tensor_degree(t);
       if (!shard && t > 1 && !sequence_parallel &&
           base.tp_whole_forward + base.tp_whole_backward_input + base.tp_whole_backward_weight >
               Time::zero()) {
         // Whole on every rank: t times over, for the lowering's division by t.
-        copy = base;
+        if (!copy) copy = base;
         const char* what = "a tensor-parallel layer's costs";
         copy->forward =
             checked_add(copy->forward, checked_mul(base.tp_whole_forward, t - 1, what), what);

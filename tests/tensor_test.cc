@@ -50,6 +50,14 @@ TEST(Tensor, AllReducesPerLayerAndTheirBytes) {
   }
 }
 
+// The layers as the ranks of a tensor group of degree t cost them (each split GEMM at
+// the efficiency of one rank's share).
+std::vector<Layer> at_degree(const std::vector<Layer>& layers, int t) {
+  std::vector<Layer> out;
+  for (const Layer& l : layers) out.push_back(l.at_tensor_degree(t));
+  return out;
+}
+
 TEST(Tensor, ForwardTimeOnAnIdleNvSwitchByHand) {
   // F on each rank, one layer, t = 2: the embedding's half, its all-reduce, the layer's
   // first half / 2, an all-reduce, its second half / 2, an all-reduce, the head / 2. Each
@@ -58,7 +66,7 @@ TEST(Tensor, ForwardTimeOnAnIdleNvSwitchByHand) {
   // norms and dropout-residual adds (the final layer norm in the head) run whole on each
   // rank: the layer's time is F + (t - 1) x theirs before the division by t.
   const test::SimRun r = test::run_yaml(gpt(2, 1));
-  const auto& layers = r.scenario.model.layers;
+  const auto layers = at_degree(r.scenario.model.layers, 2);
   auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
   EXPECT_GT(layers[1].tp_whole_forward, Time::zero());
   EXPECT_EQ(layers[0].tp_whole_forward, Time::zero());
@@ -102,7 +110,7 @@ TEST(Tensor, BackwardAllReducesRunBesideTheWeightGradientsByHand) {
   // of (latency + sbh / bandwidth) on idle links.
   auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
   const test::SimRun r = test::run_yaml(gpt(2, 1, "  tensor_overlap: backward\n"));
-  const auto& L = r.scenario.model.layers;
+  const auto L = at_degree(r.scenario.model.layers, 2);
   const Time ar = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh) * 2;
   ASSERT_EQ(L[2].tp_backward_beside.size(), 1u);
   ASSERT_EQ(L[1].tp_backward_beside.size(), 2u);
@@ -145,7 +153,7 @@ TEST(Tensor, SequenceParallelOverlapsOnlyTheReduceScatter) {
   auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
   const test::SimRun r =
       test::run_yaml(gpt(2, 1, "  sequence_parallel: true\n  tensor_overlap: backward\n"));
-  const auto& L = r.scenario.model.layers;
+  const auto L = at_degree(r.scenario.model.layers, 2);
   const Time step = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh);
   const Time head = L[2].backward(), layer = L[1].backward();
   const Time b_h = std::min(L[2].tp_backward_beside[0], head);

@@ -13,16 +13,16 @@ namespace {
 // Megatron-LM weak scaling, Table 1 (Narayanan et al. 2021, arXiv 2104.04473): achieved
 // TFLOP/s per GPU, counting the recompute forward (the paper's 96Bslh^2(...) formula),
 // for the rows small enough to simulate in a unit test. Per-op rooflines with the A100
-// preset's efficiency curves (fitted over all three published sets of docs/validation.md)
-// put 1.7B at 129.0 (-5.8 %), 3.6B at 133.2 (-3.5 %) and 7.5B at 141.9 (-0.0 %); the
-// bounds guard those errors from growing.
+// preset's efficiency curves (fitted over all three published sets of docs/validation.md,
+// with llm-foundry's A100 runs for the largest GEMMs) put 1.7B at 131.5 (-4.0 %), 3.6B at
+// 135.5 (-1.8 %) and 7.5B at 144.1 (+1.5 %); the bounds guard those errors from growing.
 TEST(Validation, MegatronTableOneSmallRows) {
   struct Row {
     const char* name;
     double published, tolerance;
   };
   for (const Row& row :
-       {Row{"1.7B", 137, 0.07}, Row{"3.6B", 138, 0.045}, Row{"7.5B", 142, 0.015}}) {
+       {Row{"1.7B", 137, 0.055}, Row{"3.6B", 138, 0.035}, Row{"7.5B", 142, 0.03}}) {
     const std::string file = std::string(PIPESIM_SOURCE_DIR) +
                              "/scenarios/validation/megatron-table1-" + row.name + ".yaml";
     const test::SimRun r = test::run_yaml(test::read_file(file));
@@ -187,8 +187,8 @@ TEST(Validation, MegatronSevenBPeakMemory) {
 // H100 (and paired A100) runs, published measured throughput in tokens/s per GPU, with
 // the default presets (docs/validation.md, "H100: the published runs compared"; the
 // scenarios come from scripts/h100_rows.py, which names each row's source). Errors today:
-// NeMo Llama 2 7B fp8 -9.2 %, Llama 2 70B fp8 -0.3 %, dgxc Nemotron-4 15B fp8 -13.7 %,
-// llm-foundry MPT-7B at 4k tokens -3.4 % on H100 and -12.0 % on A100. The bounds keep
+// NeMo Llama 2 7B fp8 -9.2 %, Llama 2 70B fp8 -0.8 %, dgxc Nemotron-4 15B fp8 -13.8 %,
+// llm-foundry MPT-7B at 4k tokens -3.4 % on H100 and +0.6 % on A100. The bounds keep
 // each row to its error plus about 2 points.
 TEST(Validation, HopperPublishedRuns) {
   struct Row {
@@ -199,7 +199,7 @@ TEST(Validation, HopperPublishedRuns) {
                          Row{"nemo-llama2-70b-fp8", 1728, 0.03},
                          Row{"dgxc-nemotron4-15b-fp8", 4096 * 64 / 2.039 / 16, 0.155},
                          Row{"foundry-mpt-7b-4k-h100", 8611, 0.055},
-                         Row{"foundry-mpt-7b-4k-a100", 3684, 0.14}}) {
+                         Row{"foundry-mpt-7b-4k-a100", 3684, 0.03}}) {
     const std::string file =
         std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/" + row.name + ".yaml";
     const test::SimRun r = test::run_yaml(test::read_file(file));
@@ -209,14 +209,14 @@ TEST(Validation, HopperPublishedRuns) {
         << row.name;
   }
   // The H100/A100 speed ratio on the identical MPT-7B job: measured 8611 / 3684 = 2.34;
-  // pipesim 2.57 (+9.8 %), on the A100 curves it was 3.03.
+  // pipesim 2.25 (-3.9 %); with the H100 on the A100 curves it was 3.03.
   const auto per_gpu = [](const char* name) {
     const test::SimRun r = test::run_yaml(test::read_file(
         std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/" + name + ".yaml"));
     return r.report.tokens_per_s.value_or(0) / static_cast<double>(r.report.devices.size());
   };
   const double ratio = per_gpu("foundry-mpt-7b-4k-h100") / per_gpu("foundry-mpt-7b-4k-a100");
-  EXPECT_NEAR(ratio, 8611.0 / 3684.0, 0.12 * 8611.0 / 3684.0);
+  EXPECT_NEAR(ratio, 8611.0 / 3684.0, 0.06 * 8611.0 / 3684.0);
 }
 
 }  // namespace

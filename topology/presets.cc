@@ -8,17 +8,19 @@ namespace {
 constexpr int64_t kGiB = 1024LL * 1024 * 1024;
 
 // One generation's fit (docs/presets.md shows the scan that chose each level): the share
-// of the peak the largest GEMMs reach (16-bit and fp8), the factor on Calculon's memory
-// table, and the share the fused attention kernels reach on their causal FLOPs.
+// of the peak GEMMs of 128 GFLOP reach (16-bit and fp8) and 16-bit GEMMs of 8 TFLOP and
+// more, the factor on Calculon's memory table, and the share the fused attention kernels
+// reach on their causal FLOPs.
 struct Fit {
-  double matrix_top, memory_factor, attention_top, fp8_top;
+  double matrix_top, matrix_huge, memory_factor, attention_top, fp8_top;
   const char* runs;  // what it was fitted to, for pipesim model
 };
 // Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
-// memory) and llm-foundry's A100 runs (attention).
-constexpr Fit kAmpere{0.70, 0.6, 0.30, 0.70, "A100 runs"};
+// memory) and llm-foundry's A100 runs (attention, the largest GEMMs).
+constexpr Fit kAmpere{0.70, 0.85, 0.6, 0.30, 0.70, "A100 runs"};
 // NVIDIA's NeMo / dgxc-benchmarking H100 runs (bf16 and fp8) and llm-foundry's H100 runs.
-constexpr Fit kHopper{0.64, 0.45, 0.20, 0.68, "H100 runs"};
+constexpr Fit kHopper{0.64, 0.64, 0.45, 0.20, 0.68, "H100 runs"};
+constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
 // one GEMM, element-wise efficiency by its FLOPs, memory efficiency by the bytes one op
@@ -26,10 +28,12 @@ constexpr Fit kHopper{0.64, 0.45, 0.20, 0.68, "H100 runs"};
 // systems/*.json); the matrix level and the memory factor are fitted once to Megatron-LM's
 // Table 1, Korthikanti et al.'s Table 5 and the Zero Bubble GPT runs together
 // (docs/validation.md).
-EfficiencyCurve matrix_curve(double top) {
+EfficiencyCurve matrix_curve(double top, double huge) {
   // Calculon's (0, 0.1), (1, 0.6), (16, 0.9), (128, 0.95) GFLOP points, its top scaled to
-  // `top`.
-  return {{{0, 0.1}, {1e9, 0.6 * top / 0.95}, {16e9, 0.9 * top / 0.95}, {128e9, top}}};
+  // `top`; beyond Calculon's table, `huge` at 8 TFLOP (a GEMM that many waves amortise).
+  EfficiencyCurve c{{{0, 0.1}, {1e9, 0.6 * top / 0.95}, {16e9, 0.9 * top / 0.95}, {128e9, top}}};
+  if (huge > top) c.points.push_back({kHugeGemm, huge});
+  return c;
 }
 EfficiencyCurve vector_curve() {
   return {{{0, 0.1}, {1e9, 0.5}, {16e9, 0.95}}};
@@ -55,9 +59,9 @@ GpuSpec gpu(const Datasheet& d) {
   g.vector_flops = d.vector;
   g.fp8_flops = d.fp8;
   g.hbm_bytes_per_s = d.hbm;
-  g.matrix_efficiency = matrix_curve(d.fit.matrix_top);
-  g.fp8_efficiency = matrix_curve(d.fit.fp8_top);
-  g.attention_efficiency = matrix_curve(d.fit.attention_top);
+  g.matrix_efficiency = matrix_curve(d.fit.matrix_top, d.fit.matrix_huge);
+  g.fp8_efficiency = matrix_curve(d.fit.fp8_top, d.fit.fp8_top);
+  g.attention_efficiency = matrix_curve(d.fit.attention_top, d.fit.attention_top);
   g.vector_efficiency = vector_curve();
   g.memory_efficiency = memory_curve(d.fit.memory_factor);
   g.curves = d.fit.runs;
