@@ -23,13 +23,22 @@
 namespace pipesim::internal {
 namespace {
 
+// The transformer generator's shape keys, which an include of a generated model may also
+// override.
+const std::vector<std::string>& generator_keys() {
+  static const std::vector<std::string> keys{
+      "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
+      "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position"};
+  return keys;
+}
+
 // model: {generator: transformer, layers, hidden, heads, query_groups, ffn, sequence, vocab,
 // ...}
 Model read_generated_model(const Reader& r, const YAML::Node& n, const Training& t,
                            const GpuSpec& gpu) {
-  r.expect_map(n, "model",
-               {"name", "generator", "layers", "hidden", "heads", "query_groups", "ffn", "sequence",
-                "vocab", "flash_attention", "tie_embeddings", "mlp", "norm", "position"});
+  std::vector<std::string> allowed{"name", "generator"};
+  allowed.insert(allowed.end(), generator_keys().begin(), generator_keys().end());
+  r.expect_map(n, "model", allowed);
   r.choice<int>(n["generator"], "model.generator", {{"transformer", 0}});
   TransformerShape shape;
   shape.layers =
@@ -221,18 +230,44 @@ Model read_model_file(const Reader& inner, const std::string& text, const Traini
   return read_model_section(inner, root, t, gpu, true);
 }
 
+// An included generated model with the scenario's own shape keys laid over it
+// (model: {include: llama3-8b, sequence: 4096}). The merged mapping is read with the
+// scenario's reader: the keys a user can get wrong are the scenario's.
+Model read_overridden_model(const Reader& r, const Reader& inner, const YAML::Node& n,
+                            const std::string& text, const Training& t, const GpuSpec& gpu) {
+  YAML::Node merged = YAML::Clone(parse_yaml(text, inner.file()));
+  std::string first;
+  for (const std::string& k : generator_keys()) {
+    if (!n[k].IsDefined()) continue;
+    if (first.empty()) first = k;
+    merged[k] = n[k];
+  }
+  if (!merged.IsMap() || !merged["generator"].IsDefined()) {
+    r.fail(n[first], "model." + first,
+           "only a generated model's shape can be overridden; this include is not one",
+           "model: {include: NAME} alone, or a generated model (generator: transformer)");
+  }
+  return read_generated_model(r, merged, t, gpu);
+}
+
 // model: {include: NAME}: a model of the built-in zoo (scenarios/models/NAME.yaml,
-// compiled in) or, when NAME looks like a path, a YAML file relative to the scenario.
+// compiled in) or, when NAME looks like a path, a YAML file relative to the scenario. The
+// generator's shape keys beside it override an included generated model's.
 Model read_included_model(const Reader& r, const YAML::Node& n, const Training& t,
                           const GpuSpec& gpu) {
-  r.expect_map(n, "model", {"include", "name"});
+  std::vector<std::string> allowed{"include", "name"};
+  allowed.insert(allowed.end(), generator_keys().begin(), generator_keys().end());
+  r.expect_map(n, "model", allowed);
+  const bool overrides = std::any_of(generator_keys().begin(), generator_keys().end(),
+                                     [&](const std::string& k) { return n[k].IsDefined(); });
   const std::string name = r.scalar(n["include"], "model.include", "a model name or YAML file");
   Model m;
   if (name.find('/') != std::string::npos || yaml_file_name(name)) {
     const auto path = relative_to(r, name);
     const Reader inner = r.nested(path.string(), n["include"], "model.include");
-    m = read_model_file(inner, read_text(r, n["include"], "model.include", path, "YAML file"), t,
-                        gpu);
+    const std::string text = read_text(r, n["include"], "model.include", path, "YAML file");
+    m = overrides ? read_overridden_model(r, inner, n, text, t, gpu)
+                  : read_model_file(inner, text, t, gpu);
   } else {
     const char* text = find_zoo_model(name);
     if (text == nullptr) {
@@ -240,9 +275,10 @@ Model read_included_model(const Reader& r, const YAML::Node& n, const Training& 
              fmt::format("unknown model '{}'{}", name, suggestion(name, zoo_model_names())),
              "a built-in model (" + join(zoo_model_names()) + ") or a YAML file path");
     }
-    m = read_model_file(
-        r.nested(fmt::format("scenarios/models/{}.yaml", name), n["include"], "model.include"),
-        text, t, gpu);
+    const Reader inner =
+        r.nested(fmt::format("scenarios/models/{}.yaml", name), n["include"], "model.include");
+    m = overrides ? read_overridden_model(r, inner, n, text, t, gpu)
+                  : read_model_file(inner, text, t, gpu);
   }
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;

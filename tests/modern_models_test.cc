@@ -123,6 +123,34 @@ TEST(ModelPresets, ParameterCountsWithinHalfAPercent) {
   }
 }
 
+TEST(ModelPresets, AnIncludeTakesShapeOverrides) {
+  // Llama 3 8B at 4096 tokens instead of 8192: the same layers and parameters, half the
+  // tokens per sample; a layer's activations hold 18sbh + 6sbf (SwiGLU, flash attention)
+  // elements' bytes, linear in s, so exactly half.
+  const auto load = [](const std::string& model) {
+    return load_scenario_text(
+        "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 1}\nmodel: " + model +
+            "\ntraining: {global_batch: 1, micro_batch: 1, precision: bf16}\n"
+            "strategy: {schedule: dapple, pipeline: 1}\n",
+        "include.yaml");
+  };
+  const Scenario base = load("{include: llama3-8b}");
+  const Scenario short_seq = load("{include: llama3-8b, sequence: 4096, name: llama3-8b-4k}");
+  EXPECT_EQ(short_seq.model.name, "llama3-8b-4k");
+  EXPECT_EQ(total_params(short_seq.model), total_params(base.model));
+  EXPECT_EQ(short_seq.model.layers[1].activation_bytes * 2, base.model.layers[1].activation_bytes);
+  // Only a generated model has a shape to override.
+  const auto r = test::cli(
+      {"run", test::write_temp("include-bad.yaml",
+                               "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 1}\n"
+                               "model: {include: vgg19, sequence: 4096}\n"
+                               "training: {global_batch: 1, micro_batch: 1}\n"
+                               "strategy: {schedule: dapple, pipeline: 1}\n")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("model.sequence: only a generated model's shape"), std::string::npos)
+      << r.err;
+}
+
 TEST(ModernLayers, BadValuesNameTheKey) {
   const auto r = test::cli(
       {"run", test::write_temp("mlp-bad.yaml",
