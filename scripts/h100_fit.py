@@ -30,7 +30,13 @@ def cluster(row):
         return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8, intra_node="nvswitch2",
                     inter_node=dict(kind="ethernet", bandwidth="200 Gbit/s", latency="5 us",
                                     nics=8))
-    return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8, intra_node="nvswitch",
+    if row["gpu"] == "gb200":
+        # NVL72 racks, 64 GPUs of each in the job, one 400 Gbit/s port per GPU.
+        per = min(row["gpus"], 64)
+        return dict(gpu="gb200", nodes=row["gpus"] // per, gpus_per_node=per,
+                    intra_node="nvlink5", inter_node=dict(preset="ib-ndr", nics=per))
+    return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8,
+                intra_node="nvlink5" if row["gpu"] == "b200" else "nvswitch",
                 inter_node=dict(preset="ib-ndr", nics=8))
 
 
@@ -112,7 +118,7 @@ def compare(sets):
     for row, sim, err, rep in result:
         print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
               f"  mfu {100 * rep['mfu']:4.1f}{'  OOM' if rep['oom'] else ''}")
-    for tag in ("h100", "a100"):
+    for tag in ("h100", "a100", "b200", "gb200"):
         sub = [r for r in result if r[0]["gpu"].startswith(tag)]
         if sub:
             mean, worst = summary(sub)

@@ -126,3 +126,46 @@ for size, seq, mbs, ga, ac, h100, a100 in (
                          recompute="full" if ac else "none", framework="fsdp", gpu=gpu,
                          zero=3 if size in ("7b", "13b", "30b", "70b") else 2,
                          gradients="fp32", note=""))
+
+# Blackwell rows pipesim can express (no context parallelism), fp8 (Transformer Engine's
+# current scaling), tokens/s/GPU as printed. NeMo 25.02's performance summary
+# (docs.nvidia.com/nemo-framework/user-guide/latest/performance/performance_summary.html,
+# DGX-B200) and NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 4ab94dfa
+# (25.09 and 25.11, DGX-B200 and GB200 NVL72). GB200 racks: 64 GPUs of one NVLink domain
+# per rack, one 400 Gbit/s port per GPU.
+LLAMA3 = dict(mlp="swiglu", norm="rmsnorm", position="rotary", vocab=128256, tie_embeddings=False,
+              query_groups=8)
+LLAMA3_8B = dict(LLAMA3, layers=32, hidden=4096, heads=32, ffn=14336)
+LLAMA3_70B = dict(LLAMA3, layers=80, hidden=8192, heads=64, ffn=28672)
+LLAMA31_405B = dict(LLAMA3, layers=126, hidden=16384, heads=128, ffn=53248)
+NEMO25 = "NeMo 25.02 performance summary (docs.nvidia.com, DGX-B200)"
+BRIDGE = "Megatron-Bridge performance summary (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 4ab94dfa)"
+
+
+def blackwell(name, source, gpu, model, seq, gpus, gbs, mbs, tp, pp, vp, measured, zero=1,
+              note=""):
+    row = nemo(name, source, model, seq, gpus, gbs, mbs, tp, pp, vp, "fp8", measured, note)
+    row.update(gpu=gpu, zero=zero)
+    if zero == 3:
+        row["framework"] = "fsdp"
+    return row
+
+
+ROWS += [
+    blackwell("nemo-b200-gpt3-175b-fp8", NEMO25, "b200", GPT3_175B, 2048, 512, 2048, 2, 4, 4, 6,
+              1600),
+    blackwell("nemo-b200-llama3-8b-fp8", NEMO25, "b200", LLAMA3_8B, 8192, 8, 128, 2, 1, 1, 1,
+              26006),
+    blackwell("nemo-b200-nemotron4-15b-fp8", NEMO25, "b200", NEMOTRON4_15B, 4096, 64, 256, 2, 1,
+              1, 1, 14760),
+    blackwell("nemo-b200-nemotron4-340b-fp8", NEMO25, "b200", NEMOTRON4_340B, 4096, 128, 32, 1,
+              8, 4, 12, 602),
+    blackwell("bridge-b200-llama3-8b-fp8", BRIDGE + ", 25.11", "b200", LLAMA3_8B, 8192, 8, 128,
+              2, 1, 1, 1, 30624),
+    blackwell("bridge-gb200-llama3-8b-fp8", BRIDGE + ", 25.11", "gb200", LLAMA3_8B, 8192, 8, 128,
+              2, 1, 1, 1, 31508),
+    blackwell("bridge-gb200-llama3-70b-fp8", BRIDGE + ", 25.11 (FSDP over 64)", "gb200",
+              LLAMA3_70B, 8192, 64, 256, 2, 1, 1, 1, 4312, zero=3),
+    blackwell("bridge-gb200-llama3.1-405b-fp8", BRIDGE + ", 25.11", "gb200", LLAMA31_405B, 8192,
+              256, 1536, 1, 4, 16, 4, 813),
+]
