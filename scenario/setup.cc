@@ -316,6 +316,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.sequence_parallel = s.strategy.sequence_parallel;
     in.tensor_overlap = s.strategy.tensor_overlap;
     in.p2p_overlap = s.strategy.p2p_overlap;
+    in.overlap_param_gather = s.strategy.overlap_param_gather;
     in.zero = s.strategy.zero;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);

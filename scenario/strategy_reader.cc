@@ -161,7 +161,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   r.expect_map(n, "strategy",
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
-                "tensor", "sequence_parallel", "tensor_overlap", "p2p_overlap", "zero"});
+                "tensor", "sequence_parallel", "tensor_overlap", "p2p_overlap", "zero",
+                "overlap_param_gather"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -230,6 +231,15 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
       r.fail(n["zero"], "strategy.zero",
              fmt::format("{} keeps whole weight versions on every replica", to_string(st.schedule)),
              "a synchronous schedule, or zero: 0");
+  }
+  st.overlap_param_gather =
+      read_flag(r, n["overlap_param_gather"], "strategy.overlap_param_gather", false);
+  if (st.overlap_param_gather && st.zero != 1 && st.zero != 2) {
+    r.fail(n["overlap_param_gather"], "strategy.overlap_param_gather",
+           fmt::format("only ZeRO-1 and ZeRO-2 gather the updated weights after the step "
+                       "(zero: {})",
+                       st.zero),
+           "zero: 1 or 2, or overlap_param_gather: false");
   }
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {

@@ -146,7 +146,9 @@ bool Lowering::emit_step(Cursor& cur) {
     op.duration = cur.optimizer;
     const OpId id = b_.add(op);
     auto& steps = optimizers_[{cur.p, cur.k, op.iteration}];
-    steps.push_back({id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes)});
+    steps.push_back({id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes), kNone,
+                     cur.block_first, cur.block_second});
+    cur.block_first = cur.block_second = kNone;
     cur.pending_optimizer = {{{cur.p, cur.k, op.iteration}, steps.size() - 1}};
     cur.buckets.clear();
     cur.bucket_bytes.clear();
@@ -162,6 +164,10 @@ bool Lowering::emit_step(Cursor& cur) {
 // After a compute op: the optimizer step before it learns it (its weights' all-gather
 // feeds it), and under ZeRO-3 its layers' weights are gathered one layer ahead.
 void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
+  if (cur.block_first == kNone)
+    cur.block_first = first;
+  else if (cur.block_second == kNone)
+    cur.block_second = first;
   if (cur.pending_optimizer) {
     optimizers_[cur.pending_optimizer->first][cur.pending_optimizer->second].next = first;
     cur.pending_optimizer.reset();

@@ -116,7 +116,19 @@ void Lowering::add_allreduces() {
       return zero ? add_reduce_scatter(b_, group, bytes, {p, it}, algo)
                   : add_allreduce(b_, algo, group, bytes, {p, it});
     };
-    if (zero && !gathers_weights(p)) {
+    if (zero && !gathers_weights(p) && in_.overlap_param_gather) {
+      // Beside the iteration's first forward: the weights the previous step updated
+      // (none before the first iteration: its gather stands for the steady state's).
+      const auto previous = optimizers_.find({p, std::get<1>(key), it - 1});
+      std::vector<CollectiveMember> during;
+      for (size_t i = 0; i < members.size(); ++i) {
+        const int d = b_.op(members[i].op).device;
+        std::vector<OpId> ready;
+        if (previous != optimizers_.end()) ready.push_back(previous->second.at(i).op);
+        during.push_back({d, node_of(d), std::move(ready), members[i].second});
+      }
+      add_all_gather(b_, during, weight_bytes(p), {p, it}, algo);
+    } else if (zero && !gathers_weights(p)) {
       std::vector<CollectiveMember> after;
       for (const OptimizerStep& m : members) {
         const int d = b_.op(m.op).device;

@@ -273,6 +273,11 @@ struct Strategy {
   // it in any case); under `interleaved` a steady-state forward sends with the backward it
   // is paired with (SlotOrders::pair_from). The receiver's posting is not modelled.
   bool p2p_overlap = true;
+  // ZeRO-1/2: the all-gather of the updated weights runs beside the next iteration's first
+  // forward (Megatron-Core's --overlap-param-gather, NeMo's overlap_param_sync) instead of
+  // between the optimizer step and it: the device's second compute op of each iteration
+  // waits for it, the first does not.
+  bool overlap_param_gather = false;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {

@@ -52,6 +52,8 @@ def scenario(row):
         strategy.update(sequence_parallel=True, tensor_overlap="backward")
     strategy["data"] = data
     strategy["zero"] = row["zero"]
+    if row["framework"] == "megatron":
+        strategy["overlap_param_gather"] = True
     strategy["recompute"] = row["recompute"]
     training = dict(global_batch=row["gbs"], micro_batch=row["mbs"], precision=row["precision"],
                     gradients=row["gradients"], optimizer="adam")

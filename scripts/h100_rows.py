@@ -47,8 +47,9 @@ def megatron_flops_per_token(m, seq):
 
 def nemo(name, source, model, seq, gpus, gbs, mbs, tp, pp, vp, precision, measured, note="",
          recompute="none", gradients="weights"):
-    """A Megatron-Core run (NeMo's recipes: distributed optimizer, gradients reduced in
-    bf16 (grad_sync_dtype), sequence parallelism with tensor parallelism)."""
+    """A Megatron-Core run (NeMo's recipes: distributed optimizer with its weight gather
+    beside the next forward (overlap_param_sync, --overlap-param-gather), gradients reduced
+    in bf16 (grad_sync_dtype), sequence parallelism with tensor parallelism)."""
     return dict(name=name, source=source, model=model, seq=seq, gpus=gpus, gbs=gbs, mbs=mbs,
                 tp=tp, pp=pp, vp=vp, precision=precision, measured=measured, note=note,
                 framework="megatron", gpu="h100-80gb", recompute=recompute, zero=1,

@@ -118,6 +118,34 @@ TEST(Zero, StageOneTimelineByHand) {
   }
 }
 
+TEST(Zero, OverlappedParamGatherRunsBesideTheFirstForward) {
+  // overlap_param_gather (Megatron-Core's --overlap-param-gather): each iteration's
+  // all-gather of the weights the previous step updated runs beside that iteration's first
+  // forward; the second compute op waits for it. Two iterations of one micro-batch per copy
+  // (global batch 4): iteration 0's gather starts at 0 beside F (0-4 ms), T < 4 ms, so B
+  // starts at 4 ms; iteration 1's F starts right after the optimizer step at 12 ms + T (not
+  // 12 ms + 2T as without the overlap) and its gather runs beside it. No gather follows the
+  // last step.
+  const test::SimRun r = test::run_yaml(zero(1, 2, 4, ", overlap_param_gather: true"));
+  const Time T = ring_pass(r);
+  ASSERT_LT(T, Time::ms(4));
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(start_of(r, d, OpKind::kBackward, 0), Time::ms(4));
+    EXPECT_EQ(start_of(r, d, OpKind::kOptimizer, -1), Time::ms(12) + T);
+    EXPECT_EQ(start_of(r, d, OpKind::kForward, 1), Time::ms(12) + T);
+  }
+  // Makespan: iteration 1 ends with its reduce-scatter and step at 2 x (12 ms + T).
+  EXPECT_EQ(r.report.makespan, (Time::ms(12) + T) * 2);
+  // The same bytes move as without the overlap: one gather per iteration.
+  const auto plain = bytes_by_kind(test::run_yaml(zero(1, 2)));
+  EXPECT_EQ(bytes_by_kind(r), plain);
+  // Only ZeRO-1 and ZeRO-2 gather after the step.
+  const auto bad = test::cli({"run", test::write_temp("opg.yaml", zero(3, 1, 4,
+                                                                     ", overlap_param_gather: true"))});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("strategy.overlap_param_gather"), std::string::npos) << bad.err;
+}
+
 TEST(Zero, StageThreeGathersOneLayerAheadByHand) {
   // DeepSpeed gathers layer by layer, prefetching one layer ahead. One layer's weights
   // (2 x 3M bytes) on the ring of 4: 3 steps of (2 us + 1.5 MB / 300 GB/s) = 3 x 7 us = t.

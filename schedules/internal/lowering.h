@@ -106,6 +106,9 @@ class Lowering {
     std::vector<OpId> buckets;   // ops after which each gradient bucket is ready, in order
     std::vector<int64_t> bytes;  // each bucket's gradient bytes
     OpId next = kNone;           // the device's next compute op (waits for ZeRO's weights)
+    // The device's first two compute ops of this iteration (overlap_param_gather: the
+    // second waits for the weights gathered after the previous iteration's step).
+    OpId first = kNone, second = kNone;
   };
   int node_of(int d) const {
     return in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
@@ -233,6 +236,7 @@ class Lowering {
     std::optional<std::pair<GatherKey, size_t>> last_gather;  // ZeRO-3: the slot's last gather
     std::vector<OpId> buckets;
     std::vector<int64_t> bucket_bytes;
+    OpId block_first = kNone, block_second = kNone;  // this iteration's first two compute ops
   };
 
   Cursor make_cursor(int c, int p, int lane);
