@@ -410,7 +410,10 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     const int q = p.position_of(g);
-    const double gather = t.zero == 3 ? passes * 0.5 * terms.gather[g] : 0.0;
+    // One communication stream per device: ZeRO-3's weight gathers and, under ZeRO-2 and 3,
+    // each micro-batch's gradient reduce-scatter (half an all-reduce) run beside the work.
+    const double gather = (t.zero == 3 ? passes * 0.5 * terms.gather[g] : 0.0) +
+                          (t.zero >= 2 ? 0.5 * terms.allreduce[g] : 0.0);
     dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
     // Per micro-batch: each step's launch overhead (F, B, an R, a zero-bubble W of its own),
     // and without p2p overlap the sends that hold the stage (its output, its gradient).

@@ -114,6 +114,10 @@ WorkEstimate estimate_work(const Scenario& s) {
       const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
       const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
       add(allreduce_transfers(r * data, st.allreduce) *= t * buckets);
+      // ZeRO-2 and 3 reduce-scatter every micro-batch's gradients (half an all-reduce each;
+      // the last is half the all-reduce counted above).
+      if (st.zero >= 2 && r * data > 1 && M > 1)
+        add(allreduce_transfers(r * data, st.allreduce) *= t * buckets * (M - 1) * 0.5);
       // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or of each
       // layer before each F, R and B of every micro-batch (stage 3, each op then one part
       // per layer); its reduce-scatter is half the all-reduce counted above.

@@ -66,6 +66,10 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   // Each rank updates its 1/t, and under ZeRO its 1/n shard of that.
   cur.optimizer = split_time(cur.optimizer, cur.t * zero_ranks(p));
   cur.last_grad.assign(cur.steps->size(), 0);
+  // ZeRO-2 and 3 keep only their shard of the gradients, so every micro-batch's gradients
+  // are reduce-scattered as its backward produces them (DeepSpeed, PyTorch FSDP); without
+  // sharded gradients they are reduced once, after the last micro-batch.
+  const bool every = in_.zero >= 2 && zero_ranks(p) > 1;
   if (syncs_gradients(p)) {
     std::vector<long> last(static_cast<size_t>(G_ / P_),
                            -1);  // per chunk, since the last optimizer step
@@ -74,6 +78,7 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
       const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
       if (s.kind == OpKind::kWeightGrad || (s.kind == OpKind::kBackward && !cur.has_w[k])) {
         last[static_cast<size_t>(s.chunk)] = static_cast<long>(i);
+        if (every) cur.last_grad[i] = 1;
       } else if (s.kind == OpKind::kOptimizer) {
         for (long& l : last) {
           if (l >= 0) cur.last_grad[static_cast<size_t>(l)] = 1;

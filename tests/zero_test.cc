@@ -118,6 +118,26 @@ TEST(Zero, StageOneTimelineByHand) {
   }
 }
 
+TEST(Zero, ShardedGradientsAreReducedEveryMicroBatch) {
+  // Global batch 8 on 4 copies: 2 micro-batches each. ZeRO-1 keeps whole gradients and
+  // reduce-scatters them once, after the second backward; ZeRO-2 and 3 keep only their
+  // shard, so each micro-batch's gradients are reduce-scattered as its backward produces
+  // them (DeepSpeed, PyTorch FSDP): twice the volume, the first beside the second
+  // micro-batch's work. ZeRO-1's all-gather and ZeRO-2's are the same single one.
+  const auto one = bytes_by_kind(test::run_yaml(zero(1, 1, 8)));
+  const auto two = bytes_by_kind(test::run_yaml(zero(2, 1, 8)));
+  const auto three = bytes_by_kind(test::run_yaml(zero(3, 1, 8)));
+  EXPECT_EQ(two.at(CommKind::kReduceScatter), 2 * one.at(CommKind::kReduceScatter));
+  EXPECT_EQ(three.at(CommKind::kReduceScatter), 2 * one.at(CommKind::kReduceScatter));
+  EXPECT_EQ(two.at(CommKind::kAllGather), one.at(CommKind::kAllGather));
+  // ZeRO-2's first reduce-scatter ends before the second micro-batch's backward does: the
+  // optimizer step waits only for the second one, T after the last backward ends (12 ms
+  // of F and B per micro-batch, in order F0 F1 B0 B1 or F0 B0 F1 B1: the last B ends at
+  // 24 ms).
+  const test::SimRun r = test::run_yaml(zero(2, 1, 8));
+  EXPECT_EQ(start_of(r, 0, OpKind::kOptimizer, -1), Time::ms(24) + ring_pass(r));
+}
+
 TEST(Zero, OverlappedParamGatherRunsBesideTheFirstForward) {
   // overlap_param_gather (Megatron-Core's --overlap-param-gather): each iteration's
   // all-gather of the weights the previous step updated runs beside that iteration's first
