@@ -170,3 +170,21 @@ ROWS += [
     blackwell("bridge-gb200-llama3.1-405b-fp8", BRIDGE + ", 25.11", "gb200", LLAMA31_405B, 8192,
               256, 1536, 1, 4, 16, 4, 813),
 ]
+
+# llm-foundry's large-scale H100 table (same README @ b2a43a14, "H100 80GB BF16 (Large
+# Scale, >= 128 GPUs)"): sequence 2048, one micro-batch per iteration, 128-512 GPUs,
+# FULL_SHARD from 7B up (SHARD_GRAD_OP below), full recompute from 13B up. The network is
+# not stated: eight 400 Gbit/s ports per node assumed, as on a DGX H100.
+for size, mbs, ac, measured in (("70b", 8, True, (1007, 1035, 1058)),
+                                ("30b", 8, True, (2115, 2148, 2199)),
+                                ("13b", 16, True, (4952, 4989, 5080)),
+                                ("7b", 6, False, (9670, 10119, 10475)),
+                                ("3b", 8, False, (21664, 22772, 23422)),
+                                ("1b", 12, False, (39837, 42555, 44123))):
+    for gpus, tps in zip((512, 256, 128), measured):
+        ROWS.append(dict(name=f"foundry-large-mpt-{size}-{gpus}", source=FOUNDRY,
+                         model=MPT_SIZES[size], seq=2048, gpus=gpus, gbs=mbs * gpus, mbs=mbs,
+                         tp=1, pp=1, vp=1, precision="bf16", measured=tps,
+                         recompute="full" if ac else "none", framework="fsdp",
+                         gpu="h100-80gb", zero=3 if size in ("7b", "13b", "30b", "70b") else 2,
+                         gradients="fp32", note=""))
