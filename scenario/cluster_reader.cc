@@ -84,16 +84,32 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     return *g;
   }
   r.expect_map(n, path,
-               {"preset", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
+               {"preset", "like", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
                 "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
                 "vector_efficiency", "memory_efficiency", "fp8_efficiency",
                 "attention_efficiency"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined()) {
+    if (n["like"].IsDefined())
+      r.fail(n["like"], child_path(path, "like"), "a preset already brings its curves",
+             "preset: NAME (datasheet and curves) or like: NAME (curves only), not both");
     g = read_gpu(r, p, child_path(path, "preset"));
+  } else if (const auto l = n["like"]; l.IsDefined()) {
+    // A GPU of its own datasheet figures on a preset's generation: its efficiency curves.
+    if (!l.IsScalar())
+      r.fail(l, child_path(path, "like"), "like names a preset", "e.g. 'like: h100-80gb'");
+    const GpuSpec like = read_gpu(r, l, child_path(path, "like"));
+    g.name = "custom";
+    g.matrix_efficiency = like.matrix_efficiency;
+    g.vector_efficiency = like.vector_efficiency;
+    g.memory_efficiency = like.memory_efficiency;
+    g.fp8_efficiency = like.fp8_efficiency;
+    g.attention_efficiency = like.attention_efficiency;
+    g.curves = like.curves;
+    g.curves_borrowed = true;  // another GPU's fit, whatever that GPU's own standing
   } else {
     g.name = "custom";
-    g.curves = "a flat 0.5 share of the peaks, for want of a preset";
+    g.curves = "a flat 0.5 share of the peaks, for want of a preset or like:";
     g.curves_borrowed = true;
   }
   if (const auto v = n["name"]; v.IsDefined()) g.name = r.scalar(v, child_path(path, "name"));
@@ -129,7 +145,7 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
   if (g.memory_bytes <= 0)
     r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
   // A custom GPU's GEMM curve serves its fp8 GEMMs and fused attention unless given apart.
-  if (!n["preset"].IsDefined() && n["matrix_efficiency"].IsDefined()) {
+  if (!n["preset"].IsDefined() && !n["like"].IsDefined() && n["matrix_efficiency"].IsDefined()) {
     if (!n["fp8_efficiency"].IsDefined()) g.fp8_efficiency = g.matrix_efficiency;
     if (!n["attention_efficiency"].IsDefined()) g.attention_efficiency = g.matrix_efficiency;
   }
@@ -137,7 +153,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
   if (n["efficiency"].IsDefined() ||
       (n["matrix_efficiency"].IsDefined() && n["vector_efficiency"].IsDefined() &&
        n["memory_efficiency"].IsDefined() &&
-       (n["attention_efficiency"].IsDefined() || !n["preset"].IsDefined()))) {
+       (n["attention_efficiency"].IsDefined() ||
+        (!n["preset"].IsDefined() && !n["like"].IsDefined())))) {
     g.curves = "the scenario's";
     g.curves_borrowed = false;
   }

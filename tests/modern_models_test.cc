@@ -233,6 +233,52 @@ TEST(Curves, CustomGpuMatrixCurveServesAttentionAndFp8) {
   EXPECT_NE(own.out.find("42.950 us"), std::string::npos) << own.out;
 }
 
+// A GPU given by its datasheet figures takes a generation's curves with `like:`: the
+// H100's own numbers with like: h100-80gb run exactly as the preset; without it, the flat
+// 0.5 (and pipesim model says which).
+TEST(Curves, LikeTakesAGenerationsCurves) {
+  const auto load = [](const std::string& gpu) {
+    return load_scenario_text("cluster: {gpu: " + gpu +
+                                  ", nodes: 1, gpus_per_node: 1}\n"
+                                  "model: {include: llama3-8b, layers: 2}\n"
+                                  "training: {global_batch: 1, micro_batch: 1, precision: fp8}\n"
+                                  "strategy: {schedule: dapple, pipeline: 1}\n",
+                              "like.yaml");
+  };
+  const std::string sheet =
+      "name: mine, memory: 80 GiB, peak: 989 TFLOPS, peak_fp32: 67 TFLOPS, vector_peak: "
+      "133.8 TFLOPS, fp8_peak: 1979 TFLOPS, hbm_bandwidth: 3350 GB/s";
+  const Scenario preset = load("h100-80gb");
+  const Scenario like = load("{" + sheet + ", like: h100-80gb}");
+  const Scenario flat = load("{" + sheet + "}");
+  for (size_t i = 0; i < preset.model.layers.size(); ++i) {
+    EXPECT_EQ(like.model.layers[i].forward, preset.model.layers[i].forward) << i;
+    EXPECT_EQ(like.model.layers[i].backward(), preset.model.layers[i].backward()) << i;
+  }
+  EXPECT_NE(flat.model.layers[1].forward, preset.model.layers[1].forward);
+  const auto model = [](const std::string& gpu) {
+    return test::cli({"model", test::write_temp("like.yaml",
+                                                "cluster: {gpu: " + gpu +
+                                                    ", nodes: 1, gpus_per_node: 1}\n"
+                                                    "model: {include: llama3-8b}\n"
+                                                    "training: {global_batch: 1, micro_batch: "
+                                                    "1, precision: bf16}\n"
+                                                    "strategy: {schedule: dapple, pipeline: 1}\n")});
+  };
+  EXPECT_NE(model("{" + sheet + ", like: h100-80gb}")
+                .out.find("mine's efficiency curves are borrowed from the fit to H100 runs"),
+            std::string::npos);
+  EXPECT_NE(model("{" + sheet + "}").out.find("flat 0.5"), std::string::npos);
+  const auto both = test::cli(
+      {"run", test::write_temp("like-bad.yaml",
+                               "cluster: {gpu: {preset: a100-80gb, like: h100-80gb}, nodes: 1, "
+                               "gpus_per_node: 1}\nmodel: {include: llama3-8b}\n"
+                               "training: {global_batch: 1, micro_batch: 1}\n"
+                               "strategy: {schedule: dapple, pipeline: 1}\n")});
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("cluster.gpu.like"), std::string::npos) << both.err;
+}
+
 TEST(Fp8, OneLayerByHand) {
   // A GPU of round numbers at full efficiency: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 50
   // TFLOPS vector, 1 TB/s. One GPT layer, h = 1024, 8 heads, ffn 4096, s = 1024, b = 1.
