@@ -214,6 +214,22 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
       s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
   info.tokens_per_sample = s.model.tokens_per_sample;
   info.layout = layout(s);
+  // Analytic layers on a GPU without curves of any generation run at a flat 0.5 of its
+  // peaks: say so (SPEC: nothing silent), once per such GPU.
+  const bool analytic = std::any_of(s.model.layers.begin(), s.model.layers.end(),
+                                    [](const Layer& l) { return l.source == "analytic"; });
+  std::vector<std::string> flat;
+  for (int d = 0; analytic && d < s.cluster.num_devices(); ++d) {
+    const GpuSpec& g = s.cluster.device(d).gpu;
+    if (g.curves.starts_with("a flat 0.5") && !g.efficiency &&
+        std::find(flat.begin(), flat.end(), g.name) == flat.end()) {
+      flat.push_back(g.name);
+      info.warnings.push_back(fmt::format(
+          "cluster.gpu: '{}' has no efficiency curves: its ops run at a flat 0.5 of its peaks "
+          "(add like: PRESET for a generation's curves, or efficiency: SHARE)",
+          g.name));
+    }
+  }
   info.parallelism.pipeline = s.strategy.positions();
   for (int p = 0; p < s.strategy.positions(); ++p) {
     const StageSpec& stage = s.strategy.stages[static_cast<size_t>(p)];

@@ -269,6 +269,23 @@ TEST(Curves, LikeTakesAGenerationsCurves) {
                 .out.find("mine's efficiency curves are borrowed from the fit to H100 runs"),
             std::string::npos);
   EXPECT_NE(model("{" + sheet + "}").out.find("flat 0.5"), std::string::npos);
+  // run warns (stderr and the report's warnings) where the flat share costs the ops.
+  const auto run = [](const std::string& gpu) {
+    return test::cli({"run", test::write_temp("like-run.yaml",
+                                              "cluster: {gpu: " + gpu +
+                                                  ", nodes: 1, gpus_per_node: 1}\n"
+                                                  "model: {include: llama3-8b, layers: 1, "
+                                                  "sequence: 1024}\n"
+                                                  "training: {global_batch: 1, micro_batch: "
+                                                  "1, precision: bf16}\n"
+                                                  "strategy: {schedule: dapple, pipeline: 1}\n")});
+  };
+  const auto flat_run = run("{" + sheet + "}");
+  EXPECT_EQ(flat_run.code, 0) << flat_run.err;
+  EXPECT_NE(flat_run.err.find("pipesim: warning: cluster.gpu: 'mine' has no efficiency curves"),
+            std::string::npos)
+      << flat_run.err;
+  EXPECT_EQ(run("{" + sheet + ", like: h100-80gb}").err.find("warning"), std::string::npos);
   const auto both = test::cli(
       {"run", test::write_temp("like-bad.yaml",
                                "cluster: {gpu: {preset: a100-80gb, like: h100-80gb}, nodes: 1, "
