@@ -98,7 +98,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
            (r.latency.seconds() + static_cast<double>(bytes) / t_ / r.bottleneck_bytes_per_s);
   };
   for (size_t l = 0; l < L; ++l) {
-    const Layer& x = s.model.layers[l];
+    // The layer as this tensor degree's ranks cost it (Layer::at_tensor_degree).
+    const Layer x = s.model.layers[l].at_tensor_degree(t_);
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
     core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
     tp_fwd_[l + 1] = tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes);

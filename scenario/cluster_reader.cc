@@ -149,14 +149,21 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     if (!n["fp8_efficiency"].IsDefined()) g.fp8_efficiency = g.matrix_efficiency;
     if (!n["attention_efficiency"].IsDefined()) g.attention_efficiency = g.matrix_efficiency;
   }
-  // Curves the scenario gives are its own.
-  if (n["efficiency"].IsDefined() ||
-      (n["matrix_efficiency"].IsDefined() && n["vector_efficiency"].IsDefined() &&
-       n["memory_efficiency"].IsDefined() &&
-       (n["attention_efficiency"].IsDefined() ||
-        (!n["preset"].IsDefined() && !n["like"].IsDefined())))) {
+  // Curves the scenario gives are its own: all of them (a GPU without preset or like
+  // needs only the three, its matrix curve serving fp8 and attention), or some of them on a
+  // GPU that would otherwise run at the flat 0.5.
+  const bool custom = !n["preset"].IsDefined() && !n["like"].IsDefined();
+  const auto given = [&](const char* k) { return n[k].IsDefined(); };
+  const bool three =
+      given("matrix_efficiency") && given("vector_efficiency") && given("memory_efficiency");
+  if (given("efficiency") ||
+      (three && (custom || (given("attention_efficiency") && given("fp8_efficiency"))))) {
     g.curves = "the scenario's";
     g.curves_borrowed = false;
+  } else if (custom && (given("matrix_efficiency") || given("vector_efficiency") ||
+                        given("memory_efficiency") || given("attention_efficiency") ||
+                        given("fp8_efficiency"))) {
+    g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
   }
   return g;
 }

@@ -28,7 +28,7 @@ namespace {
 const std::vector<std::string>& generator_keys() {
   static const std::vector<std::string> keys{
       "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
-      "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position"};
+      "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal"};
   return keys;
 }
 
@@ -65,6 +65,7 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
   shape.vocab = r.integer(r.require(n, "model", "vocab"), "model.vocab", 1, int64_t{1} << 26);
   shape.flash_attention =
       read_flag(r, n["flash_attention"], "model.flash_attention", shape.flash_attention);
+  shape.causal = read_flag(r, n["causal"], "model.causal", shape.causal);
   shape.tie_embeddings =
       read_flag(r, n["tie_embeddings"], "model.tie_embeddings", shape.tie_embeddings);
   using S = TransformerShape;

@@ -73,15 +73,16 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
   if (t.flash_attention) {
     // Fused attention (Dao et al. 2022): reads q, k, v and writes the output; its backward
     // re-computes the scores and runs five GEMMs of bs^2h/a each per head (2.5x the forward),
-    // reading q, k, v, the output and its gradient and writing dq, dk, dv. Causal: the
-    // kernel skips the blocks above the diagonal, half of the s^2 work. On the GPU's
+    // reading q, k, v, the output and its gradient and writing dq, dk, dv. Causal (the
+    // default): the kernel skips the blocks above the diagonal, half of the s^2 work. On the GPU's
     // attention curve (docs/presets.md): the kernels reach a different share of the peak
     // than plain GEMMs, and that share differs between generations.
     OpSpec att;
     att.name = "flash_attention";
     att.attention = true;
-    att.forward = {2 * b * s * s * h, e * (2 + 2 * r) * sbh};
-    att.backward_input = {5 * b * s * s * h, e * (4 + 4 * r) * sbh};
+    const double mask = t.causal ? 0.5 : 1.0;  // the share of the s^2 blocks it runs
+    att.forward = {mask * 4 * b * s * s * h, e * (2 + 2 * r) * sbh};
+    att.backward_input = {mask * 10 * b * s * s * h, e * (4 + 4 * r) * sbh};
     ops.push_back(att);
   } else {
     OpSpec scores;

@@ -32,6 +32,9 @@ struct TransformerShape {
   // embeddings applied to the queries and keys (no parameters), or none.
   enum class Position { kLearned, kRotary, kNone };
   Position position = Position::kLearned;
+  // A decoder's causal mask: the fused kernel skips the blocks above the diagonal, half
+  // the s^2 work (an encoder, causal: false, computes them all).
+  bool causal = true;
   bool gated() const { return mlp != Mlp::kGelu; }
 };
 

@@ -241,6 +241,9 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
     info.zero_applies = info.zero_applies ||
                         s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.data > 1;
+  if (s.strategy.overlap_param_gather && !info.zero_applies)
+    info.warnings.push_back(
+        "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
   info.pipeline_devices = s.strategy.positions();
   info.virtual_stages = s.strategy.virtual_stages;

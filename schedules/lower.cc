@@ -69,7 +69,10 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   // ZeRO-2 and 3 keep only their shard of the gradients, so every micro-batch's gradients
   // are reduce-scattered as its backward produces them (DeepSpeed, PyTorch FSDP); without
   // sharded gradients they are reduced once, after the last micro-batch.
-  const bool every = in_.zero >= 2 && zero_ranks(p) > 1;
+  // (With the backward's tensor overlap a W runs inside its B and has no buckets of its own:
+  // there the gradients are reduce-scattered once, after the last micro-batch, as under
+  // ZeRO-1.)
+  const bool every = in_.zero >= 2 && zero_ranks(p) > 1 && !(in_.tensor_overlap && cur.t > 1);
   if (syncs_gradients(p)) {
     std::vector<long> last(static_cast<size_t>(G_ / P_),
                            -1);  // per chunk, since the last optimizer step

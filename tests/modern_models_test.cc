@@ -194,6 +194,11 @@ TEST(Curves, EachKindOfOpOnItsOwnCurve) {
   ASSERT_NE(att, nullptr);
   EXPECT_EQ(att->forward, Time::ps(171'798'692));
   EXPECT_EQ(att->backward_input, Time::ps(429'496'730));
+  // An encoder's fused attention (causal: false) runs every block: twice the FLOPs.
+  Shape enc = t;
+  enc.causal = false;
+  EXPECT_EQ(op_named(transformer_model(enc, mixed(1), gpu).layers[1], "flash_attention")->forward,
+            Time::ps(343'597'384));  // 4,294,967,296 FLOPs at 12.5 TFLOPS
   // QKV, 2mkn = 6,442,450,944 FLOPs: at 50 TFLOPS in 16-bit, 128,849,018.88 ps; in fp8 at
   // 80 TFLOPS, 80,530,636.8 ps.
   EXPECT_EQ(op_named(x, "qkv")->forward, Time::ps(128'849'019));

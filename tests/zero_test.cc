@@ -138,6 +138,40 @@ TEST(Zero, ShardedGradientsAreReducedEveryMicroBatch) {
   EXPECT_EQ(start_of(r, 0, OpKind::kOptimizer, -1), Time::ms(24) + ring_pass(r));
 }
 
+TEST(Zero, PlanKeepsOverlapParamGatherWhereItApplies) {
+  // The planner's candidates carry the scenario's overlap_param_gather only where their
+  // ZeRO stage gathers after the step (1 or 2); the rest would be refused by the loader.
+  const auto r = test::cli(
+      {"plan", test::write_temp("opg-plan.yaml",
+                                "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 4, "
+                                "intra_node: nvswitch2}\n"
+                                "model: {generator: transformer, layers: 4, hidden: 512, "
+                                "heads: 8, sequence: 256, vocab: 1000}\n"
+                                "training: {global_batch: 16, micro_batch: 2, precision: mixed, "
+                                "optimizer: adam}\n"
+                                "strategy: {schedule: dapple, pipeline: 1, data: 4, zero: 1, "
+                                "overlap_param_gather: true}\n")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("refused"), std::string::npos) << r.err;
+}
+
+TEST(Zero, TensorOverlapStillWorksUnderZeroTwo) {
+  // The backward's tensor overlap (W inside B, its all-reduces beside the dW GEMMs) takes
+  // effect under ZeRO-2 as under ZeRO-1: the iteration is shorter with it.
+  const auto run = [](int zero, const char* overlap) {
+    return test::run_yaml(fmt::format(
+        R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch2}}
+model: {{generator: transformer, layers: 2, hidden: 1024, heads: 8, sequence: 512, vocab: 1000}}
+training: {{global_batch: 16, micro_batch: 2, precision: mixed, optimizer: adam}}
+strategy: {{schedule: dapple, pipeline: 1, tensor: 2, data: 4, zero: {}, tensor_overlap: {}}}
+)",
+        zero, overlap));
+  };
+  for (const int zero : {1, 2}) {
+    EXPECT_LT(run(zero, "backward").report.makespan, run(zero, "none").report.makespan) << zero;
+  }
+}
+
 TEST(Zero, OverlappedParamGatherRunsBesideTheFirstForward) {
   // overlap_param_gather (Megatron-Core's --overlap-param-gather): each iteration's
   // all-gather of the weights the previous step updated runs beside that iteration's first
@@ -159,6 +193,18 @@ TEST(Zero, OverlappedParamGatherRunsBesideTheFirstForward) {
   // The same bytes move as without the overlap: one gather per iteration.
   const auto plain = bytes_by_kind(test::run_yaml(zero(1, 2)));
   EXPECT_EQ(bytes_by_kind(r), plain);
+  // Without data-parallel ranks it has nothing to gather: a warning, not silence.
+  const auto alone = test::cli(
+      {"run", test::write_temp("opg-alone.yaml",
+                               "cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 1}\n"
+                               "model: {generator: transformer, layers: 2, hidden: 256, heads: 4, "
+                               "sequence: 128, vocab: 1000}\n"
+                               "training: {global_batch: 1, micro_batch: 1, precision: mixed}\n"
+                               "strategy: {schedule: dapple, pipeline: 1, zero: 1, "
+                               "overlap_param_gather: true}\n")});
+  EXPECT_EQ(alone.code, 0) << alone.err;
+  EXPECT_NE(alone.err.find("warning: strategy.overlap_param_gather: no effect"), std::string::npos)
+      << alone.err;
   // Only ZeRO-1 and ZeRO-2 gather after the step.
   const auto bad = test::cli({"run", test::write_temp("opg.yaml", zero(3, 1, 4,
                                                                      ", overlap_param_gather: true"))});
