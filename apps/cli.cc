@@ -134,7 +134,6 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   }
   run.emplace(simulate_scenario(std::move(loaded), overrides, opts));
   const Report& report = run->report;
-  for (const std::string& w : report.info.warnings) err << "pipesim: warning: " << w << "\n";
   json = to_json(report);
   // Out of memory: the error line first, then the report as asked (SPEC section 1).
   if (report.oom.oom) {
@@ -142,6 +141,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
                        format_bytes(report.oom.capacity),
                        run->scenario.cluster.device(report.oom.device).name);
   }
+  for (const std::string& w : report.info.warnings) err << "pipesim: warning: " << w << "\n";
   // All or nothing: standard output first, then every file renamed into place together.
   if (o.json == "-") {
     out << json;

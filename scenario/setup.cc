@@ -241,6 +241,31 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
     info.zero_applies = info.zero_applies ||
                         s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.data > 1;
+  // What a Megatron user would want to hear of: GPUs the strategy leaves idle, and a
+  // tensor group whose every-layer collectives cross the network.
+  if (info.gpus < s.cluster.num_devices())
+    info.warnings.push_back(fmt::format(
+        "the strategy uses {} of the cluster's {} GPUs; the other {} stay idle", info.gpus,
+        s.cluster.num_devices(), s.cluster.num_devices() - info.gpus));
+  bool split_group = false;
+  for (int p = 0; p < s.strategy.positions() && !split_group; ++p) {
+    const auto t = static_cast<size_t>(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
+    for (const auto& copy : s.placement) {
+      const auto& lanes = copy[static_cast<size_t>(p)];
+      for (size_t j = 0; j < lanes.size() && !split_group; j += t) {
+        for (size_t k = j + 1; k < j + t && k < lanes.size(); ++k) {
+          if (s.cluster.device(lanes[k]).node != s.cluster.device(lanes[j]).node) {
+            split_group = true;
+            info.warnings.push_back(fmt::format(
+                "strategy.tensor: a tensor group of {} GPUs spans nodes ({} and {}): its "
+                "collectives, several per layer, cross the network",
+                t, s.cluster.device(lanes[j]).name, s.cluster.device(lanes[k]).name));
+            break;
+          }
+        }
+      }
+    }
+  }
   if (s.strategy.overlap_param_gather && !info.zero_applies)
     info.warnings.push_back(
         "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");

@@ -359,7 +359,35 @@ TEST(Cli, ReportsEchoTheOverrides) {
   EXPECT_EQ(r.out.find("overrides"), std::string::npos) << r.out;
 }
 
-// Out of memory: one error line naming what is allowed. The two-stage toy's static memory
+// Warnings a Megatron user wants (stderr and the report's warnings): GPUs the strategy
+// leaves idle, a tensor group whose collectives cross the network.
+TEST(Cli, WarnsOfIdleGpusAndTensorGroupsAcrossNodes) {
+  const auto run = [](const std::string& cluster, const std::string& strategy) {
+    return test::cli(
+        {"run", "--json", "-",
+         test::write_temp("warn.yaml",
+                          "cluster: {gpu: a100-80gb, " + cluster +
+                              "}\nmodel: {generator: transformer, layers: 2, hidden: 256, "
+                              "heads: 4, sequence: 128, vocab: 1000}\n"
+                              "training: {global_batch: 4, micro_batch: 1, precision: mixed}\n"
+                              "strategy: {schedule: dapple, pipeline: 1, " + strategy + "}\n")});
+  };
+  const auto idle = run("nodes: 1, gpus_per_node: 8", "data: 4");
+  EXPECT_EQ(idle.code, 0) << idle.err;
+  EXPECT_NE(idle.err.find("pipesim: warning: the strategy uses 4 of the cluster's 8 GPUs"),
+            std::string::npos)
+      << idle.err;
+  EXPECT_EQ(json::parse(idle.out)["warnings"].size(), 1u);
+  const auto across = run("nodes: 2, gpus_per_node: 2, inter_node: ib-hdr", "tensor: 4");
+  EXPECT_NE(across.err.find("strategy.tensor: a tensor group of 4 GPUs spans nodes"),
+            std::string::npos)
+      << across.err;
+  const auto fine = run("nodes: 2, gpus_per_node: 2, inter_node: ib-hdr", "tensor: 2, data: 2");
+  EXPECT_TRUE(json::parse(fine.out)["warnings"].empty()) << fine.err;
+}
+
+// Out of memory: one error line naming what is allowed, first (the run's warnings, here
+// the toy's idle GPUs, follow it). The two-stage toy's static memory
 // is 1M params x (4 + 4) B = 7.63 MiB per GPU, over a 2 MiB GPU. A bad output path is
 // found before simulating: the same run with --json in a missing directory exits 2 on the
 // path alone, without an out-of-memory line.
@@ -367,10 +395,11 @@ TEST(Cli, OutOfMemoryLineAndOutputPathsCheckedFirst) {
   const std::string f = two_stage_scenario();
   auto r = test::cli({"run", f, "--set", "cluster.gpu.memory=2 MiB"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_TRUE(r.err.starts_with("pipesim: error: out of memory: node0/gpu0 needs 7.63 MiB"))
+  const std::string first = r.err.substr(0, r.err.find('\n') + 1);
+  EXPECT_EQ(r.err.find("pipesim: error"), r.err.rfind("pipesim: error")) << r.err;
+  EXPECT_TRUE(first.starts_with("pipesim: error: out of memory: node0/gpu0 needs 7.63 MiB"))
       << r.err;
-  EXPECT_TRUE(r.err.ends_with("(at most 2.00 MiB on node0/gpu0)\n")) << r.err;
+  EXPECT_TRUE(first.ends_with("(at most 2.00 MiB on node0/gpu0)\n")) << r.err;
   EXPECT_NE(r.out.find("oom         YES"), std::string::npos) << r.out;
   for (const std::string command : {"run", "plan"}) {
     r = test::cli(
