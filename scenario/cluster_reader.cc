@@ -98,14 +98,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     // A GPU of its own datasheet figures on a preset's generation: its efficiency curves.
     if (!l.IsScalar())
       r.fail(l, child_path(path, "like"), "like names a preset", "e.g. 'like: h100-80gb'");
-    const GpuSpec like = read_gpu(r, l, child_path(path, "like"));
     g.name = "custom";
-    g.matrix_efficiency = like.matrix_efficiency;
-    g.vector_efficiency = like.vector_efficiency;
-    g.memory_efficiency = like.memory_efficiency;
-    g.fp8_efficiency = like.fp8_efficiency;
-    g.attention_efficiency = like.attention_efficiency;
-    g.curves = like.curves;
+    g.take_curves(read_gpu(r, l, child_path(path, "like")));
     g.curves_borrowed = true;  // another GPU's fit, whatever that GPU's own standing
   } else {
     g.name = "custom";

@@ -118,19 +118,24 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
   return ops;
 }
 
+// The ops outside Megatron's tensor-parallel region of a transformer layer: without
+// sequence parallelism every rank of the group runs them whole.
+bool outside_tensor_region(const std::string& op) {
+  return op == "ln1" || op == "dropout_add1" || op == "ln2" || op == "dropout_add2";
+}
+
 bool attention_core(const std::string& op) {
   return op == "scores" || op == "softmax" || op == "attention_dropout" || op == "values";
 }
 
-// Sets the layer's tp_whole_* times: the sums over its ops called one of `names`.
-void set_whole_ops(Layer& x, std::initializer_list<const char*> names) {
+// Sets the layer's tp_whole_* times: the sums over its ops `whole` picks.
+template <typename Pred>
+void set_whole_ops(Layer& x, Pred whole) {
   for (const OpCost& op : x.ops) {
-    for (const char* name : names) {
-      if (op.name != name) continue;
-      x.tp_whole_forward += op.forward;
-      x.tp_whole_backward_input += op.backward_input;
-      x.tp_whole_backward_weight += op.backward_weight;
-    }
+    if (!whole(op.name)) continue;
+    x.tp_whole_forward += op.forward;
+    x.tp_whole_backward_input += op.backward_input;
+    x.tp_whole_backward_weight += op.backward_weight;
   }
 }
 
@@ -225,16 +230,14 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
     // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
     // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
     x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
-    set_whole_ops(x, {"ln1", "dropout_add1", "ln2", "dropout_add2"});
+    set_whole_ops(x, outside_tensor_region);
     // At degree t every other op runs as t equal shards, one per rank, each at the
     // efficiency of its own size (OpSpec::repeats prices exactly that).
     x.tensor_retime = std::make_shared<const TensorRetime>(
         [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu](int degree) {
           std::vector<OpSpec> split = ops;
           for (OpSpec& op : split) {
-            if (op.name != "ln1" && op.name != "dropout_add1" && op.name != "ln2" &&
-                op.name != "dropout_add2")
-              op.repeats *= degree;
+            if (!outside_tensor_region(op.name)) op.repeats *= degree;
           }
           const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
                                          sbh * elem, training, gpu);
@@ -291,7 +294,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.front().recomputed = m.layers.back().recomputed = false;
   m.layers.back().tp_backward_allreduces = 1;
   m.layers.back().tp_backward_beside = {weight_gradient_of(m.layers.back(), "logits")};
-  set_whole_ops(m.layers.back(), {"ln_f"});
+  set_whole_ops(m.layers.back(), [](const std::string& op) { return op == "ln_f"; });
   return m;
 }
 

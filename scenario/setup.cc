@@ -173,6 +173,63 @@ SlotOrders scenario_orders(const Scenario& s) {
   return build_orders(spec);
 }
 
+namespace {
+
+// What the user should hear of that is neither an error nor in the numbers (SPEC
+// section 9): a GPU without efficiency curves under analytic layers, GPUs the strategy
+// leaves idle, a tensor group spanning nodes, a weight-gather overlap with nothing to
+// gather.
+std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_applies) {
+  std::vector<std::string> out;
+  // Analytic layers on a GPU without curves of any generation run at a flat 0.5 of its
+  // peaks: say so (SPEC: nothing silent), once per such GPU.
+  const bool analytic = std::any_of(s.model.layers.begin(), s.model.layers.end(),
+                                    [](const Layer& l) { return l.source == "analytic"; });
+  std::vector<std::string> flat;
+  for (int d = 0; analytic && d < s.cluster.num_devices(); ++d) {
+    const GpuSpec& g = s.cluster.device(d).gpu;
+    if (g.curves.starts_with("a flat 0.5") && !g.efficiency &&
+        std::find(flat.begin(), flat.end(), g.name) == flat.end()) {
+      flat.push_back(g.name);
+      out.push_back(fmt::format(
+          "cluster.gpu: '{}' has no efficiency curves: its ops run at a flat 0.5 of its peaks "
+          "(add like: PRESET for a generation's curves, or efficiency: SHARE)",
+          g.name));
+    }
+  }
+  // What a Megatron user would want to hear of: GPUs the strategy leaves idle, and a
+  // tensor group whose every-layer collectives cross the network.
+  if (gpus < s.cluster.num_devices())
+    out.push_back(fmt::format(
+        "the strategy uses {} of the cluster's {} GPUs; the other {} stay idle", gpus,
+        s.cluster.num_devices(), s.cluster.num_devices() - gpus));
+  bool split_group = false;
+  for (int p = 0; p < s.strategy.positions() && !split_group; ++p) {
+    const auto t = static_cast<size_t>(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
+    for (const auto& copy : s.placement) {
+      const auto& lanes = copy[static_cast<size_t>(p)];
+      for (size_t j = 0; j < lanes.size() && !split_group; j += t) {
+        for (size_t k = j + 1; k < j + t && k < lanes.size(); ++k) {
+          if (s.cluster.device(lanes[k]).node != s.cluster.device(lanes[j]).node) {
+            split_group = true;
+            out.push_back(fmt::format(
+                "strategy.tensor: a tensor group of {} GPUs spans nodes ({} and {}): its "
+                "collectives, several per layer, cross the network",
+                t, s.cluster.device(lanes[j]).name, s.cluster.device(lanes[k]).name));
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (s.strategy.overlap_param_gather && !zero_applies)
+    out.push_back(
+        "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");
+  return out;
+}
+
+}  // namespace
+
 RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides) {
   RunInfo info;
   info.scenario = s.name;
@@ -214,22 +271,6 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
       s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
   info.tokens_per_sample = s.model.tokens_per_sample;
   info.layout = layout(s);
-  // Analytic layers on a GPU without curves of any generation run at a flat 0.5 of its
-  // peaks: say so (SPEC: nothing silent), once per such GPU.
-  const bool analytic = std::any_of(s.model.layers.begin(), s.model.layers.end(),
-                                    [](const Layer& l) { return l.source == "analytic"; });
-  std::vector<std::string> flat;
-  for (int d = 0; analytic && d < s.cluster.num_devices(); ++d) {
-    const GpuSpec& g = s.cluster.device(d).gpu;
-    if (g.curves.starts_with("a flat 0.5") && !g.efficiency &&
-        std::find(flat.begin(), flat.end(), g.name) == flat.end()) {
-      flat.push_back(g.name);
-      info.warnings.push_back(fmt::format(
-          "cluster.gpu: '{}' has no efficiency curves: its ops run at a flat 0.5 of its peaks "
-          "(add like: PRESET for a generation's curves, or efficiency: SHARE)",
-          g.name));
-    }
-  }
   info.parallelism.pipeline = s.strategy.positions();
   for (int p = 0; p < s.strategy.positions(); ++p) {
     const StageSpec& stage = s.strategy.stages[static_cast<size_t>(p)];
@@ -241,34 +282,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
     info.zero_applies = info.zero_applies ||
                         s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.data > 1;
-  // What a Megatron user would want to hear of: GPUs the strategy leaves idle, and a
-  // tensor group whose every-layer collectives cross the network.
-  if (info.gpus < s.cluster.num_devices())
-    info.warnings.push_back(fmt::format(
-        "the strategy uses {} of the cluster's {} GPUs; the other {} stay idle", info.gpus,
-        s.cluster.num_devices(), s.cluster.num_devices() - info.gpus));
-  bool split_group = false;
-  for (int p = 0; p < s.strategy.positions() && !split_group; ++p) {
-    const auto t = static_cast<size_t>(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
-    for (const auto& copy : s.placement) {
-      const auto& lanes = copy[static_cast<size_t>(p)];
-      for (size_t j = 0; j < lanes.size() && !split_group; j += t) {
-        for (size_t k = j + 1; k < j + t && k < lanes.size(); ++k) {
-          if (s.cluster.device(lanes[k]).node != s.cluster.device(lanes[j]).node) {
-            split_group = true;
-            info.warnings.push_back(fmt::format(
-                "strategy.tensor: a tensor group of {} GPUs spans nodes ({} and {}): its "
-                "collectives, several per layer, cross the network",
-                t, s.cluster.device(lanes[j]).name, s.cluster.device(lanes[k]).name));
-            break;
-          }
-        }
-      }
-    }
-  }
-  if (s.strategy.overlap_param_gather && !info.zero_applies)
-    info.warnings.push_back(
-        "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");
+  info.warnings = run_warnings(s, info.gpus, info.zero_applies);
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
   info.pipeline_devices = s.strategy.positions();
   info.virtual_stages = s.strategy.virtual_stages;

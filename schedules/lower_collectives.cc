@@ -102,8 +102,7 @@ void Lowering::add_allreduces() {
   for (auto& [key, members] : optimizers_) {
     // (position, tensor rank, iteration); plain names, so the lambdas below may capture them.
     const int p = std::get<0>(key), it = std::get<2>(key);
-    const AllReduceAlgo algo =
-        in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
+    const AllReduceAlgo algo = allreduce_algo(p);
     std::vector<CollectiveMember> group;
     for (const OptimizerStep& m : members) {
       const int d = b_.op(m.op).device;
@@ -173,12 +172,11 @@ void Lowering::add_weight_gathers() {
       }
     }
     const int g = std::get<2>(key), p = position(g);
-    const AllReduceAlgo algo =
-        in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
     gather.result = add_all_gather(b_, gather.members,
                                    checked_mul(split_bytes(gather.params, tensor(p)),
                                                in_.param_bytes.weights, "a weight gather"),
-                                   {g, std::get<1>(key) / in_.micro_batches_per_iteration}, algo);
+                                   {g, std::get<1>(key) / in_.micro_batches_per_iteration},
+                                   allreduce_algo(p));
   }
 }
 

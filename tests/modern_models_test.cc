@@ -170,10 +170,8 @@ TEST(ModernLayers, BadValuesNameTheKey) {
 namespace pipesim {
 namespace {
 
-// Each kind of op on its own curve: GEMMs, fp8 GEMMs, fused attention (on its causal
-// FLOPs). A GPU of round numbers with constant curves: 16-bit GEMMs at 0.5 of 100 TFLOPS,
-// fp8 GEMMs at 0.4 of 200 TFLOPS, attention at 0.125 of 100 TFLOPS, memory at 1 TB/s.
-TEST(Curves, EachKindOfOpOnItsOwnCurve) {
+// A GPU of round numbers: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 50 TFLOPS vector, 1 TB/s.
+GpuSpec round_gpu() {
   GpuSpec gpu;
   gpu.name = "round";
   gpu.memory_bytes = 80LL << 30;
@@ -181,6 +179,14 @@ TEST(Curves, EachKindOfOpOnItsOwnCurve) {
   gpu.fp8_flops = 200e12;
   gpu.vector_flops = 50e12;
   gpu.hbm_bytes_per_s = 1e12;
+  return gpu;
+}
+
+// Each kind of op on its own curve: GEMMs, fp8 GEMMs, fused attention (on its causal
+// FLOPs). The round GPU with constant curves: 16-bit GEMMs at 0.5 of 100 TFLOPS, fp8
+// GEMMs at 0.4 of 200 TFLOPS, attention at 0.125 of 100 TFLOPS, memory at 1 TB/s.
+TEST(Curves, EachKindOfOpOnItsOwnCurve) {
+  GpuSpec gpu = round_gpu();
   gpu.matrix_efficiency = EfficiencyCurve::constant(0.5);
   gpu.fp8_efficiency = EfficiencyCurve::constant(0.4);
   gpu.attention_efficiency = EfficiencyCurve::constant(0.125);
@@ -302,15 +308,9 @@ TEST(Curves, LikeTakesAGenerationsCurves) {
 }
 
 TEST(Fp8, OneLayerByHand) {
-  // A GPU of round numbers at full efficiency: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 50
-  // TFLOPS vector, 1 TB/s. One GPT layer, h = 1024, 8 heads, ffn 4096, s = 1024, b = 1.
-  GpuSpec gpu;
-  gpu.name = "round";
-  gpu.memory_bytes = 80LL << 30;
-  gpu.peak_flops = 100e12;
-  gpu.fp8_flops = 200e12;
-  gpu.vector_flops = 50e12;
-  gpu.hbm_bytes_per_s = 1e12;
+  // The round GPU at full efficiency. One GPT layer, h = 1024, 8 heads, ffn 4096,
+  // s = 1024, b = 1.
+  GpuSpec gpu = round_gpu();
   gpu.efficiency = 1.0;
   Training fp8 = mixed(1);
   fp8.precision = Precision::kFp8;

@@ -40,6 +40,15 @@ struct GpuSpec {
   // them from another generation (pipesim model says so).
   std::string curves = "A100 runs";
   bool curves_borrowed = false;
+  // Takes `from`'s five curves and where they come from (cluster.gpu.like).
+  void take_curves(const GpuSpec& from) {
+    matrix_efficiency = from.matrix_efficiency;
+    vector_efficiency = from.vector_efficiency;
+    memory_efficiency = from.memory_efficiency;
+    fp8_efficiency = from.fp8_efficiency;
+    attention_efficiency = from.attention_efficiency;
+    curves = from.curves;
+  }
 };
 
 enum class LinkKind { kNvLink, kNvSwitch, kPcie, kEthernet, kInfiniBand, kHost };

@@ -152,6 +152,10 @@ class Lowering {
     return in_.zero > 0 && syncs_gradients(p) ? copies_ * replicas(p) : 1;
   }
   bool gathers_weights(int p) const { return in_.zero >= 3 && zero_ranks(p) > 1; }
+  // The algorithm of position p's data-parallel collectives (ring unless the input says).
+  AllReduceAlgo allreduce_algo(int p) const {
+    return in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
+  }
   // Parameters of position p's stages held by one tensor rank (1/t of them, rounded up).
   int64_t rank_params(int p) const {
     int64_t params = 0, replicated = 0;
