@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/checked.h"
@@ -55,8 +56,94 @@ void weight_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k,
   ops.push_back(g);
 }
 
+// A weight GEMM of routed experts: `experts` equal pieces of the [m, k] x [k, n] product
+// (each expert's tokens), each reading its own expert's weights.
+void expert_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n,
+                 double e, bool fp8, double experts) {
+  weight_gemm(ops, name, m, k, n, e, fp8);
+  OpSpec& g = ops.back();
+  g.weight_bytes *= experts;
+  g.repeats = experts;
+}
+
+// The MLP block's ops after the second norm: the dense MLP of `f` on b s tokens, or the
+// named parts of an expert's (prefix "expert_" or "shared_") on `tokens` tokens.
+void mlp_ops(std::vector<OpSpec>& ops, const TransformerShape& t, const std::string& prefix,
+             double tokens, double f, double e, bool fp8, double experts = 0) {
+  const double h = static_cast<double>(t.hidden);
+  const auto gemm = [&](const std::string& name, double k, double n) {
+    if (experts > 0)
+      expert_gemm(ops, name.c_str(), tokens, k, n, e, fp8, experts);
+    else
+      weight_gemm(ops, name.c_str(), tokens, k, n, e, fp8);
+  };
+  if (t.gated()) {
+    // Gate and value in one GEMM (2f wide), then act(gate) x value: reads both, writes the
+    // product; the backward reads both and the product's gradient, writes two gradients.
+    gemm(prefix + "fc1", h, 2 * f);
+    const double act = t.mlp == TransformerShape::Mlp::kSwiglu ? 6 : 9;  // SiLU or GeLU, x
+    ops.push_back(elementwise_op(
+        prefix + (t.mlp == TransformerShape::Mlp::kSwiglu ? "swiglu" : "geglu"), tokens * f, act,
+        3 * e, 5 * e));
+  } else {
+    gemm(prefix + "fc1", h, f);
+    ops.push_back(elementwise_op(prefix + "gelu", tokens * f, 8, 2 * e, 3 * e));
+  }
+  gemm(prefix + "fc2", f, h);
+}
+
+// A MoE layer's MLP block after its norm (models.h): router, permutation, routed experts,
+// un-permutation, shared experts.
+void moe_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double bs, double e, bool fp8) {
+  const double h = static_cast<double>(t.hidden), E = t.experts, k = t.top_k;
+  const double F = static_cast<double>(t.routed_ffn());
+  ops.push_back(gemm_op("router", bs, h, E, e));
+  // Softmax and top-k over the E scores of each token, in fp32.
+  ops.push_back(elementwise_op("router_topk", bs * E, 8, 8, 12));
+  // Each token copied to its k experts' rows: reads h, writes k h (and the backward the
+  // reverse, summing).
+  ops.push_back(elementwise_op("permute", bs * k * h, 0, 2 * e, 2 * e));
+  mlp_ops(ops, t, "expert_", bs * k, F, e, fp8, E);
+  // The k expert outputs of each token weighted by its router probabilities and summed.
+  ops.push_back(elementwise_op("unpermute", bs * k * h, 2, 2 * e, 3 * e));
+  if (t.shared_experts > 0) mlp_ops(ops, t, "shared_", bs, F * t.shared_experts, e, fp8);
+}
+
+// Which part of a transformer layer an op belongs to (LayerPiece).
+PieceKind piece_of(const std::string& op, bool moe) {
+  static const std::vector<std::string> pre{"ln1", "qkv", "cast_qkv", "rotary"};
+  static const std::vector<std::string> core{"flash_attention", "scores", "softmax",
+                                             "attention_dropout", "values"};
+  static const std::vector<std::string> post{"projection", "cast_projection", "dropout_add1"};
+  const auto in = [&](const std::vector<std::string>& v) {
+    return std::find(v.begin(), v.end(), op) != v.end();
+  };
+  if (in(pre)) return PieceKind::kPreAttention;
+  if (in(core)) return PieceKind::kAttention;
+  if (in(post)) return PieceKind::kPostAttention;
+  if (!moe) return PieceKind::kMlp;
+  if (op == "ln2" || op.starts_with("router") || op == "permute") return PieceKind::kPreExperts;
+  if (op.find("expert_") != std::string::npos && op.find("shared_") == std::string::npos)
+    return PieceKind::kExperts;
+  return PieceKind::kPostExperts;
+}
+
+// The layer's parts in forward order, each the sum of its ops' times.
+std::vector<LayerPiece> pieces_of(const Layer& x, bool moe) {
+  std::vector<LayerPiece> out;
+  for (const OpCost& op : x.ops) {
+    const PieceKind kind = piece_of(op.name, moe);
+    if (out.empty() || out.back().kind != kind) out.push_back({kind, {}, {}, {}});
+    out.back().forward += op.forward;
+    out.back().backward_input += op.backward_input;
+    out.back().backward_weight += op.backward_weight;
+  }
+  return out;
+}
+
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
-std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8) {
+std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8,
+                              bool moe = false) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
   const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
@@ -102,18 +189,10 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
   // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
   ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
   ops.push_back(norm_op("ln2", t, sbh, e));
-  if (t.gated()) {
-    // Gate and value in one GEMM (2f wide), then act(gate) x value: reads both, writes the
-    // product; the backward reads both and the product's gradient, writes two gradients.
-    weight_gemm(ops, "fc1", bs, h, 2 * f, e, fp8);
-    const double act = t.mlp == TransformerShape::Mlp::kSwiglu ? 6 : 9;  // SiLU or GeLU, x
-    ops.push_back(elementwise_op(t.mlp == TransformerShape::Mlp::kSwiglu ? "swiglu" : "geglu",
-                                 bs * f, act, 3 * e, 5 * e));
-  } else {
-    weight_gemm(ops, "fc1", bs, h, f, e, fp8);
-    ops.push_back(elementwise_op("gelu", bs * f, 8, 2 * e, 3 * e));
-  }
-  weight_gemm(ops, "fc2", bs, f, h, e, fp8);
+  if (moe)
+    moe_ops(ops, t, bs, e, fp8);
+  else
+    mlp_ops(ops, t, "", bs, f, e, fp8);
   ops.push_back(elementwise_op("dropout_add2", sbh, 2, 3 * e + 1, 2 * e + 1));
   return ops;
 }
@@ -147,6 +226,125 @@ Time weight_gradient_of(const Layer& x, const char* name) {
   return Time::zero();
 }
 
+// One transformer layer, dense or MoE (models.h), with what tensor, context and expert
+// parallelism need of it.
+Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
+                  const GpuSpec& gpu) {
+  const double b = static_cast<double>(training.micro_batch);
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
+  const int64_t elem = element_bytes(training.precision);
+  const double e = static_cast<double>(elem);
+  const auto sbh = static_cast<int64_t>(s * b * h);
+  const auto as2b = static_cast<int64_t>(a * s * s * b);
+  const bool fp8 = training.precision == Precision::kFp8;
+  const std::vector<OpSpec> ops = layer_ops(t, b, e, fp8, moe);
+  const int64_t kv = kv_features(t);
+  // An MLP of width w: two h x w matrices (GeLU) or three (gated, the first two as one
+  // 2w-wide GEMM), with their biases.
+  const auto mlp_params = [&](int64_t w) {
+    return t.gated() ? 3 * t.hidden * w + 2 * w + t.hidden : 2 * t.hidden * w + w + t.hidden;
+  };
+  const int64_t attention_params =
+      (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden + t.hidden;
+  const double kvd = static_cast<double>(kv);
+  const double attention_flops = 2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h;
+  const double gate = t.gated() ? 6 : 4;  // MLP FLOPs per token, per h x width
+  const double E = t.experts, k = t.top_k, F = static_cast<double>(t.routed_ffn());
+  const double shared_f = F * t.shared_experts;
+  const int64_t expert_params = moe ? t.experts * mlp_params(t.routed_ffn()) : 0;
+  const int64_t mlp_part =
+      moe ? t.hidden * t.experts + expert_params +
+                (t.shared_experts > 0 ? mlp_params(t.routed_ffn() * t.shared_experts) : 0)
+          : mlp_params(t.ffn);
+  const int64_t layer_params = attention_params + mlp_part + 2 * norm_params(t);
+  const double layer_flops =
+      attention_flops + (moe ? 2 * b * s * h * E + gate * b * s * h * (k * F + shared_f)
+                             : gate * b * s * h * f);
+  // Korthikanti's 32 sbh holds 2 sbh each of keys and values; grouped, they are 2 r sbh.
+  // Its MLP keeps the GeLU's input and output, 2f elements per token (16 sbh at f = 4h);
+  // a gated MLP keeps the gate and value (2f) and their product (f): 3f. The other 12 sbh:
+  // the two norms' inputs, the QKV and fc1 inputs, the queries, the projection's input.
+  const auto kv_tensors = static_cast<int64_t>(s * b * kvd);
+  // Under fp8 the four weight GEMMs keep their inputs' fp8 copies: QKV's, the projection's
+  // and fc1's sbh and fc2's sbf elements at 1 byte instead of 2 (a MoE layer: the first two).
+  // A MoE layer keeps (in 16-bit units) the router's fp32 probabilities (2 sbE), the
+  // permuted tokens and the experts' outputs (2 x 2 k sbh), the experts' MLP tensors for
+  // k sb tokens and the shared experts'.
+  const auto mlp_tensors =
+      moe ? static_cast<int64_t>(2 * s * b * E + 4 * k * s * b * h + gate * k * s * b * F +
+                                 gate * s * b * shared_f)
+          : static_cast<int64_t>(gate * s * b * f) - (fp8 ? static_cast<int64_t>(s * b * f) : 0);
+  const int64_t tensors = (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) -
+                          (fp8 ? (moe ? 2 : 3) * sbh : 0) + mlp_tensors + 2 * kv_tensors;
+  const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
+  const int64_t activation = tensors * elem / 2 + masks;
+  // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
+  // not keep their s^2 tensors: the softmax output and the dropout output in the training
+  // precision (2 x as^2b elements) plus the dropout mask (as^2b bytes). Flash attention
+  // keeps none of them already.
+  const double core_flops = 4 * b * s * s * h;
+  const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
+  Layer x = layer_from_ops("layer", ops, layer_flops, layer_params, activation, sbh * elem,
+                           training, gpu);
+  x.pieces = pieces_of(x, moe);
+  x.attention = AttentionFacts{kv_tensors * elem, static_cast<int64_t>(s * b * (h + kvd)) * elem};
+  if (moe) {
+    x.moe = MoeFacts{t.experts, t.top_k, expert_params, static_cast<int64_t>(s * b * k * h) * elem,
+                     t.capacity_factor};
+  }
+  // Megatron-LM: column-parallel QKV and first MLP GEMM, row-parallel projection and
+  // second GEMM: one all-reduce of the b x s x h output after attention and one after the
+  // MLP, and the same two on the input gradients in the backward. Without sequence
+  // parallelism the layer-norm inputs (2 x 2sbh), the two dropout masks (2sbh) and the
+  // attention and MLP inputs' copies (4sbh) stay whole: 10sbh of the 34sbh. A MoE layer's
+  // experts are whole on each tensor rank (expert_tensor 1): only the attention block's.
+  x.tensor_parallel = true;
+  x.tp_forward_allreduces = x.tp_backward_allreduces = moe ? 1 : 2;
+  x.tp_allreduce_bytes = sbh * elem;
+  // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
+  // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
+  const auto beside = [moe](const Layer& l) {
+    return moe ? std::vector<Time>{weight_gradient_of(l, "qkv")}
+               : std::vector<Time>{weight_gradient_of(l, "fc1"), weight_gradient_of(l, "qkv")};
+  };
+  x.tp_backward_beside = beside(x);
+  set_whole_ops(x, outside_tensor_region);
+  // At degree t every other op runs as t equal shards, one per rank, each at the
+  // efficiency of its own size (OpSpec::repeats prices exactly that); a routed expert's
+  // GEMMs on one of ep ranks are E / ep pieces of the tokens of the ep ranks' shares.
+  x.tensor_retime = std::make_shared<const TensorRetime>(
+      [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, moe, beside,
+       E](int degree, int ep) {
+        std::vector<OpSpec> split = ops;
+        for (OpSpec& op : split) {
+          if (moe && piece_of(op.name, true) == PieceKind::kExperts)
+            op.repeats = E * degree / ep;
+          else if (!outside_tensor_region(op.name))
+            op.repeats *= degree;
+        }
+        const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
+                                       sbh * elem, training, gpu);
+        return TensorTimes{l.forward, l.backward_input, l.backward_weight, beside(l),
+                           pieces_of(l, moe)};
+      });
+  x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
+  // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
+  // every rank: 2sbh of its 16sbh elements (in fp8 under fp8).
+  x.tp_replicated_weight_activation = 2 * sbh * (fp8 ? 1 : elem);
+  // Norms, two output biases (and a MoE layer's router, whole on every rank).
+  x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden + (moe ? t.hidden * t.experts : 0);
+  if (!t.flash_attention) {
+    for (const OpCost& op : x.ops) {
+      if (attention_core(op.name))
+        x.attention_core_forward = checked_add(x.attention_core_forward, op.forward, "a time");
+    }
+    x.attention_core_flops = core_flops;
+    x.attention_core_bytes = core_bytes;
+  }
+  return x;
+}
+
 }  // namespace
 
 Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {
@@ -164,11 +362,11 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   // Bytes are products of the shape and the micro-batch: check them in floating point
   // before they become integers (the largest, fp32 logits and the s^2 attention terms).
   for (const double v :
-       {66 * s * b * h + 12 * s * b * f + 9 * a * s * s * b, s * b * V * 8, 2 * b * s * h * V}) {
+       {66 * s * b * h + 12 * s * b * f + 9 * a * s * s * b, s * b * V * 8, 2 * b * s * h * V,
+        s * b * (8.0 * t.experts + t.top_k * (8 * h + 12.0 * static_cast<double>(t.routed_ffn())))}) {
     if (!(v < 4e18)) too_large("the generated model's activations or FLOPs");
   }
   const auto sbh = static_cast<int64_t>(s * b * h);
-  const auto as2b = static_cast<int64_t>(a * s * s * b);
   Model m;
   m.name = fmt::format("transformer-{}x{}", t.layers, t.hidden);
   m.input_bytes = static_cast<int64_t>(s * b) * 8;  // token ids (int64)
@@ -185,81 +383,11 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.back().tp_replicated_activation = sbh;
   m.layers.back().tp_replicated_weight_activation = sbh;
   m.layers.back().tp_replicated_params = positions;
-  const bool fp8 = training.precision == Precision::kFp8;
-  const std::vector<OpSpec> ops = layer_ops(t, b, e, fp8);
-  const int64_t kv = kv_features(t);
-  // MLP: two h x f matrices (GeLU) or three (gated, the first two as one 2f-wide GEMM),
-  // with their biases.
-  const int64_t mlp_params = t.gated() ? 3 * t.hidden * t.ffn + 2 * t.ffn + t.hidden
-                                       : 2 * t.hidden * t.ffn + t.ffn + t.hidden;
-  const int64_t layer_params = (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden +
-                               t.hidden + mlp_params + 2 * norm_params(t);
-  const double kvd = static_cast<double>(kv);
-  const double layer_flops = 2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h +
-                             (t.gated() ? 6 : 4) * b * s * h * f;
-  // Korthikanti's 32 sbh holds 2 sbh each of keys and values; grouped, they are 2 r sbh.
-  // Its MLP keeps the GeLU's input and output, 2f elements per token (16 sbh at f = 4h);
-  // a gated MLP keeps the gate and value (2f) and their product (f): 3f. The other 12 sbh:
-  // the two norms' inputs, the QKV and fc1 inputs, the queries, the projection's input.
-  const auto kv_tensors = static_cast<int64_t>(s * b * kvd);
-  // Under fp8 the four weight GEMMs keep their inputs' fp8 copies: QKV's, the projection's
-  // and fc1's sbh and fc2's sbf elements at 1 byte instead of 2.
-  const auto mlp_tensors = static_cast<int64_t>((t.gated() ? 6 : 4) * s * b * f) -
-                           (fp8 ? static_cast<int64_t>(s * b * f) : 0);
-  const int64_t tensors = (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) -
-                          (fp8 ? 3 * sbh : 0) + mlp_tensors + 2 * kv_tensors;
-  const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
-  const int64_t activation = tensors * elem / 2 + masks;
-  // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
-  // not keep their s^2 tensors: the softmax output and the dropout output in the training
-  // precision (2 x as^2b elements) plus the dropout mask (as^2b bytes). Flash attention
-  // keeps none of them already.
-  const double core_flops = 4 * b * s * s * h;
-  const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
-  // Every layer is the same: cost it once.
-  Layer x = layer("layer", ops, layer_flops, layer_params, activation, sbh * elem);
-  {
-    // Megatron-LM: column-parallel QKV and first MLP GEMM, row-parallel projection and
-    // second GEMM: one all-reduce of the b x s x h output after attention and one after the
-    // MLP, and the same two on the input gradients in the backward. Without sequence
-    // parallelism the layer-norm inputs (2 x 2sbh), the two dropout masks (2sbh) and the
-    // attention and MLP inputs' copies (4sbh) stay whole: 10sbh of the 34sbh.
-    x.tensor_parallel = true;
-    x.tp_forward_allreduces = x.tp_backward_allreduces = 2;
-    x.tp_allreduce_bytes = sbh * elem;
-    // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
-    // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
-    x.tp_backward_beside = {weight_gradient_of(x, "fc1"), weight_gradient_of(x, "qkv")};
-    set_whole_ops(x, outside_tensor_region);
-    // At degree t every other op runs as t equal shards, one per rank, each at the
-    // efficiency of its own size (OpSpec::repeats prices exactly that).
-    x.tensor_retime = std::make_shared<const TensorRetime>(
-        [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu](int degree) {
-          std::vector<OpSpec> split = ops;
-          for (OpSpec& op : split) {
-            if (!outside_tensor_region(op.name)) op.repeats *= degree;
-          }
-          const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
-                                         sbh * elem, training, gpu);
-          return TensorTimes{l.forward, l.backward_input, l.backward_weight,
-                             {weight_gradient_of(l, "fc1"), weight_gradient_of(l, "qkv")}};
-        });
-    x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
-    // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
-    // every rank: 2sbh of its 16sbh elements (in fp8 under fp8).
-    x.tp_replicated_weight_activation = 2 * sbh * (fp8 ? 1 : elem);
-    x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden;  // norms, two output biases
-    if (!t.flash_attention) {
-      for (const OpCost& op : x.ops) {
-        if (attention_core(op.name))
-          x.attention_core_forward = checked_add(x.attention_core_forward, op.forward, "a time");
-      }
-      x.attention_core_flops = core_flops;
-      x.attention_core_bytes = core_bytes;
-    }
-  }
+  // Every dense layer is the same, and every MoE layer: cost each once.
+  const Layer dense = block_layer(t, false, training, gpu);
+  const Layer moe = t.experts > 0 ? block_layer(t, true, training, gpu) : Layer{};
   for (int i = 0; i < t.layers; ++i) {
-    m.layers.push_back(x);
+    m.layers.push_back(t.moe_layer(i) ? moe : dense);
     m.layers.back().name = fmt::format("layer{}", i);
   }
   // Output head: final layer norm, the projection to the vocabulary, the loss. It keeps

@@ -36,6 +36,23 @@ struct TransformerShape {
   // the s^2 work (an encoder, causal: false, computes them all).
   bool causal = true;
   bool gated() const { return mlp != Mlp::kGelu; }
+  // Mixture of experts (SPEC section 9): `experts` routed experts (0: a dense model), each
+  // token's top_k of them, each an MLP of expert_ffn (the MLP's kind); shared_experts run
+  // on every token as one MLP of shared_experts x expert_ffn. Layer i >= dense_first is a
+  // MoE layer when (i - dense_first) % moe_every == 0 (DeepSeek-V3's first three layers are
+  // dense). capacity_factor: an expert takes at most that many times its mean share of the
+  // tokens and drops the rest (0: dropless).
+  int experts = 0;
+  int top_k = 2;
+  int64_t expert_ffn = 0;  // 0: ffn
+  int shared_experts = 0;
+  int moe_every = 1;
+  int dense_first = 0;
+  double capacity_factor = 0;
+  bool moe_layer(int i) const {
+    return experts > 0 && i >= dense_first && (i - dense_first) % moe_every == 0;
+  }
+  int64_t routed_ffn() const { return expert_ffn > 0 ? expert_ffn : ffn; }
 };
 
 // Per transformer layer, for b sequences of s tokens, hidden h, heads a, ffn f, and
@@ -56,6 +73,15 @@ struct TransformerShape {
 //     dropout masks 2 sbh + a s^2 b, i.e. sbh (34 + 5 a s / h) bytes with 16-bit elements;
 //     fp32 doubles the tensors; flash attention drops the s^2 terms. Grouped keys and
 //     values keep 4r sbh of the 4 sbh they are at r = 1.
+// MoE layers (experts E, top_k k, expert_ffn F, shared experts S, per token): the router
+// (h E parameters, 2 b s h E FLOPs, a top-k softmax), the tokens permuted to their experts
+// (b s k rows), each expert's MLP as a grouped GEMM whose pieces hold b s k / E rows (on the
+// efficiency curves at that size: small experts run less efficiently), the weighted sum back
+// (un-permute), and the shared experts as one dense MLP of S F. Parameters: the attention's,
+// two norms, the router, E routed and S shared expert MLPs; forward FLOPs count the k routed
+// experts a token visits. Activations: the router's fp32 probabilities (b s E), the permuted
+// tokens and the experts' outputs (2 b s k h), the experts' MLP tensors (as the dense MLP's
+// for b s k tokens of F) and the shared experts'.
 // Embedding: vocab x h + sequence x h parameters (the learned positions stay whole on
 // every tensor rank), its dropout mask as activation (its output is the first layer's
 // input, kept there). The head: 2 b s h vocab FLOPs; the final layer norm's input and

@@ -36,9 +36,10 @@ std::string layout(const Scenario& s) {
     return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
   };
   return fmt::format(
-      "TP {} x PP {}{} x DP {}", range(t_lo, t_hi), st.positions(),
+      "TP {}{} x PP {}{} x DP {}{}", range(t_lo, t_hi),
+      st.context > 1 ? fmt::format(" x CP {}", st.context) : "", st.positions(),
       st.virtual_stages > 1 ? fmt::format(" ({} chunks each)", st.virtual_stages) : "",
-      range(d_lo, d_hi));
+      range(d_lo, d_hi), st.expert > 1 ? fmt::format(" (EP {})", st.expert) : "");
 }
 
 bool split_backward(const Model& m) {
@@ -113,17 +114,23 @@ std::vector<int> warmup_depths(const Scenario& s) {
   return out;
 }
 
+GroupDegrees group_degrees(const Scenario& s) {
+  const Strategy& st = s.strategy;
+  return {st.context, st.expert, st.context_comm, st.routing_imbalance};
+}
+
 StageCosts stage_costs(const Scenario& s) {
   const Strategy& st = s.strategy;
-  const std::vector<StageProfile> prof = stage_profiles(
-      s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s), st.sequence_parallel);
+  const std::vector<StageProfile> prof =
+      stage_profiles(s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s),
+                     st.sequence_parallel, group_degrees(s));
   const auto& copy = s.placement.front();
   StageCosts c;
   for (size_t g = 0; g < prof.size(); ++g) {
     const StageProfile& p = prof[g];
     // One GPU's share: replicas split the micro-batch, tensor ranks the FLOPs; a recompute
     // runs just before the backward, so the schedule sees it as part of B.
-    const int work = st.stages[g].replicas * st.tensor_of(st.stages[g]);
+    const int work = st.stages[g].replicas * st.tensor_of(st.stages[g]) * st.context;
     const bool recompute = st.recompute_of(st.stages[g]) != Recompute::kNone;
     // Each step also pays its GPU's launch overhead (R its own, before B).
     const auto& at = copy[static_cast<size_t>(st.position_of(static_cast<int>(g)))];
@@ -135,7 +142,8 @@ StageCosts stage_costs(const Scenario& s) {
     // Activations as the memory tracker counts them (gpu_activation): what F leaves
     // allocated, and of that what W still reads once B is done.
     const GpuActivation a = gpu_activation(p, st.stages[g].replicas, st.tensor_of(st.stages[g]),
-                                           st.sequence_parallel, recompute, s.training.micro_batch);
+                                           st.sequence_parallel, recompute, s.training.micro_batch,
+                                           st.context);
     c.activation.push_back(a.held);
     c.weight_activation.push_back(a.weight);
     if (g + 1 == prof.size()) break;
@@ -143,7 +151,8 @@ StageCosts stage_costs(const Scenario& s) {
     // pair moving its share.
     const auto& from = copy[static_cast<size_t>(st.position_of(static_cast<int>(g)))];
     const auto& to = copy[static_cast<size_t>(st.position_of(static_cast<int>(g) + 1))];
-    const int64_t bytes = p.output_bytes / static_cast<int64_t>(std::max(from.size(), to.size()));
+    const int64_t bytes = p.output_bytes /
+                          static_cast<int64_t>(std::max(from.size(), to.size())) / st.context;
     const bool local = from[0] == to[0];
     c.send.push_back(local ? Time::zero()
                            : Cluster::transfer_time(s.cluster.route(from[0], to[0]), bytes));
@@ -277,6 +286,8 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
     info.parallelism.tensor = std::max(info.parallelism.tensor, s.strategy.tensor_of(stage));
     info.parallelism.data = std::max(info.parallelism.data, stage.replicas * s.strategy.data);
   }
+  info.parallelism.context = s.strategy.context;
+  info.parallelism.expert = s.strategy.expert;
   info.sequence_parallel = s.strategy.sequence_parallel;
   info.zero = s.strategy.zero;
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
@@ -366,7 +377,10 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     LoweringInput in;
     in.orders = scenario_orders(s);
     in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s),
-                               stage_tensor_degrees(s), s.strategy.sequence_parallel);
+                               stage_tensor_degrees(s), s.strategy.sequence_parallel,
+                               group_degrees(s));
+    in.context = s.strategy.context;
+    in.expert = s.strategy.expert;
     in.v_shape = is_v_shape(s.strategy.schedule);
     in.placement = s.placement;
     for (int p = 0; p < s.strategy.positions(); ++p)

@@ -3,6 +3,7 @@
 
 #include "scenario/scenario.h"
 #include "schedules/collective_estimates.h"
+#include "schedules/lower.h"
 #include "schedules/order.h"
 #include "schedules/task_graph.h"
 #include "sim/report.h"
@@ -14,6 +15,8 @@ SlotOrders scenario_orders(const Scenario& s);
 // one of its GPUs, its activation share, and the idle-route time of each cross-stage
 // transfer (of one lane pair's share of the output) in each direction.
 StageCosts stage_costs(const Scenario& s);
+// The strategy's context and expert parallelism as stage_profiles takes them.
+GroupDegrees group_degrees(const Scenario& s);
 // With `compact_rings`, ring collectives are CompactRing (for the engine only).
 TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false);
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full

@@ -155,6 +155,117 @@ void check_tensor(const Reader& r, const YAML::Node& n, bool has_stages, const S
            "tensor > 1, or sequence_parallel: false");
 }
 
+// Megatron-Core's rank order under context or expert parallelism: tensor ranks, then
+// context ranks, then data-parallel copies within each pipeline stage (so an expert group
+// of consecutive copies shares a node when it fits). Each position's copies are placed as
+// one unit by the policy; copy c = data copy x context + context rank takes its lanes in
+// turn.
+std::vector<std::vector<std::vector<int>>> rank_ordered(const Cluster& cluster,
+                                                        const std::vector<int>& reps,
+                                                        const Strategy& st,
+                                                        PlacementPolicy policy,
+                                                        const std::vector<int>& groups) {
+  const int copies = st.copies();
+  std::vector<int> whole, units;
+  for (size_t p = 0; p < reps.size(); ++p) {
+    whole.push_back(reps[p] * copies);
+    units.push_back(groups[p] * st.context);
+  }
+  const auto one = place(cluster, whole, 1, policy, units);
+  std::vector<std::vector<std::vector<int>>> out(static_cast<size_t>(copies));
+  for (size_t p = 0; p < reps.size(); ++p) {
+    const std::vector<int>& devs = one.front()[p];
+    for (int c = 0; c < copies; ++c) {
+      const auto from = devs.begin() + static_cast<std::ptrdiff_t>(c) * reps[p];
+      out[static_cast<size_t>(c)].emplace_back(from, from + reps[p]);
+    }
+  }
+  return out;
+}
+
+// strategy.context, context_comm, expert, expert_tensor, routing_imbalance (SPEC section 9).
+void read_context_and_experts(const Reader& r, const YAML::Node& n, Scenario& sc) {
+  Strategy& st = sc.strategy;
+  const std::vector<Layer>& layers = sc.model.layers;
+  if (n["context"].IsDefined())
+    st.context = static_cast<int>(r.integer(n["context"], "strategy.context", 1, 4096));
+  if (n["context_comm"].IsDefined()) {
+    st.context_comm = r.choice<ContextComm>(n["context_comm"], "strategy.context_comm",
+                                            {{"p2p", ContextComm::kP2p},
+                                             {"all-gather", ContextComm::kAllGather},
+                                             {"a2a", ContextComm::kA2a}});
+  }
+  if (n["expert"].IsDefined())
+    st.expert = static_cast<int>(r.integer(n["expert"], "strategy.expert", 1, 1 << 20));
+  if (n["expert_tensor"].IsDefined()) {
+    st.expert_tensor =
+        static_cast<int>(r.integer(n["expert_tensor"], "strategy.expert_tensor", 1, 4096));
+    if (st.expert_tensor != 1)
+      r.fail(n["expert_tensor"], "strategy.expert_tensor",
+             fmt::format("experts split over {} tensor ranks are not modelled; each expert runs "
+                         "whole on one GPU",
+                         st.expert_tensor),
+             "1");
+  }
+  if (n["routing_imbalance"].IsDefined())
+    st.routing_imbalance = r.real(n["routing_imbalance"], "strategy.routing_imbalance", 1, 1000);
+  const auto moe = std::find_if(layers.begin(), layers.end(),
+                                [](const Layer& l) { return l.moe.has_value(); });
+  if (st.context > 1) {
+    const bool attention = std::any_of(layers.begin(), layers.end(),
+                                       [](const Layer& l) { return l.attention.has_value(); });
+    if (!attention)
+      r.fail(n["context"], "strategy.context",
+             "context parallelism splits a transformer's sequences, and this model has no "
+             "generated transformer layers",
+             "1, or a model with generator: transformer");
+    const int64_t s = sc.model.tokens_per_sample;
+    if (s % (2 * st.context) != 0)
+      r.fail(n["context"], "strategy.context",
+             fmt::format("a sequence of {} tokens does not split into 2 x {} equal chunks (causal "
+                         "load balancing)",
+                         s, st.context),
+             "a context degree c with sequence divisible by 2c");
+  }
+  if (st.expert > 1) {
+    if (moe == layers.end())
+      r.fail(n["expert"], "strategy.expert", "the model has no mixture-of-experts layers",
+             "1, or a model with experts: E");
+    if (moe->moe->experts % st.expert != 0)
+      r.fail(n["expert"], "strategy.expert",
+             fmt::format("{} experts do not spread evenly over {} expert ranks", moe->moe->experts,
+                         st.expert),
+             "a divisor of model.experts");
+    if (st.copies() % st.expert != 0)
+      r.fail(n["expert"], "strategy.expert",
+             fmt::format("expert ranks are carved out of the data x context ranks ({} x {}), "
+                         "which {} does not divide",
+                         st.data, st.context, st.expert),
+             "a divisor of data x context");
+    if (st.zero >= 2)
+      r.fail(n["zero"], "strategy.zero",
+             fmt::format("ZeRO-{} with expert parallelism is not modelled", st.zero),
+             "zero: 0 or 1 (Megatron-Core's distributed optimizer)");
+  }
+  if (st.context > 1 || st.expert > 1) {
+    for (size_t g = 0; g < st.stages.size(); ++g) {
+      if (st.stages[g].replicas == 1) continue;
+      r.fail(n["stages"], fmt::format("strategy.stages.{}.replicas", g),
+             "replicated stages do not combine with context or expert parallelism",
+             "replicas: 1 (data: N for data parallelism)");
+    }
+  }
+  if (moe != layers.end()) {
+    for (const StageSpec& g : st.stages) {
+      if (st.tensor_of(g) > 1 && !st.sequence_parallel)
+        r.fail(n["tensor"].IsDefined() ? n["tensor"] : n, "strategy.sequence_parallel",
+               "mixture-of-experts layers under tensor parallelism need sequence parallelism "
+               "(Megatron-Core's token dispatch takes each rank's sequence shard)",
+               "sequence_parallel: true");
+    }
+  }
+}
+
 }  // namespace
 
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
@@ -162,7 +273,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
                 "tensor", "sequence_parallel", "tensor_overlap", "p2p_overlap", "zero",
-                "overlap_param_gather"});
+                "overlap_param_gather", "context", "context_comm", "expert", "expert_tensor",
+                "routing_imbalance"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {
@@ -325,6 +437,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     }
   }
   check_tensor(r, n, has_stages, sc);
+  read_context_and_experts(r, n, sc);
   // Micro-batches: SPEC M = global_batch / (micro_batch x data), a whole number.
   const Training& t = sc.training;
   const int64_t per = t.micro_batch * st.data;
@@ -378,23 +491,26 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     std::vector<int> groups;  // tensor groups stay inside one server when they fit
     for (int p = 0; p < P; ++p) groups.push_back(st.tensor_of(st.stages[static_cast<size_t>(p)]));
     sc.placement = r.at(pl.IsDefined() ? pl : n, "strategy.placement", [&] {
-      return place(sc.cluster, reps, st.data, sc.placement_policy, groups);
+      if (st.context == 1 && st.expert == 1)
+        return place(sc.cluster, reps, st.data, sc.placement_policy, groups);
+      return rank_ordered(sc.cluster, reps, st, sc.placement_policy, groups);
     });
     return;
   }
-  // Explicit device lists: one per stage (data copies one after another), by name or index.
+  // Explicit device lists: one per stage (data copies one after another, and each copy's
+  // context ranks), by name or index.
+  const size_t lists = static_cast<size_t>(st.copies()) * reps.size();
   const std::string allowed = fmt::format(
-      "fresh-first | append-first | scatter-first, or {} lists of device names (data x stages)",
-      st.data * reps.size());
-  if (!pl.IsSequence() || pl.size() != st.data * reps.size()) {
+      "fresh-first | append-first | scatter-first, or {} lists of device names ({}stages)", lists,
+      st.context > 1 ? "data x context x " : "data x ");
+  if (!pl.IsSequence() || pl.size() != lists) {
     r.fail(pl, "strategy.placement",
-           fmt::format("expected {} device lists, got {}", st.data * reps.size(),
-                       pl.IsSequence() ? pl.size() : 0),
+           fmt::format("expected {} device lists, got {}", lists, pl.IsSequence() ? pl.size() : 0),
            allowed);
   }
   sc.explicit_placement = true;
   std::set<int> used;
-  sc.placement.assign(static_cast<size_t>(st.data), {});
+  sc.placement.assign(static_cast<size_t>(st.copies()), {});
   for (size_t i = 0; i < pl.size(); ++i) {
     const std::string p = fmt::format("strategy.placement.{}", i);
     const YAML::Node list = pl[i];

@@ -18,6 +18,7 @@ TaskGraph Lowering::run() {
   if (!in_.p2p_overlap) index_streams();
   add_pipeline_transfers();
   add_tensor_collectives();
+  add_group_collectives();
   add_allreduces();
   add_weight_gathers();
   TaskGraph graph = std::move(b_).build();
@@ -54,6 +55,7 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   const int r = in_.orders.round_robin ? 1 : replicas(p);
   const int64_t b = in_.micro_batch_samples;
   cur.split = b <= 0 || b % r == 0 ? Share{1, r} : Share{samples_of(j, r, b), b};
+  cur.split.den *= in_.context;  // a context rank's share of the tokens
   cur.steps = &in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
   cur.has_r.assign(static_cast<size_t>(G_ / P_) * Mb_, 0);
   cur.has_w.assign(cur.has_r.size(), 0);
@@ -268,7 +270,7 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   }
   OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.lane)];
   PIPESIM_ASSERT(target == kNone, "each step appears once per block");
-  if (cur.t > 1) {
+  if (cur.t > 1 || sp.pieces) {
     // The tensor-parallel collectives (Megatron-LM's all-reduces, the shape-described
     // layers' all-gathers) cut the op into segments; the collectives between them are added once
     // every rank has its segments (add_tensor_collectives).
@@ -339,9 +341,10 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
   LayerParts lp;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (per_layer) {
-      int64_t params = 0, replicated = 0;
+      int64_t params = 0, replicated = 0, experts = 0;
       for (int l = buckets[b].second; l >= buckets[b].first; --l) {
         const auto& lc = sp.layers[static_cast<size_t>(l)];
+        experts += lc.expert_params;
         Op part = op;
         part.part = static_cast<int16_t>(lp.parts.size());
         part.duration =
@@ -354,17 +357,17 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
         replicated += lc.replicated_params;
       }
       cur.buckets.push_back(lp.parts.back());
-      cur.bucket_bytes.push_back(checked_mul(tensor_rank_params(params, replicated, cur.t),
-                                             in_.gradient_bytes_per_param, "a gradient bucket"));
+      cur.bucket_bytes.push_back(bucket_bytes(params, replicated, experts, cur));
       cur.before = lp.parts.back();
       continue;
     }
     Op part = op;
     part.part = static_cast<int16_t>(b);
     Time t;
-    int64_t params = 0, replicated = 0;
+    int64_t params = 0, replicated = 0, experts = 0;
     for (int l = buckets[b].first; l <= buckets[b].second; ++l) {
       const auto& lc = sp.layers[static_cast<size_t>(l)];
+      experts += lc.expert_params;
       t += s.kind == OpKind::kWeightGrad || split_w ? lc.backward_weight
                                                     : lc.backward_input + lc.backward_weight;
       params += lc.params;
@@ -377,8 +380,7 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     if (b == 0) target = id;
     if (b + 1 == buckets.size() && b > 0) last_part_[target] = id;
     cur.buckets.push_back(id);
-    cur.bucket_bytes.push_back(checked_mul(tensor_rank_params(params, replicated, cur.t),
-                                           in_.gradient_bytes_per_param, "a gradient bucket"));
+    cur.bucket_bytes.push_back(bucket_bytes(params, replicated, experts, cur));
     cur.before = id;
   }
   if (per_layer) {
@@ -457,7 +459,8 @@ void Lowering::add_pipeline_transfers() {
                 for (int k2 = 0; k2 < t2; ++k2) {
                   const int64_t rank_share = overlap(k, t, k2, t2);
                   if (rank_share == 0) continue;
-                  const int64_t part = bytes * rank_share / (int64_t{t} * t2);
+                  // (Each context rank sends its own tokens.)
+                  const int64_t part = bytes * rank_share / (int64_t{t} * t2) / in_.context;
                   const int a = i * t + k, b = j * t2 + k2;
                   const int src = device(c, g, a), dst = device(c, g + 1, b);
                   connect(tail(fwd_[slot(c, blk, g, m, a)]), src, fwd_[slot(c, blk, g + 1, m, b)],
@@ -479,12 +482,12 @@ void Lowering::add_pipeline_transfers() {
 }  // namespace lowering
 
 GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
-                             bool recompute, int64_t samples) {
+                             bool recompute, int64_t samples, int context) {
   using lowering::lane_share;
-  const lowering::Share split =
-      samples <= 0 || samples % replicas == 0
-          ? lowering::Share{1, replicas}
-          : lowering::Share{lowering::samples_of(0, replicas, samples), samples};
+  lowering::Share split = samples <= 0 || samples % replicas == 0
+                              ? lowering::Share{1, replicas}
+                              : lowering::Share{lowering::samples_of(0, replicas, samples), samples};
+  split.den *= context;
   const int64_t act =
       lane_share(sp.activation_bytes, sp.replicated_activation, split, t, sequence_parallel);
   GpuActivation out;

@@ -64,6 +64,8 @@ struct StageProfile {
   // (Layer::weight_kept), and the part of it tensor parallelism leaves whole on every rank.
   int64_t weight_activation_bytes = 0, replicated_weight_activation = 0;
   int64_t replicated_params = 0;  // of `params`, whole on every rank (Layer::tp_replicated_params)
+  int64_t expert_params = 0;      // of `params`, routed experts' (LayerCost::expert_params)
+  bool pieces = false;            // some layer has LayerCost::pieces
   struct LayerCost {
     Time backward_input, backward_weight;
     int64_t params = 0;
@@ -73,6 +75,17 @@ struct StageProfile {
     // after an equal segment of the pass.
     std::vector<TpCollective> tp_forward, tp_backward;
     bool recomputed = true;  // a full R re-runs it (Layer::recomputed)
+    // Under context or expert parallelism (and for MoE layers), the layer's parts in
+    // forward order with the collectives each issues; they replace tp_forward and
+    // tp_backward. A collective `after` a part is issued when the part ends (in the backward,
+    // when its backward ends); one `beside` it starts with the part and runs beside it, and
+    // what follows the part waits for it.
+    struct Piece {
+      Time forward, backward_input, backward_weight;
+      TpCollective forward_beside, forward_after, backward_beside, backward_after;
+    };
+    std::vector<Piece> pieces;
+    int64_t expert_params = 0;  // of params: routed experts, sharded over the EP ranks
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };
@@ -81,10 +94,21 @@ struct StageProfile {
 // when given, its tensor degree: a layer with a tensor_split then costs t x one rank's share
 // of it (the lowering divides by t again), its activations are t x the split share plus
 // the replicated part, and its collectives are the shard's.
+//
+// `groups`: context and expert parallelism (Strategy's fields): a layer with pieces then
+// carries its collectives per piece (LayerCost::pieces), each sized for one rank of one
+// micro-batch; a MoE layer's experts are priced at the expert degree and their time
+// stretched by the routing imbalance (at most the capacity factor).
+struct GroupDegrees {
+  int context = 1, expert = 1;
+  ContextComm context_comm = ContextComm::kP2p;
+  double routing_imbalance = 1.0;
+};
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},
                                          const std::vector<int>& tensor = {},
-                                         bool sequence_parallel = false);
+                                         bool sequence_parallel = false,
+                                         const GroupDegrees& groups = {});
 
 // One GPU's share of a stage's activations for one micro-batch, as the lowering counts
 // them on a stage of `replicas` replicas and tensor degree t: `held`, what F leaves
@@ -95,8 +119,9 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
 struct GpuActivation {
   int64_t held = 0, weight = 0;
 };
+// Under context parallelism each of the `context` ranks holds 1/context of the tokens.
 GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
-                             bool recompute, int64_t samples = 0);
+                             bool recompute, int64_t samples = 0, int context = 1);
 
 struct LoweringInput {
   SlotOrders orders;
@@ -131,6 +156,12 @@ struct LoweringInput {
   // Each all-reduced device keeps a separate buffer as big as its gradients ("other").
   bool bucket_buffers = false;
   int zero = 0;             // ZeRO stage 0-3 over each position's data-parallel devices
+  // Context and expert parallelism: placement's copies are data x context pipelines, copy
+  // c being context rank c % context of data copy c / context; context ranks take
+  // 1/context of each micro-batch's work, activations and transfers. Expert groups are
+  // `expert` consecutive copies; a stage's routed experts are sharded over them and their
+  // gradients reduced among the copies holding the same experts.
+  int context = 1, expert = 1;
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
   // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).
   bool compact_rings = false;

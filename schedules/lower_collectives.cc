@@ -11,7 +11,14 @@ void Lowering::add_static_memory() {
       const int64_t params = rank_params(p);
       const int extra =
           in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
-      const ZeroBytes z = zero_resident_bytes(params, in_.param_bytes, in_.zero, zero_ranks(p));
+      // Routed experts' state is sharded over the ranks holding the same experts.
+      ZeroBytes z = zero_resident_bytes(dense_rank_params(p), in_.param_bytes, in_.zero,
+                                        zero_ranks(p));
+      const ZeroBytes ze = zero_resident_bytes(expert_rank_params(p), in_.param_bytes, in_.zero,
+                                               std::max(1, zero_ranks(p) / in_.expert));
+      z.weights += ze.weights;
+      z.gradients += ze.gradients;
+      z.optimizer += ze.optimizer;
       for (int j = 0; j < lanes(p); ++j) {
         const int d = device(c, p, j);
         const char* what = "a device's parameter memory";
@@ -57,7 +64,7 @@ void Lowering::add_tensor_collectives() {
                 const TpParts& r0 = *ranks.front();
                 for (size_t q = 0; q < r0.collectives.size(); ++q) {
                   const TpCollective& coll = r0.collectives[q];
-                  if (coll.bytes == 0) continue;
+                  if (coll.bytes == 0 || coll.group != CollectiveGroup::kTensor) continue;
                   // Overlapped with the weight-gradient segment after it (tp_segments):
                   // what follows that segment waits.
                   const bool beside = coll.beside > Time::zero();
@@ -87,6 +94,57 @@ void Lowering::add_tensor_collectives() {
                     if (beside) members[i].ready.push_back(ranks[i]->parts[q + 1]);
                   }
                   add_all_gather(b_, members, coll.bytes, {g, blk});
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void Lowering::add_group_collectives() {
+  using K = TpCollective::Kind;
+  for (const CollectiveGroup group : {CollectiveGroup::kContext, CollectiveGroup::kExpert}) {
+    const int n = group == CollectiveGroup::kContext ? in_.context : in_.expert;
+    if (n < 2) continue;
+    for (int c0 = 0; c0 < copies_; c0 += n) {
+      const std::vector<int> copies = group_copies(c0, group);
+      for (int p = 0; p < P_; ++p) {
+        for (int blk = 0; blk < blocks_; ++blk) {
+          for (const int g : stages_of(p)) {
+            if (!in_.stages[static_cast<size_t>(g)].pieces) continue;
+            for (int m = 0; m < Mb_; ++m) {
+              for (int lane = 0; lane < lanes(p); ++lane) {
+                for (const auto* index : {&fwd_, &rec_, &bwd_}) {
+                  std::vector<const TpParts*> ranks;
+                  for (const int c : copies) {
+                    const auto it = tp_parts_.find((*index)[slot(c, blk, g, m, lane)]);
+                    if (it != tp_parts_.end()) ranks.push_back(&it->second);
+                  }
+                  if (ranks.size() != copies.size()) continue;
+                  const TpParts& r0 = *ranks.front();
+                  for (size_t q = 0; q < r0.collectives.size(); ++q) {
+                    const TpCollective& coll = r0.collectives[q];
+                    if (coll.bytes == 0 || coll.group != group) continue;
+                    const bool beside = coll.beside > Time::zero();
+                    std::vector<CollectiveMember> members;
+                    for (const TpParts* r : ranks) {
+                      const int d = b_.op(r->parts[q]).device;
+                      members.push_back(
+                          {d, node_of(d), {r->parts[q]}, r->parts[q + (beside ? 2 : 1)]});
+                    }
+                    const CollectiveTag tag{g, blk};
+                    // A replica's share of the micro-batch's bytes.
+                    const int64_t bytes = split_bytes(coll.bytes, replicas(p));
+                    if (coll.kind == K::kAllToAll)
+                      add_all_to_all(b_, members, bytes, tag);
+                    else if (coll.kind == K::kReduceScatter)
+                      add_reduce_scatter(b_, members, bytes, tag);
+                    else
+                      add_all_gather(b_, members, bytes, tag);
+                  }
                 }
               }
             }
@@ -135,9 +193,11 @@ void Lowering::add_allreduces() {
       }
       add_all_gather(b_, after, weight_bytes(p), {p, it}, algo);
     }
+    if (separate_experts(p)) add_expert_reduction(p, it, members);
     const OptimizerStep& first = members.front();
     if (first.buckets.empty()) {  // gradients all ready at once
-      reduce(checked_mul(rank_params(p), in_.gradient_bytes_per_param, "a gradient all-reduce"));
+      const int64_t params = separate_experts(p) ? dense_rank_params(p) : rank_params(p);
+      reduce(checked_mul(params, in_.gradient_bytes_per_param, "a gradient all-reduce"));
       continue;
     }
     // One all-reduce per bucket, each once its layers are done on a member and the
@@ -154,6 +214,36 @@ void Lowering::add_allreduces() {
       }
       previous = reduce(first.bytes[b]);
     }
+  }
+}
+
+// Routed experts' gradients, reduced among the copies holding the same experts (copy c
+// with c % expert alike: Megatron-Core's expert-data-parallel group) once each member's
+// stage is done with its backward, before its optimizer step; under ZeRO-1 reduce-scattered,
+// and the updated experts all-gathered before the next compute op.
+void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerStep>& members) {
+  std::map<int, std::vector<CollectiveMember>> groups, after;  // by c % expert
+  for (const OptimizerStep& m : members) {
+    const int d = b_.op(m.op).device;
+    const int c = copy_of_device_.at(d);
+    OpId ready = m.before;
+    if (!m.buckets.empty()) ready = m.buckets.back();
+    groups[c % in_.expert].push_back({d, node_of(d), {ready}, m.op});
+    after[c % in_.expert].push_back({d, node_of(d), {m.op}, m.next});
+  }
+  const int64_t bytes =
+      checked_mul(expert_rank_params(p), in_.gradient_bytes_per_param, "an expert all-reduce");
+  const AllReduceAlgo algo = allreduce_algo(p);
+  for (auto& [key, group] : groups) {
+    if (group.size() < 2) continue;
+    if (in_.zero == 0) {
+      add_allreduce(b_, algo, group, bytes, {p, it});
+      continue;
+    }
+    add_reduce_scatter(b_, group, bytes, {p, it}, algo);
+    add_all_gather(b_, after[key],
+                   checked_mul(expert_rank_params(p), in_.param_bytes.weights, "a weight gather"),
+                   {p, it}, algo);
   }
 }
 

@@ -158,18 +158,31 @@ int64_t Model::stage_params(int first, int last) const {
   return p;
 }
 
+std::string_view to_string(ContextComm c) {
+  switch (c) {
+    case ContextComm::kP2p:
+      return "p2p";
+    case ContextComm::kAllGather:
+      return "all-gather";
+    case ContextComm::kA2a:
+      return "a2a";
+  }
+  return "?";
+}
+
 int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }
 
-Layer Layer::at_tensor_degree(int t) const {
+Layer Layer::at_tensor_degree(int t, int ep) const {
   Layer x = *this;
-  if (t <= 1 || !tensor_retime) return x;
-  TensorTimes times = (*tensor_retime)(t);
+  if ((t <= 1 && (ep <= 1 || !moe)) || !tensor_retime) return x;
+  TensorTimes times = (*tensor_retime)(t, moe ? ep : 1);
   x.forward = times.forward;
   x.backward_input = times.backward_input;
   x.backward_weight = times.backward_weight;
   x.tp_backward_beside = std::move(times.backward_beside);
+  x.pieces = std::move(times.pieces);
   return x;
 }
 

@@ -33,11 +33,18 @@ struct OpCost {
 // `beside`: in the backward, the weight-gradient GEMM that may run while an input
 // gradient's all-reduce is in flight (Megatron-LM's asynchronous tensor-parallel
 // all-reduce, Strategy::tensor_overlap); the whole layer's time, as Layer's.
+//
+// Context and expert parallelism add collectives among other groups (`group`): an
+// all-to-all (each member sends bytes / n of the `bytes` it holds to every other member:
+// MoE token dispatch and combine, Ulysses attention), a ring all-gather of `bytes` (the
+// gathered result: ring attention's keys and values) or a reduce-scatter of `bytes`.
+enum class CollectiveGroup : uint8_t { kTensor, kExpert, kContext };
 struct TpCollective {
-  enum class Kind { kAllReduce, kAllGather };
+  enum class Kind { kAllReduce, kAllGather, kAllToAll, kReduceScatter };
   Kind kind = Kind::kAllReduce;
   int64_t bytes = 0;
   Time beside;
+  CollectiveGroup group = CollectiveGroup::kTensor;
 };
 
 // One tensor rank's share of a shape-described layer split t ways (scenario/shape_shards.h):
@@ -52,13 +59,56 @@ struct TensorShard {
 };
 using TensorSplit = std::function<TensorShard(int t)>;
 
-// An analytic layer's times at tensor degree t, still for the whole layer (the lowering
-// divides by t) but with each split op at the efficiency of one rank's share.
+// The parts of a generated transformer layer, in the order its forward runs them, where
+// context and expert parallelism place their collectives (schedules/stage_profiles.cc):
+// the attention block before its core (norm, QKV, rotary), the core, the rest of the block
+// (projection, dropout and residual); then the MLP block, or for a MoE layer the norm and
+// router, the routed experts, and the rest (un-permute, shared experts, dropout and residual).
+enum class PieceKind : uint8_t {
+  kPreAttention,
+  kAttention,
+  kPostAttention,
+  kMlp,
+  kPreExperts,
+  kExperts,
+  kPostExperts
+};
+struct LayerPiece {
+  PieceKind kind = PieceKind::kMlp;
+  Time forward, backward_input, backward_weight;
+};
+
+// An analytic layer's times at tensor degree t and expert-parallel degree ep, still for the
+// whole layer (the lowering divides by t) but with each split op at the efficiency of one
+// rank's share (a routed expert's GEMMs see the tokens of the ep ranks' micro-batches).
 struct TensorTimes {
   Time forward, backward_input, backward_weight;
   std::vector<Time> backward_beside;  // Layer::tp_backward_beside at that degree
+  std::vector<LayerPiece> pieces;     // Layer::pieces at that degree
 };
-using TensorRetime = std::function<TensorTimes(int t)>;
+using TensorRetime = std::function<TensorTimes(int t, int ep)>;
+
+// A mixture-of-experts layer (SPEC section 9): what expert parallelism shards and sends.
+struct MoeFacts {
+  int experts = 0;  // routed experts
+  int top_k = 1;
+  int64_t expert_params = 0;  // of Layer::params: the routed experts' (sharded over EP ranks)
+  // Bytes of the routed tokens of one micro-batch (tokens x top_k x hidden, 16-bit): what
+  // the dispatch all-to-all sends out and the combine brings back.
+  int64_t dispatch_bytes = 0;
+  // The busiest expert rank's load is at most this share of the mean (capacity_factor:
+  // tokens past it are dropped); 0: dropless.
+  double capacity = 0;
+};
+
+// The attention of a generated transformer layer: the bytes context parallelism moves,
+// for one micro-batch of whole sequences (16-bit): keys and values, and queries, keys and
+// values together (Ulysses' all-to-all before the core; the output's after it is the
+// layer's output_bytes).
+struct AttentionFacts {
+  int64_t kv_bytes = 0;
+  int64_t qkv_bytes = 0;
+};
 
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {
@@ -137,11 +187,15 @@ struct Layer {
   // profile scaled to another batch: profile/linear or profile/curve.
   std::string source = "profile";
   std::vector<OpCost> ops;  // analytic layers: the per-op breakdown of the times above
+  // Generated transformer layers: their parts (LayerPiece), attention, and experts.
+  std::vector<LayerPiece> pieces;
+  std::optional<AttentionFacts> attention;
+  std::optional<MoeFacts> moe;
 
   Time backward() const { return backward_input + backward_weight; }
-  // The layer as the ranks of a tensor group of degree t cost it: tensor_retime's times
-  // where it has one, else the layer itself.
-  Layer at_tensor_degree(int t) const;
+  // The layer as the ranks of a tensor group of degree t (and an expert-parallel group of
+  // ep) cost it: tensor_retime's times where it has one, else the layer itself.
+  Layer at_tensor_degree(int t, int ep = 1) const;
 };
 
 struct Model {
@@ -242,6 +296,16 @@ std::optional<Warmup> parse_warmup(std::string_view name);
 // The schedules strategy.warmup applies to: dapple and its aliases.
 bool has_warmup(ScheduleKind k);
 
+// strategy.context_comm: how context-parallel ranks exchange keys and values.
+//   p2p         Megatron-Core's ring attention: keys and values travel around the ring
+//               beside the attention core (forward; the backward sends their gradients too)
+//   all-gather  keys and values all-gathered before the core; their gradients
+//               reduce-scattered after its backward
+//   a2a         Ulysses (DeepSpeed): queries, keys and values all-to-all'd from sequence
+//               shards to head shards before the core, the output back after it
+enum class ContextComm { kP2p, kAllGather, kA2a };
+std::string_view to_string(ContextComm c);
+
 struct StageSpec {
   int first_layer = 0;  // inclusive
   int last_layer = 0;   // inclusive
@@ -279,6 +343,20 @@ struct Strategy {
   // waits for it, the first does not.
   bool overlap_param_gather = false;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
+  // Context parallelism (SPEC section 9): each sequence split over `context` ranks, which
+  // exchange attention's keys and values (context_comm) and join the data-parallel
+  // gradient reduction. GPUs = tensor x context x pipeline x data.
+  int context = 1;
+  ContextComm context_comm = ContextComm::kP2p;
+  // Expert parallelism: a MoE layer's routed experts spread over `expert` ranks carved out
+  // of the data x context ranks, which exchange tokens with all-to-alls; each expert's
+  // GEMMs split over expert_tensor ranks (1: whole experts). routing_imbalance: the busiest
+  // expert rank's tokens over the mean.
+  int expert = 1;
+  int expert_tensor = 1;
+  double routing_imbalance = 1.0;
+  // Pipeline copies of each stage: data-parallel copies times context ranks.
+  int copies() const { return data * context; }
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }
   Recompute recompute_of(const StageSpec& s) const {
     if (schedule == ScheduleKind::kGpipeRecompute) return Recompute::kFull;

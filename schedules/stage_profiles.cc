@@ -51,11 +51,112 @@ Layer sharded(const Layer& layer, const TensorShard& s, int t) {
   return x;
 }
 
+// A MoE layer's routed experts run at the busiest rank's pace: their time stretched by
+// the routing imbalance, at most the capacity factor (tokens past it are dropped).
+void stretch_experts(Layer& x, double imbalance) {
+  if (x.moe && x.moe->capacity > 0) imbalance = std::min(imbalance, x.moe->capacity);
+  if (!(imbalance > 1)) return;
+  const auto more = [imbalance](Time t) {
+    return Time::ps(static_cast<int64_t>(std::ceil(static_cast<double>(t.ps_count()) * imbalance)));
+  };
+  for (LayerPiece& p : x.pieces) {
+    if (p.kind != PieceKind::kExperts) continue;
+    x.forward += more(p.forward) - p.forward;
+    x.backward_input += more(p.backward_input) - p.backward_input;
+    x.backward_weight += more(p.backward_weight) - p.backward_weight;
+    p.forward = more(p.forward);
+    p.backward_input = more(p.backward_input);
+    p.backward_weight = more(p.backward_weight);
+  }
+}
+
+// The collectives of a layer's pieces (LayerCost::Piece) at tensor degree t, for one rank of
+// one micro-batch:
+//   tensor   the all-reduce after the attention block (forward: after the projection;
+//            backward: after QKV's input gradient) and after a dense MLP block
+//   context  p2p: the ring of keys and values beside the core (the backward's ring carries
+//            their gradients too: twice the bytes); all-gather: keys and values gathered
+//            before the core, gathered again before its backward and their gradients
+//            reduce-scattered after it; a2a: queries, keys and values to head shards before
+//            the core and the output back after it (the backward the other way)
+//   expert   dispatch after the router and combine after the experts, all-to-all; the
+//            backward sends the gradients back the same ways
+std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
+                                                         const GroupDegrees& g) {
+  using K = TpCollective::Kind;
+  const auto coll = [](K kind, int64_t bytes, CollectiveGroup group, Time beside = {}) {
+    return TpCollective{kind, bytes, beside, group};
+  };
+  const int cp = g.context;
+  const int64_t kv = x.attention ? x.attention->kv_bytes / t : 0;  // a rank's heads, all tokens
+  const int64_t qkv = x.attention ? x.attention->qkv_bytes / (int64_t{t} * cp) : 0;
+  const int64_t out = x.output_bytes / (int64_t{t} * cp);
+  const std::vector<Time>& beside = x.tp_backward_beside;
+  std::vector<StageProfile::LayerCost::Piece> result;
+  for (const LayerPiece& lp : x.pieces) {
+    StageProfile::LayerCost::Piece p;
+    p.forward = lp.forward;
+    p.backward_input = lp.backward_input;
+    p.backward_weight = lp.backward_weight;
+    const bool tp = t > 1 && x.tp_allreduce_bytes > 0;
+    const auto tp_ar = [&](Time w) {
+      return coll(K::kAllReduce, x.tp_allreduce_bytes, CollectiveGroup::kTensor, w);
+    };
+    switch (lp.kind) {
+      case PieceKind::kPreAttention:
+        if (tp) p.backward_after = tp_ar(beside.empty() ? Time{} : beside.back());
+        if (cp > 1 && g.context_comm == ContextComm::kAllGather)
+          p.forward_after = coll(K::kAllGather, kv, CollectiveGroup::kContext);
+        if (cp > 1 && g.context_comm == ContextComm::kA2a)
+          p.forward_after = coll(K::kAllToAll, qkv, CollectiveGroup::kContext);
+        break;
+      case PieceKind::kAttention:
+        if (cp > 1 && g.context_comm == ContextComm::kP2p) {
+          p.forward_beside = coll(K::kAllGather, kv, CollectiveGroup::kContext);
+          p.backward_beside = coll(K::kAllGather, 2 * kv, CollectiveGroup::kContext);
+        }
+        if (cp > 1 && g.context_comm == ContextComm::kAllGather)
+          p.backward_after = coll(K::kReduceScatter, kv, CollectiveGroup::kContext);
+        if (cp > 1 && g.context_comm == ContextComm::kA2a) {
+          p.forward_after = coll(K::kAllToAll, out, CollectiveGroup::kContext);
+          p.backward_after = coll(K::kAllToAll, qkv, CollectiveGroup::kContext);
+        }
+        break;
+      case PieceKind::kPostAttention:
+        if (tp) p.forward_after = tp_ar({});
+        if (cp > 1 && g.context_comm == ContextComm::kAllGather)
+          p.backward_after = coll(K::kAllGather, kv, CollectiveGroup::kContext);
+        if (cp > 1 && g.context_comm == ContextComm::kA2a)
+          p.backward_after = coll(K::kAllToAll, out, CollectiveGroup::kContext);
+        break;
+      case PieceKind::kMlp:
+        if (tp) {
+          p.forward_after = tp_ar({});
+          p.backward_after = tp_ar(beside.size() > 1 ? beside.front() : Time{});
+        }
+        break;
+      case PieceKind::kPreExperts:
+      case PieceKind::kExperts:
+      case PieceKind::kPostExperts:
+        if (x.moe && g.expert > 1) {
+          const int64_t tokens = x.moe->dispatch_bytes / (int64_t{t} * cp);
+          const TpCollective a2a = coll(K::kAllToAll, tokens, CollectiveGroup::kExpert);
+          if (lp.kind != PieceKind::kPostExperts) p.forward_after = a2a;
+          if (lp.kind != PieceKind::kPreExperts) p.backward_after = a2a;
+        }
+        break;
+    }
+    result.push_back(p);
+  }
+  return result;
+}
+
 }  // namespace
 
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute,
-                                         const std::vector<int>& tensor, bool sequence_parallel) {
+                                         const std::vector<int>& tensor, bool sequence_parallel,
+                                         const GroupDegrees& groups) {
   std::vector<StageProfile> out;
   out.reserve(stages.size());
   for (size_t g = 0; g < stages.size(); ++g) {
@@ -70,7 +171,13 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       std::optional<Layer> copy;
       if (shard) copy = sharded(base, *shard, t);
       // One rank's GEMMs are 1/t of the layer's, and less efficient for it.
-      if (!shard && t > 1 && base.tensor_retime) copy = base.at_tensor_degree(t);
+      // (A MoE layer's experts, likewise at the expert degree.)
+      const int ep = base.moe ? groups.expert : 1;
+      if (!shard && (t > 1 || ep > 1) && base.tensor_retime) copy = base.at_tensor_degree(t, ep);
+      if (base.moe && groups.routing_imbalance > 1) {
+        if (!copy) copy = base;
+        stretch_experts(*copy, groups.routing_imbalance);
+      }
       if (!shard && t > 1 && !sequence_parallel &&
           base.tp_whole_forward + base.tp_whole_backward_input + base.tp_whole_backward_weight >
               Time::zero()) {
@@ -85,12 +192,23 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
             copy->backward_weight, checked_mul(base.tp_whole_backward_weight, t - 1, what), what);
       }
       const Layer& layer = copy ? *copy : base;
+      const int64_t experts = layer.moe ? layer.moe->expert_params : 0;
+      // One rank updates 1/t of the dense weights (the lowering divides by t) and 1/ep of
+      // the experts, whole on each tensor rank.
+      Time optimizer = layer.optimizer;
+      if (experts > 0 && layer.params > 0 && (t > 1 || ep > 1)) {
+        const double share = (static_cast<double>(layer.params - experts) +
+                              static_cast<double>(experts) * t / ep) /
+                             static_cast<double>(layer.params);
+        optimizer = Time::ps(
+            static_cast<int64_t>(std::ceil(static_cast<double>(optimizer.ps_count()) * share)));
+      }
       p.forward = checked_add(p.forward, layer.forward, "a stage's forward time");
       p.backward_input =
           checked_add(p.backward_input, layer.backward_input, "a stage's backward time");
       p.backward_weight =
           checked_add(p.backward_weight, layer.backward_weight, "a stage's backward time");
-      p.optimizer = checked_add(p.optimizer, layer.optimizer, "a stage's optimizer time");
+      p.optimizer = checked_add(p.optimizer, optimizer, "a stage's optimizer time");
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
       const int64_t weight_kept = layer.weight_kept();
@@ -114,7 +232,17 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
           allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),
           allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes,
                      layer.tp_backward_beside),
-          layer.recomputed};
+          layer.recomputed,
+          {},
+          0};
+      cost.expert_params = experts;
+      p.expert_params = checked_add(p.expert_params, experts, "a stage's parameter count");
+      if (!layer.pieces.empty() && (layer.moe || groups.context > 1 || groups.expert > 1)) {
+        cost.pieces = layer_pieces(layer, t, groups);
+        cost.tp_forward.clear();
+        cost.tp_backward.clear();
+        p.pieces = true;
+      }
       if (shard) {
         cost.tp_forward = shard->forward_collectives;
         cost.tp_backward = shard->backward_collectives;

@@ -45,6 +45,8 @@ const char* to_string(CommKind c) {
       return "reduce-scatter";
     case CommKind::kAllGather:
       return "all-gather";
+    case CommKind::kAllToAll:
+      return "all-to-all";
   }
   return "?";
 }

@@ -53,13 +53,15 @@ enum class CommKind : uint8_t {
   kGradient,
   kAllReduce,
   kReduceScatter,  // sequence parallelism, ZeRO gradients
-  kAllGather,      // sequence parallelism, ZeRO parameters
+  kAllGather,      // sequence parallelism, ZeRO parameters, context parallelism's keys and values
+  kAllToAll,       // expert parallelism's token dispatch and combine, Ulysses attention
 };
 const char* to_string(CommKind c);
 // A step of a collective among a group (all-reduce, reduce-scatter, all-gather), as opposed
 // to a pipeline transfer between neighbouring stages.
 inline bool is_collective(CommKind c) {
-  return c == CommKind::kAllReduce || c == CommKind::kReduceScatter || c == CommKind::kAllGather;
+  return c == CommKind::kAllReduce || c == CommKind::kReduceScatter || c == CommKind::kAllGather ||
+         c == CommKind::kAllToAll;
 }
 
 struct Op {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -133,6 +134,18 @@ class Reader {
     if (ec != std::errc() || ptr != s.data() + s.size())
       fail(n, path, fmt::format("'{}' is not a whole number", s), allowed);
     if (v < lo || v > hi) fail(n, path, fmt::format("{} is out of range", v), allowed);
+    return v;
+  }
+
+  // A plain number in [lo, hi].
+  double real(const YAML::Node& n, const std::string& path, double lo, double hi) const {
+    const std::string allowed = fmt::format("a number from {} to {}", lo, hi);
+    const std::string s = scalar(n, path, allowed);
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0' || !(v == v))
+      fail(n, path, fmt::format("'{}' is not a number", s), allowed);
+    if (!(v >= lo && v <= hi)) fail(n, path, fmt::format("{} is out of range", s), allowed);
     return v;
   }
 

@@ -12,6 +12,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "schedules/collectives.h"
+#include "schedules/collectives_a2a.h"
 #include "schedules/collectives_rs_ag.h"
 #include "schedules/lower.h"
 #include "schedules/zero.h"
@@ -95,6 +96,10 @@ class Lowering {
     for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
     const size_t slots = static_cast<size_t>(copies_) * blocks_ * G_ * Mb_ * max_r_;
     for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
+    for (int c = 0; c < copies_; ++c) {
+      for (const auto& pos : in.placement[static_cast<size_t>(c)])
+        for (const int d : pos) copy_of_device_[d] = c;
+    }
   }
 
   TaskGraph run();
@@ -157,15 +162,29 @@ class Lowering {
     return in_.allreduce.empty() ? AllReduceAlgo::kRing : in_.allreduce[static_cast<size_t>(p)];
   }
   // Parameters of position p's stages held by one tensor rank (1/t of them, rounded up).
+  // Routed experts sit whole on each tensor rank, 1/expert of them on each expert rank.
   int64_t rank_params(int p) const {
+    return checked_add(dense_rank_params(p), expert_rank_params(p), "a device's parameter count");
+  }
+  int64_t dense_rank_params(int p) const {
     int64_t params = 0, replicated = 0;
     for (const int g : stages_of(p)) {
       const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
-      params = checked_add(params, sp.params, "a device's parameter count");
+      params = checked_add(params, sp.params - sp.expert_params, "a device's parameter count");
       replicated = checked_add(replicated, sp.replicated_params, "a device's parameter count");
     }
     return tensor_rank_params(params, replicated, tensor(p));
   }
+  int64_t expert_rank_params(int p) const {
+    int64_t experts = 0;
+    for (const int g : stages_of(p))
+      experts = checked_add(experts, in_.stages[static_cast<size_t>(g)].expert_params,
+                            "a device's parameter count");
+    return split_bytes(experts, in_.expert);
+  }
+  // Whether position p's expert gradients are reduced apart from the rest (among the
+  // copies holding the same experts).
+  bool separate_experts(int p) const { return in_.expert > 1 && expert_rank_params(p) > 0; }
   // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
   int64_t weight_bytes(int p) const {
     return checked_mul(rank_params(p), in_.param_bytes.weights, "a weight gather");
@@ -245,6 +264,16 @@ class Lowering {
 
   Cursor make_cursor(int c, int p, int lane);
 
+  // Gradient bytes of a bucket of `params` parameters on the cursor's device: its tensor
+  // rank's share of them, the routed experts' (`experts` of them) whole unless they are
+  // reduced apart (separate_experts).
+  int64_t bucket_bytes(int64_t params, int64_t replicated, int64_t experts,
+                       const Cursor& cur) const {
+    int64_t n = tensor_rank_params(params - experts, replicated, cur.t);
+    if (!separate_experts(cur.p)) n = checked_add(n, experts, "a gradient bucket");
+    return checked_mul(n, in_.gradient_bytes_per_param, "a gradient bucket");
+  }
+
   // LoweringInput::launch_overhead, on the first part of each step's op.
   void add_launch_overheads();
 
@@ -288,6 +317,10 @@ class Lowering {
     for (size_t i = 0; i < L; ++i) {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
       if (kind == OpKind::kRecompute && !lc.recomputed) continue;  // kept, not re-run
+      if (!lc.pieces.empty()) {
+        piece_segments(lc, fwd, has_w, overlap, acc, pending, out);
+        continue;
+      }
       const Time t =
           fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
       const auto& colls = fwd ? lc.tp_forward : lc.tp_backward;
@@ -312,10 +345,58 @@ class Lowering {
     return out;
   }
 
+  // tp_segments for a layer with pieces (StageProfile::LayerCost::Piece), in the order the
+  // pass runs them: a collective beside a piece is issued before it and followed by a
+  // segment of the piece's time; one after a piece is issued when it ends (a tensor
+  // all-reduce of an input gradient, under `overlap`, beside the weight-gradient GEMM
+  // before it, as tp_segments does).
+  static void piece_segments(const StageProfile::LayerCost& lc, bool fwd, bool has_w,
+                             bool overlap, Time& acc, bool& pending,
+                             std::vector<std::pair<Time, TpCollective>>& out) {
+    const size_t n = lc.pieces.size();
+    for (size_t i = 0; i < n; ++i) {
+      const auto& p = lc.pieces[fwd ? i : n - 1 - i];
+      const Time t =
+          fwd ? p.forward : (has_w ? p.backward_input : p.backward_input + p.backward_weight);
+      if (const TpCollective& b = fwd ? p.forward_beside : p.backward_beside; b.bytes > 0) {
+        TpCollective c = b;
+        c.beside = t;
+        out.emplace_back(acc, c);
+        out.emplace_back(t, TpCollective{});
+        acc = Time::zero();
+        pending = true;
+      } else {
+        acc += t;
+      }
+      TpCollective c = fwd ? p.forward_after : p.backward_after;
+      if (c.bytes == 0) continue;
+      const bool beside = overlap && c.group == CollectiveGroup::kTensor &&
+                          c.kind == TpCollective::Kind::kAllReduce && c.beside > Time::zero();
+      c.beside = beside ? std::min(c.beside, acc) : Time::zero();
+      out.emplace_back(acc - c.beside, c);
+      acc = Time::zero();
+      pending = c.beside > Time::zero();
+      if (pending) out.emplace_back(c.beside, TpCollective{});
+    }
+  }
+
   // The collectives between the segments of every tensor-parallel op: ranks of one replica
   // all-reduce (or all-gather) after each segment, and each rank's next segment waits for
   // the result.
   void add_tensor_collectives();
+  // The context- and expert-parallel collectives between the segments of every op: the
+  // same lane of the copies of one group exchange after each segment (add_tensor_collectives'
+  // counterpart across copies).
+  void add_group_collectives();
+  void add_expert_reduction(int p, int it, const std::vector<OptimizerStep>& members);
+  // Copies of position p's context group (CollectiveGroup::kContext) or expert group
+  // (kExpert) holding copy c, in order.
+  std::vector<int> group_copies(int c, CollectiveGroup g) const {
+    const int n = g == CollectiveGroup::kContext ? in_.context : in_.expert;
+    std::vector<int> out;
+    for (int i = c - c % n; i < c - c % n + n; ++i) out.push_back(i);
+    return out;
+  }
 
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
                     CommKind kind) {
@@ -441,6 +522,7 @@ class Lowering {
     // or, where it has a `beside` > 0, the one after that.
     std::vector<TpCollective> collectives;
   };
+  std::unordered_map<int, int> copy_of_device_;  // device -> its copy
   std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
 };
 
