@@ -28,8 +28,44 @@ namespace {
 const std::vector<std::string>& generator_keys() {
   static const std::vector<std::string> keys{
       "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
-      "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal"};
+      "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal",
+      "experts", "top_k", "expert_ffn", "shared_experts", "moe_every", "dense_first",
+      "capacity_factor"};
   return keys;
+}
+
+// The mixture-of-experts keys of the generator (SPEC section 9).
+void read_experts(const Reader& r, const YAML::Node& n, TransformerShape& shape) {
+  const char* keys[] = {"top_k", "expert_ffn", "shared_experts", "moe_every", "dense_first",
+                        "capacity_factor"};
+  if (!n["experts"].IsDefined()) {
+    for (const char* k : keys) {
+      if (n[k].IsDefined())
+        r.fail(n[k], child_path("model", k), "an expert setting for a model without experts",
+               "experts: E (routed experts per MoE layer), or leave it out");
+    }
+    return;
+  }
+  shape.experts = static_cast<int>(r.integer(n["experts"], "model.experts", 0, 1 << 16));
+  if (n["top_k"].IsDefined())
+    shape.top_k = static_cast<int>(r.integer(n["top_k"], "model.top_k", 1, 1 << 16));
+  if (shape.experts > 0 && shape.top_k > shape.experts)
+    r.fail(n["top_k"], "model.top_k",
+           fmt::format("each token cannot visit {} of {} experts", shape.top_k, shape.experts),
+           fmt::format("1 to {}", shape.experts));
+  if (n["expert_ffn"].IsDefined())
+    shape.expert_ffn = r.integer(n["expert_ffn"], "model.expert_ffn", 1, int64_t{1} << 26);
+  if (n["shared_experts"].IsDefined())
+    shape.shared_experts =
+        static_cast<int>(r.integer(n["shared_experts"], "model.shared_experts", 0, 1 << 10));
+  if (n["moe_every"].IsDefined())
+    shape.moe_every = static_cast<int>(r.integer(n["moe_every"], "model.moe_every", 1, 1 << 16));
+  if (n["dense_first"].IsDefined())
+    shape.dense_first =
+        static_cast<int>(r.integer(n["dense_first"], "model.dense_first", 0, shape.layers));
+  if (n["capacity_factor"].IsDefined() &&
+      !(n["capacity_factor"].IsScalar() && n["capacity_factor"].Scalar() == "none"))
+    shape.capacity_factor = r.real(n["capacity_factor"], "model.capacity_factor", 1, 1000);
 }
 
 // model: {generator: transformer, layers, hidden, heads, query_groups, ffn, sequence, vocab,
@@ -88,6 +124,7 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
                        {"rotary", static_cast<int>(S::Position::kRotary)},
                        {"none", static_cast<int>(S::Position::kNone)}}));
   }
+  read_experts(r, n, shape);
   Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;

@@ -1,0 +1,318 @@
+// Mixture of experts, expert parallelism and context parallelism (SPEC section 9), worked
+// by hand: parameter and FLOP counts of a tiny MoE layer, an all-to-all on an idle switch
+// and across nodes, a 2-rank ring attention's exposed communication, experts sharded over
+// expert ranks, and the routing imbalance.
+#include <gtest/gtest.h>
+
+#include "schedules/collectives_a2a.h"
+#include "schedules/lower.h"
+#include "scenario/models.h"
+#include "sim/engine.h"
+#include "tests/support.h"
+#include "topology/presets.h"
+
+namespace pipesim {
+namespace {
+
+using test::mixed;
+
+// h = 64, 4 heads (keys and values 2h wide), GeLU MLP, LayerNorm, learned positions; 4
+// routed experts of F = 128, each token visits k = 2; b = 1 sequence of s = 16 tokens.
+TransformerShape tiny_moe() {
+  TransformerShape t;
+  t.layers = 2;
+  t.hidden = 64;
+  t.heads = 4;
+  t.ffn = 256;
+  t.sequence = 16;
+  t.vocab = 100;
+  t.experts = 4;
+  t.top_k = 2;
+  t.expert_ffn = 128;
+  return t;
+}
+
+// Per MoE layer:
+//   attention  (h + 2h) h + 3h (QKV and biases) + h^2 + h (projection) = 4h^2 + 4h = 16640
+//   norms      2 x 2h = 256
+//   router     h E = 256
+//   experts    E (2hF + F + h) = 4 (16384 + 128 + 64) = 66304
+//   total      83456
+// Forward FLOPs: QKV 2bsh(3h) = 393216, scores and values 4bs^2h = 65536, projection
+// 2bsh^2 = 131072, router 2bshE = 8192, the k visited experts 4bsh(kF) = 1048576:
+// 1646592.
+TEST(Experts, TinyMoeLayerParamsAndFlops) {
+  const Model m = transformer_model(tiny_moe(), mixed(1), *find_gpu_preset("h100-80gb"));
+  ASSERT_EQ(m.layers.size(), 4u);  // embedding, two MoE layers, head
+  const Layer& x = m.layers[1];
+  ASSERT_TRUE(x.moe.has_value());
+  EXPECT_EQ(x.params, 83456);
+  EXPECT_EQ(x.moe->expert_params, 66304);
+  EXPECT_DOUBLE_EQ(x.forward_flops, 1646592.0);
+  // The dispatch moves b s k h 16-bit elements: 16 x 2 x 64 x 2 bytes.
+  EXPECT_EQ(x.moe->dispatch_bytes, 4096);
+}
+
+// moe_every and dense_first pick the MoE layers: with dense_first 1 and moe_every 2 of 5
+// layers, layers 1 and 3 (model layers 2 and 4 after the embedding).
+TEST(Experts, DenseFirstAndMoeEvery) {
+  TransformerShape t = tiny_moe();
+  t.layers = 5;
+  t.dense_first = 1;
+  t.moe_every = 2;
+  const Model m = transformer_model(t, mixed(1), *find_gpu_preset("h100-80gb"));
+  std::vector<bool> moe;
+  for (size_t i = 1; i + 1 < m.layers.size(); ++i) moe.push_back(m.layers[i].moe.has_value());
+  EXPECT_EQ(moe, (std::vector<bool>{false, true, false, true, false}));
+}
+
+// One expert that every token visits is the dense MLP: its GEMMs and activation cost what
+// the dense layer's do (the router, permutation and un-permutation come on top).
+TEST(Experts, OneExpertIsTheDenseMlp) {
+  const GpuSpec gpu = *find_gpu_preset("h100-80gb");
+  TransformerShape dense = tiny_moe();
+  dense.experts = 0;
+  dense.ffn = 4096;
+  dense.hidden = 1024;
+  dense.heads = 8;
+  dense.sequence = 2048;
+  TransformerShape one = dense;
+  one.experts = 1;
+  one.top_k = 1;
+  one.expert_ffn = 0;  // the dense MLP's width
+  const Layer d = transformer_model(dense, mixed(2), gpu).layers[1];
+  const Layer e = transformer_model(one, mixed(2), gpu).layers[1];
+  const auto time_of = [](const Layer& l, const std::string& name) {
+    for (const OpCost& op : l.ops)
+      if (op.name == name) return op.forward + op.backward_input + op.backward_weight;
+    ADD_FAILURE() << "no op " << name;
+    return Time::zero();
+  };
+  EXPECT_EQ(time_of(d, "fc1"), time_of(e, "expert_fc1"));
+  EXPECT_EQ(time_of(d, "gelu"), time_of(e, "expert_gelu"));
+  EXPECT_EQ(time_of(d, "fc2"), time_of(e, "expert_fc2"));
+}
+
+// Expert parallelism keeps each GPU's compute (its tokens' k experts) but with more tokens
+// per expert GEMM: never slower, and the same FLOPs. E = 8 experts of F = 512 at k = 2 on
+// b s = 4096 tokens: 1024 rows per expert at EP 1, 8192 at EP 8 (one expert per rank).
+TEST(Experts, ExpertParallelGemmsAreLargerAndNoSlower) {
+  TransformerShape t = tiny_moe();
+  t.hidden = 1024;
+  t.heads = 8;
+  t.sequence = 4096;
+  t.experts = 8;
+  t.expert_ffn = 512;
+  const Layer x = transformer_model(t, mixed(1), *find_gpu_preset("h100-80gb")).layers[1];
+  const Layer ep8 = x.at_tensor_degree(1, 8);
+  const auto experts = [](const Layer& l) {
+    Time sum;
+    for (const LayerPiece& p : l.pieces)
+      if (p.kind == PieceKind::kExperts) sum += p.forward;
+    return sum;
+  };
+  EXPECT_LT(experts(ep8), experts(x));
+  EXPECT_EQ(ep8.forward - experts(ep8), x.forward - experts(x));  // the rest is the same
+}
+
+// The busiest expert rank sets the pace: routing_imbalance 1.5 stretches the experts' time
+// by half again and nothing else; a capacity factor of 1.25 caps it there.
+TEST(Experts, RoutingImbalanceStretchesTheExperts) {
+  TransformerShape t = tiny_moe();
+  t.layers = 1;
+  const Model m = transformer_model(t, mixed(1), *find_gpu_preset("h100-80gb"));
+  const std::vector<StageSpec> one{{0, 2, 1, {}, {}, {}}};
+  Time experts;
+  for (const LayerPiece& p : m.layers[1].pieces)
+    if (p.kind == PieceKind::kExperts) experts = p.forward;
+  const auto forward = [&](double imbalance) {
+    GroupDegrees g;
+    g.routing_imbalance = imbalance;
+    return stage_profiles(m, one, {}, {}, false, g)[0].forward;
+  };
+  const Time base = forward(1.0);
+  const Time slow = forward(1.5);
+  EXPECT_NEAR(static_cast<double>((slow - base).ps_count()),
+              0.5 * static_cast<double>(experts.ps_count()), 2.0);
+  t.capacity_factor = 1.25;
+  const Model capped = transformer_model(t, mixed(1), *find_gpu_preset("h100-80gb"));
+  GroupDegrees g;
+  g.routing_imbalance = 1.5;
+  const Time c = stage_profiles(capped, one, {}, {}, false, g)[0].forward;
+  EXPECT_NEAR(static_cast<double>((c - base).ps_count()),
+              0.25 * static_cast<double>(experts.ps_count()), 2.0);
+}
+
+// No latency; 10 ps a byte (100 GB/s) on each GPU's NVSwitch port or NVLink, 100 ps a byte
+// (10 GB/s) on each GPU's network port.
+constexpr double kIn = 100e9, kNet = 10e9;
+
+struct A2a {
+  Time makespan;
+  int64_t sent = 0, received = 0;
+};
+A2a run_a2a(const Cluster& c, int64_t bytes) {
+  TaskGraphBuilder b(c.num_devices());
+  std::vector<CollectiveMember> members;
+  std::vector<OpId> done;
+  for (int d = 0; d < c.num_devices(); ++d) {
+    Op wait;
+    wait.device = d;
+    done.push_back(b.add(wait));  // an empty op each member's result feeds
+    members.push_back({d, c.device(d).node, {}, done.back()});
+  }
+  add_all_to_all(b, members, bytes, {0, 0});
+  const TaskGraph g = std::move(b).build();
+  EXPECT_FALSE(g.validate().has_value());
+  const Timeline tl = simulate(g, c);
+  A2a out{tl.makespan, 0, 0};
+  for (const Op& op : g.ops()) {
+    if (op.kind != OpKind::kTransfer) continue;
+    out.sent += op.bytes;
+  }
+  for (const LinkStats& l : tl.links) out.received += l.bytes;
+  return out;
+}
+
+// 8 GPUs on one NVSwitch, S = 80 MB each: every GPU sends S/8 = 10 MB to each of the 7
+// others at once, 70 MB through its 100 GB/s port (and receives 70 MB through it): 700 us.
+// Everything sent arrives: 7 S in all, each byte over two links (up to the switch, down).
+TEST(Experts, AllToAllOnAnIdleSwitch) {
+  const Cluster c = ClusterBuilder::shorthand(
+      1, 8, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvSwitch, kIn, Time::zero()},
+      {"custom", LinkKind::kInfiniBand, kNet, Time::zero()});
+  const A2a r = run_a2a(c, 80'000'000);
+  EXPECT_NEAR(static_cast<double>(r.makespan.ps_count()), 700e6, 10);  // (rounding up)
+  EXPECT_EQ(r.sent, 7 * 80'000'000);
+  EXPECT_EQ(r.received, 2 * 7 * 80'000'000);
+}
+
+// 2 nodes x 4 GPUs, one network port per GPU (rail-optimized). Each member sends S/8 to its 3
+// node peers over NVLink (10 MB each, 100 us) and, for the 4 members of the other node,
+// 4 S/8 = 40 MB to its rail peer there through its port: 4 ms, the network sets the time.
+TEST(Experts, AllToAllAcrossNodesRidesTheRails) {
+  ClusterBuilder::ShorthandOptions o;
+  o.nics = 4;
+  const Cluster c = ClusterBuilder::shorthand(
+      2, 4, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvLink, kIn, Time::zero()},
+      {"custom", LinkKind::kInfiniBand, kNet, Time::zero()}, o);
+  const A2a r = run_a2a(c, 80'000'000);
+  EXPECT_NEAR(static_cast<double>(r.makespan.ps_count()), 4e9, 10);
+  EXPECT_EQ(r.sent, 7 * 80'000'000);
+}
+
+// Ring attention on 2 context ranks (one GPU each, 100 GB/s NVLink, no latency), one stage
+// and one micro-batch under GPipe. Per micro-batch the layer's parts take 2, 4 and 2 ms
+// forward (before the core, the core, after it) and twice that backward; each rank runs
+// half: 1 + 2 + 1 ms and 2 + 4 + 2 ms. The keys and values (K bytes gathered) go round the
+// ring beside the core: one step of K / 2 each way, forward, and of 2K / 2 backward (their
+// gradients travel too).
+//   K = 600 MB: 3 ms beside a 2 ms core, 6 ms beside a 4 ms core: forward 1 + 3 + 1 = 5 ms,
+//     backward 2 + 6 + 2 = 10 ms: 15 ms, of which 1 + 2 = 3 ms exposed communication.
+//   K = 100 MB: 1 ms and 2 ms, hidden: 4 + 8 = 12 ms.
+Time ring_attention_makespan(int64_t kv) {
+  LoweringInput in;
+  OrderSpec spec;
+  spec.kind = ScheduleKind::kGpipe;
+  spec.replicas = {1};
+  in.orders = build_orders(spec);
+  in.placement = {{{0}}, {{1}}};
+  in.context = 2;
+  in.num_devices = 2;
+  StageProfile p;
+  p.pieces = true;
+  StageProfile::LayerCost lc;
+  const auto piece = [](double f, double b) {
+    StageProfile::LayerCost::Piece x;
+    x.forward = test::ms(f);
+    x.backward_input = test::ms(b);
+    return x;
+  };
+  lc.pieces = {piece(2, 4), piece(4, 8), piece(2, 4)};
+  lc.pieces[1].forward_beside = {TpCollective::Kind::kAllGather, kv, Time::zero(),
+                                 CollectiveGroup::kContext};
+  lc.pieces[1].backward_beside = {TpCollective::Kind::kAllGather, 2 * kv, Time::zero(),
+                                  CollectiveGroup::kContext};
+  lc.forward = test::ms(8);
+  lc.backward_input = test::ms(16);
+  p.layers = {lc};
+  p.forward = lc.forward;
+  p.backward_input = lc.backward_input;
+  in.stages = {p};
+  const Cluster c = ClusterBuilder::shorthand(
+      1, 2, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvLink, kIn, Time::zero()},
+      {"custom", LinkKind::kInfiniBand, kNet, Time::zero()});
+  return simulate(lower(in), c).makespan;
+}
+
+TEST(Experts, RingAttentionExposesWhatTheCoreCannotHide) {
+  EXPECT_EQ(ring_attention_makespan(600'000'000), Time::ms(15));
+  EXPECT_EQ(ring_attention_makespan(100'000'000), Time::ms(12));
+}
+
+std::string moe_scenario(const std::string& strategy) {
+  return R"(
+cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch3}
+model: {generator: transformer, layers: 2, hidden: 256, heads: 4, sequence: 128, vocab: 1000,
+        experts: 4, top_k: 2, expert_ffn: 512, mlp: swiglu, norm: rmsnorm, position: rotary}
+training: {global_batch: 8, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {schedule: 1f1b, pipeline: 1, )" +
+         strategy + "}\n";
+}
+
+// Experts' weights, gradients and optimizer state are sharded over the expert ranks: at EP
+// 4 each GPU keeps a quarter of them (mixed Adam: 2 + 2 + 12 bytes a parameter), the rest
+// whole.
+TEST(Experts, ExpertStateIsShardedOverExpertRanks) {
+  const test::SimRun one = test::run_yaml(moe_scenario("data: 4"));
+  const test::SimRun four = test::run_yaml(moe_scenario("data: 4, expert: 4"));
+  int64_t experts = 0;
+  for (const Layer& l : one.scenario.model.layers)
+    if (l.moe) experts += l.moe->expert_params;
+  ASSERT_GT(experts, 0);
+  const auto resident = [](const test::SimRun& r) {
+    const MemBreakdown& m = r.graph.static_memory(0);
+    return m[static_cast<int>(MemCategory::kWeights)] +
+           m[static_cast<int>(MemCategory::kGradients)] +
+           m[static_cast<int>(MemCategory::kOptimizer)];
+  };
+  EXPECT_EQ(resident(one) - resident(four), 16 * (experts - experts / 4));
+  // Each MoE layer's forward and backward exchange tokens: 2 layers x 4 all-to-alls per
+  // micro-batch on every GPU.
+  int a2a_ops = 0;
+  for (const Op& op : four.graph.ops()) a2a_ops += op.comm == CommKind::kAllToAll;
+  EXPECT_EQ(a2a_ops, 2 * 4 * 2 * 4 * 3);  // x 2 micro-batches x 4 GPUs x 3 peers
+  EXPECT_EQ(four.report.info.parallelism.expert, 4);
+}
+
+TEST(Experts, StrategyChecks) {
+  const auto error = [](const std::string& strategy) {
+    try {
+      test::run_yaml(moe_scenario(strategy));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("data: 4, expert: 3").find("do not spread evenly"), std::string::npos);
+  EXPECT_NE(error("data: 2, expert: 4").find("data x context"), std::string::npos);
+  EXPECT_NE(error("data: 4, expert: 2, zero: 2").find("not modelled"), std::string::npos);
+  EXPECT_NE(error("data: 2, tensor: 2").find("need sequence parallelism"), std::string::npos);
+  EXPECT_NE(error("data: 2, context: 3").find("2 x 3"), std::string::npos);
+  EXPECT_NE(error("data: 4, expert_tensor: 2").find("not modelled"), std::string::npos);
+  EXPECT_EQ(error("data: 2, context: 2, expert: 4"), "");
+}
+
+// Context parallelism splits every op's tokens: at CP 2 each GPU's compute halves (up to the
+// ring's exposed time) and each GPU keeps half the activations.
+TEST(Experts, ContextRanksSplitTheTokens) {
+  const test::SimRun one = test::run_yaml(moe_scenario("data: 2"), true);
+  const test::SimRun two = test::run_yaml(moe_scenario("data: 2, context: 2"), true);
+  EXPECT_EQ(two.report.info.parallelism.context, 2);
+  const int64_t a1 = test::peak_activation_bytes(one, 0), a2 = test::peak_activation_bytes(two, 0);
+  EXPECT_NEAR(static_cast<double>(a2), a1 / 2.0, a1 * 0.01);
+  EXPECT_LT(test::device_finish(two, 0), test::device_finish(one, 0));
+}
+
+}  // namespace
+}  // namespace pipesim
