@@ -30,7 +30,7 @@ const std::vector<std::string>& generator_keys() {
       "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
       "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal",
       "experts", "top_k", "expert_ffn", "shared_experts", "moe_every", "dense_first",
-      "capacity_factor"};
+      "capacity_factor", "latent"};
   return keys;
 }
 
@@ -125,6 +125,21 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
                        {"none", static_cast<int>(S::Position::kNone)}}));
   }
   read_experts(r, n, shape);
+  if (const YAML::Node l = n["latent"]; l.IsDefined()) {
+    r.expect_map(l, "model.latent", {"kv_rank", "q_rank", "rope_dim", "head_dim"});
+    TransformerShape::Latent x;
+    const auto dim = [&](const char* key, int64_t& v, int64_t lo) {
+      if (l[key].IsDefined()) v = r.integer(l[key], child_path("model.latent", key), lo, 1 << 20);
+    };
+    dim("kv_rank", x.kv_rank, 1);
+    dim("q_rank", x.q_rank, 0);
+    dim("rope_dim", x.rope_dim, 0);
+    dim("head_dim", x.head_dim, 1);
+    if (!shape.flash_attention)
+      r.fail(l, "model.latent", "latent attention runs as one fused attention kernel",
+             "flash_attention: true beside latent");
+    shape.latent = x;
+  }
   Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;

@@ -111,7 +111,10 @@ void moe_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double bs, dou
 
 // Which part of a transformer layer an op belongs to (LayerPiece).
 PieceKind piece_of(const std::string& op, bool moe) {
-  static const std::vector<std::string> pre{"ln1", "qkv", "cast_qkv", "rotary"};
+  static const std::vector<std::string> pre{
+      "ln1",          "qkv",     "cast_qkv",     "rotary",  "q_down",  "cast_q_down",
+      "q_norm",       "q_up",    "cast_q_up",    "kv_down", "cast_kv_down", "kv_norm",
+      "kv_up",        "cast_kv_up"};
   static const std::vector<std::string> core{"flash_attention", "scores", "softmax",
                                              "attention_dropout", "values"};
   static const std::vector<std::string> post{"projection", "cast_projection", "dropout_add1"};
@@ -141,6 +144,41 @@ std::vector<LayerPiece> pieces_of(const Layer& x, bool moe) {
   return out;
 }
 
+// DeepSeek's multi-head latent attention (models.h), up to the projection: the queries
+// through a q_rank bottleneck (or straight from h without one), keys and values through a
+// kv_rank bottleneck plus one shared rotary key of rope_dim, fused attention over heads of
+// head_dim + rope_dim (queries and keys) and head_dim (values).
+void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double b, double e,
+                          bool fp8) {
+  const TransformerShape::Latent& l = *t.latent;
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double a = static_cast<double>(t.heads), bs = b * s;
+  const double qr = static_cast<double>(l.q_rank), kr = static_cast<double>(l.kv_rank);
+  const double dr = static_cast<double>(l.rope_dim), dv = static_cast<double>(l.head_dim);
+  const double dqk = dv + dr;
+  ops.push_back(norm_op("ln1", t, bs * h, e));
+  if (l.q_rank > 0) {
+    weight_gemm(ops, "q_down", bs, h, qr, e, fp8);
+    ops.push_back(norm_op("q_norm", t, bs * qr, e));
+    weight_gemm(ops, "q_up", bs, qr, a * dqk, e, fp8);
+  } else {
+    weight_gemm(ops, "q_up", bs, h, a * dqk, e, fp8);
+  }
+  weight_gemm(ops, "kv_down", bs, h, kr + dr, e, fp8);
+  ops.push_back(norm_op("kv_norm", t, bs * kr, e));
+  weight_gemm(ops, "kv_up", bs, kr, a * (dqk - dr + dv), e, fp8);
+  if (t.position == TransformerShape::Position::kRotary)
+    ops.push_back(elementwise_op("rotary", bs * (a * dr + dr), 3, 2 * e, 2 * e));
+  OpSpec att;
+  att.name = "flash_attention";
+  att.attention = true;
+  const double mask = t.causal ? 0.5 : 1.0;
+  att.forward = {mask * 2 * b * s * s * a * (dqk + dv), e * bs * a * (2 * dqk + 2 * dv)};
+  att.backward_input = {mask * 5 * b * s * s * a * (dqk + dv), e * bs * a * (4 * dqk + 4 * dv)};
+  ops.push_back(att);
+  weight_gemm(ops, "projection", bs, a * dv, h, e, fp8);
+}
+
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
 std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8,
                               bool moe = false) {
@@ -149,6 +187,9 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
   const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
   const double r = static_cast<double>(kv_features(t)) / (2 * h);  // keys' width / queries'
   std::vector<OpSpec> ops;
+  if (t.latent) {
+    latent_attention_ops(ops, t, b, e, fp8);
+  } else {
   ops.push_back(norm_op("ln1", t, sbh, e));
   weight_gemm(ops, "qkv", bs, h, (1 + 2 * r) * h, e, fp8);
   if (t.position == TransformerShape::Position::kRotary) {
@@ -186,6 +227,7 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
     ops.push_back(values);
   }
   weight_gemm(ops, "projection", bs, h, h, e, fp8);
+  }
   // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
   ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
   ops.push_back(norm_op("ln2", t, sbh, e));
@@ -200,7 +242,9 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
 // The ops outside Megatron's tensor-parallel region of a transformer layer: without
 // sequence parallelism every rank of the group runs them whole.
 bool outside_tensor_region(const std::string& op) {
-  return op == "ln1" || op == "dropout_add1" || op == "ln2" || op == "dropout_add2";
+  return op == "ln1" || op == "dropout_add1" || op == "ln2" || op == "dropout_add2" ||
+         op == "q_down" || op == "cast_q_down" || op == "q_norm" || op == "kv_down" ||
+         op == "cast_kv_down" || op == "kv_norm";
 }
 
 bool attention_core(const std::string& op) {
@@ -245,10 +289,29 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   const auto mlp_params = [&](int64_t w) {
     return t.gated() ? 3 * t.hidden * w + 2 * w + t.hidden : 2 * t.hidden * w + w + t.hidden;
   };
-  const int64_t attention_params =
+  int64_t attention_params =
       (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden + t.hidden;
-  const double kvd = static_cast<double>(kv);
-  const double attention_flops = 2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h;
+  double kvd = static_cast<double>(kv);
+  double attention_flops = 2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h;
+  // Latent attention (models.h): its own projections, and the 16-bit tensors it keeps in
+  // place of Korthikanti's attention terms (in the units of `tensors` below: 2 per element).
+  int64_t latent_tensors = 0;
+  if (t.latent) {
+    const TransformerShape::Latent& l = *t.latent;
+    const int64_t ah = t.heads, d = l.head_dim, r = l.rope_dim;
+    attention_params = (l.q_rank > 0 ? t.hidden * l.q_rank + l.q_rank + l.q_rank * ah * (d + r)
+                                     : t.hidden * ah * (d + r)) +
+                       t.hidden * (l.kv_rank + r) + l.kv_rank + l.kv_rank * ah * 2 * d +
+                       ah * d * t.hidden;
+    const double q = static_cast<double>(l.q_rank), c = static_cast<double>(l.kv_rank);
+    const double A = static_cast<double>(ah), D = static_cast<double>(d),
+                 R = static_cast<double>(r);
+    attention_flops = 2 * b * s * ((q > 0 ? h * q + q * A * (D + R) : h * A * (D + R)) +
+                                   h * (c + R) + c * A * 2 * D + A * D * h) +
+                      2 * b * s * s * A * (2 * D + R);
+    kvd = A * (2 * D + R);  // keys (with their rotary part) and values
+    latent_tensors = static_cast<int64_t>(2 * s * b * (2 * h + 2 * q + 2 * c + A * (4 * D + 2 * R)));
+  }
   const double gate = t.gated() ? 6 : 4;  // MLP FLOPs per token, per h x width
   const double E = t.experts, k = t.top_k, F = static_cast<double>(t.routed_ffn());
   const double shared_f = F * t.shared_experts;
@@ -275,8 +338,11 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
       moe ? static_cast<int64_t>(2 * s * b * E + 4 * k * s * b * h + gate * k * s * b * F +
                                  gate * s * b * shared_f)
           : static_cast<int64_t>(gate * s * b * f) - (fp8 ? static_cast<int64_t>(s * b * f) : 0);
-  const int64_t tensors = (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) -
-                          (fp8 ? (moe ? 2 : 3) * sbh : 0) + mlp_tensors + 2 * kv_tensors;
+  // (Latent attention: its own tensors, and the MLP block's norm and first GEMM inputs.)
+  const int64_t tensors = (t.latent ? latent_tensors + 4 * sbh
+                                    : (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) +
+                                          2 * kv_tensors) -
+                          (fp8 ? (moe ? 2 : 3) * sbh : 0) + mlp_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
   // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
@@ -288,7 +354,11 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   Layer x = layer_from_ops("layer", ops, layer_flops, layer_params, activation, sbh * elem,
                            training, gpu);
   x.pieces = pieces_of(x, moe);
-  x.attention = AttentionFacts{kv_tensors * elem, static_cast<int64_t>(s * b * (h + kvd)) * elem};
+  const double queries = t.latent ? static_cast<double>(t.heads * (t.latent->head_dim +
+                                                                    t.latent->rope_dim))
+                                  : h;
+  x.attention =
+      AttentionFacts{kv_tensors * elem, static_cast<int64_t>(s * b * (queries + kvd)) * elem};
   if (moe) {
     x.moe = MoeFacts{t.experts, t.top_k, expert_params, static_cast<int64_t>(s * b * k * h) * elem,
                      t.capacity_factor};
@@ -304,9 +374,11 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   x.tp_allreduce_bytes = sbh * elem;
   // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
   // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
-  const auto beside = [moe](const Layer& l) {
-    return moe ? std::vector<Time>{weight_gradient_of(l, "qkv")}
-               : std::vector<Time>{weight_gradient_of(l, "fc1"), weight_gradient_of(l, "qkv")};
+  // (Latent attention's column-parallel GEMM there: the queries' up-projection.)
+  const char* qkv = t.latent ? "q_up" : "qkv";
+  const auto beside = [moe, qkv](const Layer& l) {
+    return moe ? std::vector<Time>{weight_gradient_of(l, qkv)}
+               : std::vector<Time>{weight_gradient_of(l, "fc1"), weight_gradient_of(l, qkv)};
   };
   x.tp_backward_beside = beside(x);
   set_whole_ops(x, outside_tensor_region);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "schedules/model.h"
@@ -53,6 +54,14 @@ struct TransformerShape {
     return experts > 0 && i >= dense_first && (i - dense_first) % moe_every == 0;
   }
   int64_t routed_ffn() const { return expert_ffn > 0 ? expert_ffn : ffn; }
+  // DeepSeek's multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1):
+  // queries through a q_rank bottleneck (0: none), keys and values through a kv_rank one,
+  // heads of head_dim plus rope_dim rotary dimensions for queries and keys (one rotary key
+  // shared by all heads), head_dim for values; no biases. Needs flash_attention.
+  struct Latent {
+    int64_t kv_rank = 512, q_rank = 1536, rope_dim = 64, head_dim = 128;
+  };
+  std::optional<Latent> latent{};
 };
 
 // Per transformer layer, for b sequences of s tokens, hidden h, heads a, ffn f, and
@@ -82,6 +91,12 @@ struct TransformerShape {
 // experts a token visits. Activations: the router's fp32 probabilities (b s E), the permuted
 // tokens and the experts' outputs (2 b s k h), the experts' MLP tensors (as the dense MLP's
 // for b s k tokens of F) and the shared experts'.
+// Latent attention (latent: {kv_rank c, q_rank q, rope_dim r, head_dim d}, a heads):
+//   params    h q + q + q a (d + r) (queries), h (c + r) + c + c a 2d (keys and values),
+//             a d h (projection)
+//   forward   2 b s (h q + q a (d + r) + h (c + r) + c a 2d + a d h) + 2 b s^2 a (2d + r)
+//   activations (16-bit): the norm and bottleneck inputs 2 sbh + 2 sbq + 2 sbc, the queries,
+//             keys, values and output sb a (2(d + r) + 2d); flash attention only
 // Embedding: vocab x h + sequence x h parameters (the learned positions stay whole on
 // every tensor rank), its dropout mask as activation (its output is the first layer's
 // input, kept there). The head: 2 b s h vocab FLOPs; the final layer norm's input and

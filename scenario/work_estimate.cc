@@ -66,7 +66,7 @@ WorkEstimate estimate_work(const Scenario& s) {
   };
   const Strategy& st = s.strategy;
   const double M = static_cast<double>(s.micro_batches);
-  const double data = st.data;
+  const double data = st.copies();  // data-parallel copies x context ranks
   const double grad_bytes = 4;  // the most bytes per gradient (fp32)
   for (size_t g = 0; g < st.stages.size(); ++g) {
     const StageSpec& stage = st.stages[g];
@@ -84,6 +84,21 @@ WorkEstimate estimate_work(const Scenario& s) {
       const Layer& layer = s.model.layers[static_cast<size_t>(l)];
       const bool again = full_recompute && layer.recomputed;
       params += static_cast<double>(layer.params);
+      // Context and expert collectives (each member sends n - 1 transfers, and each cuts its
+      // op once more): per pass, p2p's one ring (all-gather and a2a: two exchanges) and a
+      // MoE layer's dispatch and combine.
+      const double passes = (again ? 2 : 1) + 1;
+      double exchanges = 0, members = 1;
+      if (layer.attention && st.context > 1) {
+        exchanges += passes * (st.context_comm == ContextComm::kP2p ? 1 : 2);
+        members = st.context;
+      }
+      if (layer.moe && st.expert > 1) {
+        exchanges += passes * 2;
+        members = std::max<double>(members, st.expert);
+      }
+      w.transfers += data * r * t * M * exchanges * (members - 1);
+      w.compute_ops += data * r * t * M * exchanges * 2;
       if (layer.tensor_parallel)  // a full recompute re-issues the forward's
         tp_allreduces += layer.tp_forward_allreduces * (again ? 2 : 1) +
                          layer.tp_backward_allreduces;
