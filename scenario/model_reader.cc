@@ -30,7 +30,7 @@ const std::vector<std::string>& generator_keys() {
       "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
       "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal",
       "experts", "top_k", "expert_ffn", "shared_experts", "moe_every", "dense_first",
-      "capacity_factor", "latent"};
+      "capacity_factor", "latent", "head_dim"};
   return keys;
 }
 
@@ -94,6 +94,8 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
              "a divisor of model.heads");
     }
   }
+  if (n["head_dim"].IsDefined())
+    shape.head_dim = r.integer(n["head_dim"], "model.head_dim", 1, int64_t{1} << 16);
   shape.ffn = n["ffn"].IsDefined() ? r.integer(n["ffn"], "model.ffn", 1, int64_t{1} << 26)
                                    : 4 * shape.hidden;
   shape.sequence =

@@ -16,7 +16,13 @@ namespace {
 // Features of the keys and the values together: 2h, or 2 r h with r = query_groups / heads
 // (grouped-query attention).
 int64_t kv_features(const TransformerShape& t) {
-  return t.query_groups > 0 ? 2 * t.query_groups * (t.hidden / t.heads) : 2 * t.hidden;
+  const int64_t d = t.head_dim > 0 ? t.head_dim : t.hidden / t.heads;
+  return 2 * (t.query_groups > 0 ? t.query_groups : t.heads) * d;
+}
+
+// The queries' width: heads x head_dim (the hidden size unless head_dim says otherwise).
+int64_t query_width(const TransformerShape& t) {
+  return t.head_dim > 0 ? t.heads * t.head_dim : t.hidden;
 }
 
 // A layer norm or RMSNorm over `elements`: reads x, writes y; its backward reads x and dy,
@@ -180,18 +186,18 @@ void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, d
 }
 
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
-std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8,
-                              bool moe = false) {
-  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
-  const double a = static_cast<double>(t.heads), f = static_cast<double>(t.ffn);
+// A transformer layer's standard attention block up to the projection, for b sequences of
+// s tokens: queries heads x head_dim wide (the hidden size unless head_dim says otherwise),
+// keys and values as kv_features; h below is the queries' width.
+void attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double b, double e,
+                   bool fp8) {
+  const double s = static_cast<double>(t.sequence), hm = static_cast<double>(t.hidden);
+  const double h = static_cast<double>(query_width(t));
+  const double a = static_cast<double>(t.heads);
   const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
   const double r = static_cast<double>(kv_features(t)) / (2 * h);  // keys' width / queries'
-  std::vector<OpSpec> ops;
-  if (t.latent) {
-    latent_attention_ops(ops, t, b, e, fp8);
-  } else {
-  ops.push_back(norm_op("ln1", t, sbh, e));
-  weight_gemm(ops, "qkv", bs, h, (1 + 2 * r) * h, e, fp8);
+  ops.push_back(norm_op("ln1", t, s * b * hm, e));
+  weight_gemm(ops, "qkv", bs, hm, (1 + 2 * r) * h, e, fp8);
   if (t.position == TransformerShape::Position::kRotary) {
     // Rotary embeddings on the queries and keys (1 + r) sbh elements: x cos + rot(x) sin,
     // reading and writing each once; the backward is the same rotation (it keeps nothing:
@@ -226,8 +232,19 @@ std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, boo
     values.backward_input = {4 * b * s * s * h, e * (2 * as2b + (1 + 2 * r) * sbh)};
     ops.push_back(values);
   }
-  weight_gemm(ops, "projection", bs, h, h, e, fp8);
-  }
+  weight_gemm(ops, "projection", bs, h, hm, e, fp8);
+}
+
+std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8,
+                              bool moe = false) {
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double f = static_cast<double>(t.ffn);
+  const double bs = b * s, sbh = s * b * h;
+  std::vector<OpSpec> ops;
+  if (t.latent)
+    latent_attention_ops(ops, t, b, e, fp8);
+  else
+    attention_ops(ops, t, b, e, fp8);
   // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
   ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
   ops.push_back(norm_op("ln2", t, sbh, e));
@@ -289,10 +306,13 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   const auto mlp_params = [&](int64_t w) {
     return t.gated() ? 3 * t.hidden * w + 2 * w + t.hidden : 2 * t.hidden * w + w + t.hidden;
   };
-  int64_t attention_params =
-      (t.hidden + kv) * t.hidden + t.hidden + kv + t.hidden * t.hidden + t.hidden;
+  // Queries q = heads x head_dim wide (h unless head_dim says otherwise): QKV h x (q + kv)
+  // and its biases, the projection q x h and its bias.
+  const int64_t qw = query_width(t);
+  const double qd = static_cast<double>(qw);
+  int64_t attention_params = t.hidden * (qw + kv) + qw + kv + qw * t.hidden + t.hidden;
   double kvd = static_cast<double>(kv);
-  double attention_flops = 2 * b * s * h * (h + kvd) + 4 * b * s * s * h + 2 * b * s * h * h;
+  double attention_flops = 2 * b * s * h * (qd + kvd) + 4 * b * s * s * qd + 2 * b * s * qd * h;
   // Latent attention (models.h): its own projections, and the 16-bit tensors it keeps in
   // place of Korthikanti's attention terms (in the units of `tensors` below: 2 per element).
   int64_t latent_tensors = 0;
@@ -339,9 +359,11 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
                                  gate * s * b * shared_f)
           : static_cast<int64_t>(gate * s * b * f) - (fp8 ? static_cast<int64_t>(s * b * f) : 0);
   // (Latent attention: its own tensors, and the MLP block's norm and first GEMM inputs.)
+  // (The queries and the projection's input are q wide: 4 sbq of the 12 sbh.)
+  const auto sbq = static_cast<int64_t>(s * b * qd);
   const int64_t tensors = (t.latent ? latent_tensors + 4 * sbh
-                                    : (t.flash_attention ? 12 * sbh : 12 * sbh + 4 * as2b) +
-                                          2 * kv_tensors) -
+                                    : (t.flash_attention ? 8 * sbh : 8 * sbh + 4 * as2b) +
+                                          4 * sbq + 2 * kv_tensors) -
                           (fp8 ? (moe ? 2 : 3) * sbh : 0) + mlp_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
@@ -349,14 +371,14 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   // not keep their s^2 tensors: the softmax output and the dropout output in the training
   // precision (2 x as^2b elements) plus the dropout mask (as^2b bytes). Flash attention
   // keeps none of them already.
-  const double core_flops = 4 * b * s * s * h;
+  const double core_flops = 4 * b * s * s * qd;
   const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
   Layer x = layer_from_ops("layer", ops, layer_flops, layer_params, activation, sbh * elem,
                            training, gpu);
   x.pieces = pieces_of(x, moe);
   const double queries = t.latent ? static_cast<double>(t.heads * (t.latent->head_dim +
                                                                     t.latent->rope_dim))
-                                  : h;
+                                  : qd;
   x.attention =
       AttentionFacts{kv_tensors * elem, static_cast<int64_t>(s * b * (queries + kvd)) * elem};
   if (moe) {

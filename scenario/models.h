@@ -22,6 +22,7 @@ struct TransformerShape {
   bool flash_attention = false;  // fused attention keeps no s^2 tensors
   bool tie_embeddings = true;    // the output head reuses the input embedding
   int64_t query_groups = 0;      // key/value heads (grouped-query attention); 0: one per head
+  int64_t head_dim = 0;          // each head's width; 0: hidden / heads (Qwen3: 128 anyway)
   // The MLP: GeLU between two GEMMs, or a gated unit (SwiGLU, GeGLU: Shazeer 2020) whose
   // first GEMM makes the gate and the value (2 x ffn wide) and whose activation multiplies
   // them: three hidden x ffn matrices.
