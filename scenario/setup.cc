@@ -116,7 +116,7 @@ std::vector<int> warmup_depths(const Scenario& s) {
 
 GroupDegrees group_degrees(const Scenario& s) {
   const Strategy& st = s.strategy;
-  return {st.context, st.expert, st.context_comm, st.routing_imbalance};
+  return {st.context, st.expert, st.context_comm, st.routing_imbalance, st.dedup_dispatch};
 }
 
 StageCosts stage_costs(const Scenario& s) {

@@ -207,6 +207,9 @@ void read_context_and_experts(const Reader& r, const YAML::Node& n, Scenario& sc
                          st.expert_tensor),
              "1");
   }
+  if (n["expert_dispatch"].IsDefined())
+    st.dedup_dispatch = r.choice<int>(n["expert_dispatch"], "strategy.expert_dispatch",
+                                      {{"alltoall", 0}, {"flex", 1}}) == 1;
   if (n["routing_imbalance"].IsDefined())
     st.routing_imbalance = r.real(n["routing_imbalance"], "strategy.routing_imbalance", 1, 1000);
   const auto moe = std::find_if(layers.begin(), layers.end(),
@@ -236,12 +239,16 @@ void read_context_and_experts(const Reader& r, const YAML::Node& n, Scenario& sc
              fmt::format("{} experts do not spread evenly over {} expert ranks", moe->moe->experts,
                          st.expert),
              "a divisor of model.experts");
-    if (st.copies() % st.expert != 0)
-      r.fail(n["expert"], "strategy.expert",
-             fmt::format("expert ranks are carved out of the data x context ranks ({} x {}), "
-                         "which {} does not divide",
-                         st.data, st.context, st.expert),
-             "a divisor of data x context");
+    // Megatron-Core folds expert ranks out of tensor x context x data (expert_tensor 1).
+    for (const StageSpec& g : st.stages) {
+      const int t = st.tensor_of(g);
+      if ((st.copies() * t) % st.expert != 0)
+        r.fail(n["expert"], "strategy.expert",
+               fmt::format("expert ranks are carved out of the tensor x data x context ranks "
+                           "({} x {} x {}), which {} does not divide",
+                           t, st.data, st.context, st.expert),
+               "a divisor of tensor x data x context");
+    }
     if (st.zero >= 2)
       r.fail(n["zero"], "strategy.zero",
              fmt::format("ZeRO-{} with expert parallelism is not modelled", st.zero),
@@ -274,7 +281,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
                 "tensor", "sequence_parallel", "tensor_overlap", "p2p_overlap", "zero",
                 "overlap_param_gather", "context", "context_comm", "expert", "expert_tensor",
-                "routing_imbalance"});
+                "routing_imbalance", "expert_dispatch"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   {

@@ -19,8 +19,19 @@
 
 namespace pipesim {
 
+//
+// `routing` (a MoE dispatch or combine of tokens each routed to top_k of `experts`, spread
+// evenly over the members): with top_k > 0 a token travels once to each GPU and each node
+// holding any of its experts (DeepEP, HybridEP). `bytes` then counts every routed copy
+// (tokens x top_k x hidden), and what goes to a GPU or node holding e of the experts is
+// bytes / top_k x P(a token picks any of them) = bytes / top_k x (1 - C(E - e, k) / C(E, k))
+// instead of bytes x e / E.
+struct AllToAllRouting {
+  int top_k = 0, experts = 0;
+};
 std::vector<std::vector<OpId>> add_all_to_all(TaskGraphBuilder& b,
                                               const std::vector<CollectiveMember>& members,
-                                              int64_t bytes, CollectiveTag tag);
+                                              int64_t bytes, CollectiveTag tag,
+                                              AllToAllRouting routing = {});
 
 }  // namespace pipesim

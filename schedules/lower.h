@@ -103,6 +103,7 @@ struct GroupDegrees {
   int context = 1, expert = 1;
   ContextComm context_comm = ContextComm::kP2p;
   double routing_imbalance = 1.0;
+  bool dedup_dispatch = false;  // Strategy::dedup_dispatch
 };
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},
@@ -159,8 +160,10 @@ struct LoweringInput {
   // Context and expert parallelism: placement's copies are data x context pipelines, copy
   // c being context rank c % context of data copy c / context; context ranks take
   // 1/context of each micro-batch's work, activations and transfers. Expert groups are
-  // `expert` consecutive copies; a stage's routed experts are sharded over them and their
-  // gradients reduced among the copies holding the same experts.
+  // `expert` consecutive members in the order copy x lanes + lane (consecutive copies, or
+  // tensor ranks too where the expert degree exceeds the copies); a stage's routed experts
+  // are sharded over them and their gradients reduced among the members holding the same
+  // experts.
   int context = 1, expert = 1;
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
   // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).

@@ -109,42 +109,39 @@ void Lowering::add_group_collectives() {
   for (const CollectiveGroup group : {CollectiveGroup::kContext, CollectiveGroup::kExpert}) {
     const int n = group == CollectiveGroup::kContext ? in_.context : in_.expert;
     if (n < 2) continue;
-    for (int c0 = 0; c0 < copies_; c0 += n) {
-      const std::vector<int> copies = group_copies(c0, group);
-      for (int p = 0; p < P_; ++p) {
+    for (int p = 0; p < P_; ++p) {
+      for (const std::vector<std::pair<int, int>>& members_of : group_members(p, group)) {
         for (int blk = 0; blk < blocks_; ++blk) {
           for (const int g : stages_of(p)) {
             if (!in_.stages[static_cast<size_t>(g)].pieces) continue;
             for (int m = 0; m < Mb_; ++m) {
-              for (int lane = 0; lane < lanes(p); ++lane) {
-                for (const auto* index : {&fwd_, &rec_, &bwd_}) {
-                  std::vector<const TpParts*> ranks;
-                  for (const int c : copies) {
-                    const auto it = tp_parts_.find((*index)[slot(c, blk, g, m, lane)]);
-                    if (it != tp_parts_.end()) ranks.push_back(&it->second);
+              for (const auto* index : {&fwd_, &rec_, &bwd_}) {
+                std::vector<const TpParts*> ranks;
+                for (const auto& [c, lane] : members_of) {
+                  const auto it = tp_parts_.find((*index)[slot(c, blk, g, m, lane)]);
+                  if (it != tp_parts_.end()) ranks.push_back(&it->second);
+                }
+                if (ranks.size() != members_of.size()) continue;
+                const TpParts& r0 = *ranks.front();
+                for (size_t q = 0; q < r0.collectives.size(); ++q) {
+                  const TpCollective& coll = r0.collectives[q];
+                  if (coll.bytes == 0 || coll.group != group) continue;
+                  const bool beside = coll.beside > Time::zero();
+                  std::vector<CollectiveMember> members;
+                  for (const TpParts* r : ranks) {
+                    const int d = b_.op(r->parts[q]).device;
+                    members.push_back(
+                        {d, node_of(d), {r->parts[q]}, r->parts[q + (beside ? 2 : 1)]});
                   }
-                  if (ranks.size() != copies.size()) continue;
-                  const TpParts& r0 = *ranks.front();
-                  for (size_t q = 0; q < r0.collectives.size(); ++q) {
-                    const TpCollective& coll = r0.collectives[q];
-                    if (coll.bytes == 0 || coll.group != group) continue;
-                    const bool beside = coll.beside > Time::zero();
-                    std::vector<CollectiveMember> members;
-                    for (const TpParts* r : ranks) {
-                      const int d = b_.op(r->parts[q]).device;
-                      members.push_back(
-                          {d, node_of(d), {r->parts[q]}, r->parts[q + (beside ? 2 : 1)]});
-                    }
-                    const CollectiveTag tag{g, blk};
-                    // A replica's share of the micro-batch's bytes.
-                    const int64_t bytes = split_bytes(coll.bytes, replicas(p));
-                    if (coll.kind == K::kAllToAll)
-                      add_all_to_all(b_, members, bytes, tag);
-                    else if (coll.kind == K::kReduceScatter)
-                      add_reduce_scatter(b_, members, bytes, tag);
-                    else
-                      add_all_gather(b_, members, bytes, tag);
-                  }
+                  const CollectiveTag tag{g, blk};
+                  // A replica's share of the micro-batch's bytes.
+                  const int64_t bytes = split_bytes(coll.bytes, replicas(p));
+                  if (coll.kind == K::kAllToAll)
+                    add_all_to_all(b_, members, bytes, tag, {coll.top_k, coll.experts});
+                  else if (coll.kind == K::kReduceScatter)
+                    add_reduce_scatter(b_, members, bytes, tag);
+                  else
+                    add_all_gather(b_, members, bytes, tag);
                 }
               }
             }
@@ -193,7 +190,15 @@ void Lowering::add_allreduces() {
       }
       add_all_gather(b_, after, weight_bytes(p), {p, it}, algo);
     }
-    if (separate_experts(p)) add_expert_reduction(p, it, members);
+    // (Experts: once per position and iteration, over every tensor rank's devices.)
+    if (separate_experts(p) && std::get<1>(key) == 0) {
+      std::vector<OptimizerStep> all;
+      for (int k = 0; k < tensor(p); ++k) {
+        const auto& lane = optimizers_.at({p, k, it});
+        all.insert(all.end(), lane.begin(), lane.end());
+      }
+      add_expert_reduction(p, it, all);
+    }
     const OptimizerStep& first = members.front();
     if (first.buckets.empty()) {  // gradients all ready at once
       const int64_t params = separate_experts(p) ? dense_rank_params(p) : rank_params(p);
@@ -217,19 +222,21 @@ void Lowering::add_allreduces() {
   }
 }
 
-// Routed experts' gradients, reduced among the copies holding the same experts (copy c
-// with c % expert alike: Megatron-Core's expert-data-parallel group) once each member's
+// Routed experts' gradients, reduced among the devices holding the same experts (member
+// index c x lanes + lane alike modulo the expert degree: Megatron-Core's
+// expert-data-parallel group) once each member's
 // stage is done with its backward, before its optimizer step; under ZeRO-1 reduce-scattered,
 // and the updated experts all-gathered before the next compute op.
 void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerStep>& members) {
-  std::map<int, std::vector<CollectiveMember>> groups, after;  // by c % expert
+  // By expert rank: member index (copy x lanes + lane) modulo the expert degree.
+  std::map<int, std::vector<CollectiveMember>> groups, after;
   for (const OptimizerStep& m : members) {
     const int d = b_.op(m.op).device;
-    const int c = copy_of_device_.at(d);
+    const int rank = member_of_device_.at(d) % in_.expert;
     OpId ready = m.before;
     if (!m.buckets.empty()) ready = m.buckets.back();
-    groups[c % in_.expert].push_back({d, node_of(d), {ready}, m.op});
-    after[c % in_.expert].push_back({d, node_of(d), {m.op}, m.next});
+    groups[rank].push_back({d, node_of(d), {ready}, m.op});
+    after[rank].push_back({d, node_of(d), {m.op}, m.next});
   }
   const int64_t bytes =
       checked_mul(expert_rank_params(p), in_.gradient_bytes_per_param, "an expert all-reduce");

@@ -45,6 +45,10 @@ struct TpCollective {
   int64_t bytes = 0;
   Time beside;
   CollectiveGroup group = CollectiveGroup::kTensor;
+  // A MoE dispatch or combine under a deduplicating dispatcher (Strategy::expert_dispatch):
+  // each token, routed to top_k of `experts`, travels once to each GPU and each node holding
+  // any of its experts (0: an all-to-all of every routed copy).
+  int top_k = 0, experts = 0;
 };
 
 // One tensor rank's share of a shape-described layer split t ways (scenario/shape_shards.h):
@@ -354,6 +358,10 @@ struct Strategy {
   // expert rank's tokens over the mean.
   int expert = 1;
   int expert_tensor = 1;
+  // Token dispatch: Megatron-Core's `alltoall` dispatcher (every routed copy of a token
+  // travels), or its `flex` dispatcher with DeepEP / HybridEP (a token travels once to each
+  // GPU, and once across the network to each node, holding any of its experts).
+  bool dedup_dispatch = false;
   double routing_imbalance = 1.0;
   // Pipeline copies of each stage: data-parallel copies times context ranks.
   int copies() const { return data * context; }

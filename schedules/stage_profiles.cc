@@ -140,7 +140,11 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
       case PieceKind::kPostExperts:
         if (x.moe && g.expert > 1) {
           const int64_t tokens = x.moe->dispatch_bytes / (int64_t{t} * cp);
-          const TpCollective a2a = coll(K::kAllToAll, tokens, CollectiveGroup::kExpert);
+          TpCollective a2a = coll(K::kAllToAll, tokens, CollectiveGroup::kExpert);
+          if (g.dedup_dispatch) {
+            a2a.top_k = x.moe->top_k;
+            a2a.experts = x.moe->experts;
+          }
           if (lp.kind != PieceKind::kPostExperts) p.forward_after = a2a;
           if (lp.kind != PieceKind::kPreExperts) p.backward_after = a2a;
         }

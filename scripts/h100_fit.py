@@ -2,7 +2,8 @@
 """Write the H100 validation scenarios and compare pipesim with the published runs.
 
   scripts/h100_fit.py write              # scenarios/validation/<row>.yaml from scripts/h100_rows.py
-  scripts/h100_fit.py compare [--set K=V] # one line per row: measured, simulated, error
+  scripts/h100_fit.py compare [--set K=V] [--group moe-cp]
+                                         # one line per row: measured, simulated, error
   scripts/h100_fit.py table               # the same as a Markdown table (docs/validation.md)
 
 Run from the repository root after building (build/pipesim). The rows and their sources
@@ -43,7 +44,8 @@ def cluster(row):
 def scenario(row):
     model = dict(generator="transformer", **row["model"], sequence=row["seq"],
                  flash_attention=True)
-    data = row["gpus"] // (row["tp"] * row["pp"])
+    cp, ep = row.get("cp", 1), row.get("ep", 1)
+    data = row["gpus"] // (row["tp"] * row["pp"] * cp)
     strategy = dict(schedule="interleaved" if row["vp"] > 1 else "dapple",
                     pipeline=row["pp"], tensor=row["tp"])
     if row["vp"] > 1:
@@ -51,6 +53,12 @@ def scenario(row):
     if row["tp"] > 1:
         strategy.update(sequence_parallel=True, tensor_overlap="backward")
     strategy["data"] = data
+    if cp > 1:
+        strategy["context"] = cp
+    if ep > 1:
+        strategy["expert"] = ep
+        if row.get("dispatch", "alltoall") != "alltoall":
+            strategy["expert_dispatch"] = row["dispatch"]
     strategy["zero"] = row["zero"]
     if row["framework"] == "megatron":
         strategy["overlap_param_gather"] = True
@@ -115,13 +123,19 @@ def summary(result):
     return sum(errs) / len(errs), max(errs)
 
 
-def compare(sets):
-    result = errors(ROWS, sets)
+def compare(sets, only=None):
+    rows = [r for r in ROWS if only is None or r.get("group") == only]
+    result = errors(rows, sets)
     for row, sim, err, rep in result:
         print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
               f"  mfu {100 * rep['mfu']:4.1f}{'  OOM' if rep['oom'] else ''}")
+    sub = [r for r in result if r[0].get("group") == "moe-cp"]
+    if sub:
+        mean, worst = summary(sub)
+        print(f"context/expert: {len(sub)} rows, mean |error| {100 * mean:.1f} %, "
+              f"max {100 * worst:.1f} %")
     for tag in ("h100", "a100", "b200", "gb200"):
-        sub = [r for r in result if r[0]["gpu"].startswith(tag)]
+        sub = [r for r in result if r[0]["gpu"].startswith(tag) and "group" not in r[0]]
         if sub:
             mean, worst = summary(sub)
             print(f"{tag}: {len(sub)} rows, mean |error| {100 * mean:.1f} %, max {100 * worst:.1f} %")
@@ -162,9 +176,14 @@ def main():
     elif cmd == "table":
         table()
     elif cmd == "compare":
+        args = sys.argv[2:]
+        only = None
+        if "--group" in args:
+            only = args[args.index("--group") + 1]
+            args = args[:args.index("--group")] + args[args.index("--group") + 2:]
         sets = [a.split("=", 1)[1] if a.startswith("--set=") else a
-                for a in sys.argv[2:] if a != "--set"]
-        compare(sets)
+                for a in args if a != "--set"]
+        compare(sets, only)
     else:
         sys.exit(__doc__)
 

@@ -188,3 +188,50 @@ for size, mbs, ac, measured in (("70b", 8, True, (1007, 1035, 1058)),
                          recompute="full" if ac else "none", framework="fsdp",
                          gpu="h100-80gb", zero=3 if size in ("7b", "13b", "30b", "70b") else 2,
                          gradients="fp32", note=""))
+
+# Context and expert parallelism (H100). The NeMo 24.07 rows above left for it (CP 2), the
+# Megatron-LM Llama example's (NVIDIA/Megatron-LM examples/llama/README.md: FP8, H100 implied
+# by its scripts), Megatron-Bridge's MoE rows (performance-summary-archive.md @ 4ab94dfa;
+# force-balanced routing, dropless) and dgxc-benchmarking's Grok-1 (grok1/README.md @
+# dfc80397, NeMo 25.04, ETP 1; tokens/s/GPU = seq x GBS / step time / GPUs). Models as
+# published (scenarios/models/*.yaml); Grok-1: 64 layers, hidden 6144, 48 heads with 8
+# key/value heads, 8 GeGLU experts of 32768, top 2, vocabulary 131072.
+QWEN3 = dict(mlp="swiglu", norm="rmsnorm", position="rotary", vocab=151936,
+             tie_embeddings=False, head_dim=128, query_groups=4, top_k=8, experts=128)
+QWEN3_30B = dict(QWEN3, layers=48, hidden=2048, heads=32, ffn=6144, expert_ffn=768)
+QWEN3_235B = dict(QWEN3, layers=94, hidden=4096, heads=64, ffn=12288, expert_ffn=1536)
+GROK1 = dict(mlp="geglu", norm="rmsnorm", position="rotary", vocab=131072, layers=64,
+             hidden=6144, heads=48, query_groups=8, ffn=32768, experts=8, top_k=2)
+LLAMA_MLM = "Megatron-LM Llama example (NVIDIA/Megatron-LM examples/llama/README.md)"
+GROK = "dgxc-benchmarking (NVIDIA/dgxc-benchmarking grok1/README.md @ dfc80397)"
+
+
+def parallel(row, cp=1, ep=1, dispatch="alltoall"):
+    row.update(cp=cp, ep=ep, group="moe-cp", dispatch=dispatch)
+    return row
+
+
+# Qwen3-30B-A3B: the 26.x recipes use the flex dispatcher with HybridEP; from 26.02 to
+# 26.02.01 the same layout went from 5113 to 9058 tokens/s/GPU (the 25.11 row, 5275, is of
+# the slow software), so the 26.02.01 row stands for that layout.
+
+
+ROWS += [
+    parallel(nemo("nemo-llama3-8b-cp2-fp8", NEMO, LLAMA3_8B, 8192, 8, 128, 1, 1, 1, 1, "fp8",
+                  12036), cp=2),
+    parallel(nemo("nemo-llama3-70b-cp2-fp8", NEMO, LLAMA3_70B, 8192, 64, 128, 1, 4, 4, 5, "fp8",
+                  1533), cp=2),
+    parallel(nemo("megatron-llama3-8b-cp2-fp8", LLAMA_MLM, LLAMA3_8B, 8192, 8, 128, 1, 1, 1, 1,
+                  "fp8", 13812), cp=2),
+    parallel(nemo("bridge-h100-qwen3-30b-a3b-fp8", BRIDGE + ", 26.06", QWEN3_30B, 4096, 16, 1024,
+                  1, 1, 1, 1, "fp8", 8826), ep=16, dispatch="flex"),
+    parallel(nemo("bridge-h100-qwen3-30b-a3b-pp2-fp8", BRIDGE + ", 26.02.01", QWEN3_30B, 4096,
+                  16, 1024, 1, 1, 2, 12, "fp8", 9058), ep=8, dispatch="flex"),
+    parallel(nemo("bridge-h100-qwen3-235b-a22b-fp8", BRIDGE + ", 25.11", QWEN3_235B, 4096, 256,
+                  2048, 1, 2, 8, 4, "fp8", 1575), ep=32),
+    parallel(nemo("dgxc-grok1-314b-bf16", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "bf16",
+                  8192 * 1024 / 15.933 / 512, "step 15.933 s"), cp=2, ep=8),
+    parallel(nemo("dgxc-grok1-314b-fp8", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "fp8",
+                  8192 * 1024 / 13.433 / 512, "step 13.433 s"), cp=2, ep=8),
+]
+

@@ -147,13 +147,16 @@ TEST(Experts, RoutingImbalanceStretchesTheExperts) {
 
 // Published counts (SPEC: totals within 0.5 %), total and active per token: Mixtral 8x7B 46.7 B and 12.9 B (arXiv
 // 2401.04088, section 2), Mixtral 8x22B 141 B and 39 B (Mistral AI's announcement),
-// DeepSeek-V3 671 B and 37 B (arXiv 2412.19437, section 1). Active: all but the routed
+// DeepSeek-V3 671 B and 37 B (arXiv 2412.19437, section 1), Qwen3-30B-A3B 30.5 B and 3.3 B,
+// Qwen3-235B-A22B 235 B and 22 B (arXiv 2505.09388, Table 2). Active: all but the routed
 // experts a token does not visit, (E - k) / E of them.
 TEST(Experts, PresetParameterCountsWithinHalfAPercent) {
   const std::tuple<const char*, double, double> presets[] = {
       {"mixtral-8x7b", 46.7e9, 12.9e9},
       {"mixtral-8x22b", 141e9, 39e9},
-      {"deepseek-v3", 671e9, 37e9}};
+      {"deepseek-v3", 671e9, 37e9},
+      {"qwen3-30b-a3b", 30.5e9, 3.3e9},
+      {"qwen3-235b-a22b", 235e9, 22e9}};
   for (const auto& [name, total, active] : presets) {
     const Scenario s = load_scenario_text(
         std::string("cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 1}\nmodel: {include: ") +
@@ -232,6 +235,29 @@ TEST(Experts, AllToAllAcrossNodesRidesTheRails) {
   const A2a r = run_a2a(c, 80'000'000);
   EXPECT_NEAR(static_cast<double>(r.makespan.ps_count()), 4e9, 10);
   EXPECT_EQ(r.sent, 7 * 80'000'000);
+}
+
+// The same under a deduplicating dispatcher (expert_dispatch: flex), 8 experts one per GPU,
+// each token routed to k = 2. To one GPU a member sends the tokens that pick its expert:
+// S/2 tokens' worth x (1 - C(7,2)/C(8,2)) = S/2 x 1/4 = S/8, as before (a token cannot pick
+// one expert twice). To the other node (4 experts) it sends each token picking any of them
+// once: S/2 x (1 - C(4,2)/C(8,2)) = S/2 x 22/28 = 31.43 MB instead of 40 MB: 3.143 ms.
+TEST(Experts, DeduplicatingDispatchSendsATokenOncePerNode) {
+  ClusterBuilder::ShorthandOptions o;
+  o.nics = 4;
+  const Cluster c = ClusterBuilder::shorthand(
+      2, 4, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvLink, kIn, Time::zero()},
+      {"custom", LinkKind::kInfiniBand, kNet, Time::zero()}, o);
+  TaskGraphBuilder b(c.num_devices());
+  std::vector<CollectiveMember> members;
+  for (int d = 0; d < c.num_devices(); ++d) members.push_back({d, c.device(d).node, {}, UINT32_MAX});
+  add_all_to_all(b, members, 80'000'000, {0, 0}, {2, 8});
+  const TaskGraph g = std::move(b).build();
+  int64_t across = 0;
+  for (const Op& op : g.ops())
+    if (c.device(op.device).node != c.device(op.peer).node) across += op.bytes;
+  EXPECT_EQ(across, 8 * 31'428'572);  // 80 MB / 2 x 22 / 28, rounded up
+  EXPECT_NEAR(static_cast<double>(simulate(g, c).makespan.ps_count()), 3.142857e9, 200);
 }
 
 // Ring attention on 2 context ranks (one GPU each, 100 GB/s NVLink, no latency), one stage
@@ -316,6 +342,14 @@ TEST(Experts, ExpertStateIsShardedOverExpertRanks) {
   for (const Op& op : four.graph.ops()) a2a_ops += op.comm == CommKind::kAllToAll;
   EXPECT_EQ(a2a_ops, 2 * 4 * 2 * 4 * 3);  // x 2 micro-batches x 4 GPUs x 3 peers
   EXPECT_EQ(four.report.info.parallelism.expert, 4);
+  // Expert ranks may fold in the tensor ranks (Megatron-Core's expert layout, expert_tensor
+  // 1): TP 2 x DP 2 as one expert group of 4, each GPU with one expert whole and its sequence
+  // shard's tokens to exchange.
+  const test::SimRun folded =
+      test::run_yaml(moe_scenario("data: 2, tensor: 2, sequence_parallel: true, expert: 4"));
+  int folded_a2a = 0;
+  for (const Op& op : folded.graph.ops()) folded_a2a += op.comm == CommKind::kAllToAll;
+  EXPECT_EQ(folded_a2a, 2 * 4 * 2 * 4 * 3);
 }
 
 TEST(Experts, StrategyChecks) {
@@ -328,7 +362,7 @@ TEST(Experts, StrategyChecks) {
     return std::string();
   };
   EXPECT_NE(error("data: 4, expert: 3").find("do not spread evenly"), std::string::npos);
-  EXPECT_NE(error("data: 2, expert: 4").find("data x context"), std::string::npos);
+  EXPECT_NE(error("data: 2, expert: 4").find("tensor x data x context"), std::string::npos);
   EXPECT_NE(error("data: 4, expert: 2, zero: 2").find("not modelled"), std::string::npos);
   EXPECT_NE(error("data: 2, tensor: 2").find("need sequence parallelism"), std::string::npos);
   EXPECT_NE(error("data: 2, context: 3").find("2 x 3"), std::string::npos);

@@ -97,8 +97,11 @@ class Lowering {
     const size_t slots = static_cast<size_t>(copies_) * blocks_ * G_ * Mb_ * max_r_;
     for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
     for (int c = 0; c < copies_; ++c) {
-      for (const auto& pos : in.placement[static_cast<size_t>(c)])
-        for (const int d : pos) copy_of_device_[d] = c;
+      for (const auto& pos : in.placement[static_cast<size_t>(c)]) {
+        const auto L = static_cast<int>(pos.size());
+        for (int lane = 0; lane < L; ++lane)
+          member_of_device_[pos[static_cast<size_t>(lane)]] = c * L + lane;
+      }
     }
   }
 
@@ -389,12 +392,26 @@ class Lowering {
   // counterpart across copies).
   void add_group_collectives();
   void add_expert_reduction(int p, int it, const std::vector<OptimizerStep>& members);
-  // Copies of position p's context group (CollectiveGroup::kContext) or expert group
-  // (kExpert) holding copy c, in order.
-  std::vector<int> group_copies(int c, CollectiveGroup g) const {
-    const int n = g == CollectiveGroup::kContext ? in_.context : in_.expert;
-    std::vector<int> out;
-    for (int i = c - c % n; i < c - c % n + n; ++i) out.push_back(i);
+  // Position p's context groups (CollectiveGroup::kContext: `context` consecutive copies,
+  // lane by lane) or expert groups (kExpert: `expert` consecutive members in the order copy
+  // x lanes + lane, so an expert group spans tensor ranks where the expert degree exceeds
+  // the copies', as Megatron-Core's expert layout folds them), each as (copy, lane) pairs.
+  std::vector<std::vector<std::pair<int, int>>> group_members(int p, CollectiveGroup g) const {
+    const int L = lanes(p);
+    std::vector<std::vector<std::pair<int, int>>> out;
+    if (g == CollectiveGroup::kContext) {
+      for (int lane = 0; lane < L; ++lane) {
+        for (int c0 = 0; c0 < copies_; c0 += in_.context) {
+          out.emplace_back();
+          for (int c = c0; c < c0 + in_.context; ++c) out.back().emplace_back(c, lane);
+        }
+      }
+      return out;
+    }
+    for (int m0 = 0; m0 < copies_ * L; m0 += in_.expert) {
+      out.emplace_back();
+      for (int m = m0; m < m0 + in_.expert; ++m) out.back().emplace_back(m / L, m % L);
+    }
     return out;
   }
 
@@ -522,7 +539,7 @@ class Lowering {
     // or, where it has a `beside` > 0, the one after that.
     std::vector<TpCollective> collectives;
   };
-  std::unordered_map<int, int> copy_of_device_;  // device -> its copy
+  std::unordered_map<int, int> member_of_device_;  // device -> copy x lanes + lane
   std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
 };
 
