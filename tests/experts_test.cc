@@ -349,7 +349,7 @@ TEST(Experts, ExpertStateIsShardedOverExpertRanks) {
       test::run_yaml(moe_scenario("data: 2, tensor: 2, sequence_parallel: true, expert: 4"));
   int folded_a2a = 0;
   for (const Op& op : folded.graph.ops()) folded_a2a += op.comm == CommKind::kAllToAll;
-  EXPECT_EQ(folded_a2a, 2 * 4 * 2 * 4 * 3);
+  EXPECT_EQ(folded_a2a, 2 * 4 * 4 * 4 * 3);  // (4 micro-batches a copy at data 2)
 }
 
 TEST(Experts, StrategyChecks) {
