@@ -14,7 +14,7 @@ namespace pipesim::planner {
 int PlanPoint::gpus() const {
   int per_copy = 0;
   for (int p = 0; p < positions(); ++p) per_copy += stages[static_cast<size_t>(p)].replicas;
-  return per_copy * data * tensor;
+  return per_copy * data * tensor * context;
 }
 
 std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) const {
@@ -23,6 +23,8 @@ std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) 
     reps.push_back(stages[static_cast<size_t>(q)].replicas * tensor);
     groups.push_back(tensor);
   }
+  if (context > 1 || expert > 1)
+    return place_rank_ordered(c, reps, data * context, context, placement, groups);
   return stage_placement.empty() ? place(c, reps, data, placement, groups)
                                  : place(c, reps, data, stage_placement, groups);
 }
@@ -78,7 +80,8 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
   return t;
 }
 
-CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
+CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int context,
+                     int expert)
     : s_(s),
       t_(tensor),
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
@@ -97,13 +100,47 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
     return 2.0 * (t_ - 1) *
            (r.latency.seconds() + static_cast<double>(bytes) / t_ / r.bottleneck_bytes_per_s);
   };
+  // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
+  // of them away, over the network where the group outgrows a server (one rail port).
+  int per_node = 0;
+  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  const auto all_to_all = [&](int64_t bytes) {
+    if (expert < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
+    const int span = expert * std::max(1, t_);
+    const bool across = span > per_node && s.cluster.num_devices() > per_node;
+    const Route& r = s.cluster.route(0, across ? per_node : 1);
+    const double away =
+        across ? 1.0 - static_cast<double>(per_node) / span : (expert - 1.0) / expert;
+    return r.latency.seconds() + static_cast<double>(bytes) * away / r.bottleneck_bytes_per_s;
+  };
   for (size_t l = 0; l < L; ++l) {
-    // The layer as this tensor degree's ranks cost it (Layer::at_tensor_degree).
-    const Layer x = s.model.layers[l].at_tensor_degree(t_);
+    // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_tensor_degree),
+    // on 1/context of the tokens.
+    Layer x = s.model.layers[l].at_tensor_degree(t_, expert);
+    if (context > 1) {
+      for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
+                      &x.tp_whole_forward, &x.tp_whole_backward_input,
+                      &x.tp_whole_backward_weight})
+        *v = *v / context;
+      for (int64_t* v : {&x.activation_bytes, &x.output_bytes, &x.tp_replicated_activation,
+                         &x.attention_core_bytes, &x.tp_allreduce_bytes})
+        *v /= context;
+      if (x.weight_activation) *x.weight_activation /= context;
+      x.tp_replicated_weight_activation /= context;
+    }
+    if (x.moe) {
+      // Experts: 1/expert of them on every tensor rank (replicated across it, not split).
+      const int64_t experts = x.moe->expert_params;
+      x.params = x.params - experts + experts / std::max(1, expert);
+      x.tp_replicated_params += experts / std::max(1, expert);
+    }
+    const double a2a = x.moe ? 2 * all_to_all(x.moe->dispatch_bytes / (int64_t{t_} * context)) : 0;
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
     core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
-    tp_fwd_[l + 1] = tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
-    tp_bwd_[l + 1] = tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes);
+    tp_fwd_[l + 1] =
+        tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes) + a2a;
+    tp_bwd_[l + 1] =
+        tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes) + a2a;
     // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
     // share; replicas would shorten the GEMM further, which this leaves out).
     tp_bwd_beside_[l + 1] = tp_bwd_beside_[l];
@@ -114,6 +151,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net)
               : 0.0;
       tp_bwd_beside_[l + 1] += std::max(0.0, tp_allreduce(x.tp_allreduce_bytes) - beside);
     }
+    tp_bwd_beside_[l + 1] += a2a;
     // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
     // rank), another layer all its activations (split like them).
     kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);

@@ -42,6 +42,7 @@ struct PlanPoint {
   int tensor = 1;                  // every stage's tensor-parallel degree
   bool sequence_parallel = false;  // Megatron sequence parallelism (tensor > 1)
   int zero = 0;                    // ZeRO stage over each stage's data-parallel ranks
+  int context = 1, expert = 1;     // Strategy::context, Strategy::expert
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;
   // A policy per position when they differ (then written as explicit device lists); empty:
   // `placement` for every stage.
@@ -112,7 +113,11 @@ class CostModel {
   // all-reduces on the group, and Korthikanti's replicated activations stay whole.
   // `net`: the plan's shared network terms (a CostModel of its own when null); its
   // scenario must have `s`'s cluster and all-reduce choice.
-  explicit CostModel(const Scenario& s, int tensor = 1, const NetworkCosts* net = nullptr);
+  // `context` and `expert`: each GPU's share of every layer's tokens (1/context of its time
+  // and activations) and of a MoE layer's experts (1/expert of their parameters; the
+  // dispatch and combine all-to-alls on the critical path).
+  explicit CostModel(const Scenario& s, int tensor = 1, const NetworkCosts* net = nullptr,
+                     int context = 1, int expert = 1);
   int tensor() const { return t_; }
 
   const Scenario& scenario() const { return s_; }

@@ -73,6 +73,17 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   }
   st["data"] = p.data;
   if (p.tensor > 1) st["tensor"] = p.tensor;
+  if (p.context > 1) {
+    st["context"] = p.context;
+    if (base.strategy.context_comm != ContextComm::kP2p)
+      st["context_comm"] = std::string(to_string(base.strategy.context_comm));
+  }
+  if (p.expert > 1) {
+    st["expert"] = p.expert;
+    if (base.strategy.dedup_dispatch) st["expert_dispatch"] = "flex";
+  }
+  if (base.strategy.routing_imbalance != 1.0)
+    st["routing_imbalance"] = base.strategy.routing_imbalance;
   if (p.sequence_parallel && p.tensor > 1) st["sequence_parallel"] = true;
   if (p.zero > 0) st["zero"] = p.zero;
   if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)

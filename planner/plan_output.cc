@@ -61,8 +61,10 @@ std::string layout(const Candidate& c) {
   std::string reps;
   for (int q = 0; q < c.point.positions(); ++q)
     reps += fmt::format("{}{}", q ? "-" : "", c.point.stages[static_cast<size_t>(q)].replicas);
-  return fmt::format("{}x{}{}{}{}{}", reps, c.point.data,
+  return fmt::format("{}x{}{}{}{}{}{}{}", reps, c.point.data,
                      c.point.tensor > 1 ? fmt::format(" t{}", c.point.tensor) : "",
+                     c.point.context > 1 ? fmt::format(" cp{}", c.point.context) : "",
+                     c.point.expert > 1 ? fmt::format(" ep{}", c.point.expert) : "",
                      c.point.sequence_parallel && c.point.tensor > 1 ? " sp" : "",
                      c.point.virtual_stages > 1 ? fmt::format(" v{}", c.point.virtual_stages) : "",
                      c.point.zero > 0 ? fmt::format(" z{}", c.point.zero) : "");

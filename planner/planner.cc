@@ -93,7 +93,7 @@ class Planner {
 
   // Data copies and tensor degree of a point of the space.
   struct Widths {
-    int data, tensor;
+    int data, tensor, context = 1, expert = 1;
   };
 
   // Every micro-batch size, tensor degree, data degree and schedule choice (with each of
@@ -105,16 +105,30 @@ class Planner {
     const int N = base_.cluster.num_devices();
     for (const int64_t b : micro_batch_sizes(base_)) {
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
+      const bool moe = std::any_of(sc.model.layers.begin(), sc.model.layers.end(),
+                                   [](const Layer& l) { return l.moe.has_value(); });
       for (const int t : tensor_degrees(sc)) {
-        const planner::CostModel cm(sc, t, net_.get());
-        for (int d = 1; d * t <= N; ++d) {
-          if (sc.training.global_batch % (b * d) != 0) continue;
-          const int64_t M = sc.training.global_batch / (b * d);
-          for (auto choice : planner::schedule_choices(base_)) {
-            for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
-              choice.zero = level.zero;
-              choice.sequence_parallel = level.sequence_parallel;
-              if (!f(cm, choice, Widths{d, t}, b, M)) break;
+        for (const int cp : planner::context_degrees(sc)) {
+          for (const int ep : planner::expert_degrees(sc)) {
+            const planner::CostModel cm(sc, t, net_.get(), cp, ep);
+            for (int d = 1; d * t * cp <= N; ++d) {
+              if (sc.training.global_batch % (b * d) != 0) continue;
+              if ((d * cp * t) % ep != 0) continue;  // expert ranks fold tensor x data x context
+              const int64_t M = sc.training.global_batch / (b * d);
+              for (auto choice : planner::schedule_choices(base_)) {
+                if ((cp > 1 || ep > 1) && is_async(choice.kind)) continue;
+                choice.context = cp;
+                choice.expert = ep;
+                for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
+                  // MoE layers under tensor parallelism need sequence parallelism; ZeRO-2/3
+                  // with expert parallelism is not modelled.
+                  if (moe && t > 1 && !level.sequence_parallel) continue;
+                  if (ep > 1 && level.zero >= 2) continue;
+                  choice.zero = level.zero;
+                  choice.sequence_parallel = level.sequence_parallel;
+                  if (!f(cm, choice, Widths{d, t, cp, ep}, b, M)) break;
+                }
+              }
             }
           }
         }
@@ -144,15 +158,16 @@ class Planner {
     const int N = base_.cluster.num_devices();
     // The uniform grid of the current micro-batch, tensor and data degree.
     std::unique_ptr<planner::UniformGrid> grid;
-    std::tuple<int64_t, int, int> grid_of{0, 0, 0};
+    std::tuple<int64_t, int, int, int, int> grid_of{0, 0, 0, 0, 0};
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
                         Widths w, int64_t b, int64_t M) {
-      if (!grid || grid_of != std::tuple{b, w.tensor, w.data}) {
+      if (!grid || grid_of != std::tuple{b, w.tensor, w.data, w.context, w.expert}) {
         grid = std::make_unique<planner::UniformGrid>(cm, w.data, M);
-        grid_of = {b, w.tensor, w.data};
+        grid_of = {b, w.tensor, w.data, w.context, w.expert};
       }
       stats.memory_bound = false;
-      planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor), stats, *grid, list);
+      planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor * w.context), stats,
+                      *grid, list);
       return stats.memory_bound;
     });
     result.explored = stats.costed;

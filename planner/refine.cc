@@ -5,7 +5,9 @@
 
 namespace pipesim::planner {
 
-std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch) {
+namespace {
+
+std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch) {
   std::vector<PlanPoint> out;
   const size_t G = p.stages.size();
   for (size_t g = 0; g + 1 < G; ++g) {
@@ -103,6 +105,22 @@ std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch) {
       out.push_back(std::move(n));
     }
   }
+  return out;
+}
+
+}  // namespace
+
+// (Under context or expert parallelism only what such a strategy allows: one replica per
+// stage, ZeRO 0 or 1 with experts.)
+std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch) {
+  std::vector<PlanPoint> out = every_neighbour(p, global_batch);
+  if (p.context == 1 && p.expert == 1) return out;
+  std::erase_if(out, [](const PlanPoint& n) {
+    return (n.expert > 1 && n.zero >= 2) ||
+           std::any_of(n.stages.begin(), n.stages.end(),
+                       [](const StageSpec& s) { return s.replicas > 1; }) ||
+           (n.data * n.context * n.tensor) % n.expert != 0;
+  });
   return out;
 }
 

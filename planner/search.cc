@@ -251,6 +251,8 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
   p.zero = sc.zero;
   p.sequence_parallel = sc.sequence_parallel && tensor > 1;
   p.virtual_stages = v;
+  p.context = sc.context;
+  p.expert = sc.expert;
   return p;
 }
 
@@ -422,6 +424,32 @@ std::vector<int> tensor_degrees(const Scenario& s) {
   return out;
 }
 
+std::vector<int> context_degrees(const Scenario& s) {
+  const bool attention = std::any_of(s.model.layers.begin(), s.model.layers.end(),
+                                     [](const Layer& l) { return l.attention.has_value(); });
+  std::vector<int> out{1};
+  const int64_t seq = s.model.tokens_per_sample;
+  for (int c = 2; attention && seq >= 8192 && c <= 8; c *= 2)
+    if (seq % (2 * c) == 0) out.push_back(c);
+  return out;
+}
+
+std::vector<int> expert_degrees(const Scenario& s) {
+  int experts = 0;
+  for (const Layer& l : s.model.layers)
+    if (l.moe) experts = std::max(experts, l.moe->experts);
+  std::vector<int> out{1};
+  int per_node = 0;
+  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  for (const int cap : {per_node, 64}) {
+    int best = 1;
+    for (int e = 2; e <= std::min(experts, cap); ++e)
+      if (experts % e == 0) best = e;
+    if (std::find(out.begin(), out.end(), best) == out.end()) out.push_back(best);
+  }
+  return out;
+}
+
 std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
   std::vector<MemoryLevel> out{{0, false}};
   if (tensor > 1) out.push_back({0, true});
@@ -436,7 +464,10 @@ std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
 void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t micro_batch, int64_t M,
             int max_gpus, SearchStats& stats, UniformGrid& grid, Shortlist& out) {
   const int L = cm.layers();
-  const int max_r = static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
+  // (Context and expert parallelism take whole stages: one replica each.)
+  const int max_r = sc.context > 1 || sc.expert > 1
+                        ? 1
+                        : static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
   // A costed plan: the incumbent, whether memory bounded the search, the shortlist.
   auto offer = [&](const PlanPoint& p, const Estimate& e) {
     if (!e.fits && e.iteration_s < stats.incumbent) stats.memory_bound = true;

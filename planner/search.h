@@ -60,6 +60,7 @@ struct ScheduleChoice {
   Recompute recompute = Recompute::kNone;
   int zero = 0;                    // ZeRO stage (synchronous schedules)
   bool sequence_parallel = false;  // with tensor > 1
+  int context = 1, expert = 1;     // (one replica per stage when either is above 1)
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
 
@@ -74,6 +75,11 @@ struct MemoryLevel {
   bool sequence_parallel = false;
 };
 std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor);
+// Context degrees worth trying (1, and 2-8 for sequences of 8192 tokens and more that split
+// into 2 x CP chunks) and expert degrees (1, and for a model with E experts the largest
+// divisors of E that fit a server's GPUs and 64 GPUs).
+std::vector<int> context_degrees(const Scenario& s);
+std::vector<int> expert_degrees(const Scenario& s);
 
 // The best plans under the estimate for one schedule, micro-batch and data degree, using at
 // most `max_gpus` GPUs per pipeline copy (for every pipeline depth, the few best), offered

@@ -155,34 +155,6 @@ void check_tensor(const Reader& r, const YAML::Node& n, bool has_stages, const S
            "tensor > 1, or sequence_parallel: false");
 }
 
-// Megatron-Core's rank order under context or expert parallelism: tensor ranks, then
-// context ranks, then data-parallel copies within each pipeline stage (so an expert group
-// of consecutive copies shares a node when it fits). Each position's copies are placed as
-// one unit by the policy; copy c = data copy x context + context rank takes its lanes in
-// turn.
-std::vector<std::vector<std::vector<int>>> rank_ordered(const Cluster& cluster,
-                                                        const std::vector<int>& reps,
-                                                        const Strategy& st,
-                                                        PlacementPolicy policy,
-                                                        const std::vector<int>& groups) {
-  const int copies = st.copies();
-  std::vector<int> whole, units;
-  for (size_t p = 0; p < reps.size(); ++p) {
-    whole.push_back(reps[p] * copies);
-    units.push_back(groups[p] * st.context);
-  }
-  const auto one = place(cluster, whole, 1, policy, units);
-  std::vector<std::vector<std::vector<int>>> out(static_cast<size_t>(copies));
-  for (size_t p = 0; p < reps.size(); ++p) {
-    const std::vector<int>& devs = one.front()[p];
-    for (int c = 0; c < copies; ++c) {
-      const auto from = devs.begin() + static_cast<std::ptrdiff_t>(c) * reps[p];
-      out[static_cast<size_t>(c)].emplace_back(from, from + reps[p]);
-    }
-  }
-  return out;
-}
-
 // strategy.context, context_comm, expert, expert_tensor, routing_imbalance (SPEC section 9).
 void read_context_and_experts(const Reader& r, const YAML::Node& n, Scenario& sc) {
   Strategy& st = sc.strategy;
@@ -500,7 +472,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
     sc.placement = r.at(pl.IsDefined() ? pl : n, "strategy.placement", [&] {
       if (st.context == 1 && st.expert == 1)
         return place(sc.cluster, reps, st.data, sc.placement_policy, groups);
-      return rank_ordered(sc.cluster, reps, st, sc.placement_policy, groups);
+      return place_rank_ordered(sc.cluster, reps, st.copies(), st.context, sc.placement_policy,
+                                groups);
     });
     return;
   }

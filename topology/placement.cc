@@ -110,4 +110,26 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
   return result;
 }
 
+std::vector<std::vector<std::vector<int>>> place_rank_ordered(const Cluster& cluster,
+                                                              const std::vector<int>& replicas,
+                                                              int copies, int context,
+                                                              PlacementPolicy policy,
+                                                              const std::vector<int>& group) {
+  std::vector<int> whole, units;
+  for (size_t p = 0; p < replicas.size(); ++p) {
+    whole.push_back(replicas[p] * copies);
+    units.push_back((group.empty() ? 1 : group[p]) * context);
+  }
+  const auto one = place(cluster, whole, 1, policy, units);
+  std::vector<std::vector<std::vector<int>>> out(static_cast<size_t>(copies));
+  for (size_t p = 0; p < replicas.size(); ++p) {
+    const std::vector<int>& devs = one.front()[p];
+    for (int c = 0; c < copies; ++c) {
+      const auto from = devs.begin() + static_cast<std::ptrdiff_t>(c) * replicas[p];
+      out[static_cast<size_t>(c)].emplace_back(from, from + replicas[p]);
+    }
+  }
+  return out;
+}
+
 }  // namespace pipesim

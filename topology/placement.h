@@ -27,6 +27,16 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                                  const std::vector<int>& replicas, int copies,
                                                  PlacementPolicy policy,
                                                  const std::vector<int>& group = {});
+// Megatron-Core's rank order, for context or expert parallelism: each stage's `copies`
+// copies (data-parallel copies x `context` ranks) placed as one block of tensor ranks, then
+// context ranks, then copies (units of group x context GPUs), so that consecutive copies
+// (an expert group) share a node when they fit. Copy c takes the block's lanes c x
+// replicas[s] onwards.
+std::vector<std::vector<std::vector<int>>> place_rank_ordered(const Cluster& cluster,
+                                                              const std::vector<int>& replicas,
+                                                              int copies, int context,
+                                                              PlacementPolicy policy,
+                                                              const std::vector<int>& group);
 // The same with a policy per stage (`policies[s]` for stage s of every copy).
 std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                                  const std::vector<int>& replicas, int copies,
