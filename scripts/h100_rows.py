@@ -202,7 +202,7 @@ QWEN3_30B = dict(QWEN3, layers=48, hidden=2048, heads=32, ffn=6144, expert_ffn=7
 QWEN3_235B = dict(QWEN3, layers=94, hidden=4096, heads=64, ffn=12288, expert_ffn=1536)
 GROK1 = dict(mlp="geglu", norm="rmsnorm", position="rotary", vocab=131072, layers=64,
              hidden=6144, heads=48, query_groups=8, ffn=32768, experts=8, top_k=2)
-LLAMA_MLM = "Megatron-LM Llama example (NVIDIA/Megatron-LM examples/llama/README.md)"
+LLAMA_MLM = "Megatron-LM Llama example (NVIDIA/Megatron-LM examples/llama/README.md @ bd32927e)"
 GROK = "dgxc-benchmarking (NVIDIA/dgxc-benchmarking grok1/README.md @ dfc80397)"
 
 
@@ -227,8 +227,9 @@ ROWS += [
                   1, 1, 1, 1, "fp8", 8826), ep=16, dispatch="flex"),
     parallel(nemo("bridge-h100-qwen3-30b-a3b-pp2-fp8", BRIDGE + ", 26.02.01", QWEN3_30B, 4096,
                   16, 1024, 1, 1, 2, 12, "fp8", 9058), ep=8, dispatch="flex"),
-    parallel(nemo("bridge-h100-qwen3-235b-a22b-fp8", BRIDGE + ", 25.11", QWEN3_235B, 4096, 256,
-                  2048, 1, 2, 8, 4, "fp8", 1575), ep=32),
+    # (Over the simulator's 5e7-op cap: 4.9e7 all-to-all transfers; written, not compared.)
+    dict(parallel(nemo("bridge-h100-qwen3-235b-a22b-fp8", BRIDGE + ", 25.11", QWEN3_235B, 4096,
+                       256, 2048, 1, 2, 8, 4, "fp8", 1575), ep=32), too_large=True),
     parallel(nemo("dgxc-grok1-314b-bf16", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "bf16",
                   8192 * 1024 / 15.933 / 512, "step 15.933 s"), cp=2, ep=8),
     parallel(nemo("dgxc-grok1-314b-fp8", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "fp8",
