@@ -4,6 +4,10 @@
 // expert ranks, and the routing imbalance.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <map>
+#include <random>
 #include <tuple>
 
 #include "planner/planner.h"
@@ -452,6 +456,63 @@ strategy: {schedule: dapple, pipeline: 1, data: 8}
   const TaskGraph g = scenario_task_graph(s);
   const Timeline tl = simulate(g, s.cluster);
   EXPECT_NEAR(tl.makespan.seconds(), ep->makespan_s, 1e-9);
+}
+
+}  // namespace
+}  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+// Random small MoE transformers under random tensor x context x pipeline x data layouts,
+// expert degrees, context exchanges, dispatchers and schedules: every device's busy time
+// within the makespan, activations back to zero with none negative on the way, bytes sent
+// = bytes the links carried, and the same input the same report.
+TEST(Experts, RandomLayoutsKeepTheInvariants) {
+  std::mt19937 rng(27);
+  const auto pick = [&](std::vector<int> v) { return v[rng() % v.size()]; };
+  for (int trial = 0; trial < 24; ++trial) {
+    const int t = pick({1, 2}), cp = pick({1, 2}), pp = pick({1, 2}), d = pick({1, 2});
+    std::vector<int> eps;
+    for (const int e : {1, 2, 4, 8})
+      if ((t * cp * d) % e == 0) eps.push_back(e);
+    const int ep = pick(eps);
+    const char* comm = trial % 3 == 0 ? "p2p" : trial % 3 == 1 ? "all-gather" : "a2a";
+    const std::string schedule = pp > 1 ? (trial % 2 ? "interleaved" : "1f1b") : "gpipe";
+    const std::string yaml = fmt::format(
+        "cluster: {{gpu: h100-80gb, nodes: 2, gpus_per_node: 8, intra_node: nvswitch3,\n"
+        "          inter_node: {{preset: ib-ndr, nics: {}}}}}\n"
+        "model: {{generator: transformer, layers: 4, hidden: 256, heads: 4, sequence: 256,\n"
+        "        vocab: 1000, experts: 8, top_k: 2, expert_ffn: 512, mlp: swiglu, norm: rmsnorm,\n"
+        "        position: rotary, flash_attention: true, moe_every: {}}}\n"
+        "training: {{global_batch: {}, micro_batch: 1, precision: bf16, optimizer: adam}}\n"
+        "strategy: {{schedule: {}, pipeline: {}, {}tensor: {}, sequence_parallel: {}, "
+        "context: {}, context_comm: {}, data: {}, expert: {}, expert_dispatch: {}, "
+        "zero: {}, routing_imbalance: {}}}\n",
+        pick({1, 8}), pick({1, 2}), 4 * d * pp, schedule, pp,
+        schedule == "interleaved" ? "virtual_stages: 2, " : "", t, t > 1 ? "true" : "false", cp,
+        comm, d, ep, trial % 2 ? "flex" : "alltoall", pick({0, 1}), pick({1, 2}) == 1 ? 1.0 : 1.3);
+    const test::SimRun r = test::run_yaml(yaml, true);
+    const Time makespan = r.timeline.makespan;
+    for (const DeviceReport& dev : r.report.devices) EXPECT_LE(dev.busy, makespan) << yaml;
+    std::map<int, int64_t> act;
+    for (const MemoryChange& c : r.timeline.memory_changes) {
+      const Op& op = r.graph.op(c.op);
+      act[op.device] += c.at_end ? op.mem_at_end : op.mem_at_start;
+      ASSERT_GE(act[op.device], 0) << yaml;
+    }
+    for (const auto& [dev, bytes] : act) EXPECT_EQ(bytes, 0) << yaml;
+    int64_t expected = 0;
+    for (const Op& op : r.graph.ops()) {
+      if (op.kind == OpKind::kTransfer)
+        expected += op.bytes * static_cast<int64_t>(
+                                   r.scenario.cluster.route(op.device, op.peer).hops.size());
+    }
+    int64_t carried = 0;
+    for (const LinkStats& l : r.timeline.links) carried += l.bytes;
+    EXPECT_EQ(carried, expected) << yaml;
+    EXPECT_EQ(to_json(r.report), to_json(test::run_yaml(yaml, true).report)) << yaml;
+  }
 }
 
 }  // namespace
