@@ -32,7 +32,7 @@ std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) 
 ScheduleTraits traits(const PlanPoint& p) {
   ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
   t.zero = p.zero;
-  t.data = p.data;
+  t.data = p.data * p.context;  // context ranks join the data-parallel reduction and ZeRO
   t.sequence_parallel = p.sequence_parallel && p.tensor > 1;
   return t;
 }

@@ -292,7 +292,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   info.zero = s.strategy.zero;
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
     info.zero_applies = info.zero_applies ||
-                        s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.data > 1;
+                        s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.copies() > 1;
   info.warnings = run_warnings(s, info.gpus, info.zero_applies);
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
   info.pipeline_devices = s.strategy.positions();
