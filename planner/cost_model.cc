@@ -116,7 +116,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (size_t l = 0; l < L; ++l) {
     // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_tensor_degree),
     // on 1/context of the tokens.
-    Layer x = s.model.layers[l].at_tensor_degree(t_, expert);
+    Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context);
     if (context > 1) {
       for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
                       &x.tp_whole_forward, &x.tp_whole_backward_input,

@@ -405,17 +405,20 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   x.tp_backward_beside = beside(x);
   set_whole_ops(x, outside_tensor_region);
   // At degree t every other op runs as t equal shards, one per rank, each at the
-  // efficiency of its own size (OpSpec::repeats prices exactly that); a routed expert's
-  // GEMMs on one of ep ranks are E / ep pieces of the tokens of the ep ranks' shares.
+  // efficiency of its own size (OpSpec::repeats prices exactly that); every op as cp shards
+  // more on cp context ranks; a routed expert's GEMMs on one of ep ranks are E / ep pieces
+  // of the tokens of the ep ranks' shares.
   x.tensor_retime = std::make_shared<const TensorRetime>(
       [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, moe, beside,
-       E](int degree, int ep) {
+       E](int degree, int ep, int cp) {
         std::vector<OpSpec> split = ops;
         for (OpSpec& op : split) {
           if (moe && piece_of(op.name, true) == PieceKind::kExperts)
-            op.repeats = E * degree / ep;
+            op.repeats = E * degree * cp / ep;
           else if (!outside_tensor_region(op.name))
-            op.repeats *= degree;
+            op.repeats *= degree * cp;
+          else
+            op.repeats *= cp;
         }
         const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
                                        sbh * elem, training, gpu);

@@ -174,10 +174,10 @@ int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }
 
-Layer Layer::at_tensor_degree(int t, int ep) const {
+Layer Layer::at_tensor_degree(int t, int ep, int cp) const {
   Layer x = *this;
-  if ((t <= 1 && (ep <= 1 || !moe)) || !tensor_retime) return x;
-  TensorTimes times = (*tensor_retime)(t, moe ? ep : 1);
+  if ((t <= 1 && (ep <= 1 || !moe) && cp <= 1) || !tensor_retime) return x;
+  TensorTimes times = (*tensor_retime)(t, moe ? ep : 1, cp);
   x.forward = times.forward;
   x.backward_input = times.backward_input;
   x.backward_weight = times.backward_weight;

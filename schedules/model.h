@@ -82,15 +82,16 @@ struct LayerPiece {
   Time forward, backward_input, backward_weight;
 };
 
-// An analytic layer's times at tensor degree t and expert-parallel degree ep, still for the
-// whole layer (the lowering divides by t) but with each split op at the efficiency of one
-// rank's share (a routed expert's GEMMs see the tokens of the ep ranks' micro-batches).
+// An analytic layer's times at tensor degree t, expert-parallel degree ep and context degree
+// cp, still for the whole layer (the lowering divides by t and cp) but with each split op at
+// the efficiency of one rank's share (a context rank's ops see 1/cp of the tokens; a routed
+// expert's GEMMs see the tokens of the ep ranks' shares).
 struct TensorTimes {
   Time forward, backward_input, backward_weight;
   std::vector<Time> backward_beside;  // Layer::tp_backward_beside at that degree
   std::vector<LayerPiece> pieces;     // Layer::pieces at that degree
 };
-using TensorRetime = std::function<TensorTimes(int t, int ep)>;
+using TensorRetime = std::function<TensorTimes(int t, int ep, int cp)>;
 
 // A mixture-of-experts layer (SPEC section 9): what expert parallelism shards and sends.
 struct MoeFacts {
@@ -197,9 +198,10 @@ struct Layer {
   std::optional<MoeFacts> moe;
 
   Time backward() const { return backward_input + backward_weight; }
-  // The layer as the ranks of a tensor group of degree t (and an expert-parallel group of
-  // ep) cost it: tensor_retime's times where it has one, else the layer itself.
-  Layer at_tensor_degree(int t, int ep = 1) const;
+  // The layer as the ranks of a tensor group of degree t (an expert-parallel group of ep, a
+  // context group of cp) cost it: tensor_retime's times where it has one, else the layer
+  // itself.
+  Layer at_tensor_degree(int t, int ep = 1, int cp = 1) const;
 };
 
 struct Model {

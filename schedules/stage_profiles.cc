@@ -175,9 +175,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       std::optional<Layer> copy;
       if (shard) copy = sharded(base, *shard, t);
       // One rank's GEMMs are 1/t of the layer's, and less efficient for it.
-      // (A MoE layer's experts, likewise at the expert degree.)
+      // (A MoE layer's experts, likewise at the expert degree; a context rank's ops at its
+      // share of the tokens.)
       const int ep = base.moe ? groups.expert : 1;
-      if (!shard && (t > 1 || ep > 1) && base.tensor_retime) copy = base.at_tensor_degree(t, ep);
+      const int cp = groups.context;
+      if (!shard && (t > 1 || ep > 1 || cp > 1) && base.tensor_retime)
+        copy = base.at_tensor_degree(t, ep, cp);
       if (base.moe && groups.routing_imbalance > 1) {
         if (!copy) copy = base;
         stretch_experts(*copy, groups.routing_imbalance);
