@@ -202,6 +202,23 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
           : fmt::format("{}'s efficiency curves: {}{}", gpu.name,
                         fitted ? "fitted to " : "", gpu.curves);
   table += curves + "\n";
+  // A mixture of experts: how many layers route, and the parameters a token visits.
+  int moe_layers = 0;
+  double all_params = 0, idle = 0;
+  const MoeFacts* moe = nullptr;
+  for (const Layer& l : sc.model.layers) {
+    all_params += static_cast<double>(l.params);
+    if (!l.moe) continue;
+    ++moe_layers;
+    moe = &*l.moe;
+    idle += static_cast<double>(l.moe->expert_params) * (l.moe->experts - l.moe->top_k) /
+            l.moe->experts;
+  }
+  if (moe != nullptr)
+    table += fmt::format(
+        "mixture of experts: {} MoE layers of {} experts, top {}; {:.4g} B parameters, {:.4g} B "
+        "active per token\n",
+        moe_layers, moe->experts, moe->top_k, all_params / 1e9, (all_params - idle) / 1e9);
   table +=
       fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "layer", "fwd FLOPs",
                   "params", "activation", "output", "forward", "backward", "source");

@@ -517,3 +517,24 @@ TEST(Experts, RandomLayoutsKeepTheInvariants) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+// `pipesim model` says how many layers route and what a token visits.
+TEST(Experts, ModelCommandSummarisesTheExperts) {
+  const std::string file = test::write_temp(
+      "mixtral-model.yaml",
+      "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8}\nmodel: {include: mixtral-8x7b}\n"
+      "training: {global_batch: 8, micro_batch: 1, precision: bf16}\n"
+      "strategy: {schedule: dapple, pipeline: 1, data: 8}\n");
+  const test::CliResult r = test::cli({"model", file});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("mixture of experts: 32 MoE layers of 8 experts, top 2; 46.71 B "
+                       "parameters, 12.88 B active per token"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace pipesim
