@@ -17,7 +17,7 @@
 namespace pipesim {
 
 // The real work behind one op, derived from the scenario (backend/work.h).
-struct OpWork {
+struct ExecWork {
   double flops = 0;   // compute ops: floating-point operations to perform
   int64_t bytes = 0;  // optimizer: bytes of memory traffic; transfers: bytes sent
 };
@@ -41,10 +41,10 @@ class Executor {
   // Wall-clock seconds per scenario second (1 on a GPU).
   virtual double time_scale() const = 0;
   // Executes the whole graph once. `work` has one entry per op.
-  virtual Measurement run(const TaskGraph& graph, const std::vector<OpWork>& work) = 0;
+  virtual Measurement run(const TaskGraph& graph, const std::vector<ExecWork>& work) = 0;
   // Runs one compute op alone on the resources of its device (op.device) and returns its
   // time (for profiling layers).
-  virtual Time time_op(const Op& op, const OpWork& work) = 0;
+  virtual Time time_op(const Op& op, const ExecWork& work) = 0;
 };
 
 // Seconds to Time, to the nearest picosecond.

@@ -105,7 +105,7 @@ int64_t HostExecutor::tiles_for(Time duration) const {
   return std::llround(duration.seconds() * options_.time_scale * tile_rate_);
 }
 
-Time HostExecutor::time_op(const Op& op, const OpWork&) {
+Time HostExecutor::time_op(const Op& op, const ExecWork&) {
   TileKernel k;
   const auto t0 = std::chrono::steady_clock::now();
   k.run(tiles_for(op.duration));
@@ -114,7 +114,7 @@ Time HostExecutor::time_op(const Op& op, const OpWork&) {
   return time_from_seconds(wall / options_.time_scale);
 }
 
-Measurement HostExecutor::run(const TaskGraph& g, const std::vector<OpWork>&) {
+Measurement HostExecutor::run(const TaskGraph& g, const std::vector<ExecWork>&) {
   const size_t n = g.size();
   const int devices = g.num_devices();
   Measurement m;

@@ -37,8 +37,8 @@ class HostExecutor : public Executor {
   std::string description() const override;
   bool timing_faithful() const override { return false; }
   double time_scale() const override { return options_.time_scale; }
-  Measurement run(const TaskGraph& graph, const std::vector<OpWork>& work) override;
-  Time time_op(const Op& op, const OpWork& work) override;
+  Measurement run(const TaskGraph& graph, const std::vector<ExecWork>& work) override;
+  Time time_op(const Op& op, const ExecWork& work) override;
 
   // GEMM tiles per wall second on one thread, as calibrated.
   double tile_rate() const { return tile_rate_; }

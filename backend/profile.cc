@@ -10,7 +10,7 @@
 namespace pipesim {
 namespace {
 
-Time median_time(Executor& e, const Op& op, const OpWork& w, int repeats) {
+Time median_time(Executor& e, const Op& op, const ExecWork& w, int repeats) {
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) t.push_back(e.time_op(op, w).seconds());
   return time_from_seconds(median(t));

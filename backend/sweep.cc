@@ -27,7 +27,7 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
           o.push_back({grid.link_key, link});
           const Scenario s = load_scenario(file, o);
           const std::unique_ptr<Executor> e = make(s);
-          SweepPoint p{schedule, link, stages, m, validate(s, *e, options)};
+          ValidationPoint p{schedule, link, stages, m, validate(s, *e, options)};
           if (progress != nullptr) {
             *progress << fmt::format(
                 "{} S={} M={} link {}: measured {:.4g} s, predicted {:+.1f} %, replay {:+.1f} %\n",
@@ -41,7 +41,7 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
     }
   }
   std::vector<double> measured, predicted, replay, pe, re;
-  for (const SweepPoint& p : r.points) {
+  for (const ValidationPoint& p : r.points) {
     measured.push_back(p.v.measured_s);
     predicted.push_back(p.v.predicted_s);
     replay.push_back(p.v.replay_s);
@@ -75,7 +75,7 @@ nlohmann::ordered_json to_json(const SweepResult& r) {
                   {"kendall_tau", r.kendall_tau},
                   {"replay_kendall_tau", r.replay_kendall_tau}};
   auto points = nlohmann::ordered_json::array();
-  for (const SweepPoint& p : r.points) {
+  for (const ValidationPoint& p : r.points) {
     nlohmann::ordered_json v = to_json(p.v);
     v["link"] = p.link;
     points.push_back(v);
@@ -88,7 +88,7 @@ std::string sweep_table(const SweepResult& r) {
   std::string out =
       fmt::format("{:<10} {:>2} {:>3} {:>10} {:>12} {:>10} {:>10} {:>8}\n", "schedule", "S", "M",
                   "link", "measured", "predicted", "replay", "noise");
-  for (const SweepPoint& p : r.points) {
+  for (const ValidationPoint& p : r.points) {
     out += fmt::format("{:<10} {:>2} {:>3} {:>10} {:>10.4g} s {:>+9.1f}% {:>+9.1f}% {:>7.2f}%\n",
                        p.schedule, p.stages, p.micro_batches, p.link, p.v.measured_s,
                        (p.v.predicted_s / p.v.measured_s - 1) * 100,

@@ -20,14 +20,14 @@ struct SweepGrid {
   std::vector<std::string> links{"64 GB/s", "8 GB/s"};
 };
 
-struct SweepPoint {
+struct ValidationPoint {
   std::string schedule, link;
   int stages = 0, micro_batches = 0;
   Validation v;
 };
 
 struct SweepResult {
-  std::vector<SweepPoint> points;
+  std::vector<ValidationPoint> points;
   double predicted_mape = 0, predicted_max_error = 0;
   double replay_mape = 0, replay_max_error = 0;
   double kendall_tau = 0;  // ranking of the configurations: predicted vs measured makespan

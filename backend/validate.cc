@@ -66,7 +66,7 @@ Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
   check_work(estimate_work(s), Collectives::kExpanded);
   const TaskGraph g = scenario_task_graph(s);
   if (auto problem = g.validate()) throw InternalError("invalid TaskGraph: " + *problem);
-  const std::vector<OpWork> work = op_work(s, g);
+  const std::vector<ExecWork> work = op_work(s, g);
   Validation v;
   v.scenario = s.name;
   v.schedule = std::string(to_string(s.strategy.schedule));

@@ -21,8 +21,8 @@ double stage_flop_rate(const Scenario& s, int stage) {
   return peak * gpu.efficiency.value_or(gpu.matrix_efficiency.at(1e12));
 }
 
-std::vector<OpWork> op_work(const Scenario& s, const TaskGraph& g) {
-  std::vector<OpWork> work(g.size());
+std::vector<ExecWork> op_work(const Scenario& s, const TaskGraph& g) {
+  std::vector<ExecWork> work(g.size());
   const int stages = static_cast<int>(s.strategy.stages.size());
   std::vector<double> rate(static_cast<size_t>(stages));
   std::vector<int64_t> params(static_cast<size_t>(stages), 0);
@@ -36,7 +36,7 @@ std::vector<OpWork> op_work(const Scenario& s, const TaskGraph& g) {
   const int64_t per_param = optimizer_bytes_per_param(s.training);
   for (OpId id = 0; id < g.size(); ++id) {
     const Op& op = g.op(id);
-    OpWork& w = work[id];
+    ExecWork& w = work[id];
     if (op.kind == OpKind::kTransfer) {
       w.bytes = op.bytes;
       continue;

@@ -15,7 +15,7 @@ namespace pipesim {
 // share. Optimizer ops: the stage's parameters x bytes of traffic per parameter (read the
 // gradient, read and write weights and optimizer state), divided among tensor ranks.
 // Transfers: their bytes.
-std::vector<OpWork> op_work(const Scenario& s, const TaskGraph& g);
+std::vector<ExecWork> op_work(const Scenario& s, const TaskGraph& g);
 
 // The FLOP rate op_work assumes for `stage` (FLOPs per second of op time).
 double stage_flop_rate(const Scenario& s, int stage);

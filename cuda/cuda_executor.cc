@@ -101,8 +101,8 @@ class CudaExecutor final : public Executor {
   std::string description() const override { return description_; }
   bool timing_faithful() const override { return green_; }
   double time_scale() const override { return 1.0; }
-  Measurement run(const TaskGraph& g, const std::vector<OpWork>& work) override;
-  Time time_op(const Op& op, const OpWork& work) override;
+  Measurement run(const TaskGraph& g, const std::vector<ExecWork>& work) override;
+  Time time_op(const Op& op, const ExecWork& work) override;
 
  private:
   // Runs `f` with the partition's context current (green contexts), else as is.
@@ -130,7 +130,7 @@ class CudaExecutor final : public Executor {
   cudaEvent_t event(Partition& p, size_t i);
   void ensure_stamps(size_t n);
   size_t gemm(Partition& p, double flops, bool transpose_a);
-  void launch(const Op& op, const OpWork& w, Partition& p, cudaStream_t s);
+  void launch(const Op& op, const ExecWork& w, Partition& p, cudaStream_t s);
 
   const Cluster& cluster_;
   Driver driver_;
@@ -320,7 +320,7 @@ size_t CudaExecutor::gemm(Partition& p, double flops, bool transpose_a) {
   return static_cast<size_t>(m) * static_cast<size_t>(nk);
 }
 
-void CudaExecutor::launch(const Op& op, const OpWork& w, Partition& p, cudaStream_t s) {
+void CudaExecutor::launch(const Op& op, const ExecWork& w, Partition& p, cudaStream_t s) {
   switch (op.kind) {
     case OpKind::kForward:
     case OpKind::kRecompute: {
@@ -351,7 +351,7 @@ void CudaExecutor::launch(const Op& op, const OpWork& w, Partition& p, cudaStrea
   }
 }
 
-Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<OpWork>& work) {
+Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<ExecWork>& work) {
   const size_t n = g.size();
   ensure_stamps(2 * n + 1);
   // Issue order: deps and each stream's order, so every event waited on is recorded first.
@@ -433,7 +433,7 @@ Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<OpWork>& wor
   return m;
 }
 
-Time CudaExecutor::time_op(const Op& op, const OpWork& work) {
+Time CudaExecutor::time_op(const Op& op, const ExecWork& work) {
   Partition& p = part_of(op);
   ensure_stamps(2);
   in(p, [&] {
