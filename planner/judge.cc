@@ -23,9 +23,10 @@ std::string why(const Report& r) {
   const double span = r.makespan.seconds();
   if (span <= 0) return "nothing to run";
   const DeviceReport* busiest = &r.devices.front();
-  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest;
+  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest, *x = busiest;
   for (const DeviceReport& d : r.devices) {
     if (d.busy > busiest->busy) busiest = &d;
+    if (d.exposed_all_to_all > x->exposed_all_to_all) x = &d;
     if (d.exposed_allreduce > ar->exposed_allreduce) ar = &d;
     if (d.exposed_pipeline_comm > pp->exposed_pipeline_comm) pp = &d;
     if (d.capacity > 0 && static_cast<double>(d.peak_memory) / static_cast<double>(d.capacity) >
@@ -37,11 +38,16 @@ std::string why(const Report& r) {
   if (r.oom.oom) return "out of memory: " + r.oom_message;
   const double busy = busiest->busy.seconds() / span;
   const double idle = span - busiest->busy.seconds() - busiest->exposed_allreduce.seconds() -
-                      busiest->exposed_pipeline_comm.seconds();
+                      busiest->exposed_pipeline_comm.seconds() -
+                      busiest->exposed_all_to_all.seconds();
   const double a = ar->exposed_allreduce.seconds(), c = pp->exposed_pipeline_comm.seconds();
+  const double e = x->exposed_all_to_all.seconds();
   if (busy >= 0.75) {
     out = fmt::format("compute of stage {} on {} (busy {:.0f} % of the iteration)", busiest->stage,
                       busiest->name, 100 * busy);
+  } else if (e >= a && e >= c && e >= idle) {
+    out = fmt::format("exposed all-to-all exchanges ({} on {})", format_time(x->exposed_all_to_all),
+                      x->name);
   } else if (a >= c && a >= idle) {
     out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
                       ar->name);

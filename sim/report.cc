@@ -59,8 +59,10 @@ void add_exposed_comm(const TaskGraph& graph, const Timeline& tl, int d, DeviceR
     }
     ready = max(ready, tl.start[first]);
     if (tl.start[id] <= ready) continue;
-    (is_collective(graph.op(last).comm) ? dr.exposed_allreduce : dr.exposed_pipeline_comm) +=
-        tl.start[id] - ready;
+    const CommKind kind = graph.op(last).comm;
+    (kind == CommKind::kAllToAll ? dr.exposed_all_to_all
+     : is_collective(kind)       ? dr.exposed_allreduce
+                                 : dr.exposed_pipeline_comm) += tl.start[id] - ready;
   }
 }
 
@@ -202,8 +204,12 @@ std::string to_json(const Report& r) {
     dj["stages"] = d.stages;
     dj["busy_s"] = d.busy.seconds();
     dj["exposed_comm_s"] = {{"pipeline", d.exposed_pipeline_comm.seconds()},
-                            {"allreduce", d.exposed_allreduce.seconds()},
-                            {"total", (d.exposed_pipeline_comm + d.exposed_allreduce).seconds()}};
+                            {"allreduce", d.exposed_allreduce.seconds()}};
+    // (All-to-alls, where a run has them: MoE dispatch and combine, Ulysses attention.)
+    if (d.exposed_all_to_all > Time::zero())
+      dj["exposed_comm_s"]["all_to_all"] = d.exposed_all_to_all.seconds();
+    dj["exposed_comm_s"]["total"] =
+        (d.exposed_pipeline_comm + d.exposed_allreduce + d.exposed_all_to_all).seconds();
     dj["peak_memory_bytes"] = d.peak_memory;
     dj["peak_time_s"] = d.peak_time.seconds();
     dj["capacity_bytes"] = d.capacity;
@@ -286,6 +292,14 @@ std::string summary_table(const Report& r) {
                        format_bytes(d.at_peak[static_cast<size_t>(MemCategory::kActivations)]),
                        format_bytes(d.capacity));
   }
+  // All-to-all waits (MoE dispatch and combine, Ulysses attention) are not in the columns.
+  const auto a2a = std::max_element(r.devices.begin(), r.devices.end(),
+                                    [](const DeviceReport& a, const DeviceReport& b) {
+                                      return a.exposed_all_to_all < b.exposed_all_to_all;
+                                    });
+  if (a2a != r.devices.end() && a2a->exposed_all_to_all > Time::zero())
+    out += fmt::format("exposed all-to-all (expert and context exchanges): at most {} on {}\n",
+                       format_time(a2a->exposed_all_to_all), a2a->name);
   const auto idle = std::count_if(r.devices.begin(), r.devices.end(),
                                   [](const DeviceReport& d) { return d.stages.empty(); });
   if (idle > 0)

@@ -58,7 +58,8 @@ struct DeviceReport {
   std::vector<int> stages;  // every stage it runs
   Time busy;
   Time exposed_pipeline_comm;  // idle, waiting for activations or gradients from a neighbour
-  Time exposed_allreduce;      // idle, waiting for the gradient all-reduce
+  Time exposed_allreduce;      // idle, waiting for the gradient all-reduce (or another collective)
+  Time exposed_all_to_all;     // idle, waiting for an all-to-all (expert or Ulysses exchanges)
   int64_t peak_memory = 0;
   Time peak_time;  // when the peak was first reached
   MemBreakdown at_peak{};
