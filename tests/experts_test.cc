@@ -348,6 +348,10 @@ TEST(Experts, ExpertStateIsShardedOverExpertRanks) {
   for (const Op& op : four.graph.ops()) a2a_ops += op.comm == CommKind::kAllToAll;
   EXPECT_EQ(a2a_ops, 2 * 4 * 2 * 4 * 3);  // x 2 micro-batches x 4 GPUs x 3 peers
   EXPECT_EQ(four.report.info.parallelism.expert, 4);
+  // Their waits are reported apart (at least the switch's latency each).
+  EXPECT_GT(four.report.devices[0].exposed_all_to_all, Time::zero());
+  EXPECT_NE(to_json(four.report).find("\"all_to_all\""), std::string::npos);
+  EXPECT_EQ(one.report.devices[0].exposed_all_to_all, Time::zero());
   // Expert ranks may fold in the tensor ranks (Megatron-Core's expert layout, expert_tensor
   // 1): TP 2 x DP 2 as one expert group of 4, each GPU with one expert whole and its sequence
   // shard's tokens to exchange.
