@@ -137,11 +137,12 @@ PieceKind piece_of(const std::string& op, bool moe) {
   return PieceKind::kPostExperts;
 }
 
-// The layer's parts in forward order, each the sum of its ops' times.
-std::vector<LayerPiece> pieces_of(const Layer& x, bool moe) {
+// The layer's parts in forward order, each the sum of its ops' times (kinds[i]: op i's).
+std::vector<LayerPiece> pieces_of(const Layer& x, const std::vector<PieceKind>& kinds) {
   std::vector<LayerPiece> out;
-  for (const OpCost& op : x.ops) {
-    const PieceKind kind = piece_of(op.name, moe);
+  for (size_t i = 0; i < x.ops.size(); ++i) {
+    const OpCost& op = x.ops[i];
+    const PieceKind kind = kinds[i];
     if (out.empty() || out.back().kind != kind) out.push_back({kind, {}, {}, {}});
     out.back().forward += op.forward;
     out.back().backward_input += op.backward_input;
@@ -375,7 +376,15 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
   Layer x = layer_from_ops("layer", ops, layer_flops, layer_params, activation, sbh * elem,
                            training, gpu);
-  x.pieces = pieces_of(x, moe);
+  // Each op's part and whether it lies outside the tensor-parallel region, once (the
+  // retime below runs for every layer of every strategy costed).
+  std::vector<PieceKind> kinds;
+  std::vector<char> whole;
+  for (const OpSpec& op : ops) {
+    kinds.push_back(piece_of(op.name, moe));
+    whole.push_back(outside_tensor_region(op.name) ? 1 : 0);
+  }
+  x.pieces = pieces_of(x, kinds);
   const double queries = t.latent ? static_cast<double>(t.heads * (t.latent->head_dim +
                                                                     t.latent->rope_dim))
                                   : qd;
@@ -409,13 +418,14 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   // more on cp context ranks; a routed expert's GEMMs on one of ep ranks are E / ep pieces
   // of the tokens of the ep ranks' shares.
   x.tensor_retime = std::make_shared<const TensorRetime>(
-      [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, moe, beside,
-       E](int degree, int ep, int cp) {
+      [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, beside, E, kinds,
+       whole](int degree, int ep, int cp) {
         std::vector<OpSpec> split = ops;
-        for (OpSpec& op : split) {
-          if (moe && piece_of(op.name, true) == PieceKind::kExperts)
+        for (size_t i = 0; i < split.size(); ++i) {
+          OpSpec& op = split[i];
+          if (kinds[i] == PieceKind::kExperts)
             op.repeats = E * degree * cp / ep;
-          else if (!outside_tensor_region(op.name))
+          else if (!whole[i])
             op.repeats *= degree * cp;
           else
             op.repeats *= cp;
@@ -423,7 +433,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
         const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
                                        sbh * elem, training, gpu);
         return TensorTimes{l.forward, l.backward_input, l.backward_weight, beside(l),
-                           pieces_of(l, moe)};
+                           pieces_of(l, kinds)};
       });
   x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
   // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
