@@ -231,6 +231,11 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
       }
     }
   }
+  // Context and expert settings with nothing to act on.
+  if (s.strategy.context == 1 && s.strategy.context_comm != ContextComm::kP2p)
+    out.push_back("strategy.context_comm: no effect: strategy.context is 1");
+  if (s.strategy.expert == 1 && s.strategy.dedup_dispatch)
+    out.push_back("strategy.expert_dispatch: no effect: strategy.expert is 1 (no token exchange)");
   if (s.strategy.overlap_param_gather && !zero_applies)
     out.push_back(
         "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");

@@ -380,6 +380,16 @@ TEST(Experts, StrategyChecks) {
   EXPECT_EQ(error("data: 2, context: 2, expert: 4"), "");
 }
 
+// Settings with nothing to act on are said, not dropped.
+TEST(Experts, IdleContextAndExpertSettingsWarn) {
+  const test::SimRun r =
+      test::run_yaml(moe_scenario("data: 4, context_comm: a2a, expert_dispatch: flex"));
+  const auto& w = r.report.info.warnings;
+  EXPECT_EQ(w.size(), 2u);
+  EXPECT_NE(w.at(0).find("context_comm: no effect"), std::string::npos);
+  EXPECT_NE(w.at(1).find("expert_dispatch: no effect"), std::string::npos);
+}
+
 // Context parallelism splits every op's tokens: at CP 2 each GPU's compute halves (up to the
 // ring's exposed time) and each GPU keeps half the activations.
 TEST(Experts, ContextRanksSplitTheTokens) {
