@@ -91,6 +91,8 @@ BackendCommands::BackendCommands(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   validate_cmd_->add_option("--warmup", warmup_, "untimed runs first (default 1)")
       ->check(CLI::Range(0, 1000));
+  validate_cmd_->add_flag("--calibrate", calibrate_,
+                          "also predict from each compute op timed alone (calibrated prediction)");
   validate_cmd_->add_flag("--sweep", sweep_,
                           "validate a grid: schedules x stages x micro-batches x link speeds");
   validate_cmd_
@@ -145,6 +147,7 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
   const InputLog log;
   const std::vector<Override> o = overrides(sets_);
   ValidateOptions options{warmup_, iterations_};
+  options.calibrate = calibrate_;
   std::string text, table;
   if (sweep_) {
     SweepGrid grid;

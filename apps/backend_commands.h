@@ -23,7 +23,7 @@ class BackendCommands {
   std::string scenario_, backend_ = "host", out_, json_, time_scale_ = "auto";
   std::vector<std::string> sets_;
   int repeats_ = 5, iterations_ = 10, warmup_ = 1;
-  bool sweep_ = false, quiet_ = false;
+  bool sweep_ = false, quiet_ = false, calibrate_ = false;
   std::vector<std::string> schedules_, links_;
   std::vector<int> stages_, micro_batches_;
 };

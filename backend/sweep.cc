@@ -30,23 +30,28 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
           ValidationPoint p{schedule, link, stages, m, validate(s, *e, options)};
           if (progress != nullptr) {
             *progress << fmt::format(
-                "{} S={} M={} link {}: measured {:.4g} s, predicted {:+.1f} %, replay {:+.1f} %\n",
+                "{} S={} M={} link {}: measured {:.4g} s, predicted {:+.1f} %, replay {:+.1f} %{}\n",
                 schedule, stages, m, link, p.v.measured_s,
                 (p.v.predicted_s / p.v.measured_s - 1) * 100,
-                (p.v.replay_s / p.v.measured_s - 1) * 100);
+                (p.v.replay_s / p.v.measured_s - 1) * 100,
+                p.v.calibrated ? fmt::format(", calibrated {:+.1f} %",
+                                             (p.v.calibrated_s / p.v.measured_s - 1) * 100)
+                               : "");
           }
           r.points.push_back(std::move(p));
         }
       }
     }
   }
-  std::vector<double> measured, predicted, replay, pe, re;
+  std::vector<double> measured, predicted, replay, calibrated, pe, re, ce;
   for (const ValidationPoint& p : r.points) {
     measured.push_back(p.v.measured_s);
     predicted.push_back(p.v.predicted_s);
     replay.push_back(p.v.replay_s);
+    calibrated.push_back(p.v.calibrated_s);
     pe.push_back(p.v.predicted_error);
     re.push_back(p.v.replay_error);
+    ce.push_back(p.v.calibrated_error);
   }
   auto mean = [](const std::vector<double>& v) {
     double sum = 0;
@@ -62,6 +67,12 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
   r.replay_max_error = most(re);
   r.kendall_tau = kendall_tau(predicted, measured);
   r.replay_kendall_tau = kendall_tau(replay, measured);
+  r.calibrated = options.calibrate;
+  if (r.calibrated) {
+    r.calibrated_mape = mean(ce);
+    r.calibrated_max_error = most(ce);
+    r.calibrated_kendall_tau = kendall_tau(calibrated, measured);
+  }
   return r;
 }
 
@@ -74,6 +85,11 @@ nlohmann::ordered_json to_json(const SweepResult& r) {
                   {"replay_max_error", r.replay_max_error},
                   {"kendall_tau", r.kendall_tau},
                   {"replay_kendall_tau", r.replay_kendall_tau}};
+  if (r.calibrated) {
+    j["summary"]["calibrated_mape"] = r.calibrated_mape;
+    j["summary"]["calibrated_max_error"] = r.calibrated_max_error;
+    j["summary"]["calibrated_kendall_tau"] = r.calibrated_kendall_tau;
+  }
   auto points = nlohmann::ordered_json::array();
   for (const ValidationPoint& p : r.points) {
     nlohmann::ordered_json v = to_json(p.v);
@@ -99,6 +115,11 @@ std::string sweep_table(const SweepResult& r) {
       "replay      MAPE {:.2f} %, max {:.2f} %, Kendall tau {:.3f}\n",
       r.predicted_mape * 100, r.predicted_max_error * 100, r.kendall_tau, r.replay_mape * 100,
       r.replay_max_error * 100, r.replay_kendall_tau);
+  if (r.calibrated) {
+    out += fmt::format("calibrated  MAPE {:.2f} %, max {:.2f} %, Kendall tau {:.3f}\n",
+                       r.calibrated_mape * 100, r.calibrated_max_error * 100,
+                       r.calibrated_kendall_tau);
+  }
   return out;
 }
 

@@ -31,6 +31,8 @@ struct SweepResult {
   double predicted_mape = 0, predicted_max_error = 0;
   double replay_mape = 0, replay_max_error = 0;
   double kendall_tau = 0;  // ranking of the configurations: predicted vs measured makespan
+  bool calibrated = false;  // ValidateOptions::calibrate: the calibrated prediction's figures
+  double calibrated_mape = 0, calibrated_max_error = 0, calibrated_kendall_tau = 0;
   double replay_kendall_tau = 0;
 };
 

@@ -15,6 +15,10 @@ namespace pipesim {
 struct ValidateOptions {
   int warmup = 1;       // untimed executions first
   int iterations = 10;  // timed executions, twice (the noise floor compares the two sets)
+  // Calibrated prediction: every distinct compute op (device, kind, work) also timed alone,
+  // `calibrate_repeats` times, and the TaskGraph simulated with those medians.
+  bool calibrate = false;
+  int calibrate_repeats = 5;
 };
 
 struct DevicePeak {
@@ -33,6 +37,10 @@ struct Validation {
   double noise_floor = 0;      // |median(set 1) - median(set 2)| / measured
   double predicted_s = 0;      // simulated with the scenario's costs
   double predicted_error = 0;  // |predicted - measured| / measured
+  // Calibrated prediction (ValidateOptions::calibrate): simulated with each compute op's
+  // time measured alone, before any run of the whole graph could inform it.
+  bool calibrated = false;
+  double calibrated_s = 0, calibrated_error = 0;
   // Replay: each timed run simulated with its own measured op times; the median of those
   // makespans, and of their errors against the run's measured makespan, and the largest.
   double replay_s = 0, replay_error = 0, replay_error_max = 0;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <stdexcept>
@@ -23,6 +24,11 @@ constexpr int kDim = 4096;                // GEMM n and k at most
 constexpr int kMaxM = 4096;               // GEMM m at most
 constexpr int kSmGroup = 8;               // green-context partitions come in 8-SM groups
 constexpr size_t kLinkCopyCap = 1 << 20;  // bytes a paced copy really moves at most
+constexpr int kPairStreams = 4;           // streams per (sender, receiver): transfers overlap
+
+// More hardware work queues than the default 8, before the first context is made: with
+// fewer queues than streams, streams share queues and wait on each other's events.
+void widen_work_queues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -119,14 +125,16 @@ class CudaExecutor final : public Executor {
     CUcontext popped = nullptr;
     if (p.ctx != nullptr) PIPESIM_CUDA(driver_.pop(&popped));
   }
-  bool make_green(int partitions);
+  std::string make_green(int partitions);
   void make_plain(int partitions, int sms);
   void setup(Partition& p, bool compute);
-  Partition& part_of(const Op& op) {
-    if (op.kind == OpKind::kTransfer) return parts_.back();
-    return parts_[static_cast<size_t>(partition_of_.at(static_cast<size_t>(op.device)))];
+  size_t part_index(const Op& op) const {
+    if (op.kind == OpKind::kTransfer) return parts_.size() - 1;
+    return static_cast<size_t>(partition_of_.at(static_cast<size_t>(op.device)));
   }
-  cudaStream_t stream_of(const Op& op);
+  Partition& part_of(const Op& op) { return parts_[part_index(op)]; }
+  cudaStream_t stream_of(const Op& op, size_t ordinal);
+  cuda::SharedRoute shared_route(const Op& op) const;
   cudaEvent_t event(Partition& p, size_t i);
   void ensure_stamps(size_t n);
   size_t gemm(Partition& p, double flops, bool transpose_a);
@@ -138,7 +146,8 @@ class CudaExecutor final : public Executor {
   std::string description_;
   std::vector<int> partition_of_;  // device -> compute partition, -1 when unused
   std::deque<Partition> parts_;    // compute partitions, then the links' partition
-  std::map<std::pair<int, int>, cudaStream_t> link_streams_;
+  std::map<std::pair<int, int>, std::vector<cudaStream_t>> link_streams_;
+  unsigned* link_active_ = nullptr;  // device: transfers on each link direction now
   void* link_src_ = nullptr;
   void* link_dst_ = nullptr;
   uint64_t* stamps_ = nullptr;  // device: [2 x op] global-timer stamps
@@ -146,6 +155,7 @@ class CudaExecutor final : public Executor {
 };
 
 CudaExecutor::CudaExecutor(const Scenario& s) : cluster_(s.cluster) {
+  widen_work_queues();
   PIPESIM_CUDA(cudaSetDevice(0));
   PIPESIM_CUDA(cudaFree(nullptr));  // the primary context, before any green context
   partition_of_.assign(static_cast<size_t>(s.cluster.num_devices()), -1);
@@ -162,9 +172,14 @@ CudaExecutor::CudaExecutor(const Scenario& s) : cluster_(s.cluster) {
   PIPESIM_CUDA(cudaGetDeviceProperties(&prop, 0));
   const int total = prop.multiProcessorCount;
   const int per = (total - kSmGroup) / std::max(used, 1) / kSmGroup * kSmGroup;
-  green_ = per >= kSmGroup && driver_.load() && make_green(used);
+  std::string why_not = "too many devices for the SMs";
+  if (per >= kSmGroup) why_not = driver_.load() ? make_green(used) : "no green-context driver API";
+  green_ = why_not.empty();
   if (!green_) make_plain(used, std::max(1, (total - kSmGroup) / std::max(used, 1)));
   for (size_t i = 0; i < parts_.size(); ++i) setup(parts_[i], i + 1 < parts_.size());
+  const size_t directions = 2 * static_cast<size_t>(std::max(1, cluster_.num_links()));
+  PIPESIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&link_active_), directions * sizeof(unsigned)));
+  PIPESIM_CUDA(cudaMemset(link_active_, 0, directions * sizeof(unsigned)));
   PIPESIM_CUDA(cudaMalloc(&link_src_, kLinkCopyCap));
   PIPESIM_CUDA(cudaMalloc(&link_dst_, kLinkCopyCap));
   PIPESIM_CUDA(cudaMemset(link_src_, 1, kLinkCopyCap));
@@ -175,45 +190,51 @@ CudaExecutor::CudaExecutor(const Scenario& s) : cluster_(s.cluster) {
   description_ = fmt::format(
       "cuda: {} ({} SMs, driver {}, runtime {}), {} virtual GPUs of {} SMs + {} SMs for links, {}",
       prop.name, total, driver, runtime, used, parts_.front().sms, parts_.back().sms,
-      green_ ? "green contexts" : "plain streams (not timing-faithful)");
+      green_ ? "green contexts" : fmt::format("plain streams (not timing-faithful: {})", why_not));
 }
 
-bool CudaExecutor::make_green(int partitions) {
+// One split of the whole GPU into `partitions` equal groups; what is left over (at least
+// one 8-SM group, by the choice of `per`) becomes the links' partition. A split's outputs
+// cannot be split again before a green context is made of them, so this is one call.
+// Returns why not, or "" once every partition has its green context and stream.
+std::string CudaExecutor::make_green(int partitions) {
   CUdevice dev = 0;
   CUdevResource all{};
-  if (driver_.device_get(&dev, 0) != CUDA_SUCCESS ||
-      driver_.get_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
-    return false;
+  CUresult r = driver_.device_get(&dev, 0);
+  if (r != CUDA_SUCCESS) return fmt::format("cuDeviceGet: error {}", static_cast<int>(r));
+  r = driver_.get_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+  if (r != CUDA_SUCCESS)
+    return fmt::format("cuDeviceGetDevResource: error {}", static_cast<int>(r));
   const int total = static_cast<int>(all.sm.smCount);
   const int per = (total - kSmGroup) / partitions / kSmGroup * kSmGroup;
-  CUdevResource link{}, rest{}, left{};
-  unsigned one = 1;
-  if (driver_.split(&link, &one, &all, &rest, 0, kSmGroup) != CUDA_SUCCESS || one != 1)
-    return false;
-  std::vector<CUdevResource> groups(static_cast<size_t>(partitions));
+  std::vector<CUdevResource> groups(static_cast<size_t>(partitions) + 1);
   unsigned n = static_cast<unsigned>(partitions);
-  if (driver_.split(groups.data(), &n, &rest, &left, 0, static_cast<unsigned>(per)) !=
-          CUDA_SUCCESS ||
-      n != static_cast<unsigned>(partitions))
-    return false;
-  groups.push_back(link);
-  for (CUdevResource& r : groups) {
+  r = driver_.split(groups.data(), &n, &all, &groups.back(), 0, static_cast<unsigned>(per));
+  if (r != CUDA_SUCCESS || n != static_cast<unsigned>(partitions))
+    return fmt::format("cuDevSmResourceSplitByCount({} x {} of {} SMs): error {}, {} groups",
+                       partitions, per, total, static_cast<int>(r), n);
+  if (groups.back().sm.smCount == 0) return "no SMs left over for the links";
+  for (CUdevResource& res : groups) {
     Partition& p = parts_.emplace_back();
     CUdevResourceDesc desc = nullptr;
-    if (driver_.generate_desc(&desc, &r, 1) != CUDA_SUCCESS ||
-        driver_.green_create(&p.green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS ||
-        driver_.from_green(&p.ctx, p.green) != CUDA_SUCCESS) {
-      parts_.pop_back();
-      for (Partition& q : parts_) driver_.green_destroy(q.green);
-      parts_.clear();
-      return false;
-    }
-    p.sms = static_cast<int>(r.sm.smCount);
+    r = driver_.generate_desc(&desc, &res, 1);
+    if (r == CUDA_SUCCESS) r = driver_.green_create(&p.green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    if (r == CUDA_SUCCESS) r = driver_.from_green(&p.ctx, p.green);
     CUstream st = nullptr;
-    PIPESIM_CUDA(driver_.green_stream(&st, p.green, CU_STREAM_NON_BLOCKING, 0));
+    if (r == CUDA_SUCCESS) r = driver_.green_stream(&st, p.green, CU_STREAM_NON_BLOCKING, 0);
+    if (r != CUDA_SUCCESS) {
+      const size_t which = parts_.size() - 1;
+      for (Partition& q : parts_) {
+        if (q.green != nullptr) driver_.green_destroy(q.green);
+      }
+      parts_.clear();
+      return fmt::format("green context {} of {} SMs: error {}", which, res.sm.smCount,
+                         static_cast<int>(r));
+    }
+    p.sms = static_cast<int>(res.sm.smCount);
     p.stream = st;
   }
-  return true;
+  return "";
 }
 
 void CudaExecutor::make_plain(int partitions, int sms) {
@@ -246,7 +267,9 @@ void CudaExecutor::setup(Partition& p, bool compute) {
 
 CudaExecutor::~CudaExecutor() {
   cudaDeviceSynchronize();
-  for (auto& [pair, s] : link_streams_) cudaStreamDestroy(s);
+  for (auto& [pair, streams] : link_streams_) {
+    for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  }
   for (Partition& p : parts_) {
     for (cudaEvent_t e : p.events) cudaEventDestroy(e);
     if (p.blas != nullptr) cublasDestroy(p.blas);
@@ -260,26 +283,62 @@ CudaExecutor::~CudaExecutor() {
       cudaStreamDestroy(p.stream);
     }
   }
+  cudaFree(link_active_);
   cudaFree(link_src_);
   cudaFree(link_dst_);
   cudaFree(stamps_);
 }
 
-cudaStream_t CudaExecutor::stream_of(const Op& op) {
+// A transfer goes on one of its pair's streams in turn (the `ordinal`-th transfer of the
+// pair), so that transfers between the same two devices overlap and share, as flows do.
+cudaStream_t CudaExecutor::stream_of(const Op& op, size_t ordinal) {
   if (op.kind != OpKind::kTransfer) return part_of(op).stream;
-  const auto key = std::make_pair(op.device, op.peer);
-  const auto it = link_streams_.find(key);
-  if (it != link_streams_.end()) return it->second;
-  Partition& link = parts_.back();
-  cudaStream_t s = nullptr;
-  if (link.green != nullptr) {
-    CUstream st = nullptr;
-    PIPESIM_CUDA(driver_.green_stream(&st, link.green, CU_STREAM_NON_BLOCKING, 0));
-    s = st;
-  } else {
-    PIPESIM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::vector<cudaStream_t>& streams = link_streams_[std::make_pair(op.device, op.peer)];
+  const size_t i = ordinal % kPairStreams;
+  while (streams.size() <= i) {
+    Partition& link = parts_.back();
+    cudaStream_t s = nullptr;
+    if (link.green != nullptr) {
+      CUstream st = nullptr;
+      PIPESIM_CUDA(driver_.green_stream(&st, link.green, CU_STREAM_NON_BLOCKING, 0));
+      s = st;
+    } else {
+      PIPESIM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    }
+    streams.push_back(s);
   }
-  return link_streams_[key] = s;
+  return streams[i];
+}
+
+// The route's link directions with a finite bandwidth; a route longer than the kernel takes
+// keeps only its bottleneck.
+cuda::SharedRoute CudaExecutor::shared_route(const Op& op) const {
+  const Route& r = cluster_.route(op.device, op.peer);
+  cuda::SharedRoute out;
+  out.latency_ns = static_cast<uint64_t>(r.latency.ps_count() / 1000);
+  for (LinkDirection h : r.hops) {
+    const double bw = cluster_.direction_bandwidth(h);
+    if (std::isinf(bw)) continue;
+    if (out.hops == cuda::SharedRoute::kMaxHops) {
+      out.hops = 1;
+      out.link[0] = -1;
+      break;
+    }
+    out.link[out.hops] = h;
+    out.bytes_per_ns[out.hops++] = bw * 1e-9;
+  }
+  if (out.hops == 1 && out.link[0] == -1) {  // too long: the bottleneck hop alone
+    double least = 1e300;
+    for (LinkDirection h : r.hops) {
+      const double bw = cluster_.direction_bandwidth(h);
+      if (bw < least) {
+        least = bw;
+        out.link[0] = h;
+      }
+    }
+    out.bytes_per_ns[0] = least * 1e-9;
+  }
+  return out;
 }
 
 // Events are made in the context of the streams that record them.
@@ -342,10 +401,10 @@ void CudaExecutor::launch(const Op& op, const ExecWork& w, Partition& p, cudaStr
       }
       break;
     case OpKind::kTransfer: {
-      const Time t = cluster_.transfer_time(op.device, op.peer, op.bytes);
-      const size_t bytes = std::min(static_cast<size_t>(op.bytes), kLinkCopyCap);
-      PIPESIM_CUDA(cuda::launch_paced_copy(link_dst_, link_src_, bytes,
-                                           static_cast<uint64_t>(t.ps_count() / 1000), s));
+      const size_t copy = std::min(static_cast<size_t>(op.bytes), kLinkCopyCap);
+      PIPESIM_CUDA(cuda::launch_shared_copy(link_dst_, link_src_, copy,
+                                            static_cast<double>(op.bytes), shared_route(op),
+                                            link_active_, s));
       break;
     }
   }
@@ -393,11 +452,13 @@ Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<ExecWork>& w
     PIPESIM_CUDA(cudaEventRecord(origin, first.stream));
   });
   std::map<cudaStream_t, bool> started;
+  std::map<std::pair<int, int>, size_t> transfers;  // per pair, issued so far
   for (OpId id : order) {
     const Op& op = g.op(id);
-    Partition& p = part_of(op);
-    const size_t pi = static_cast<size_t>(&p - &parts_.front());
-    cudaStream_t s = stream_of(op);
+    const size_t pi = part_index(op);
+    Partition& p = parts_[pi];
+    cudaStream_t s = stream_of(
+        op, op.kind == OpKind::kTransfer ? transfers[std::make_pair(op.device, op.peer)]++ : 0);
     streams[id] = s;
     done[id] = event(p, used[pi]++);
     in(p, [&] {
@@ -450,11 +511,13 @@ Time CudaExecutor::time_op(const Op& op, const ExecWork& work) {
 }  // namespace
 
 bool cuda_device_present() {
+  widen_work_queues();
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
 std::unique_ptr<Executor> make_cuda_executor(const Scenario& s) {
+  widen_work_queues();
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {

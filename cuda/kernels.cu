@@ -25,14 +25,32 @@ __global__ void optimizer(float* w, const float* g, size_t n, size_t cap) {
   }
 }
 
-// One block: the copy engine of a link is modelled by its time, not by SM throughput.
-__global__ void paced_copy(uint4* dst, const uint4* src, size_t words, uint64_t ns) {
+// One block: a link is modelled by its time (its share of each hop), not by SM throughput.
+__global__ void shared_copy(uint4* dst, const uint4* src, size_t words, double bytes,
+                            SharedRoute route, unsigned* active) {
+  // Thread 0 keeps the time; the others copy meanwhile, so the copy adds nothing to it.
   const uint64_t start = global_ns();
-  for (size_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
-  if (threadIdx.x == 0) {
-    while (global_ns() - start < ns) {
-    }
+  if (threadIdx.x != 0) {
+    for (size_t i = threadIdx.x - 1; i < words; i += blockDim.x - 1) dst[i] = src[i];
+    return;
   }
+  while (global_ns() - start < route.latency_ns) {
+  }
+  for (int h = 0; h < route.hops; ++h) atomicAdd(&active[route.link[h]], 1u);
+  __threadfence();
+  double left = bytes;
+  uint64_t last = start + route.latency_ns;
+  while (left > 0) {
+    const uint64_t now = global_ns();
+    double rate = 1e300;
+    for (int h = 0; h < route.hops; ++h) {
+      const unsigned n = *static_cast<volatile unsigned*>(&active[route.link[h]]);
+      rate = fmin(rate, route.bytes_per_ns[h] / (n > 0 ? n : 1));
+    }
+    left -= rate * static_cast<double>(now - last);
+    last = now;
+  }
+  for (int h = 0; h < route.hops; ++h) atomicSub(&active[route.link[h]], 1u);
 }
 
 __global__ void stamp(uint64_t* slot) {
@@ -56,10 +74,10 @@ cudaError_t launch_optimizer(float* w, const float* g, size_t n, size_t cap, cud
   return cudaGetLastError();
 }
 
-cudaError_t launch_paced_copy(void* dst, const void* src, size_t bytes, uint64_t ns,
-                              cudaStream_t s) {
-  paced_copy<<<1, 256, 0, s>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
-                               bytes / sizeof(uint4), ns);
+cudaError_t launch_shared_copy(void* dst, const void* src, size_t copy_bytes, double bytes,
+                               const SharedRoute& route, unsigned* active, cudaStream_t s) {
+  shared_copy<<<1, 256, 0, s>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
+                                copy_bytes / sizeof(uint4), bytes, route, active);
   return cudaGetLastError();
 }
 

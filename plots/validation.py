@@ -23,16 +23,20 @@ def main():
     points = report["configurations"]
     summary = report["summary"]
     fig, ax = plt.subplots(figsize=(5.5, 5))
+    # With --calibrate the prediction drawn is the calibrated one (each op timed alone on
+    # the backend): the scenario's own costs describe a whole GPU, not a partition of it.
+    calibrated = all("calibrated_makespan_s" in p for p in points)
+    key, label = ("calibrated", "calibrated") if calibrated else ("predicted", "predicted")
     for schedule in sorted({p["schedule"] for p in points}):
         mine = [p for p in points if p["schedule"] == schedule]
         measured = [p["measured_makespan_s"] * 1e3 for p in mine]
-        ax.scatter(measured, [p["predicted_makespan_s"] * 1e3 for p in mine],
-                   marker=MARKERS.get(schedule, "o"), label=f"{schedule} predicted")
+        ax.scatter(measured, [p[f"{key}_makespan_s"] * 1e3 for p in mine],
+                   marker=MARKERS.get(schedule, "o"), label=f"{schedule} {label}")
         ax.scatter(measured, [p["replay_makespan_s"] * 1e3 for p in mine],
                    marker=MARKERS.get(schedule, "o"), facecolors="none", edgecolors="gray",
                    label=f"{schedule} replay")
     values = [p[k] * 1e3 for p in points
-              for k in ("measured_makespan_s", "predicted_makespan_s", "replay_makespan_s")]
+              for k in ("measured_makespan_s", f"{key}_makespan_s", "replay_makespan_s")]
     lo, hi = min(values) * 0.9, max(values) * 1.1
     ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
     ax.set_xscale("log")
@@ -40,8 +44,10 @@ def main():
     ax.set_xlabel("measured makespan (ms)")
     ax.set_ylabel("simulated makespan (ms)")
     backend = points[0]["backend"] if points else "?"
-    note(fig, f"{backend}: MAPE {summary['predicted_mape'] * 100:.1f} %, "
-         f"Kendall tau {summary['kendall_tau']:.2f}")
+    tau = summary["calibrated_kendall_tau" if calibrated else "kendall_tau"]
+    partial = f", {len(points)} configurations (cut short)" if summary.get("partial") else ""
+    note(fig, f"{backend}: {label} MAPE {summary[f'{key}_mape'] * 100:.1f} %, "
+         f"Kendall tau {tau:.2f}; replay MAPE {summary['replay_mape'] * 100:.2f} %{partial}")
     legend_above(ax, ncol=2)
     save(fig, args.out, bottom_note=True)
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "backend/host_backend.h"
@@ -207,6 +208,73 @@ TEST(Commands, SweepReportsErrorsAndRanking) {
     EXPECT_TRUE(j["summary"].contains(key)) << key;
   EXPECT_EQ(j["configurations"][1]["micro_batches"], 4);
   EXPECT_EQ(j["configurations"][3]["link"], "8 GB/s");
+}
+
+// Calibration times each distinct compute op alone and simulates with those medians: with
+// an executor whose every op takes its scenario time, the calibrated prediction is the
+// prediction. Here a stub executor runs ops at twice their scenario time, so the calibrated
+// makespan is exactly twice the predicted one (no transfers: one stage), and each distinct
+// op (forward, backward, optimizer of the one device) is timed `calibrate_repeats` times.
+class TwiceExecutor final : public Executor {
+ public:
+  std::string name() const override { return "twice"; }
+  std::string description() const override { return "ops at twice their time"; }
+  bool timing_faithful() const override { return true; }
+  double time_scale() const override { return 1; }
+  Measurement run(const TaskGraph& g, const std::vector<ExecWork>&) override {
+    Measurement m;
+    m.start.assign(g.size(), Time::zero());
+    m.end.assign(g.size(), Time::zero());
+    Time t;
+    for (OpId id : g.stream(0)) {
+      m.start[id] = t;
+      t = t + g.op(id).duration + g.op(id).duration;
+      m.end[id] = t;
+    }
+    m.makespan = t;
+    m.peak_memory.assign(static_cast<size_t>(g.num_devices()), 0);
+    return m;
+  }
+  Time time_op(const Op& op, const ExecWork&) override {
+    ++timed;
+    return op.duration + op.duration;
+  }
+  int timed = 0;
+};
+
+TEST(Validate, CalibratedPredictionUsesEachOpTimedAlone) {
+  PipeSpec p = small_pipe();
+  p.stages = 1;
+  const Scenario s = load_scenario_text(test::to_yaml(p), "<test>");
+  TwiceExecutor e;
+  ValidateOptions o{0, 1};
+  o.calibrate = true;
+  o.calibrate_repeats = 3;
+  const Validation v = validate(s, e, o);
+  ASSERT_TRUE(v.calibrated);
+  EXPECT_NEAR(v.calibrated_s, 2 * v.predicted_s, 1e-12);
+  EXPECT_NEAR(v.calibrated_error, 0, 1e-9);  // measured is twice the scenario too
+  std::set<int> kinds;
+  const TaskGraph g = scenario_task_graph(s);
+  for (OpId id : g.stream(0)) kinds.insert(static_cast<int>(g.op(id).kind));
+  EXPECT_EQ(e.timed, 3 * static_cast<int>(kinds.size()));
+  const auto j = to_json(v);
+  EXPECT_TRUE(j.contains("calibrated_makespan_s"));
+  EXPECT_NE(validation_table(v).find("calibrated"), std::string::npos);
+}
+
+TEST(Commands, SweepWithCalibrateReportsTheCalibratedRanking) {
+  const std::string scenario =
+      std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/backend-sweep.yaml";
+  const test::CliResult r = test::cli(
+      {"validate", scenario, "--sweep", "--schedules", "gpipe", "--stages", "2", "--micro-batches",
+       "2", "--iterations", "1", "--warmup", "0", "--time-scale", "0.002", "--quiet", "--calibrate",
+       "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"calibrated_mape", "calibrated_max_error", "calibrated_kendall_tau"})
+    EXPECT_TRUE(j["summary"].contains(key)) << key;
+  EXPECT_TRUE(j["configurations"][0].contains("calibrated_error"));
 }
 
 TEST(Commands, CudaWithoutADeviceExitsTwoWithOneLine) {

@@ -36,9 +36,13 @@ int main() {
       }
     }
   }
-  const Validation v = validate(s, *e, {1, 10});
+  ValidateOptions options;
+  options.calibrate = true;
+  const Validation v = validate(s, *e, options);
   std::printf("%s", validation_table(v).c_str());
   if (!v.peaks_equal) ++failures;
-  if (v.replay_error > 0.10) ++failures;
+  // Plain streams share every SM, so only green contexts can be held to replay.
+  if (v.timing_faithful && v.replay_error > 0.10) ++failures;
+  if (!v.timing_faithful) std::puts("not timing-faithful: replay not checked");
   return failures == 0 ? 0 : 1;
 }
