@@ -9,6 +9,7 @@
 #include "backend/host_backend.h"
 #include "backend/profile.h"
 #include "backend/sweep.h"
+#include "backend/torch_backend.h"
 #include "backend/validate.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -28,10 +29,11 @@ std::vector<Override> overrides(const std::vector<std::string>& sets) {
   return o;
 }
 
-double host_scale(const std::string& text, const Scenario& s) {
+double host_scale(const std::string& text, const Scenario& s, bool torch = false) {
   if (text == "auto") {
     const TaskGraph g = scenario_task_graph(s, true);
-    return auto_time_scale(g, simulate(g, s.cluster).makespan);
+    const Time makespan = simulate(g, s.cluster).makespan;
+    return torch ? torch_auto_time_scale(g, makespan) : auto_time_scale(g, makespan);
   }
   double v = 0;
   try {
@@ -52,6 +54,7 @@ std::unique_ptr<Executor> make_executor(const std::string& backend, const std::s
                                         const Scenario& s) {
   if (backend == "host")
     return std::make_unique<HostExecutor>(s.cluster, HostOptions{host_scale(scale, s)});
+  if (backend == "torch") return make_torch_executor(s, TorchOptions{host_scale(scale, s, true)});
 #ifdef PIPESIM_HAVE_CUDA
   return make_cuda_executor(s);
 #else
@@ -70,8 +73,9 @@ BackendCommands::BackendCommands(CLI::App& app) {
       "validate", "run the scenario's TaskGraph on a backend and compare it with the simulation");
   for (CLI::App* c : {profile_cmd_, validate_cmd_}) {
     c->add_option("scenario", scenario_, "scenario YAML file")->required();
-    c->add_option("--backend", backend_, "host (CPU threads, the default) or cuda")
-        ->check(CLI::IsMember({"host", "cuda"}));
+    c->add_option("--backend", backend_,
+                  "host (CPU threads, the default), torch (PyTorch processes over gloo) or cuda")
+        ->check(CLI::IsMember({"host", "torch", "cuda"}));
     c->add_option("--set", sets_, "override a scenario key (repeatable)")
         ->take_all()
         ->expected(1);

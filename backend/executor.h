@@ -28,6 +28,8 @@ struct Measurement {
   std::vector<Time> start, end;      // [op], from the start of the execution
   Time makespan;                     // end of the last op
   std::vector<int64_t> peak_memory;  // [device] arena high-water mark, resident bytes included
+  // [device] bytes of real tensors held at the peak (the torch backend); empty elsewhere.
+  std::vector<int64_t> tensor_peak;
 };
 
 class Executor {

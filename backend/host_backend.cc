@@ -75,7 +75,8 @@ void lower_priority() {
 
 }  // namespace
 
-double auto_time_scale(const TaskGraph& g, Time makespan) {
+double auto_time_scale(const TaskGraph& g, Time makespan, double op_wall_s,
+                       double makespan_wall_s) {
   std::vector<double> ops;
   for (const Op& op : g.ops()) {
     if (is_compute(op.kind) && op.duration > Time::zero()) ops.push_back(op.duration.seconds());
@@ -84,7 +85,7 @@ double auto_time_scale(const TaskGraph& g, Time makespan) {
   std::nth_element(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(ops.size() / 2),
                    ops.end());
   const double median_op = ops[ops.size() / 2];
-  return std::min(5e-3 / median_op, 1.0 / makespan.seconds());
+  return std::min(op_wall_s / median_op, makespan_wall_s / makespan.seconds());
 }
 
 double HostExecutor::tile_flops() {

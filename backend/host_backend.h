@@ -26,8 +26,9 @@ struct HostOptions {
 // The time scale `--time-scale auto` picks: the median compute op lasts 5 ms of wall time
 // (so thread wake-ups, a fraction of a millisecond on an idle machine, stay small beside
 // it), unless that makes the simulated makespan longer than 1 s of wall time, in which case
-// the makespan takes 1 s.
-double auto_time_scale(const TaskGraph& g, Time simulated_makespan);
+// the makespan takes 1 s. Other backends name their own two targets.
+double auto_time_scale(const TaskGraph& g, Time simulated_makespan, double op_wall_s = 5e-3,
+                       double makespan_wall_s = 1.0);
 
 class HostExecutor : public Executor {
  public:

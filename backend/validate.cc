@@ -175,6 +175,12 @@ Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
       p.measured = std::max(p.measured, m.peak_memory[static_cast<size_t>(d)]);
     v.peaks_equal &= p.measured == p.simulated;
     v.peaks.push_back(p);
+    if (!runs.front().tensor_peak.empty()) {
+      int64_t most = 0;
+      for (const Measurement& m : runs)
+        most = std::max(most, m.tensor_peak.at(static_cast<size_t>(d)));
+      v.tensor_peaks.push_back(most);
+    }
   }
   return v;
 }
@@ -213,6 +219,7 @@ nlohmann::ordered_json to_json(const Validation& v) {
     peaks.push_back({{"measured_bytes", p.measured}, {"simulated_bytes", p.simulated}});
   j["peak_memory"] = peaks;
   j["peak_memory_equal"] = v.peaks_equal;
+  if (!v.tensor_peaks.empty()) j["tensor_peak_bytes"] = v.tensor_peaks;
   return j;
 }
 
@@ -244,6 +251,12 @@ std::string validation_table(const Validation& v) {
                        format_bytes(v.peaks[d].simulated));
   }
   out += fmt::format(" (measured / simulated{})\n", v.peaks_equal ? ", equal" : "");
+  if (!v.tensor_peaks.empty()) {
+    out += "tensors    ";
+    for (size_t d = 0; d < v.tensor_peaks.size(); ++d)
+      out += fmt::format("{}{}", d == 0 ? " " : ", ", format_bytes(v.tensor_peaks[d]));
+    out += " (real tensors held at the peak, per process)\n";
+  }
   if (!v.timing_faithful) out += "note        this backend is not timing-faithful\n";
   return out;
 }

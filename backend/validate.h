@@ -48,6 +48,8 @@ struct Validation {
   double op_error_median = 0, op_error_p90 = 0;  // compute ops: |scenario - measured| / measured
   double measured_bubble = 0, predicted_bubble = 0, replay_bubble = 0;
   std::vector<DevicePeak> peaks;  // devices with compute ops
+  // Same devices: the most bytes of real tensors held over the runs (the torch backend).
+  std::vector<int64_t> tensor_peaks;
   bool peaks_equal = true;
 };
 

@@ -46,8 +46,10 @@ def main():
     backend = points[0]["backend"] if points else "?"
     tau = summary["calibrated_kendall_tau" if calibrated else "kendall_tau"]
     partial = f", {len(points)} configurations (cut short)" if summary.get("partial") else ""
+    replay = (f"; replay MAPE {summary['replay_mape'] * 100:.2f} %"
+              if "replay_mape" in summary else "")
     note(fig, f"{backend}: {label} MAPE {summary[f'{key}_mape'] * 100:.1f} %, "
-         f"Kendall tau {tau:.2f}; replay MAPE {summary['replay_mape'] * 100:.2f} %{partial}")
+         f"Kendall tau {tau:.2f}{replay}{partial}")
     legend_above(ax, ncol=2)
     save(fig, args.out, bottom_note=True)
 

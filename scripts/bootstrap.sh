@@ -11,6 +11,7 @@ packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libfmt-dev li
           libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
           libopenmpi-dev openmpi-bin  # MPI: optional for the build, used by mpirun sweeps
           pybind11-dev python3-dev     # the Python module
+          python3-torch                # the torch backend (validate --backend torch)
           python3-matplotlib)          # plots/ (run with Debian's /usr/bin/python3)
 # PIPESIM_FUZZ=1 (CI): clang and its libFuzzer runtime for the fuzz/ targets.
 if [ "${PIPESIM_FUZZ:-0}" = 1 ]; then packages+=(clang libclang-rt-dev); fi
