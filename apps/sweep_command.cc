@@ -8,6 +8,7 @@
 #include "core/output_files.h"
 #include "parallel/distributed.h"
 #include "scenario/scenario.h"
+#include "scenario/setup.h"
 #include "sweep/sweep.h"
 
 namespace pipesim {
@@ -47,14 +48,24 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
 
   // The files the scenario reads, which no output may replace; whether the scenario is
   // valid without the grid's values is for each point to say.
+  // The what-ifs the grid and --set ask of layers that cannot follow them (SPEC: nothing
+  // silent), said once for the whole sweep.
   std::vector<InputIdentity> inputs;
+  std::vector<std::string> warnings;
   {
     const InputLog log;
     try {
-      load_scenario(file_, options.sets);
+      const Scenario base = load_scenario(file_, options.sets);
+      std::vector<std::string> keys;
+      for (const Override& o : options.sets) keys.push_back(o.key);
+      for (const GridAxis& a : axes) keys.push_back(a.key);
+      warnings = what_if_warnings(base, keys);
     } catch (const InputError&) {
     }
     inputs = log.files();
+  }
+  if (job_ranks().rank == 0) {
+    for (const std::string& w : warnings) err << "pipesim: warning: " << w << "\n";
   }
   // Only rank 0 writes, so only it checks the paths (before the sweep runs); the other
   // ranks learn whether it could, so that none waits for a sweep that will not run.

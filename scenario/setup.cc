@@ -244,6 +244,55 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
 
 }  // namespace
 
+std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<std::string>& keys) {
+  const auto& layers = s.model.layers;
+  const auto count = [&](auto pred) {
+    return static_cast<size_t>(std::count_if(layers.begin(), layers.end(), pred));
+  };
+  // Times given per micro-batch (inline or a profile at its own batch), and any measured
+  // or given times (also those a profile's model.batch scaled).
+  const size_t fixed = count([](const Layer& l) { return l.source == "profile"; });
+  const size_t given = count([](const Layer& l) { return l.source.starts_with("profile"); });
+  const bool no_core =
+      count([](const Layer& l) {
+        return l.attention_core_bytes > 0 || l.attention_core_forward > Time::zero();
+      }) == 0;
+  // GPU keys that change compute (not memory, reserved bytes or the per-op overhead).
+  const auto gpu_compute = [](const std::string& k) {
+    if (k == "cluster.gpu") return true;
+    if (!k.starts_with("cluster.gpu.")) return false;
+    const std::string leaf = k.substr(12);
+    return leaf != "memory" && leaf != "reserved" && leaf != "launch_overhead" && leaf != "name";
+  };
+  std::vector<std::string> out;
+  const auto add = [&](std::string w) {
+    if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
+  };
+  for (const std::string& k : keys) {
+    if (k == "training.micro_batch" && fixed > 0)
+      add(fmt::format(
+          "training.micro_batch: {} of {} layers have fixed per-micro-batch times and keep them "
+          "at any micro-batch; only the number of micro-batches changes (a profile's "
+          "model.batch, or a generated or shape-described model, scales them)",
+          fixed, layers.size()));
+    if (gpu_compute(k) && given > 0)
+      add(fmt::format(
+          "{}: {} of {} layers have given or measured times, which do not change with the "
+          "GPU's compute; only memory capacity{} follows it (a generated or shape-described "
+          "model is priced on the GPU)",
+          k, given, layers.size(), given < layers.size() ? " and the other layers" : ""));
+    if (k == "training.precision" && given > 0)
+      add(fmt::format(
+          "training.precision: {} of {} layers have given or measured times, which do not "
+          "change with the precision; only memory (weights, gradients, optimizer state) does",
+          given, layers.size()));
+    if (k == "strategy.recompute" && s.strategy.recompute == Recompute::kSelective && no_core)
+      add("strategy.recompute: selective recomputation re-runs attention cores, and no layer "
+          "has one (given times): no effect; full recomputes whole layers");
+  }
+  return out;
+}
+
 RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides) {
   RunInfo info;
   info.scenario = s.name;
@@ -299,6 +348,9 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
     info.zero_applies = info.zero_applies ||
                         s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.copies() > 1;
   info.warnings = run_warnings(s, info.gpus, info.zero_applies);
+  std::vector<std::string> keys;
+  for (const Override& o : overrides) keys.push_back(o.key);
+  for (std::string& w : what_if_warnings(s, keys)) info.warnings.push_back(std::move(w));
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
   info.pipeline_devices = s.strategy.positions();
   info.virtual_stages = s.strategy.virtual_stages;

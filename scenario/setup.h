@@ -37,6 +37,12 @@ std::vector<int> warmup_depths(const Scenario& s);
 // an iteration, the GPUs used and their peak, tokens per sample, the overrides applied.
 RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides = {});
 
+// What-ifs that cannot change some layers (SPEC: nothing silent): `keys` overridden on
+// `s` (--set, a sweep's axes) against layers with given or measured times: a micro-batch
+// they do not scale with, a GPU or precision their times do not follow, selective
+// recomputation with no attention core to re-run. One warning per key.
+std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<std::string>& keys);
+
 // Extra weight versions each position keeps: PipeDream stashes one per micro-batch in
 // flight beyond the current one (S - s - 1 on a straight pipeline), 2BW keeps one.
 std::vector<int> stashed_versions(const Scenario& s);

@@ -470,5 +470,46 @@ TEST(Cli, ReportGivesParallelismDegreesAndWarnings) {
   EXPECT_EQ(d["parallelism"]["data"], 8);
 }
 
+// What-ifs that layers with given times cannot follow warn, per key (stderr and the
+// report's warnings), and still run; a generated model follows each of them silently.
+TEST(Cli, WhatIfsGivenTimesCannotFollowWarn) {
+  const std::string toy = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml";
+  const std::string gen =
+      std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/gpt-generated.yaml";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"training.micro_batch=8", "training.micro_batch: 8 of 8 layers have fixed per-micro-batch"},
+      {"cluster.gpu=a100-80gb", "cluster.gpu: 8 of 8 layers have given or measured times"},
+      {"cluster.gpu.efficiency=0.1", "cluster.gpu.efficiency: 8 of 8 layers"},
+      {"training.precision=mixed", "training.precision: 8 of 8 layers"},
+      {"strategy.recompute=selective", "strategy.recompute: selective recomputation"},
+  };
+  for (const auto& [set, said] : cases) {
+    const test::CliResult r = test::cli({"run", toy, "--set", set, "--json", "-"});
+    EXPECT_EQ(r.code, 0) << set << ": " << r.err;
+    EXPECT_NE(r.err.find("pipesim: warning: " + said), std::string::npos) << set << ": " << r.err;
+    bool listed = false;
+    const json report = json::parse(r.out);
+    for (const auto& w : report["warnings"])
+      listed |= w.get<std::string>().find(said) != std::string::npos;
+    EXPECT_TRUE(listed) << set;
+    // A generated model is priced from the key: no such warning.
+    const test::CliResult g = test::cli({"run", gen, "--set", set});
+    EXPECT_EQ(g.err.find("layers have"), std::string::npos) << set << ": " << g.err;
+  }
+  // Memory capacity does follow the GPU: no warning.
+  EXPECT_EQ(test::cli({"run", toy, "--set", "cluster.gpu.memory=16 GiB"}).err.find("warning"),
+            std::string::npos);
+  // A sweep says it once, before the table, whatever the number of points.
+  const test::CliResult sw = test::cli(
+      {"sweep", toy, "--grid", "training.micro_batch=1,2,4", "--grid", "strategy.schedule=gpipe,dapple",
+       "--quiet"});
+  EXPECT_EQ(sw.code, 0) << sw.err;
+  size_t count = 0;
+  for (size_t at = sw.err.find("training.micro_batch: 8 of 8"); at != std::string::npos;
+       at = sw.err.find("training.micro_batch: 8 of 8", at + 1))
+    ++count;
+  EXPECT_EQ(count, 1u) << sw.err;
+}
+
 }  // namespace
 }  // namespace pipesim
