@@ -2,6 +2,7 @@
 # Sets up a fresh Debian machine for pipesim and builds it.
 #   scripts/bootstrap.sh [extra cmake arguments]
 #   PIPESIM_FUZZ=1 scripts/bootstrap.sh   also installs clang for the fuzzers (fuzz/)
+#   BUILD_TARGETS=pipesim scripts/bootstrap.sh   builds only the command line
 # Installs the Debian packages below when any is missing (as root, or through sudo),
 # configures a Release build in ${BUILD_DIR:-build} and builds it.
 set -euo pipefail
@@ -29,4 +30,6 @@ fi
 
 build="${BUILD_DIR:-build}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-cmake --build "$build"
+# BUILD_TARGETS="pipesim ...": only those (the quick start builds the command line alone).
+# shellcheck disable=SC2086
+cmake --build "$build" ${BUILD_TARGETS:+--target $BUILD_TARGETS}

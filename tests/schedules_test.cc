@@ -71,7 +71,13 @@ TEST_P(OrderShape, EveryMicroBatchOnceForwardBeforeBackward) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, OrderShape,
     ::testing::Combine(::testing::Values(ScheduleKind::kGpipe, ScheduleKind::kDapple),
-                       ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(1, 2, 5, 8, 16)));
+                       ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(1, 2, 5, 8, 16)),
+    // Names from the values (gpipe_S4_M8), the same in every build.
+    [](const ::testing::TestParamInfo<OrderShape::ParamType>& info) {
+      return std::string(to_string(std::get<0>(info.param))) + "_S" +
+             std::to_string(std::get<1>(info.param)) + "_M" +
+             std::to_string(std::get<2>(info.param));
+    });
 
 Model model_of(const std::vector<int>& fwd_ms) {
   Model m;
