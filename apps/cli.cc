@@ -322,6 +322,9 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   if (!a.json.empty() && a.json != "-")
     files.add("--json", a.json, [&](std::ostream& f) { f << text; });
   const Plan p = plan(a.file, overrides, options);
+  if (job_ranks().rank == 0) {
+    for (const std::string& w : p.warnings) err << "pipesim: warning: " << w << "\n";
+  }
   nlohmann::ordered_json j = to_json(p);
   add_version_and_overrides(j, overrides);
   text = j.dump(2) + "\n";

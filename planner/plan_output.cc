@@ -44,6 +44,7 @@ nlohmann::ordered_json to_json(const Plan& p) {
       x["best_speedup"] = p.candidates.front().throughput / b.result->throughput;
     j["baselines"][b.name] = x;
   }
+  j["warnings"] = p.warnings;
   j["explored"] = p.explored;
   j["simulated"] = p.simulated;
   j["timed_out"] = p.timed_out;

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "planner/baselines.h"
 #include "planner/judge.h"
 #include "planner/refine.h"
@@ -34,6 +35,16 @@ class Planner {
   Planner(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options)
       : file_(file), overrides_(overrides), opt_(options), base_(load_scenario(file, overrides)) {}
+
+  // The smallest GPU memory of the cluster.
+  int64_t capacity() const {
+    int64_t least = 0;
+    for (int d = 0; d < base_.cluster.num_devices(); ++d) {
+      const int64_t m = base_.cluster.device(d).gpu.memory_bytes;
+      least = d == 0 ? m : std::min(least, m);
+    }
+    return least;
+  }
 
   Plan run() {
     const auto t0 = Clock::now();
@@ -486,9 +497,38 @@ class Planner {
 
 }  // namespace
 
+std::vector<std::string> memory_warnings(const Plan& p) {
+  if (p.candidates.empty() || p.capacity_bytes <= 0) return {};
+  const auto share = [&](const Candidate& c) {
+    return static_cast<double>(c.peak_memory) / static_cast<double>(p.capacity_bytes);
+  };
+  const Candidate& best = p.candidates.front();
+  if (best.oom || share(best) < kTightMemory) return {};
+  std::string alternative = fmt::format("none of the {} ranked leaves {:.0f} % free",
+                                        p.candidates.size(), 100 * (1 - kHeadroom));
+  for (size_t i = 1; i < p.candidates.size(); ++i) {
+    const Candidate& c = p.candidates[i];
+    if (!c.oom && share(c) <= kHeadroom) {
+      alternative = fmt::format("rank {} leaves {:.0f} % free at {:.1f} samples/s ({:.1f} % slower)",
+                                i + 1, 100 * (1 - share(c)), c.throughput,
+                                100 * (1 - c.throughput / best.throughput));
+      break;
+    }
+  }
+  return {fmt::format(
+      "the best plan holds {:.1f} % of the GPUs' memory ({} of {}): allocator fragmentation, "
+      "NCCL buffers and the CUDA context (cluster.gpu.reserved) may not fit; {}",
+      100 * share(best), format_bytes(best.peak_memory), format_bytes(p.capacity_bytes),
+      alternative)};
+}
+
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
-  return Planner(file, overrides, options).run();
+  Planner planner(file, overrides, options);
+  Plan p = planner.run();
+  p.capacity_bytes = planner.capacity();
+  p.warnings = memory_warnings(p);
+  return p;
 }
 
 }  // namespace pipesim

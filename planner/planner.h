@@ -78,12 +78,25 @@ struct Plan {
   double wall_s = 0;
   double analytic_s = 0;                                   // phase 1 alone
   double estimate_error_mean = 0, estimate_error_max = 0;  // |estimate - simulated| / simulated
+  int64_t capacity_bytes = 0;  // the smallest GPU memory of the cluster
+  // What the user should hear of (SPEC: nothing silent): a best plan within kTightMemory of
+  // the GPUs' memory, and the first candidate with kHeadroom to spare.
+  std::vector<std::string> warnings;
 };
+
+// A plan past this share of GPU memory is tight: allocator fragmentation, NCCL buffers and
+// the CUDA context, which a scenario counts only in cluster.gpu.reserved, may not fit.
+inline constexpr double kTightMemory = 0.95;
+inline constexpr double kHeadroom = 0.90;  // the share the suggested alternative stays under
 
 // `file` empty: the embedded default scenario. `overrides` apply before the search.
 // Throws InputError for a bad scenario or an exhaustive space past kMaxExhaustive.
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options);
+
+// Plan::warnings' memory line: a best plan at or past kTightMemory of capacity_bytes, with
+// the first ranked candidate under kHeadroom (or that none is).
+std::vector<std::string> memory_warnings(const Plan& p);
 
 nlohmann::ordered_json to_json(const Plan& p);
 std::string plan_table(const Plan& p);
