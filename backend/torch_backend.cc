@@ -65,8 +65,10 @@ class Worker {
     close(out[1]);
     to_ = in[1];
     from_ = out[0];
-    if (rc != 0) {
+    if (rc != 0) {  // the destructor does not run for a constructor that throws
       pid_ = -1;
+      close(to_);
+      close(from_);
       throw InputError(fmt::format("cannot start {} ({})", python, std::strerror(rc)),
                        "python3 with PyTorch (Debian: python3-torch), or PIPESIM_PYTHON",
                        "--backend", {"<command line>"});
@@ -199,6 +201,16 @@ class TorchExecutor final : public Executor {
                                 "--backend", {"<command line>"});
     return r;
   }
+  // What the TaskGraph's streams say: each op's position in its stream, and the device:key
+  // of backwards split from their W and of forwards recomputed later.
+  struct StreamFacts {
+    std::vector<size_t> position;
+    std::set<std::string> split, recomputed;
+  };
+  static StreamFacts stream_facts(const TaskGraph& g);
+  void add_transfers(const TaskGraph& g, const StreamFacts& f, std::vector<nlohmann::json>& cmd,
+                     std::map<OpId, std::vector<OpId>>& sent_after) const;
+  // One run command per worker: its ops in stream order, its receives and sends.
   std::vector<nlohmann::json> commands(const TaskGraph& g);
 
   const Scenario& s_;
@@ -305,29 +317,33 @@ TorchExecutor::~TorchExecutor() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::vector<nlohmann::json> TorchExecutor::commands(const TaskGraph& g) {
-  const auto unsupported = [](const std::string& what) {
-    return InputError(what, "a pipeline of one copy (strategy.data, tensor and context 1)",
-                      "--backend", {"<command line>"});
-  };
-  std::vector<size_t> position(g.size(), 0);  // in its device's stream
-  std::set<std::string> split;                // device:key of ops with a separate W
-  std::set<std::string> recomputed;           // device:key of forwards recomputed later
+InputError unsupported(const std::string& what) {
+  return InputError(what, "a pipeline of one copy (strategy.data, tensor and context 1)",
+                    "--backend", {"<command line>"});
+}
+
+TorchExecutor::StreamFacts TorchExecutor::stream_facts(const TaskGraph& g) {
+  StreamFacts f;
+  f.position.assign(g.size(), 0);
   for (int d = 0; d < g.num_devices(); ++d) {
     const auto st = g.stream(d);
     for (size_t i = 0; i < st.size(); ++i) {
-      position[st[i]] = i;
+      f.position[st[i]] = i;
       const Op& op = g.op(st[i]);
-      if (op.kind == OpKind::kWeightGrad) split.insert(fmt::format("{}:{}", d, key_of(op)));
-      if (op.kind == OpKind::kRecompute) recomputed.insert(fmt::format("{}:{}", d, key_of(op)));
+      if (op.kind == OpKind::kWeightGrad) f.split.insert(fmt::format("{}:{}", d, key_of(op)));
+      if (op.kind == OpKind::kRecompute)
+        f.recomputed.insert(fmt::format("{}:{}", d, key_of(op)));
     }
   }
-  std::vector<nlohmann::json> cmd(workers_.size());
+  return f;
+}
+
+// Each transfer: sent after the last of its deps on the sender (in stream order), received
+// in the order of its first use on the receiver; `sent_after` maps that op to them.
+void TorchExecutor::add_transfers(const TaskGraph& g, const StreamFacts& f,
+                                  std::vector<nlohmann::json>& cmd,
+                                  std::map<OpId, std::vector<OpId>>& sent_after) const {
   std::vector<std::map<size_t, std::vector<OpId>>> recv(workers_.size());  // by first use
-  std::map<OpId, std::vector<OpId>> sent_after;                             // op -> transfers
-  split_ = split;
-  for (auto& c : cmd) c = {{"cmd", "run"}, {"ops", nlohmann::json::array()},
-                           {"recv", nlohmann::json::array()}, {"send", nlohmann::json::array()}};
   for (OpId t = 0; t < g.size(); ++t) {
     const Op& op = g.op(t);
     if (op.kind != OpKind::kTransfer) continue;
@@ -337,7 +353,7 @@ std::vector<nlohmann::json> TorchExecutor::commands(const TaskGraph& g) {
       const Op& dep = g.op(d);
       if (dep.kind == OpKind::kTransfer || dep.device != op.device)
         throw unsupported("a transfer that waits on another device (a collective)");
-      if (position[d] > position[last]) last = d;
+      if (f.position[d] > f.position[last]) last = d;
     }
     sent_after[last].push_back(t);
     size_t first_use = SIZE_MAX;
@@ -345,7 +361,7 @@ std::vector<nlohmann::json> TorchExecutor::commands(const TaskGraph& g) {
       const Op& user = g.op(c);
       if (user.kind == OpKind::kTransfer || user.device != op.peer)
         throw unsupported("a transfer whose receiver does not use it (a collective)");
-      first_use = std::min(first_use, position[c]);
+      first_use = std::min(first_use, f.position[c]);
     }
     const int to = rank_of(op.peer);
     recv[static_cast<size_t>(to)][first_use].push_back(t);
@@ -361,10 +377,19 @@ std::vector<nlohmann::json> TorchExecutor::commands(const TaskGraph& g) {
       }
     }
   }
+}
+
+std::vector<nlohmann::json> TorchExecutor::commands(const TaskGraph& g) {
+  const StreamFacts f = stream_facts(g);
+  split_ = f.split;
+  std::vector<nlohmann::json> cmd(workers_.size());
+  for (auto& c : cmd) c = {{"cmd", "run"}, {"ops", nlohmann::json::array()},
+                           {"recv", nlohmann::json::array()}, {"send", nlohmann::json::array()}};
+  std::map<OpId, std::vector<OpId>> sent_after;  // op -> the transfers it sends
+  add_transfers(g, f, cmd, sent_after);
   for (int d = 0; d < g.num_devices(); ++d) {
     for (OpId id : g.stream(d)) {
       const Op& op = g.op(id);
-      const int r = rank_of(d);
       nlohmann::json in = nlohmann::json::array();
       for (OpId dep : g.deps(id)) {
         const Op& p = g.op(dep);
@@ -376,10 +401,10 @@ std::vector<nlohmann::json> TorchExecutor::commands(const TaskGraph& g) {
       }
       const auto out = sent_after.find(id);
       const std::string where = fmt::format("{}:{}", d, key_of(op));
-      cmd[static_cast<size_t>(r)]["ops"].push_back(
-          {{"id", id}, {"kind", std::string(1, kind_letter(op, split.count(where) > 0))},
+      cmd[static_cast<size_t>(rank_of(d))]["ops"].push_back(
+          {{"id", id}, {"kind", std::string(1, kind_letter(op, f.split.count(where) > 0))},
            {"key", key_of(op)}, {"matmuls", matmuls(op.duration)}, {"keep", keep(op)},
-           {"recomputed", op.kind == OpKind::kForward && recomputed.count(where) > 0},
+           {"recomputed", op.kind == OpKind::kForward && f.recomputed.count(where) > 0},
            {"in", in}, {"out", out == sent_after.end() ? std::vector<OpId>{} : out->second}});
     }
   }
