@@ -11,17 +11,20 @@
 #   {"cmd": "quit"}
 # First line out: {"ready": true, "rate": FLOP/s of one matmul on this core, "torch": version}.
 #
-# A compute op {"id", "kind": F|B|I|W|R|O, "key": "mb.chunk", "matmuls": k, "in": [ids],
-# "out": [ids], "first": bool, "last": bool}: a forward is k matmuls of [rows, hidden] by
-# [hidden, hidden] with tanh between, under autograd, kept for the backward; a backward is
-# autograd through them (about 2k matmuls; B = input and weight gradients, I = input
-# gradients only, W = weight gradients only), a recompute the forward again without
-# autograd, the optimizer an SGD step; each pads with matmuls on scratch to its `matmuls`
-# when autograd does less. "in": transfers it waits for (activation or gradient), "out":
-# transfers it sends when done. Incoming transfers {"id", "src"}, outgoing {"id", "dst"} are
-# listed in "recv" and "send" of the run command. Times: time.monotonic_ns(), one clock for
-# every process of the host. Memory: the bytes of the tensors the process holds (kept
-# activations, received tensors not yet used, gradients kept for W), at its peak.
+# A compute op {"id", "kind": F|B|I|W|R|O, "key": "mb.chunk", "matmuls": k, "keep": j,
+# "recomputed": bool, "in": [ids], "out": [ids]}: a forward runs min(j, k) matmuls of
+# [rows, hidden] by [hidden, hidden] with tanh between under autograd, keeps them (and
+# zeroed tensors up to j) for the backward, and pads to k without autograd; a forward the
+# schedule recomputes keeps only its input, and R runs it again under autograd; a backward
+# is autograd through the kept matmuls (B = input and weight gradients, I = input gradients
+# only, W = weight gradients only), the optimizer an SGD step; each pads with matmuls on
+# scratch to its `matmuls` when autograd does less. "in": transfers it waits for
+# (activation or gradient), "out": transfers it sends when done. Incoming transfers
+# {"id", "src", "due_ns"} (ended no earlier than due_ns after the send) and outgoing
+# {"id", "dst"} are listed in "recv" and "send" of the run command. Times:
+# time.monotonic_ns(), one clock for every process of the host. Memory: the bytes of the
+# tensors the process holds (kept activations, gradients kept for W, received tensors while
+# their op runs), at its peak.
 import json
 import sys
 import threading
