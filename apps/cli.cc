@@ -42,6 +42,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool reproducible = false;
   bool exact_sharing = false;
+  bool per_device = false;
 };
 
 std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
@@ -59,10 +60,13 @@ Scenario load(const std::string& file, const std::vector<std::string>& sets,
   return sc;
 }
 
-std::string placement_table(const Scenario& s) {
+std::string placement_table(const Scenario& s, bool per_device) {
   // One line per pipeline position (and data-parallel copy): its stages (several chunks
-  // for interleaved schedules), their layers and the GPUs of its replicas.
+  // for interleaved schedules), their layers and the GPUs of its replicas. Past four
+  // copies, unless `per_device`, the first and the last copy, the others counted between.
   std::string out = "placement   ";
+  const size_t copies = s.placement.size();
+  const bool elide = !per_device && copies > 4;
   const int positions = s.strategy.positions();
   // Warm-up depths when the scenario chose them (strategy.warmup other than `schedule`).
   const bool chosen =
@@ -70,7 +74,14 @@ std::string placement_table(const Scenario& s) {
         return st.warmup.value_or(s.strategy.warmup) != Warmup::kSchedule;
       });
   const std::vector<int> in_flight = chosen ? warmup_depths(s) : std::vector<int>{};
-  for (size_t c = 0; c < s.placement.size(); ++c) {
+  for (size_t c = 0; c < copies; ++c) {
+    if (elide && c > 0 && c + 1 < copies) {
+      if (c == 1)
+        out += fmt::format("            ... copies 1-{} alike, each on GPUs of its own "
+                           "(--per-device lists them)\n",
+                           copies - 2);
+      continue;
+    }
     for (int p = 0; p < positions; ++p) {
       std::string devs, stages, layers;
       for (int d : s.placement[c][static_cast<size_t>(p)]) {
@@ -146,7 +157,8 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   if (o.json == "-") {
     out << json;
   } else {
-    out << summary_table(report) << "\n" << placement_table(run->scenario);
+    out << summary_table(report, o.per_device) << "\n"
+        << placement_table(run->scenario, o.per_device);
   }
   check_stdout(out);
   files.commit();
@@ -372,6 +384,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->expected(1);
   run_cmd->add_flag("--reproducible", run.reproducible,
                     "report wall_s as 0 so equal inputs give byte-identical JSON");
+  run_cmd->add_flag("--per-device", run.per_device,
+                    "list every GPU in the summary and every data-parallel copy in the "
+                    "placement (by default GPUs running the same stages share a line)");
   run_cmd->add_flag("--exact-sharing", run.exact_sharing,
                     "re-rate link sharing over whole components at every flow event: "
                     "bit-identical to progressive filling, slower on large collectives");

@@ -115,6 +115,7 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
   if (base.strategy.tensor_overlap) st["tensor_overlap"] = "backward";
   if (!base.strategy.p2p_overlap) st["p2p_overlap"] = false;
+  if (!base.strategy.overlap_grad_reduce && p.zero <= 1) st["overlap_grad_reduce"] = false;
   if (base.strategy.overlap_param_gather && (p.zero == 1 || p.zero == 2))
     st["overlap_param_gather"] = true;
   return st;

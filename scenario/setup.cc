@@ -239,6 +239,9 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
   if (s.strategy.overlap_param_gather && !zero_applies)
     out.push_back(
         "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");
+  if (!s.strategy.overlap_grad_reduce && !zero_applies)
+    out.push_back(
+        "strategy.overlap_grad_reduce: no effect: no data-parallel ranks to reduce gradients with");
   return out;
 }
 
@@ -446,6 +449,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.tensor_overlap = s.strategy.tensor_overlap;
     in.p2p_overlap = s.strategy.p2p_overlap;
     in.overlap_param_gather = s.strategy.overlap_param_gather;
+    in.overlap_grad_reduce = s.strategy.overlap_grad_reduce;
     in.zero = s.strategy.zero;
     in.num_devices = s.cluster.num_devices();
     in.micro_batches_per_iteration = static_cast<int>(s.micro_batches);

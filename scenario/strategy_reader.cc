@@ -252,7 +252,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                {"schedule", "stages", "pipeline", "data", "virtual_stages", "placement", "order",
                 "vertical_sync", "allreduce", "bucket", "bucket_buffers", "warmup", "recompute",
                 "tensor", "sequence_parallel", "tensor_overlap", "p2p_overlap", "zero",
-                "overlap_param_gather", "context", "context_comm", "expert", "expert_tensor",
+                "overlap_param_gather", "overlap_grad_reduce", "context", "context_comm", "expert", "expert_tensor",
                 "routing_imbalance", "expert_dispatch"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
@@ -331,6 +331,15 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                        "(zero: {})",
                        st.zero),
            "zero: 1 or 2, or overlap_param_gather: false");
+  }
+  st.overlap_grad_reduce =
+      read_flag(r, n["overlap_grad_reduce"], "strategy.overlap_grad_reduce", true);
+  if (!st.overlap_grad_reduce && st.zero >= 2) {
+    r.fail(n["overlap_grad_reduce"], "strategy.overlap_grad_reduce",
+           fmt::format("ZeRO-{} reduce-scatters every micro-batch's gradients as the backward "
+                       "produces them",
+                       st.zero),
+           "zero: 0 or 1, or overlap_grad_reduce: true");
   }
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {

@@ -71,10 +71,12 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   // ZeRO-2 and 3 keep only their shard of the gradients, so every micro-batch's gradients
   // are reduce-scattered as its backward produces them (DeepSpeed, PyTorch FSDP); without
   // sharded gradients they are reduced once, after the last micro-batch.
-  // (With the backward's tensor overlap a W runs inside its B and has no buckets of its own:
-  // there the gradients are reduce-scattered once, after the last micro-batch, as under
-  // ZeRO-1.)
-  const bool every = in_.zero >= 2 && zero_ranks(p) > 1 && !(in_.tensor_overlap && cur.t > 1);
+  // (Under a zero-bubble order with the backward's tensor overlap a W runs inside its B and
+  // has no buckets of its own: there the gradients are reduce-scattered once, after the
+  // last micro-batch, as under ZeRO-1.)
+  const bool one_pass = !in_.orders.early_input_grad;  // B and W one autograd pass
+  const bool every =
+      in_.zero >= 2 && zero_ranks(p) > 1 && (one_pass || !(in_.tensor_overlap && cur.t > 1));
   if (syncs_gradients(p)) {
     std::vector<long> last(static_cast<size_t>(G_ / P_),
                            -1);  // per chunk, since the last optimizer step
@@ -86,23 +88,33 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
         if (every) cur.last_grad[i] = 1;
       } else if (s.kind == OpKind::kOptimizer) {
         for (long& l : last) {
-          if (l >= 0) cur.last_grad[static_cast<size_t>(l)] = 1;
+          // (Without overlap_grad_reduce no buckets: the reduction waits for the backward.)
+          if (l >= 0 && in_.overlap_grad_reduce) cur.last_grad[static_cast<size_t>(l)] = 1;
           l = -1;
         }
       }
     }
   }
-  // A non-zero-bubble schedule runs W right after its B: with the backward's tensor overlap
-  // the two are one autograd pass, dX and dW GEMMs in turn (the last W before an optimizer
-  // step stays apart, for its gradient buckets).
+  // A W right after its B is one autograd pass with it, dX and dW GEMMs layer by layer,
+  // wherever the schedule does not place W itself (Megatron-LM's and PyTorch's backward):
+  // the B carries the W's time and, before an optimizer step, its gradient buckets, which
+  // then close as the pass reaches each bucket's first layer. Zero-bubble orders run W as
+  // a pass of its own; there only the backward's tensor overlap folds a W into its B (its
+  // dW GEMMs beside the B's all-reduces), and the last W before an optimizer step stays
+  // apart, for its gradient buckets.
   cur.fold_w.assign(cur.has_w.size(), 0);
-  if (in_.tensor_overlap && cur.t > 1) {
+  if (one_pass || (in_.tensor_overlap && cur.t > 1)) {
     for (size_t i = 0; i + 1 < cur.steps->size(); ++i) {
       const Step& b = (*cur.steps)[i];
       const Step& w = (*cur.steps)[i + 1];
-      if (b.kind == OpKind::kBackward && w.kind == OpKind::kWeightGrad && b.chunk == w.chunk &&
-          b.micro_batch == w.micro_batch && !cur.last_grad[i + 1])
-        cur.fold_w[static_cast<size_t>(b.chunk) * Mb_ + static_cast<size_t>(b.micro_batch)] = 1;
+      if (b.kind != OpKind::kBackward || w.kind != OpKind::kWeightGrad || b.chunk != w.chunk ||
+          b.micro_batch != w.micro_batch || (cur.last_grad[i + 1] && !one_pass))
+        continue;
+      cur.fold_w[static_cast<size_t>(b.chunk) * Mb_ + static_cast<size_t>(b.micro_batch)] = 1;
+      if (cur.last_grad[i + 1]) {  // the buckets close inside the B
+        cur.last_grad[i] = 1;
+        cur.last_grad[i + 1] = 0;
+      }
     }
   }
   return cur;
@@ -292,6 +304,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
       if (parts.size() > 1) last_part_[target] = parts.back();
       std::vector<TpCollective> collectives;
       for (const auto& sg : segs) collectives.push_back(sg.second);
+      if (cur.last_grad[cur.idx - 1] && s.kind == OpKind::kBackward)
+        close_buckets_in_segments(cur, g, split_w, segs, parts);
       tp_parts_[target] = {std::move(parts), std::move(collectives)};
       cur.before = tail(target);
       return target;
@@ -389,6 +403,39 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     layer_parts_[target] = std::move(lp);
   }
   return target;
+}
+
+// The gradient buckets of a backward cut into tensor-parallel segments (the stage's last
+// before an optimizer step): each closes with the segment in which the pass finishes the
+// bucket's first layer. The segments split the layers' times exactly, so the layer ends
+// in the first segment whose running total reaches the layers' running total.
+void Lowering::close_buckets_in_segments(Cursor& cur, int g, bool split_w,
+                                         const std::vector<std::pair<Time, TpCollective>>& segs,
+                                         const std::vector<OpId>& parts) {
+  const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
+  if (sp.layers.empty()) return;  // no per-layer costs: the gradients are ready at the end
+  const auto layer_time = [&](const StageProfile::LayerCost& lc) {
+    if (lc.pieces.empty()) return split_w ? lc.backward_input : lc.backward_input + lc.backward_weight;
+    Time t;
+    for (const auto& pc : lc.pieces) t += split_w ? pc.backward_input : pc.backward_input + pc.backward_weight;
+    return t;
+  };
+  Time layers_done, segs_done;
+  size_t q = 0;
+  segs_done = segs.empty() ? Time::zero() : segs[0].first;
+  for (const auto& [first, last] : buckets_of(g)) {
+    int64_t params = 0, replicated = 0, experts = 0;
+    for (int l = last; l >= first; --l) {
+      const auto& lc = sp.layers[static_cast<size_t>(l)];
+      layers_done += layer_time(lc);
+      params += lc.params;
+      replicated += lc.replicated_params;
+      experts += lc.expert_params;
+    }
+    while (segs_done < layers_done && q + 1 < segs.size()) segs_done += segs[++q].first;
+    cur.buckets.push_back(parts[q]);
+    cur.bucket_bytes.push_back(bucket_bytes(params, replicated, experts, cur));
+  }
 }
 
 // The op whose end releases stage g's input gradient for micro-batch m on replica j:

@@ -136,6 +136,7 @@ struct LoweringInput {
   bool tensor_overlap = false;     // Strategy::tensor_overlap
   bool p2p_overlap = true;         // Strategy::p2p_overlap
   bool overlap_param_gather = false;  // Strategy::overlap_param_gather
+  bool overlap_grad_reduce = true;    // Strategy::overlap_grad_reduce
   // [device] a fixed time added to every step the framework runs on it (its GPU's
   // launch_overhead): F, R, B and the optimizer step, and W where the schedule runs it as
   // a step of its own (SlotOrders::early_input_grad; otherwise it is part of B's

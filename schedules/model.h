@@ -348,6 +348,12 @@ struct Strategy {
   // between the optimizer step and it: the device's second compute op of each iteration
   // waits for it, the first does not.
   bool overlap_param_gather = false;
+  // The gradient reduction of the last backward before an optimizer step runs bucket by
+  // bucket as the backward produces them (PyTorch DDP; Megatron-Core's
+  // --overlap-grad-reduce). Off: it starts once the device's backward is done (the
+  // Megatron-LM of 2021-2022, which all-reduced after the last micro-batch). ZeRO-0 and 1
+  // only: ZeRO-2 and 3 reduce every micro-batch's gradients as they come.
+  bool overlap_grad_reduce = true;
   int zero = 0;  // DeepSpeed ZeRO stage over each stage's data-parallel ranks (schedules/zero.h)
   // Context parallelism (SPEC section 9): each sequence split over `context` ranks, which
   // exchange attention's keys and values (context_comm) and join the data-parallel

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
@@ -237,7 +238,86 @@ std::string to_json(const Report& r) {
   return j.dump(2) + "\n";
 }
 
-std::string summary_table(const Report& r) {
+namespace {
+
+std::string stage_list(const std::vector<int>& stages) {
+  std::string out;
+  for (int s : stages) out += fmt::format("{}{}", out.empty() ? "" : ",", s);
+  return out;
+}
+
+// One line of the device table: `d`'s columns under `name`.
+std::string device_line(const std::string& name, size_t width, const DeviceReport& d,
+                        Time makespan) {
+  const double pct =
+      makespan > Time::zero() ? 100.0 * d.busy.seconds() / makespan.seconds() : 0.0;
+  return fmt::format("{:<{}} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12} {:>12} {:>12}\n", name,
+                     width, stage_list(d.stages), format_time(d.busy), pct,
+                     format_time(d.exposed_pipeline_comm), format_time(d.exposed_allreduce),
+                     format_bytes(d.peak_memory),
+                     format_bytes(d.at_peak[static_cast<size_t>(MemCategory::kActivations)]),
+                     format_bytes(d.capacity));
+}
+
+// The devices that run stages: one line each with `per_device`; otherwise one line per
+// group of devices running the same stages (a stage's tensor ranks and data-parallel
+// copies), naming its first and last device and how many, with each column's highest
+// value over the group (its least capacity), so a 512-GPU run reads in a screen.
+std::string device_table(const Report& r, bool per_device) {
+  struct Group {
+    std::vector<const DeviceReport*> members;
+    DeviceReport worst;
+  };
+  std::vector<Group> groups;
+  std::map<std::vector<int>, size_t> index;
+  for (const DeviceReport& d : r.devices) {
+    if (d.stages.empty()) continue;
+    if (per_device) {
+      groups.push_back({{&d}, d});
+      continue;
+    }
+    const auto [it, fresh] = index.try_emplace(d.stages, groups.size());
+    if (fresh) {
+      groups.push_back({{&d}, d});
+      continue;
+    }
+    Group& g = groups[it->second];
+    g.members.push_back(&d);
+    DeviceReport& w = g.worst;
+    w.busy = std::max(w.busy, d.busy);
+    w.exposed_pipeline_comm = std::max(w.exposed_pipeline_comm, d.exposed_pipeline_comm);
+    w.exposed_allreduce = std::max(w.exposed_allreduce, d.exposed_allreduce);
+    if (d.peak_memory > w.peak_memory) {
+      w.peak_memory = d.peak_memory;
+      w.at_peak = d.at_peak;
+    }
+    w.capacity = std::min(w.capacity, d.capacity);
+  }
+  std::vector<std::string> names;
+  size_t width = 16;
+  bool grouped = false;
+  for (const Group& g : groups) {
+    const size_t n = g.members.size();
+    grouped = grouped || n > 1;
+    names.push_back(n == 1 ? g.members.front()->name
+                           : fmt::format("{}..{} ({})", g.members.front()->name,
+                                         g.members.back()->name, n));
+    width = std::max(width, names.back().size());
+  }
+  std::string out = fmt::format("{:<{}} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n",
+                                grouped ? "devices" : "device", width, "stage", "busy", "busy %",
+                                "exposed p2p", "exposed AR", "peak mem", "activations",
+                                "capacity");
+  for (size_t i = 0; i < groups.size(); ++i)
+    out += device_line(names[i], width, groups[i].worst, r.makespan);
+  if (grouped)
+    out += "(one line per set of stages: its GPUs' highest figures; --per-device lists each GPU)\n";
+  return out;
+}
+
+}  // namespace
+
+std::string summary_table(const Report& r, bool per_device) {
   std::string out;
   out += fmt::format("scenario    {}\nschedule    {}\n", r.info.scenario, r.info.schedule);
   if (!r.info.overrides.empty()) {
@@ -274,24 +354,7 @@ std::string summary_table(const Report& r) {
   if (r.tokens_per_s) out += fmt::format("tokens      {:.0f} tokens/s\n", *r.tokens_per_s);
   out += fmt::format("oom         {}\n", r.oom.oom ? "YES: " + r.oom_message : "no");
   out += fmt::format("events      {}\n\n", r.events);
-  out += fmt::format("{:<16} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "device",
-                     "stage", "busy", "busy %", "exposed p2p", "exposed AR", "peak mem",
-                     "activations", "capacity");
-  for (const DeviceReport& d : r.devices) {
-    if (d.stages.empty()) continue;
-    std::string stages;
-    for (int s : d.stages) {
-      if (!stages.empty()) stages += ',';
-      stages += std::to_string(s);
-    }
-    const double pct =
-        r.makespan > Time::zero() ? 100.0 * d.busy.seconds() / r.makespan.seconds() : 0.0;
-    out += fmt::format("{:<16} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12} {:>12} {:>12}\n", d.name,
-                       stages, format_time(d.busy), pct, format_time(d.exposed_pipeline_comm),
-                       format_time(d.exposed_allreduce), format_bytes(d.peak_memory),
-                       format_bytes(d.at_peak[static_cast<size_t>(MemCategory::kActivations)]),
-                       format_bytes(d.capacity));
-  }
+  out += device_table(r, per_device);
   // All-to-all waits (MoE dispatch and combine, Ulysses attention) are not in the columns.
   const auto a2a = std::max_element(r.devices.begin(), r.devices.end(),
                                     [](const DeviceReport& a, const DeviceReport& b) {

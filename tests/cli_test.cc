@@ -94,6 +94,31 @@ TEST(Cli, RunDefaultWritesEveryReport) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 16 * 65 + 960 + 1);
 }
 
+TEST(Cli, SummaryGroupsGpusRunningTheSameStages) {
+  // The default: TP 1 x PP 2 x DP 8 on two nodes, stage 0 on node0 and stage 1 on node1.
+  const auto grouped = test::cli({"run"});
+  ASSERT_EQ(grouped.code, 0) << grouped.err;
+  EXPECT_NE(grouped.out.find("node0/gpu0..node0/gpu7 (8)"), std::string::npos) << grouped.out;
+  EXPECT_NE(grouped.out.find("node1/gpu0..node1/gpu7 (8)"), std::string::npos) << grouped.out;
+  EXPECT_EQ(grouped.out.find("\nnode0/gpu3 "), std::string::npos) << grouped.out;
+  const auto each = test::cli({"run", "--per-device"});
+  ASSERT_EQ(each.code, 0) << each.err;
+  EXPECT_NE(each.out.find("\nnode0/gpu3 "), std::string::npos) << each.out;
+  EXPECT_EQ(each.out.find(".."), std::string::npos) << each.out;
+  // Past four data-parallel copies the placement shows the first and the last.
+  const std::vector<std::string> wide = {"run", "--set", "cluster.nodes=4", "--set",
+                                         "strategy={schedule: dapple, pipeline: 2, data: 16}"};
+  const auto copies = test::cli(wide);
+  ASSERT_EQ(copies.code, 0) << copies.err;
+  EXPECT_NE(copies.out.find("copy 0 "), std::string::npos) << copies.out;
+  EXPECT_NE(copies.out.find("... copies 1-14 alike"), std::string::npos) << copies.out;
+  EXPECT_NE(copies.out.find("copy 15 "), std::string::npos) << copies.out;
+  EXPECT_EQ(copies.out.find("copy 7 "), std::string::npos) << copies.out;
+  std::vector<std::string> all = wide;
+  all.push_back("--per-device");
+  EXPECT_NE(test::cli(all).out.find("copy 7 "), std::string::npos);
+}
+
 TEST(Cli, JsonToStdout) {
   const auto r = test::cli({"run", "--json", "-", "--reproducible"});
   ASSERT_EQ(r.code, 0);

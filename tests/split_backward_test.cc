@@ -178,5 +178,84 @@ strategy: {{pipeline: 1}}
   EXPECT_NE(out.err.find("not split"), std::string::npos) << out.err;
 }
 
+// Outside the zero-bubble schedules a layer's B and W are one autograd pass, dX and dW layer
+// by layer, so the gradient buckets of the last backward close as the pass goes, as
+// Megatron-LM's and PyTorch DDP's hooks fire.
+TEST(SplitBackward, BucketsCloseDuringTheOnePassBackward) {
+  // One stage of 4 layers (t_f = 1 ms, dX 0.5 ms, dW 0.5 ms; 1 M fp32 params = 4 MB of
+  // gradients each), two copies joined at 4 GB/s with no latency; M = 1, bucket 8 MB.
+  //   F [0,4]; the pass runs layers 3, 2 [4,6]: bucket 0's all-reduce, 2 ring steps of 4 MB
+  //   at 4 GB/s, [6,8]; layers 1, 0 [6,8]; bucket 1's [8,10]; optimizer at 10 ms.
+  // Were dW of every layer left until after dX (zb-h1's order on one stage), the buckets
+  // would close at 7 and 8 ms: all-reduces [7,9] and [9,11], optimizer at 11 ms.
+  const std::string yaml = R"(cluster:
+  gpu: a100-80gb
+  nodes: 1
+  gpus_per_node: 2
+  intra_node: {kind: nvlink, bandwidth: 4 GB/s, latency: 0 us}
+model:
+  layers: [{name: l, repeat: 4, forward: 1 ms, backward_input: 0.5 ms, backward_weight: 0.5 ms, params: 1M}]
+training: {global_batch: 2, micro_batch: 1}
+strategy: {schedule: dapple, pipeline: 1, data: 2, allreduce: ring, bucket: 8 MB}
+)";
+  const test::SimRun r = test::run_yaml(yaml);
+  EXPECT_EQ(r.timeline.makespan, Time::ms(10));
+  std::vector<std::pair<Time, Time>> parts;
+  for (OpId id : r.graph.stream(0)) {
+    if (r.graph.op(id).kind == OpKind::kBackward)
+      parts.emplace_back(r.timeline.start[id], r.timeline.end[id]);
+  }
+  EXPECT_EQ(parts, (std::vector<std::pair<Time, Time>>{{Time::ms(4), Time::ms(6)},
+                                                       {Time::ms(6), Time::ms(8)}}));
+  std::string zb = yaml;
+  zb.replace(zb.find("dapple"), 6, "zb-h1");
+  EXPECT_EQ(test::run_yaml(zb).timeline.makespan, Time::ms(11));
+  // overlap_grad_reduce: false (the Megatron-LM of 2021): B [4,8], then one all-reduce of
+  // all 16 MB, 2 ring steps of 8 MB at 4 GB/s [8,12]: optimizer at 12 ms.
+  std::string late = yaml;
+  late.replace(late.find("bucket: 8 MB}"), 13, "bucket: 8 MB, overlap_grad_reduce: false}");
+  EXPECT_EQ(test::run_yaml(late).timeline.makespan, Time::ms(12));
+  // Under ZeRO-2 every micro-batch's gradients are reduce-scattered as they come: exit 2.
+  std::string zero2 = late;
+  zero2.replace(zero2.find("bucket:"), 7, "zero: 2, bucket:");
+  const auto bad = test::cli({"run", test::write_temp("late-zero2.yaml", zero2)});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("strategy.overlap_grad_reduce"), std::string::npos) << bad.err;
+  // Without data-parallel ranks it changes nothing, and says so.
+  std::string alone = late;
+  alone.replace(alone.find("data: 2"), 7, "data: 1");
+  const auto one = test::cli({"run", test::write_temp("late-alone.yaml", alone)});
+  EXPECT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.err.find("warning: strategy.overlap_grad_reduce: no effect"), std::string::npos)
+      << one.err;
+}
+
+// The same under tensor parallelism, where the backward is cut at its collectives: the
+// first bucket's reduce-scatter starts while the last backward still runs.
+TEST(SplitBackward, BucketsCloseInsideATensorParallelBackward) {
+  const std::string yaml = R"(
+cluster: {gpu: h100-80gb, nodes: 2, gpus_per_node: 2, intra_node: nvswitch, inter_node: ib-ndr}
+model: {generator: transformer, layers: 8, hidden: 2048, heads: 16, sequence: 2048, vocab: 32000}
+training: {global_batch: 4, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 1, tensor: 2, data: 2, zero: 1, tensor_overlap: backward,
+           bucket: 16 MB}
+)";
+  const test::SimRun r = test::run_yaml(yaml);
+  Time last_backward_end, first_sync_start = Time::max();
+  for (OpId id = 0; id < r.graph.size(); ++id) {
+    const Op& op = r.graph.op(id);
+    if (op.device != 0) continue;
+    if (op.kind == OpKind::kBackward)
+      last_backward_end = std::max(last_backward_end, r.timeline.end[id]);
+  }
+  for (OpId id = 0; id < r.graph.size(); ++id) {
+    const Op& op = r.graph.op(id);
+    // (ranks 0 and 1 are a tensor group, whose reduce-scatters are sequence parallelism's)
+    if (op.device == 0 && op.comm == CommKind::kReduceScatter && op.peer >= 2)
+      first_sync_start = std::min(first_sync_start, r.timeline.start[id]);
+  }
+  EXPECT_LT(first_sync_start, last_backward_end);
+}
+
 }  // namespace
 }  // namespace pipesim

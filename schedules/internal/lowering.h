@@ -294,6 +294,9 @@ class Lowering {
 
   // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
   OpId emit_compute(Cursor& cur, const Step& s, Op op);
+  void close_buckets_in_segments(Cursor& cur, int g, bool split_w,
+                                 const std::vector<std::pair<Time, TpCollective>>& segs,
+                                 const std::vector<OpId>& parts);
 
   // The op whose end releases stage g's input gradient for micro-batch m on replica j:
   // B, or under `late` semantics W when the slot runs a separate W (SlotOrders).
