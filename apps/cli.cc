@@ -108,7 +108,13 @@ std::string placement_table(const Scenario& s, bool per_device) {
 int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   std::vector<InputIdentity> inputs;
   Scenario loaded = load(o.scenario, o.sets, &inputs);
-  if (!o.trace.empty()) check_trace_size(estimate_work(loaded));
+  const WorkEstimate work = estimate_work(loaded);
+  if (!o.trace.empty()) check_trace_size(work);
+  // A trace and the op CSV show every collective step: the limit on expanded ops first.
+  if (!o.trace.empty() || !o.csv.empty()) check_work(work, Collectives::kExpanded);
+  const std::optional<std::string> csv_warning =
+      o.csv.empty() ? std::nullopt : csv_size_warning(work);
+  if (csv_warning) err << "pipesim: warning: " << *csv_warning << "\n";  // before the wait
   SimulateOptions opts;
   opts.record_memory = !o.trace.empty() || !o.memory_csv.empty();
   opts.record_links = !o.trace.empty();
@@ -144,6 +150,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
               [&](std::ostream& f) { f << resolved_scenario_yaml(run->scenario, overrides); });
   }
   run.emplace(simulate_scenario(std::move(loaded), overrides, opts));
+  if (csv_warning) run->report.info.warnings.push_back(*csv_warning);
   const Report& report = run->report;
   json = to_json(report);
   // Out of memory: the error line first, then the report as asked (SPEC section 1).
@@ -152,7 +159,9 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
                        format_bytes(report.oom.capacity),
                        run->scenario.cluster.device(report.oom.device).name);
   }
-  for (const std::string& w : report.info.warnings) err << "pipesim: warning: " << w << "\n";
+  for (const std::string& w : report.info.warnings) {
+    if (w != csv_warning) err << "pipesim: warning: " << w << "\n";
+  }
   // All or nothing: standard output first, then every file renamed into place together.
   if (o.json == "-") {
     out << json;

@@ -11,6 +11,9 @@
 // of large batches, replicas and copies overflow 64 bits.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "scenario/scenario.h"
 
 namespace pipesim {
@@ -24,6 +27,7 @@ struct WorkEstimate {
   double ring_members = 0;
   double devices = 0;
   double trace_bytes = 0;
+  double csv_bytes = 0;  // the op CSV (--csv): one row per op, collective steps expanded
   // Ops stored with every collective step expanded.
   double ops() const { return compute_ops + transfers; }
   // Ops stored with compact rings.
@@ -35,6 +39,8 @@ inline constexpr double kMaxSimulatedOps = 50e6;  // about 9 GB of host memory, 
 inline constexpr double kMaxFlowSteps = 500e6;
 inline constexpr double kMaxDevices = 65536;
 inline constexpr double kMaxTraceBytes = 4.0 * (int64_t{1} << 30);
+// The op CSV warns past this size (the ops' limit keeps it under about 4 GB).
+inline constexpr double kLargeCsvBytes = 1.0 * (int64_t{1} << 30);
 
 WorkEstimate estimate_work(const Scenario& s);
 
@@ -45,5 +51,7 @@ enum class Collectives { kCompact, kExpanded };
 void check_work(const WorkEstimate& w, Collectives form = Collectives::kCompact);
 // Throws InputError when the trace would be larger than kMaxTraceBytes.
 void check_trace_size(const WorkEstimate& w);
+// Past kLargeCsvBytes, a warning saying how large the op CSV will be.
+std::optional<std::string> csv_size_warning(const WorkEstimate& w);
 
 }  // namespace pipesim

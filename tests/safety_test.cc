@@ -429,6 +429,17 @@ TEST(WorkEstimate, CountsEveryKindOfWork) {
   EXPECT_EQ(w.compute_ops, 392);
   EXPECT_EQ(w.transfers, 256 + 2 * 96);
   EXPECT_EQ(w.devices, s.cluster.num_devices());
+  // The op CSV: 80 bytes a row, (392 + 448) rows; a warning only past 1 GiB.
+  EXPECT_EQ(w.csv_bytes, 80.0 * (392 + 448));
+  EXPECT_FALSE(csv_size_warning(w));
+  WorkEstimate big = w;
+  big.compute_ops = 2e7;
+  big.transfers = 0;
+  big.csv_bytes = 1.6e9;
+  const auto warning = csv_size_warning(big);
+  ASSERT_TRUE(warning);
+  EXPECT_EQ(*warning,
+            "--csv: the op CSV will be about 1.6 GB (2e+07 rows, one per op and collective step)");
 }
 
 // ---- overflow ----

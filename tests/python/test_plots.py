@@ -80,6 +80,15 @@ class Plots(unittest.TestCase):
 
     def test_pareto(self):
         self.render("pareto", "plan.json")
+        # An out-of-memory baseline and candidate far off: the axes span what fits.
+        with open(self.path("plan.json")) as f:
+            plan = json.load(f)
+        far = dict(plan["best"], oom=True, iteration_time_s=1e3, peak_memory_bytes=2**50)
+        plan["candidates"].append(far)
+        plan["baselines"]["pipedream"] = far
+        with open(self.path("far.json"), "w") as f:
+            json.dump(plan, f)
+        self.render("pareto", "far.json")
 
     def test_validation(self):
         # The fields `pipesim validate --sweep --json` writes, for two configurations.
