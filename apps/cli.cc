@@ -15,6 +15,7 @@
 #include "api/pipesim.h"
 #include "api/report_fields.h"
 #include "apps/backend_commands.h"
+#include "apps/cli_docs.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -447,6 +448,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
   SweepCommand sweep(app, output_options);
   BackendCommands backend(app);
+  DocsCommands docs(app);
 
   // A first word that is no command: name it and list the commands.
   if (argc > 1 && argv[1][0] != '-') {
@@ -476,6 +478,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         throw InputError("the output path is empty", "a file path, or '-' for stdout",
                          opt->get_name(), {"<command line>"});
     }
+    if (docs.write(app, PIPESIM_VERSION, out)) return kOk;
     if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out, err); });
     if (order_cmd->parsed())
       return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });

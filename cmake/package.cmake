@@ -25,6 +25,12 @@ install(DIRECTORY core topology schedules sim scenario parallel planner sweep ap
         FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
 install(DIRECTORY scenarios/ DESTINATION ${CMAKE_INSTALL_DATADIR}/pipesim/scenarios)
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+if(NOT CMAKE_CROSSCOMPILING)  # written after each build (apps/CMakeLists.txt)
+  install(FILES ${CMAKE_BINARY_DIR}/share/man/man1/pipesim.1
+          DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  install(FILES ${CMAKE_BINARY_DIR}/share/bash-completion/completions/pipesim
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
+endif()
 
 set(pipesim_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/pipesim)
 install(EXPORT pipesimTargets NAMESPACE pipesim:: DESTINATION ${pipesim_cmake_dir})

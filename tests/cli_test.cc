@@ -1,6 +1,7 @@
 // The command line end to end: commands, output files, exit codes, golden report.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -117,6 +118,30 @@ TEST(Cli, SummaryGroupsGpusRunningTheSameStages) {
   std::vector<std::string> all = wide;
   all.push_back("--per-device");
   EXPECT_NE(test::cli(all).out.find("copy 7 "), std::string::npos);
+}
+
+TEST(Cli, ManualPageAndCompletionFollowTheCommandLine) {
+  const auto man = test::cli({"man"});
+  ASSERT_EQ(man.code, 0) << man.err;
+  EXPECT_TRUE(man.out.starts_with(".TH PIPESIM 1")) << man.out;
+  const auto bash = test::cli({"completion", "bash"});
+  ASSERT_EQ(bash.code, 0) << bash.err;
+  for (const char* command : {"run", "order", "model", "plan", "sweep", "profile", "validate"}) {
+    EXPECT_NE(man.out.find(fmt::format(".SS \"pipesim {}", command)), std::string::npos)
+        << command;
+    EXPECT_NE(bash.out.find(fmt::format("    {})\n", command)), std::string::npos) << command;
+  }
+  // Options as defined, flags and options taking a value alike.
+  EXPECT_NE(man.out.find("\\fB\\-\\-per\\-device\\fR"), std::string::npos);
+  EXPECT_NE(man.out.find("\\fB\\-\\-grid\\fR \\fITEXT\\fR"), std::string::npos);
+  EXPECT_NE(bash.out.find("--per-device"), std::string::npos);
+  EXPECT_NE(bash.out.find("complete -o filenames -F _pipesim pipesim"), std::string::npos);
+  // The script is valid bash.
+  const std::string script = test::write_temp("pipesim.bash", bash.out);
+  EXPECT_EQ(std::system(fmt::format("bash -n '{}'", script).c_str()), 0);
+  const auto zsh = test::cli({"completion", "zsh"});
+  EXPECT_TRUE(zsh.out.starts_with("autoload -U +X bashcompinit")) << zsh.out;
+  EXPECT_EQ(test::cli({"completion", "fish"}).code, 2);
 }
 
 TEST(Cli, JsonToStdout) {
@@ -454,7 +479,7 @@ TEST(Cli, ErrorsNameTheirSource) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
             "pipesim: error: unknown command 'bogus' (commands: run, order, model, plan, sweep, "
-            "profile, validate)\n");
+            "profile, validate, man, completion)\n");
 }
 
 // The GPU count counts tensor ranks: data 2 x (1 + 1 replicas) x tensor 2 = 8 > 4 GPUs.
