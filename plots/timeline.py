@@ -32,7 +32,9 @@ def read_ops(path):
             if r["stream"] != "compute":
                 continue
             start, end = float(r["start_s"]) * 1e3, float(r["end_s"]) * 1e3
-            rows.setdefault(r["device"], []).append((start, end - start, r["op"]))
+            rows.setdefault(r["device"], [])
+            if end > start:  # (a weight gradient run inside its backward takes no time)
+                rows[r["device"]].append((start, end - start, r["op"]))
     return rows
 
 

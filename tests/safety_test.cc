@@ -447,9 +447,10 @@ TEST(WorkEstimate, CountsEveryKindOfWork) {
 TEST(Overflow, HugeModelsAndLatenciesAreBadInputNotUndefinedBehaviour) {
   // Before: signed overflow (the sanitizer build aborted) summing 4 x 9e18 parameters, and
   // adding up a 4,320,000 s latency in the routing weights.
-  expect_one_line_error(test::cli({"run", "--set", "model.layers.1.params=9000000000B", "--set",
-                                   "model.layers.1.repeat=4"}),
-                        "is too large to simulate");
+  expect_one_line_error(
+      test::cli({"run", std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml",
+                 "--set", "model.layers.0.params=9000000000B"}),
+      "is too large to simulate");
   expect_one_line_error(
       test::cli({"model", std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml",
                  "--set", "model.layers.0.forward=4000000 s"}),

@@ -42,7 +42,7 @@ class Plots(unittest.TestCase):
         def pipesim(*args):
             subprocess.run([PIPESIM, *args], check=True, capture_output=True)
         # The default scenario on 16 nodes with 8 pipeline copies: 128 GPUs.
-        pipesim("run", "--set", "cluster.nodes=16", "--set", "strategy.data=8",
+        pipesim("run", "--set", "cluster.nodes=16", "--set", "strategy.data=32",
                 "--json", cls.path("big.json"), "--csv", cls.path("big.csv"))
         pipesim("run", TOY, "--json", cls.path("toy.json"), "--csv", cls.path("toy.csv"))
         pipesim("plan", TOY, "--top", "5", "--threads", "2", "--quiet",
