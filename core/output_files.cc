@@ -1,5 +1,7 @@
 #include "core/output_files.h"
 
+#include "core/interrupt_guard.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -131,6 +133,7 @@ void OutputFiles::commit() {
     std::string tmp;  // empty: written directly to a device or FIFO
   };
   std::vector<Staged> staged;
+  InterruptGuard guard;  // a signal while writing removes the temporaries
   auto discard = [&] {
     for (const Staged& s : staged)
       if (!s.tmp.empty()) ::unlink(s.tmp.c_str());
@@ -148,9 +151,11 @@ void OutputFiles::commit() {
       std::string tmp;
       for (int attempt = 0; fd < 0; ++attempt) {
         tmp = (dir / fmt::format(".{}.{}.tmp", p.filename().string(), random_suffix())).string();
+        const InterruptGuard::Hold hold;  // created and registered as one step
         fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd < 0 && (errno != EEXIST || attempt == 100))
           fail(o.path, "cannot create the output file", errno);
+        if (fd >= 0) guard.add(tmp);
       }
       staged.push_back({&o, tmp});
       if (const int err = write_all(fd, o.body, true); err != 0)
@@ -170,6 +175,8 @@ void OutputFiles::commit() {
     discard();
     throw;
   }
+  const InterruptGuard::Hold hold;  // every output moves into place, or none
+  guard.clear();
   for (size_t i = 0; i < staged.size(); ++i) {
     if (staged[i].tmp.empty()) continue;
     if (::rename(staged[i].tmp.c_str(), staged[i].out->path.c_str()) != 0) {

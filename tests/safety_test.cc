@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include "apps/cli.h"
 #include "core/input_file.h"
+#include "core/output_files.h"
 #include "scenario/work_estimate.h"
 #include "tests/support.h"
 
@@ -184,6 +186,47 @@ TEST(Inputs, Utf8Validator) {
 }
 
 // ---- outputs ----
+
+// A signal while the outputs are written removes every temporary, leaves the existing
+// outputs as they were and ends the process with 128 + the signal (130, 143, 129).
+TEST(Outputs, ASignalWhileWritingLeavesNothingBehind) {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    const Dir d("signal-" + std::to_string(sig));
+    d.write("r.json", "old");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::signal(sig, SIG_DFL);  // as a shell starts a foreground command
+      OutputFiles files;
+      files.add("--json", d.file("r.json"), [](std::ostream& o) { o << "new"; });
+      files.add("--trace", d.file("t.json"), [](std::ostream& o) {
+        for (;;) {  // a trace that takes long to write
+          o << std::string(1 << 16, 'x');
+          o.flush();
+          ::usleep(1000);
+        }
+      });
+      files.commit();
+      ::_exit(0);
+    }
+    // Wait for both temporaries (the first output is complete, the second being written).
+    for (int i = 0; i < 2000; ++i) {
+      const auto e = d.entries();
+      if (std::count_if(e.begin(), e.end(), [](const std::string& n) {
+            return n.ends_with(".tmp");
+          }) == 2)
+        break;
+      ::usleep(1000);
+    }
+    ASSERT_EQ(::kill(child, sig), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << sig;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    EXPECT_EQ(d.entries(), std::vector<std::string>{"r.json"}) << sig;
+    EXPECT_EQ(test::read_file(d.file("r.json")), "old");
+  }
+}
 
 TEST(Outputs, AnEmptyPathIsAUsageError) {
   // Before: `--json ''` wrote nothing and exited 0.
