@@ -336,6 +336,7 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
     } catch (InputError& e) {
       throw InputError(e.what(), std::string(kTimeUnits), "--time-limit");
     }
+    checked_time_limit(options.time_limit_s, "--time-limit", {"<command line>"});
   }
   const std::vector<Override> overrides = parse_overrides(a.sets);
   // The output path is checked before the search; the file is written after it.

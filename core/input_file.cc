@@ -47,6 +47,10 @@ std::string read_input_file(const std::string& path, const std::string& what,
   auto fail = [&](std::string problem, std::string expected) {
     throw InputError(std::move(problem), std::move(expected), key, where);
   };
+  // A path with a NUL in it (from Python, say) would be read only up to the NUL.
+  if (path.find('\0') != std::string::npos)
+    fail(fmt::format("the path of {} contains a NUL character", what),
+         "a path without NUL characters");
   // O_NONBLOCK: opening a FIFO with no writer must not wait; it is refused below.
   const Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
   if (f.fd < 0) fail(fmt::format("cannot read {}: {}", name, std::strerror(errno)), allowed);

@@ -70,21 +70,26 @@ double parse_quantity(std::string_view text, const std::array<Unit, N>& units,
   throw InputError(fmt::format("unknown unit '{}' in '{}'", unit, text), std::string(allowed));
 }
 
-int64_t to_int64(double v, std::string_view text) {
+// `what`: the base unit ("1 ps", "1 byte"). A value above 0 that would round to 0 is an
+// error, not a silent 0.
+int64_t to_int64(double v, std::string_view text, std::string_view what) {
   const double r = std::round(v);
   if (r >= 9.2e18)
     throw InputError(fmt::format("'{}' is too large", text), "at most 9.2e18 in base units");
+  if (v > 0 && r == 0)
+    throw InputError(fmt::format("'{}' is less than {} and would count as 0", text, what),
+                     fmt::format("0, or at least {}", what));
   return static_cast<int64_t>(r);
 }
 
 }  // namespace
 
 Time parse_time(std::string_view text) {
-  return Time::ps(to_int64(parse_quantity(text, kTime, kTimeUnits, "1.5 ms"), text));
+  return Time::ps(to_int64(parse_quantity(text, kTime, kTimeUnits, "1.5 ms"), text, "1 ps"));
 }
 
 int64_t parse_bytes(std::string_view text) {
-  return to_int64(parse_quantity(text, kBytes, kByteUnits, "64 MiB"), text);
+  return to_int64(parse_quantity(text, kBytes, kByteUnits, "64 MiB"), text, "1 byte");
 }
 
 double parse_bandwidth(std::string_view text) {
@@ -108,7 +113,7 @@ int64_t parse_count(std::string_view text) {
       std::max(1e-9, 16 * std::numeric_limits<double>::epsilon() * std::abs(v))) {
     throw InputError(fmt::format("'{}' is not a whole number", text), std::string(kCountUnits));
   }
-  return to_int64(v, text);
+  return to_int64(v, text, "1");
 }
 
 Time serialization_time(int64_t bytes, double bytes_per_s) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -18,6 +19,14 @@
 #include "scenario/setup.h"
 
 namespace pipesim {
+
+double checked_time_limit(double seconds, const std::string& key, const Location& where) {
+  if (!std::isfinite(seconds) || seconds <= 0)
+    throw InputError(fmt::format("the time limit must be a positive, finite duration (got {})",
+                                 seconds),
+                     "more than 0 s, e.g. 60s; leave it out for no limit", key, where);
+  return seconds;
+}
 namespace {
 
 using planner::Clock;

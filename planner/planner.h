@@ -27,6 +27,10 @@
 
 namespace pipesim {
 
+// A time limit given by the user (seconds): finite and above 0, else InputError naming
+// `key` at `where` (0 is "no limit" only when no limit is given at all).
+double checked_time_limit(double seconds, const std::string& key, const Location& where = {});
+
 struct PlanOptions {
   int top = 10;                      // candidates kept in the result
   int threads = 0;                   // simulation threads; 0: every core

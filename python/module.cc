@@ -113,6 +113,7 @@ py::object plan_py(const std::optional<std::string>& scenario, const std::option
     } else {
       options.time_limit_s = time_limit->cast<double>();
     }
+    checked_time_limit(options.time_limit_s, "time_limit", {"pipesim.plan"});
   }
   nlohmann::ordered_json result;
   {

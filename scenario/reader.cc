@@ -81,7 +81,15 @@ std::string child_path(const std::string& parent, std::string_view key) {
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   require_utf8(text, source);
   try {
-    return YAML::Load(text);
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      // A second document (after `---`) would be ignored: its line names it.
+      const YAML::Mark m = docs[1].Mark();
+      throw InputError(fmt::format("the file holds {} YAML documents", docs.size()),
+                       "one document (no second '---')", "",
+                       {source, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1});
+    }
+    return docs.empty() ? YAML::Node() : docs.front();
   } catch (const YAML::Exception& e) {
     throw InputError(
         fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",

@@ -48,6 +48,15 @@ TEST(Units, ByteUnits) {
   EXPECT_EQ(parse_bytes("3 MB"), 3'000'000);
 }
 
+TEST(Units, AValueThatWouldRoundToZeroIsAnError) {
+  // Once silently 0: a layer of no time, an activation of no bytes.
+  EXPECT_THROW(parse_time("1e-30 ms"), InputError);
+  EXPECT_THROW(parse_time("0.4 ps"), InputError);
+  EXPECT_THROW(parse_bytes("0.4 B"), InputError);
+  EXPECT_EQ(parse_time("0.6 ps"), Time::ps(1));  // rounds to the nearest, as before
+  EXPECT_EQ(parse_bytes("0 B"), 0);
+}
+
 TEST(Units, BandwidthUnits) {
   EXPECT_DOUBLE_EQ(parse_bandwidth("25 Gbit/s"), 25e9 / 8);
   EXPECT_DOUBLE_EQ(parse_bandwidth("10 Gbps"), 10e9 / 8);

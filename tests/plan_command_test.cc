@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -23,6 +25,21 @@ using nlohmann::json;
 using test::Case;
 using test::case_file;
 using test::cases;
+
+TEST(Planner, TimeLimitMustBePositive) {
+  // `--time-limit 0s` once meant "no limit" without saying so: exit 2 now, as Python's.
+  for (const char* bad : {"0s", "0 ms"}) {
+    const auto r = test::cli({"plan", "--time-limit", bad, "--quiet"});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("--time-limit: the time limit must be a positive, finite duration"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_THROW(checked_time_limit(std::nan(""), "time_limit"), InputError);
+  EXPECT_THROW(checked_time_limit(-1, "time_limit"), InputError);
+  EXPECT_THROW(checked_time_limit(INFINITY, "time_limit"), InputError);
+  EXPECT_EQ(checked_time_limit(0.5, "time_limit"), 0.5);
+}
 
 TEST(Planner, RecommendedStrategyKeepsTheTensorOverlap) {
   // The planner does not choose strategy.tensor_overlap: the strategy it writes carries the

@@ -278,6 +278,17 @@ const Rule kRules[] = {
 INSTANTIATE_TEST_SUITE_P(Rules, ValidationRule, ::testing::ValuesIn(kRules),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Loader, ASecondYamlDocumentIsAnError) {
+  // Once ignored: everything after the `---` on line 3.
+  try {
+    load_scenario_text("name: a\nmodel: {}\n---\nname: b\n", "two.yaml");
+    FAIL() << "accepted two documents";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.message().find("two.yaml:4:1"), std::string::npos) << e.message();
+    EXPECT_NE(std::string(e.what()).find("2 YAML documents"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Loader, BaseScenarioIsValidAndRepeatExpands) {
   const Scenario s = load_scenario_text(kBase, "base.yaml");
   ASSERT_EQ(s.model.layers.size(), 4u);

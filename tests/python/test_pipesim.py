@@ -89,6 +89,12 @@ class Errors(unittest.TestCase):
         self.assertEqual(str(caught.exception), "pipesim: error: pipesim.plan: time_limit: "
                          "'ten' is not a quantity (units: ps, ns, us, ms, s)")
 
+    def test_a_path_with_a_nul_is_refused(self):
+        # Once read as the path up to the NUL.
+        with self.assertRaises(pipesim.InputError) as caught:
+            pipesim.run(TOY + "\0x")
+        self.assertIn("contains a NUL character", str(caught.exception))
+
     def test_input_error_is_a_value_error(self):
         self.assertTrue(issubclass(pipesim.InputError, ValueError))
         with self.assertRaises(ValueError):
@@ -109,6 +115,10 @@ class Plan(unittest.TestCase):
     def test_time_limit_in_seconds_or_with_unit(self):
         for limit in (30, "30s"):
             self.assertGreater(pipesim.plan(TOY, top=1, time_limit=limit)["simulated"], 0)
+        # What the command line refuses, Python refuses: zero, negative, NaN, infinite.
+        for bad in (0, -1, float("nan"), float("inf"), "0s"):
+            with self.assertRaises(pipesim.InputError):
+                pipesim.plan(TOY, top=1, time_limit=bad)
 
 
 class Sweep(unittest.TestCase):
