@@ -93,8 +93,9 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
   if (!writer) return all_failed ? 2 : 0;
   // The error line before the table (the sweep's progress lines, if any, came earlier).
   if (all_failed) {
-    err << fmt::format("pipesim: error: every point of the sweep failed, the first with: {}\n",
-                       s.points.front().error);
+    err << fmt::format("pipesim: error: every point of the sweep failed, the first with: {}{}\n",
+                       s.points.front().error,
+                       files.empty() ? "" : " (no output file written)");
   }
   if (json_ == "-") {
     out << to_json(s).dump(2) << "\n";
@@ -104,7 +105,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
     out << sweep_table(s);
   }
   check_stdout(out);
-  files.commit();
+  if (!all_failed) files.commit();  // a file of failures only would read as a result
   return all_failed ? 2 : 0;
 }
 

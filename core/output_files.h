@@ -38,6 +38,9 @@ class OutputFiles {
   // behind) on any failure. Each registered output is written once.
   void commit();
 
+  // Whether no output is registered.
+  bool empty() const { return outputs_.empty(); }
+
  private:
   struct Output {
     std::string option, path;

@@ -79,6 +79,9 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
       throw InputError(fmt::format("unknown column '{}'{}", name, suggestion(name, known)),
                        "columns: " + join(known), "model.profile", {file, lineno, col});
     }
+    if (std::find(columns.begin(), columns.end(), name) != columns.end())
+      throw InputError(fmt::format("the column '{}' is given twice", name),
+                       "each column once", "model.profile", {file, lineno, col});
     columns.push_back(name);
   }
   auto has = [&](const char* c) {

@@ -277,6 +277,11 @@ strategy: {schedule: zb-h1, pipeline: 2}
   EXPECT_NE(test::cli({"run", test::temp_path("prof.yaml")})
                 .err.find("unknown column 'forwrd'; did you mean 'forward'?"),
             std::string::npos);
+  // A column given twice (once: the last one won, silently).
+  test::write_temp("prof.csv", "name,forward,backward,forward\nx,1 ms,2 ms,3 ms\n");
+  EXPECT_NE(test::cli({"run", test::temp_path("prof.yaml")})
+                .err.find("prof.csv:1:23: model.profile: the column 'forward' is given twice"),
+            std::string::npos);
 }
 
 }  // namespace
