@@ -58,9 +58,22 @@ py::object to_python(const nlohmann::ordered_json& j) {
 // A value given from Python as the YAML text pipesim reads: a str is YAML text already, as
 // after --set KEY=; anything else is written as JSON (True -> true, 2 -> 2, {"a": 1} ->
 // {"a": 1}), which YAML reads back the same.
+// A Python str as UTF-8; a str that has none (a lone surrogate, as os.fsdecode leaves for
+// undecodable bytes) is an InputError naming `what`, not pybind11's bare RuntimeError.
+std::string utf8(const py::handle& text, const std::string& what) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    throw InputError(fmt::format("{} is not valid text: it holds a lone surrogate", what),
+                     "a str of Unicode characters", "", {"pipesim"});
+  }
+  return {data, static_cast<size_t>(size)};
+}
+
 std::string yaml_text(const py::handle& value) {
-  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
-  return py::module_::import("json").attr("dumps")(value).cast<std::string>();
+  if (py::isinstance<py::str>(value)) return utf8(value, "a value");
+  return utf8(py::module_::import("json").attr("dumps")(value), "a value");
 }
 
 // set={"key": value}
@@ -68,29 +81,37 @@ std::vector<Override> overrides(const std::optional<py::dict>& set) {
   std::vector<Override> out;
   if (!set) return out;
   for (const auto& [key, value] : *set)
-    out.push_back({py::str(key).cast<std::string>(), yaml_text(value)});
+    out.push_back({utf8(py::str(key), "a key of set="), yaml_text(value)});
   return out;
 }
 
-std::string path_of(const std::optional<std::string>& scenario) {
-  return scenario.value_or("");
+// The scenario argument: None (the embedded default) or a path as a str.
+std::string path_of(const py::object& scenario) {
+  if (scenario.is_none()) return "";
+  if (!py::isinstance<py::str>(scenario))
+    throw InputError(fmt::format("the scenario is a {}, not a path",
+                                 utf8(py::str(py::type::of(scenario).attr("__name__")), "a type")),
+                     "a path as a str, or None for the default scenario", "scenario",
+                     {"pipesim"});
+  return utf8(scenario, "the scenario path");
 }
 
-py::object run_py(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
+py::object run_py(const py::object& scenario, const std::optional<py::dict>& set,
                   bool reproducible, bool exact_sharing) {
   const std::vector<Override> o = overrides(set);
   SimulateOptions options;
   options.reproducible = reproducible;
   options.exact_sharing = exact_sharing;
+  const std::string path = path_of(scenario);
   nlohmann::ordered_json report;
   {
     const py::gil_scoped_release release;
-    report = run_report(path_of(scenario), o, options);
+    report = run_report(path, o, options);
   }
   return to_python(report);
 }
 
-py::object plan_py(const std::optional<std::string>& scenario, const std::optional<py::dict>& set,
+py::object plan_py(const py::object& scenario, const std::optional<py::dict>& set,
                    int top, int threads, const std::optional<py::object>& time_limit,
                    bool exhaustive) {
   const std::vector<Override> o = overrides(set);
@@ -115,10 +136,11 @@ py::object plan_py(const std::optional<std::string>& scenario, const std::option
     }
     checked_time_limit(options.time_limit_s, "time_limit", {"pipesim.plan"});
   }
+  const std::string path = path_of(scenario);
   nlohmann::ordered_json result;
   {
     const py::gil_scoped_release release;
-    result = plan_report(path_of(scenario), o, options);
+    result = plan_report(path, o, options);
   }
   return to_python(result);
 }
@@ -128,9 +150,9 @@ py::object plan_py(const std::optional<std::string>& scenario, const std::option
 std::vector<GridAxis> grid_axes(const py::dict& grid) {
   std::vector<GridAxis> axes;
   for (const auto& [key, values] : grid) {
-    const std::string k = py::str(key).cast<std::string>();
+    const std::string k = utf8(py::str(key), "a key of grid=");
     if (py::isinstance<py::str>(values)) {
-      axes.push_back(parse_grid_axis(k + "=" + values.cast<std::string>()));
+      axes.push_back(parse_grid_axis(k + "=" + utf8(values, "a grid value")));
     } else if (py::isinstance<py::list>(values) || py::isinstance<py::tuple>(values)) {
       GridAxis axis{k, {}};
       for (const auto& v : values) axis.values.push_back(yaml_text(v));
@@ -143,7 +165,7 @@ std::vector<GridAxis> grid_axes(const py::dict& grid) {
   return axes;
 }
 
-py::object sweep_py(const std::optional<std::string>& scenario, const py::dict& grid,
+py::object sweep_py(const py::object& scenario, const py::dict& grid,
                     const std::optional<py::dict>& set, bool zip, int threads) {
   SweepOptions options;
   options.sets = overrides(set);
@@ -153,19 +175,20 @@ py::object sweep_py(const std::optional<std::string>& scenario, const py::dict& 
                      {"pipesim.sweep"});
   options.threads = threads;
   const std::vector<GridAxis> axes = grid_axes(grid);
+  const std::string path = path_of(scenario);
   nlohmann::ordered_json result;
   {
     const py::gil_scoped_release release;
-    result = sweep_report(path_of(scenario), axes, options);
+    result = sweep_report(path, axes, options);
   }
   return to_python(result);
 }
 
-std::string resolve_py(const std::optional<std::string>& scenario,
+std::string resolve_py(const py::object& scenario,
                        const std::optional<py::dict>& set) {
   const std::vector<Override> o = overrides(set);
-  const py::gil_scoped_release release;
   const std::string path = path_of(scenario);
+  const py::gil_scoped_release release;
   return at_scenario(path, [&] { return resolved_scenario_yaml(load_scenario(path, o), o); });
 }
 

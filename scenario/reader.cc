@@ -1,6 +1,7 @@
 #include "scenario/internal/reader.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -90,6 +91,12 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
                        {source, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1});
     }
     return docs.empty() ? YAML::Node() : docs.front();
+  } catch (const YAML::DeepRecursion& e) {
+    // (yaml-cpp says only "bad file" here.)
+    throw InputError(fmt::format("the YAML is nested too deep ({} levels)", e.depth()),
+                     fmt::format("fewer than {} levels of nesting", e.depth()), "",
+                     {source, e.mark.is_null() ? 0 : e.mark.line + 1,
+                      e.mark.is_null() ? 0 : e.mark.column + 1});
   } catch (const YAML::Exception& e) {
     throw InputError(
         fmt::format("invalid YAML: {}", e.msg), "a YAML mapping", "",

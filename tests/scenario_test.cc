@@ -278,6 +278,18 @@ const Rule kRules[] = {
 INSTANTIATE_TEST_SUITE_P(Rules, ValidationRule, ::testing::ValuesIn(kRules),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Loader, NestingTooDeepSaysSo) {
+  // Once "invalid YAML: bad file".
+  try {
+    load_scenario_text("name: x\nmodel: " + std::string(3000, '[') + std::string(3000, ']'),
+                       "deep.yaml");
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.message().find("deep.yaml:2:"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("the YAML is nested too deep"), std::string::npos) << e.message();
+  }
+}
+
 TEST(Loader, ASecondYamlDocumentIsAnError) {
   // Once ignored: everything after the `---` on line 3.
   try {

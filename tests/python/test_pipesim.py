@@ -95,6 +95,18 @@ class Errors(unittest.TestCase):
             pipesim.run(TOY + "\0x")
         self.assertIn("contains a NUL character", str(caught.exception))
 
+    def test_lone_surrogates_are_input_errors(self):
+        # Once pybind11's bare RuntimeError (or a TypeError for the path).
+        for call in (lambda: pipesim.run("\udc80.yaml"),
+                     lambda: pipesim.run(None, set={"training.micro_batch": "\udc80"}),
+                     lambda: pipesim.run(None, set={"\udc80": 1}),
+                     lambda: pipesim.sweep(None, grid={"training.micro_batch": "\udc80"})):
+            with self.assertRaises(pipesim.InputError) as caught:
+                call()
+            self.assertIn("lone surrogate", str(caught.exception))
+        with self.assertRaises(pipesim.InputError):
+            pipesim.run(3)
+
     def test_input_error_is_a_value_error(self):
         self.assertTrue(issubclass(pipesim.InputError, ValueError))
         with self.assertRaises(ValueError):
