@@ -320,7 +320,7 @@ struct PlanArgs {
   std::string file, json, time_limit;
   std::vector<std::string> sets;
   int top = 10, threads = 0;
-  bool exhaustive = false, quiet = false;
+  bool exhaustive = false, quiet = false, reproducible = false;
 };
 
 // Ranked strategies for the scenario; exit 1 when none fits in memory.
@@ -338,13 +338,18 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
     }
     checked_time_limit(options.time_limit_s, "--time-limit", {"<command line>"});
   }
+  if (a.reproducible && !a.time_limit.empty())
+    throw InputError("--reproducible with --time-limit: what a time limit leaves simulated "
+                     "depends on the machine",
+                     "one of the two", "--reproducible", {"<command line>"});
   const std::vector<Override> overrides = parse_overrides(a.sets);
   // The output path is checked before the search; the file is written after it.
   std::string text;
   OutputFiles files(plan_inputs(a.file, a.sets));
   if (!a.json.empty() && a.json != "-")
     files.add("--json", a.json, [&](std::ostream& f) { f << text; });
-  const Plan p = plan(a.file, overrides, options);
+  Plan p = plan(a.file, overrides, options);
+  if (a.reproducible) p.wall_s = p.analytic_s = 0;  // the only timings it reports
   if (job_ranks().rank == 0) {
     for (const std::string& w : p.warnings) err << "pipesim: warning: " << w << "\n";
   }
@@ -447,6 +452,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_flag("--exhaustive", plan_args.exhaustive,
                      "simulate every strategy of the space (refused above 100000)");
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
+  plan_cmd->add_flag("--reproducible", plan_args.reproducible,
+                     "report wall_s and analytic_s as 0 so equal inputs give byte-identical "
+                     "JSON (not with --time-limit)");
   SweepCommand sweep(app, output_options);
   BackendCommands backend(app);
   DocsCommands docs(app);

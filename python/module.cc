@@ -113,7 +113,7 @@ py::object run_py(const py::object& scenario, const std::optional<py::dict>& set
 
 py::object plan_py(const py::object& scenario, const std::optional<py::dict>& set,
                    int top, int threads, const std::optional<py::object>& time_limit,
-                   bool exhaustive) {
+                   bool exhaustive, bool reproducible) {
   const std::vector<Override> o = overrides(set);
   PlanOptions options;
   options.top = top;
@@ -136,11 +136,19 @@ py::object plan_py(const py::object& scenario, const std::optional<py::dict>& se
     }
     checked_time_limit(options.time_limit_s, "time_limit", {"pipesim.plan"});
   }
+  if (reproducible && options.time_limit_s > 0)
+    throw InputError("reproducible with time_limit: what a time limit leaves simulated "
+                     "depends on the machine",
+                     "one of the two", "reproducible", {"pipesim.plan"});
   const std::string path = path_of(scenario);
   nlohmann::ordered_json result;
   {
     const py::gil_scoped_release release;
     result = plan_report(path, o, options);
+  }
+  if (reproducible) {  // as `plan --reproducible`
+    result["wall_s"] = 0.0;
+    result["analytic_s"] = 0.0;
   }
   return to_python(result);
 }
@@ -216,9 +224,11 @@ PYBIND11_MODULE(pipesim, m) {
         "reproducible=True reports wall_s as 0; exact_sharing=True is `run --exact-sharing`.");
   m.def("plan", &pipesim::plan_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
         "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(), "exhaustive"_a = false,
+        "reproducible"_a = false,
         "Searches strategies for the scenario's cluster, model and training and returns the "
         "object of `pipesim plan --json` (best, candidates, pareto, baselines, ...). "
-        "time_limit: seconds, or a string such as '60s'.");
+        "time_limit: seconds, or a string such as '60s'. reproducible=True reports wall_s and "
+        "analytic_s as 0 (not with time_limit).");
   m.def("sweep", &pipesim::sweep_py, "scenario"_a = py::none(), py::kw_only(), "grid"_a,
         "set"_a = py::none(), "zip"_a = false, "threads"_a = 0,
         "Runs the scenario at every point of a grid (key -> '1..64*2', 'a,b,c' or a list of "

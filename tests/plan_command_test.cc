@@ -26,6 +26,18 @@ using test::Case;
 using test::case_file;
 using test::cases;
 
+TEST(Planner, ReproducibleGivesByteIdenticalJson) {
+  // SPEC section 6 v3: wall_s and every other timing 0, whatever the thread count.
+  const auto one = test::cli({"plan", "--reproducible", "--json", "-", "--quiet", "--threads", "1"});
+  const auto two = test::cli({"plan", "--reproducible", "--json", "-", "--quiet", "--threads", "2"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out, two.out);
+  const auto j = nlohmann::json::parse(one.out);
+  EXPECT_EQ(j["wall_s"], 0.0);
+  EXPECT_EQ(j["analytic_s"], 0.0);
+  EXPECT_EQ(test::cli({"plan", "--reproducible", "--time-limit", "5s"}).code, 2);
+}
+
 TEST(Planner, TimeLimitMustBePositive) {
   // `--time-limit 0s` once meant "no limit" without saying so: exit 2 now, as Python's.
   for (const char* bad : {"0s", "0 ms"}) {

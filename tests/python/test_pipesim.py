@@ -124,6 +124,15 @@ class Plan(unittest.TestCase):
         self.assertEqual(len(got["candidates"]), 3)
         self.assertIn("schedule", got["best"]["strategy"])
 
+    def test_reproducible_as_the_command_line(self):
+        got = pipesim.plan(TOY, top=2, threads=1, reproducible=True)
+        want = cli_json("plan", TOY, "--top", "2", "--threads", "2", "--quiet", "--reproducible")
+        self.assertEqual(got["wall_s"], 0.0)
+        for key in ("best", "candidates", "wall_s", "analytic_s"):
+            self.assertEqual(got[key], want[key], key)
+        with self.assertRaises(pipesim.InputError):
+            pipesim.plan(TOY, reproducible=True, time_limit=5)
+
     def test_time_limit_in_seconds_or_with_unit(self):
         for limit in (30, "30s"):
             self.assertGreater(pipesim.plan(TOY, top=1, time_limit=limit)["simulated"], 0)
