@@ -13,6 +13,7 @@
 //  - Replay (each run simulated with its own measured op times) within 25 % of the
 //    measured makespan (measured here: 0.5-3 %; the bound leaves room for a loaded machine),
 //    and the arena peaks equal to the simulator's.
+// The timing checks get three tries; a machine that fails all three is not noisy but wrong.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -62,8 +63,16 @@ Validation validate_schedule(const std::string& schedule) {
 
 TEST(TorchBackend, TwoSchedulesRankAndHoldMemoryAsSimulated) {
   if (!torch_importable()) GTEST_SKIP() << "python3 cannot import torch (python3-torch)";
-  const Validation plain = validate_schedule("gpipe");
-  const Validation recompute = validate_schedule("gpipe-recompute");
+  // The timings are measured: a burst of other work on the machine can upset one
+  // measurement, so up to three tries (the memory checks below are exact every time).
+  Validation plain, recompute;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    plain = validate_schedule("gpipe");
+    recompute = validate_schedule("gpipe-recompute");
+    if (plain.replay_error < 0.25 && recompute.replay_error < 0.25 &&
+        recompute.measured_s > plain.measured_s)
+      break;
+  }
   for (const Validation* v : {&plain, &recompute}) {
     EXPECT_EQ(v->backend, "torch");
     EXPECT_TRUE(v->peaks_equal);
