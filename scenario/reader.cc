@@ -79,18 +79,48 @@ std::string child_path(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
 }
 
+// The 1-based line where a second YAML document starts, or 0: a `---` marker after any
+// content, or content after a `...` end marker (markers at the start of a line, as YAML
+// has them; comments and blank lines are not content).
+int second_document_line(std::string_view text) {
+  bool content = false, ended = false;
+  int line = 0;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view l = text.substr(at, end - at);
+    ++line;
+    at = end + 1;
+    const auto marker = [&](std::string_view m) {
+      return l.starts_with(m) && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    };
+    const size_t first = l.find_first_not_of(" \t\r");
+    const bool blank = first == std::string_view::npos || l[first] == '#';
+    if (marker("---")) {
+      if (content || ended) return line;
+      const size_t rest = l.find_first_not_of(" \t\r", 3);
+      content = rest != std::string_view::npos && l[rest] != '#';  // `--- value`
+      continue;
+    }
+    if (marker("...")) {
+      ended = true;
+      continue;
+    }
+    if (blank) continue;
+    if (ended) return line;
+    content = true;
+  }
+  return 0;
+}
+
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   require_utf8(text, source);
+  // A second document would be ignored (YAML::Load reads the first; yaml-cpp's LoadAll
+  // can loop for ever on malformed input, so the markers are looked for here).
+  if (const int line = second_document_line(text); line > 0)
+    throw InputError("the file holds a second YAML document", "one document (no second '---')",
+                     "", {source, line, 1});
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      // A second document (after `---`) would be ignored: its line names it.
-      const YAML::Mark m = docs[1].Mark();
-      throw InputError(fmt::format("the file holds {} YAML documents", docs.size()),
-                       "one document (no second '---')", "",
-                       {source, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1});
-    }
-    return docs.empty() ? YAML::Node() : docs.front();
+    return YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
     // (yaml-cpp says only "bad file" here.)
     throw InputError(fmt::format("the YAML is nested too deep ({} levels)", e.depth()),

@@ -192,6 +192,9 @@ class Reader {
 };
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source);
+// The 1-based line where a second YAML document starts in `text`, or 0 (parse_yaml refuses
+// a second document, which would be ignored).
+int second_document_line(std::string_view text);
 bool read_flag(const Reader& r, const YAML::Node& n, const std::string& p, bool fallback);
 // A layer entry's `repeat` (1 when absent), keeping the model within 1,000,000 layers.
 int64_t read_repeat(const Reader& r, const YAML::Node& l, const std::string& p, size_t have);
