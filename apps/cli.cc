@@ -61,13 +61,14 @@ Scenario load(const std::string& file, const std::vector<std::string>& sets,
   return sc;
 }
 
-std::string placement_table(const Scenario& s, bool per_device) {
+std::string placement_table(const Scenario& s, bool grouped) {
   // One line per pipeline position (and data-parallel copy): its stages (several chunks
-  // for interleaved schedules), their layers and the GPUs of its replicas. Past four
-  // copies, unless `per_device`, the first and the last copy, the others counted between.
+  // for interleaved schedules), their layers and the GPUs of its replicas. When the
+  // summary groups its GPUs (groups_gpus) and there are more than four copies, the first
+  // and the last copy, the others counted between.
   std::string out = "placement   ";
   const size_t copies = s.placement.size();
-  const bool elide = !per_device && copies > 4;
+  const bool elide = grouped && copies > 4;
   const int positions = s.strategy.positions();
   // Warm-up depths when the scenario chose them (strategy.warmup other than `schedule`).
   const bool chosen =
@@ -168,7 +169,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     out << json;
   } else {
     out << summary_table(report, o.per_device) << "\n"
-        << placement_table(run->scenario, o.per_device);
+        << placement_table(run->scenario, groups_gpus(report, o.per_device));
   }
   check_stdout(out);
   files.commit();
@@ -402,7 +403,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                     "report wall_s as 0 so equal inputs give byte-identical JSON");
   run_cmd->add_flag("--per-device", run.per_device,
                     "list every GPU in the summary and every data-parallel copy in the "
-                    "placement (by default GPUs running the same stages share a line)");
+                    "placement (past 32 GPUs, GPUs running the same stages share a line)");
   run_cmd->add_flag("--exact-sharing", run.exact_sharing,
                     "re-rate link sharing over whole components at every flow event: "
                     "bit-identical to progressive filling, slower on large collectives");

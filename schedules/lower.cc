@@ -414,15 +414,18 @@ void Lowering::close_buckets_in_segments(Cursor& cur, int g, bool split_w,
                                          const std::vector<OpId>& parts) {
   const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
   if (sp.layers.empty()) return;  // no per-layer costs: the gradients are ready at the end
+  const auto pass_time = [&](const auto& x) {  // a layer's or a piece's part of this B
+    return split_w ? x.backward_input : x.backward_input + x.backward_weight;
+  };
   const auto layer_time = [&](const StageProfile::LayerCost& lc) {
-    if (lc.pieces.empty()) return split_w ? lc.backward_input : lc.backward_input + lc.backward_weight;
+    if (lc.pieces.empty()) return pass_time(lc);
     Time t;
-    for (const auto& pc : lc.pieces) t += split_w ? pc.backward_input : pc.backward_input + pc.backward_weight;
+    for (const auto& pc : lc.pieces) t += pass_time(pc);
     return t;
   };
-  Time layers_done, segs_done;
+  Time layers_done;
   size_t q = 0;
-  segs_done = segs.empty() ? Time::zero() : segs[0].first;
+  Time segs_done = segs.empty() ? Time::zero() : segs[0].first;
   for (const auto& [first, last] : buckets_of(g)) {
     int64_t params = 0, replicated = 0, experts = 0;
     for (int l = last; l >= first; --l) {

@@ -259,11 +259,12 @@ std::string device_line(const std::string& name, size_t width, const DeviceRepor
                      format_bytes(d.capacity));
 }
 
-// The devices that run stages: one line each with `per_device`; otherwise one line per
-// group of devices running the same stages (a stage's tensor ranks and data-parallel
-// copies), naming its first and last device and how many, with each column's highest
-// value over the group (its least capacity), so a 512-GPU run reads in a screen.
+// The devices that run stages: one line each, or when groups_gpus() one line per group of
+// devices running the same stages (a stage's tensor ranks and data-parallel copies),
+// naming its first and last device and how many, with each column's highest value over
+// the group (its least capacity), so a 512-GPU run reads in a screen.
 std::string device_table(const Report& r, bool per_device) {
+  per_device = per_device || !groups_gpus(r, false);
   struct Group {
     std::vector<const DeviceReport*> members;
     DeviceReport worst;
@@ -316,6 +317,12 @@ std::string device_table(const Report& r, bool per_device) {
 }
 
 }  // namespace
+
+bool groups_gpus(const Report& r, bool per_device) {
+  const auto staged = std::count_if(r.devices.begin(), r.devices.end(),
+                                    [](const DeviceReport& d) { return !d.stages.empty(); });
+  return !per_device && staged > kGroupGpusAbove;
+}
 
 std::string summary_table(const Report& r, bool per_device) {
   std::string out;

@@ -93,8 +93,10 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
                    const RunInfo& info);
 
 std::string to_json(const Report& report);  // pretty-printed, keys in SPEC order, '\n'-terminated
-// The run's summary; `per_device` lists every GPU instead of one line per group of GPUs
-// running the same stages.
+// The run's summary: one line per GPU, or past kGroupGpusAbove GPUs (unless
+// `per_device`) one line per group of GPUs running the same stages.
+inline constexpr int kGroupGpusAbove = 32;
+bool groups_gpus(const Report& report, bool per_device);
 std::string summary_table(const Report& report, bool per_device = false);
 // One row per op: device, stream, op, micro_batch, start_s, end_s.
 void write_csv(std::ostream& out, const TaskGraph& graph, const Cluster& cluster,

@@ -97,28 +97,30 @@ TEST(Cli, RunDefaultWritesEveryReport) {
 }
 
 TEST(Cli, SummaryGroupsGpusRunningTheSameStages) {
-  // The default: TP 1 x PP 2 x DP 8 on two nodes, stage 0 on node0 and stage 1 on node1.
-  const auto grouped = test::cli({"run"});
+  // Up to 32 GPUs, one line each (the default: 16 GPUs).
+  const auto small = test::cli({"run"});
+  ASSERT_EQ(small.code, 0) << small.err;
+  EXPECT_NE(small.out.find("\nnode0/gpu3 "), std::string::npos) << small.out;
+  EXPECT_EQ(small.out.find(".."), std::string::npos) << small.out;
+  // 64 GPUs: 2 stages x 32 data-parallel copies on 8 nodes, stage 0 on the even GPUs: one
+  // line per stage with the range and the count, and the placement's first and last copy.
+  const std::vector<std::string> wide = {"run", "--set", "cluster.nodes=8", "--set",
+                                         "strategy={schedule: dapple, pipeline: 2, data: 32}"};
+  const auto grouped = test::cli(wide);
   ASSERT_EQ(grouped.code, 0) << grouped.err;
-  EXPECT_NE(grouped.out.find("node0/gpu0..node0/gpu7 (8)"), std::string::npos) << grouped.out;
-  EXPECT_NE(grouped.out.find("node1/gpu0..node1/gpu7 (8)"), std::string::npos) << grouped.out;
+  EXPECT_NE(grouped.out.find("node0/gpu0..node7/gpu6 (32)"), std::string::npos) << grouped.out;
+  EXPECT_NE(grouped.out.find("node0/gpu1..node7/gpu7 (32)"), std::string::npos) << grouped.out;
   EXPECT_EQ(grouped.out.find("\nnode0/gpu3 "), std::string::npos) << grouped.out;
-  const auto each = test::cli({"run", "--per-device"});
-  ASSERT_EQ(each.code, 0) << each.err;
-  EXPECT_NE(each.out.find("\nnode0/gpu3 "), std::string::npos) << each.out;
-  EXPECT_EQ(each.out.find(".."), std::string::npos) << each.out;
-  // Past four data-parallel copies the placement shows the first and the last.
-  const std::vector<std::string> wide = {"run", "--set", "cluster.nodes=4", "--set",
-                                         "strategy={schedule: dapple, pipeline: 2, data: 16}"};
-  const auto copies = test::cli(wide);
-  ASSERT_EQ(copies.code, 0) << copies.err;
-  EXPECT_NE(copies.out.find("copy 0 "), std::string::npos) << copies.out;
-  EXPECT_NE(copies.out.find("... copies 1-14 alike"), std::string::npos) << copies.out;
-  EXPECT_NE(copies.out.find("copy 15 "), std::string::npos) << copies.out;
-  EXPECT_EQ(copies.out.find("copy 7 "), std::string::npos) << copies.out;
+  EXPECT_NE(grouped.out.find("copy 0 "), std::string::npos) << grouped.out;
+  EXPECT_NE(grouped.out.find("... copies 1-30 alike"), std::string::npos) << grouped.out;
+  EXPECT_NE(grouped.out.find("copy 31 "), std::string::npos) << grouped.out;
+  EXPECT_EQ(grouped.out.find("copy 7 "), std::string::npos) << grouped.out;
   std::vector<std::string> all = wide;
   all.push_back("--per-device");
-  EXPECT_NE(test::cli(all).out.find("copy 7 "), std::string::npos);
+  const auto each = test::cli(all);
+  EXPECT_NE(each.out.find("\nnode0/gpu3 "), std::string::npos) << each.out;
+  EXPECT_NE(each.out.find("copy 7 "), std::string::npos) << each.out;
+  EXPECT_EQ(each.out.find(".."), std::string::npos) << each.out;
 }
 
 TEST(Cli, ManualPageAndCompletionFollowTheCommandLine) {
