@@ -318,7 +318,7 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
 }
 
 struct PlanArgs {
-  std::string file, json, time_limit;
+  std::string file, json, time_limit, tolerance;
   std::vector<std::string> sets;
   int top = 10, threads = 0;
   bool exhaustive = false, quiet = false, reproducible = false;
@@ -331,6 +331,16 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   options.threads = a.threads;
   options.exhaustive = a.exhaustive;
   if (!a.quiet) options.progress = &err;
+  if (!a.tolerance.empty()) {
+    if (!a.exhaustive)
+      throw InputError("--tolerance applies to --exhaustive only", "--exhaustive with it",
+                       "--tolerance", {"<command line>"});
+    try {
+      options.tolerance = parse_share(a.tolerance);
+    } catch (InputError& e) {
+      throw InputError(e.what(), std::string(kShareUnits), "--tolerance", {"<command line>"});
+    }
+  }
   if (!a.time_limit.empty()) {
     try {
       options.time_limit_s = parse_time(a.time_limit).seconds();
@@ -451,7 +461,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_option("--time-limit", plan_args.time_limit,
                        "stop simulating candidates after this long, e.g. 60s");
   plan_cmd->add_flag("--exhaustive", plan_args.exhaustive,
-                     "simulate every strategy of the space (refused above 100000)");
+                     "go on by branch and bound until no plan of the space can beat the best");
+  plan_cmd->add_option("--tolerance", plan_args.tolerance,
+                       "with --exhaustive: stop when no plan left can be faster than the best by "
+                       "more than this share, e.g. 1% (default 0.01%; 0: the exact optimum)");
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
   plan_cmd->add_flag("--reproducible", plan_args.reproducible,
                      "report wall_s and analytic_s as 0 so equal inputs give byte-identical "

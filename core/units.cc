@@ -105,6 +105,14 @@ double parse_flops(std::string_view text) {
   return v;
 }
 
+double parse_share(std::string_view text) {
+  constexpr std::array kShare{Unit{"", 1.0}, Unit{"%", 0.01}};
+  const double v = parse_quantity(text, kShare, kShareUnits, "10%");
+  if (!(v >= 0 && v < 1))
+    throw InputError(fmt::format("'{}' is not a share in [0, 1)", text), std::string(kShareUnits));
+  return v;
+}
+
 int64_t parse_count(std::string_view text) {
   const double v = parse_quantity(text, kCount, kCountUnits, "138M");
   // Whole after scaling, up to the rounding of reading the decimal and multiplying by the

@@ -26,6 +26,9 @@ int64_t parse_bytes(std::string_view text);
 double parse_bandwidth(std::string_view text);  // bytes per second
 double parse_flops(std::string_view text);      // floating-point operations per second
 int64_t parse_count(std::string_view text);     // "138M" -> 138000000
+// A share: "10%", "0.5 %" or a plain fraction "0.1", in [0, 1) (else InputError).
+inline constexpr std::string_view kShareUnits = "a share such as 10% or 0.1, at least 0, below 1";
+double parse_share(std::string_view text);
 
 // Time to push `bytes` through a pipe of `bytes_per_s`, rounded up to the next picosecond.
 // Exact (integer arithmetic) whenever the bandwidth is a whole number of bytes per second.

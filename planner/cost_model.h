@@ -123,6 +123,7 @@ class CostModel {
   const Scenario& scenario() const { return s_; }
   int layers() const { return static_cast<int>(f_.size()) - 1; }
   int64_t capacity() const { return capacity_; }
+  int64_t reserved() const { return reserved_; }  // the largest cluster.gpu.reserved
 
   // Per micro-batch, seconds, for layers [first, last] on `replicas` GPUs.
   double stage_time(int first, int last, int replicas, const ScheduleTraits& t) const;

@@ -26,6 +26,11 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
 
 }  // namespace
 
+std::optional<double> optimality_gap(const Plan& p) {
+  if (p.candidates.empty() || p.candidates.front().oom || p.lower_bound_s <= 0) return {};
+  return std::max(0.0, p.candidates.front().iteration_s / p.lower_bound_s - 1);
+}
+
 nlohmann::ordered_json to_json(const Plan& p) {
   nlohmann::ordered_json j;
   j["best"] =
@@ -52,6 +57,11 @@ nlohmann::ordered_json to_json(const Plan& p) {
   j["over_budget"] = p.over_budget;
   j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
   j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
+  j["exhaustive"] = p.exhaustive;
+  if (p.exhaustive) j["tolerance"] = p.tolerance;
+  j["lower_bound_iteration_time_s"] = p.lower_bound_s;
+  j["optimality_gap"] = optimality_gap(p) ? nlohmann::ordered_json(*optimality_gap(p))
+                                          : nlohmann::ordered_json(nullptr);
   j["analytic_s"] = p.analytic_s;
   j["wall_s"] = p.wall_s;
   return j;
@@ -96,6 +106,21 @@ std::string row(const std::string& rank, const Candidate& c) {
                      fmt::format("{:.1f}", c.throughput), format_bytes(c.peak_memory),
                      c.oom ? "OUT OF MEMORY" : c.why);
 }
+// The proven bound and how far the best is above it.
+std::string bound_line(const Plan& p) {
+  if (p.lower_bound_s <= 0) return "";
+  const std::string bound = format_time(Time::ps(std::llround(p.lower_bound_s * 1e12)));
+  const std::optional<double> gap = optimality_gap(p);
+  if (p.exhaustive)
+    return fmt::format(
+        "exhaustive: no plan of the space that fits is faster than the best{} (lower bound "
+        "{})\n",
+        p.tolerance > 0 ? fmt::format(" by more than {:.2g} %", 100 * p.tolerance) : "", bound);
+  return fmt::format(
+      "lower bound {}: no plan of the space is faster{}\n", bound,
+      gap ? fmt::format("; the best is at most {:.1f} % slower than the optimum", 100 * *gap)
+          : "");
+}
 }  // namespace
 
 std::string plan_table(const Plan& p) {
@@ -133,6 +158,7 @@ std::string plan_table(const Plan& p) {
       p.too_large > 0 ? fmt::format(", {} too large to simulate", p.too_large) : "",
       p.over_budget > 0 ? fmt::format(", {} left out by the simulation budget", p.over_budget) : "",
       100 * p.estimate_error_mean, 100 * p.estimate_error_max);
+  out += bound_line(p);
   if (!p.candidates.empty()) {
     const Candidate& b = p.candidates.front();
     out += "best strategy: " + b.strategy.dump() + "\n";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -13,6 +14,8 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "planner/baselines.h"
+#include "planner/bound.h"
+#include "planner/exhaustive.h"
 #include "planner/judge.h"
 #include "planner/refine.h"
 #include "planner/search.h"
@@ -59,21 +62,8 @@ class Planner {
     const auto t0 = Clock::now();
     Plan result;
     std::vector<Costed> chosen;
-    if (opt_.exhaustive) {
-      chosen = exhaustive_space();
-      result.explored = static_cast<int64_t>(chosen.size());
-      result.analytic_s = since(t0);
-      judge_.progress(
-          fmt::format("costed {} strategies in {:.2f} s", result.explored, result.analytic_s));
-      std::erase_if(chosen, [&](const Costed& c) {
-        const bool skip = c.estimate.work > opt_.max_sim_work;
-        result.too_large += skip;
-        return skip;
-      });
-    } else {
-      chosen = analytic_choice(result, t0);
-      within_budget(chosen, result);
-    }
+    chosen = analytic_choice(result, t0);
+    within_budget(chosen, result);
     if (opt_.analytic_only) {
       result.wall_s = since(t0);
       return result;
@@ -82,7 +72,7 @@ class Planner {
     std::vector<Candidate> done;
     for (auto& c : sims)
       if (c) done.push_back(std::move(*c));
-    if (!opt_.exhaustive) refine(chosen, done, t0, result);
+    refine(chosen, done, t0, result);
     if (opt_.baselines) {
       // The baselines' plans compete too: the planner never recommends less than they do.
       result.baselines = baselines(t0);
@@ -93,7 +83,9 @@ class Planner {
           done.push_back(*b.result);
       }
     }
+    if (opt_.exhaustive) exhaustive(done, t0, result);
     result.simulated = static_cast<int>(done.size());
+    result.lower_bound_s = checked_bound(done, result);
     judge_.finish(done, result);
     result.wall_s = since(t0);
     return result;
@@ -109,6 +101,22 @@ class Planner {
         {"strategy", fmt::format("{{schedule: {}, pipeline: 1}}",
                                  is_async(base_.strategy.schedule) ? "pipedream" : "dapple")});
     return o;
+  }
+
+  // The space's lower bound, checked against every simulated plan that fits: one faster
+  // would be a fault of the bound's reasoning (planner/bound.h), said, never hidden.
+  double checked_bound(const std::vector<Candidate>& done, Plan& result) const {
+    double bound = std::isfinite(space_bound_) ? space_bound_ : 0.0;
+    for (const Candidate& c : done) {
+      if (!c.oom && c.iteration_s < bound * (1 - 1e-9)) {
+        result.warnings.push_back(fmt::format(
+            "a simulated plan ({:.6g} s) is faster than the lower bound ({:.6g} s); the bound "
+            "is lowered to it (please report this scenario)",
+            c.iteration_s, bound));
+        bound = c.iteration_s;
+      }
+    }
+    return bound;
   }
 
   // Data copies and tensor degree of a point of the space.
@@ -131,6 +139,10 @@ class Planner {
         for (const int cp : planner::context_degrees(sc)) {
           for (const int ep : planner::expert_degrees(sc)) {
             const planner::CostModel cm(sc, t, net_.get(), cp, ep);
+            // Asynchronous iterations are steady-state gaps: no bound (planner/bound.h).
+            space_bound_ = std::min(space_bound_, is_async(base_.strategy.schedule)
+                                                      ? 0.0
+                                                      : planner::work_bound(cm, cp, N, optimizer_s_));
             for (int d = 1; d * t * cp <= N; ++d) {
               if (sc.training.global_batch % (b * d) != 0) continue;
               if ((d * cp * t) % ep != 0) continue;  // expert ranks fold tensor x data x context
@@ -281,105 +293,33 @@ class Planner {
     }
   }
 
-  // Every strategy of the space: contiguous cuts, per-position replicas, data copies,
-  // tensor degrees, schedules (with their warm-ups and recompute modes, as the analytic
-  // phase searches them), micro-batch sizes and distinct placements.
-  std::vector<Costed> exhaustive_space() {
-    std::vector<Costed> out;
+  // --exhaustive: branch and bound over the whole space from the best simulated so far.
+  void exhaustive(std::vector<Candidate>& done, Clock::time_point t0, Plan& result) {
+    double best = std::numeric_limits<double>::infinity();
+    std::set<std::string> seen;
+    for (const Candidate& c : done) {
+      seen.insert(judge_.key_of(c.point));
+      if (!c.oom) best = std::min(best, c.iteration_s);
+    }
+    // The best already takes the work bound: no plan of the space can be faster.
+    if (opt_.prune && space_bound_ >= best * (1 - opt_.tolerance) * (1 - 1e-9)) {
+      judge_.progress("exhaustive: the best plan reaches the lower bound; no plan can be faster");
+      result.exhaustive = true;
+      result.tolerance = opt_.tolerance;
+      return;
+    }
+    planner::Exhaustive walk(judge_, base_.cluster, opt_, t0, best, std::move(seen), opt_.prune);
     const int N = base_.cluster.num_devices();
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
                         Widths w, int64_t b, int64_t M) {
-      const int L = cm.layers();
-      const bool inter = choice.kind == ScheduleKind::kInterleaved;
-      const bool vee = choice.kind == ScheduleKind::kZbV;
-      for (int P = 1; P <= std::min(L, N / (w.data * w.tensor)); ++P) {
-        for (int v = inter || vee ? 2 : 1; P * v <= L; v *= 2) {
-          if (inter && (P < 2 || M % P != 0)) break;
-          if (vee && (P < 2 || M < P)) break;
-          enumerate(cm, choice, w, b, M, P, v, N, out);
-          if (!inter) break;
-        }
-      }
+      walk.offer(cm, choice, w.data, w.tensor, b, M, N);
       return true;
     });
-    return out;
-  }
-
-  void enumerate(const planner::CostModel& cm, const planner::ScheduleChoice& choice, Widths w,
-                 int64_t b, int64_t M, int P, int v, int N, std::vector<Costed>& out) {
-    const int L = cm.layers(), G = P * v, d = w.data, t = w.tensor;
-    const int max_r = static_cast<int>(std::min<int64_t>(b, N / (d * t)));
-    // Cuts: G - 1 of the L - 1 boundaries, in lexicographic order.
-    std::vector<int> cut(static_cast<size_t>(G - 1));
-    for (int i = 0; i < G - 1; ++i) cut[static_cast<size_t>(i)] = i + 1;
-    for (bool more = true; more;) {
-      std::vector<StageSpec> stages;
-      int first = 0;
-      for (int i = 0; i < G; ++i) {
-        const int end = i + 1 < G ? cut[static_cast<size_t>(i)] : L;
-        stages.push_back({first, end - 1, 1, std::nullopt});
-        first = end;
-      }
-      std::vector<int> reps(static_cast<size_t>(P), 1);
-      for (bool rmore = true; rmore;) {
-        int sum = 0;
-        for (int r : reps) sum += r;
-        if (sum * d * t <= N) {
-          std::set<std::vector<std::vector<std::vector<int>>>> placements;
-          for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
-                                      PlacementPolicy::kScatterFirst}) {
-            PlanPoint p;
-            p.stages = stages;
-            p.data = d;
-            p.tensor = t;
-            p.micro_batch = b;
-            p.schedule = choice.kind;
-            p.warmup = choice.warmup;
-            p.recompute = choice.recompute;
-            p.zero = choice.zero;
-            p.sequence_parallel = choice.sequence_parallel;
-            p.virtual_stages = v;
-            for (int g = 0; g < G; ++g)
-              p.stages[static_cast<size_t>(g)].replicas =
-                  reps[static_cast<size_t>(p.position_of(g))];
-            p.placement = pol;
-            const auto devices = p.devices(cm.scenario().cluster);
-            if (!placements.insert(devices).second) continue;
-            // zb-v's order builder refuses some stage-cost mixes: not strategies at all.
-            if (!judge_.orderable(p)) continue;
-            if (static_cast<int64_t>(out.size()) >= kMaxExhaustive) {
-              throw InputError(fmt::format("--exhaustive: the space has more than {} strategies",
-                                           kMaxExhaustive),
-                               "a smaller cluster or model, or the planner without --exhaustive",
-                               "plan");
-            }
-            const planner::Estimate e = cm.estimate(p, M, &devices);  // on its own devices
-            out.push_back({std::move(p), e});
-          }
-        }
-        // Next replica vector (odometer over 1..max_r).
-        rmore = false;
-        for (int i = P - 1; i >= 0; --i) {
-          if (reps[static_cast<size_t>(i)] < max_r) {
-            ++reps[static_cast<size_t>(i)];
-            for (int k = i + 1; k < P; ++k) reps[static_cast<size_t>(k)] = 1;
-            rmore = true;
-            break;
-          }
-        }
-      }
-      // Next combination of cuts.
-      more = false;
-      for (int i = G - 2; i >= 0; --i) {
-        if (cut[static_cast<size_t>(i)] < L - (G - 1 - i)) {
-          ++cut[static_cast<size_t>(i)];
-          for (int k = i + 1; k < G - 1; ++k)
-            cut[static_cast<size_t>(k)] = cut[static_cast<size_t>(k) - 1] + 1;
-          more = true;
-          break;
-        }
-      }
-    }
+    const planner::Exhaustive::Outcome o = walk.solve(done, result);
+    result.explored += o.bounded;
+    result.exhaustive = o.complete;
+    result.tolerance = opt_.tolerance;
+    if (std::isfinite(o.lower_bound)) space_bound_ = std::max(space_bound_, o.lower_bound);
   }
 
   // Phase 3 (planner/refine.h): rounds of the unseen neighbours of the best few simulated
@@ -502,6 +442,10 @@ class Planner {
            std::pair<std::unique_ptr<Scenario>, std::unique_ptr<planner::CostModel>>>
       models_;
   planner::Judge judge_{file_, overrides_, base_, opt_};
+  // Every parameter's optimizer step once, and the least work bound of the space so far.
+  double optimizer_s_ =
+      planner::CostModel(base_, 1, net_.get()).optimizer_time(0, static_cast<int>(base_.model.layers.size()) - 1);
+  double space_bound_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace
@@ -536,7 +480,7 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
   Planner planner(file, overrides, options);
   Plan p = planner.run();
   p.capacity_bytes = planner.capacity();
-  p.warnings = memory_warnings(p);
+  for (std::string& w : memory_warnings(p)) p.warnings.push_back(std::move(w));
   return p;
 }
 

@@ -13,7 +13,9 @@
 //     each simulation is cheap.
 //
 // Baselines (PipeDream's and DAPPLE's planners, pure data parallel) go through the same
-// simulator. `exhaustive` simulates the whole space instead of phase 1's choice.
+// simulator. `exhaustive` goes on from there by branch and bound over the whole space
+// (planner/exhaustive.h) until no plan left can beat the best; every plan is reported with
+// a proven lower bound on the iteration time of the space (planner/bound.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -35,7 +37,11 @@ struct PlanOptions {
   int top = 10;                      // candidates kept in the result
   int threads = 0;                   // simulation threads; 0: every core
   double time_limit_s = 0;           // stop simulating after this long (0: no limit)
-  bool exhaustive = false;           // simulate every strategy of the space (<= kMaxExhaustive)
+  bool exhaustive = false;           // the optimum of the whole space (branch and bound)
+  bool prune = true;                 // with exhaustive: false simulates every plan (tests)
+  // With exhaustive: plans no more than this share faster than the best are not simulated
+  // (0: the exact optimum; the default is MIP solvers' usual relative gap, 0.01 %).
+  double tolerance = 1e-4;
   std::ostream* progress = nullptr;  // progress lines (costed, simulated, best so far)
   int simulate = 0;                  // strategies to simulate in phase 2; 0: max(2 top, 24)
   bool baselines = true;
@@ -48,8 +54,6 @@ struct PlanOptions {
   // Phase 1 and phase 2's choice alone: nothing simulated, no baselines (benchmarks).
   bool analytic_only = false;
 };
-
-inline constexpr int64_t kMaxExhaustive = 100'000;
 
 struct Candidate {
   planner::PlanPoint point;
@@ -82,6 +86,11 @@ struct Plan {
   double wall_s = 0;
   double analytic_s = 0;                                   // phase 1 alone
   double estimate_error_mean = 0, estimate_error_max = 0;  // |estimate - simulated| / simulated
+  // No plan of the searched space that fits is faster (planner/bound.h; with an exhaustive
+  // search, the least bound it left unsimulated), and whether the search covered the space.
+  double lower_bound_s = 0;
+  bool exhaustive = false;
+  double tolerance = 0;  // with exhaustive: PlanOptions::tolerance
   int64_t capacity_bytes = 0;  // the smallest GPU memory of the cluster
   // What the user should hear of (SPEC: nothing silent): a best plan within kTightMemory of
   // the GPUs' memory, and the first candidate with kHeadroom to spare.
@@ -94,13 +103,16 @@ inline constexpr double kTightMemory = 0.95;
 inline constexpr double kHeadroom = 0.90;  // the share the suggested alternative stays under
 
 // `file` empty: the embedded default scenario. `overrides` apply before the search.
-// Throws InputError for a bad scenario or an exhaustive space past kMaxExhaustive.
+// Throws InputError for a bad scenario.
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options);
 
 // Plan::warnings' memory line: a best plan at or past kTightMemory of capacity_bytes, with
 // the first ranked candidate under kHeadroom (or that none is).
 std::vector<std::string> memory_warnings(const Plan& p);
+
+// The best plan's iteration time over the lower bound, less 1 (none when nothing fits).
+std::optional<double> optimality_gap(const Plan& p);
 
 nlohmann::ordered_json to_json(const Plan& p);
 std::string plan_table(const Plan& p);
