@@ -319,7 +319,7 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
 
 struct PlanArgs {
   std::string file, json, time_limit, tolerance;
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, compare;
   int top = 10, threads = 0;
   bool exhaustive = false, quiet = false, reproducible = false;
 };
@@ -330,6 +330,7 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   options.top = a.top;
   options.threads = a.threads;
   options.exhaustive = a.exhaustive;
+  options.compare = a.compare;
   if (!a.quiet) options.progress = &err;
   if (!a.tolerance.empty()) {
     if (!a.exhaustive)
@@ -465,6 +466,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_option("--tolerance", plan_args.tolerance,
                        "with --exhaustive: stop when no plan left can be faster than the best by "
                        "more than this share, e.g. 1% (default 0.01%; 0: the exact optimum)");
+  plan_cmd
+      ->add_option("--compare", plan_args.compare,
+                   "simulate your own strategy and rank it against the planner's: "
+                   "--compare '{schedule: dapple, pipeline: 4, data: 2}' (repeatable)")
+      ->take_all()
+      ->expected(1);
   plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
   plan_cmd->add_flag("--reproducible", plan_args.reproducible,
                      "report wall_s and analytic_s as 0 so equal inputs give byte-identical "

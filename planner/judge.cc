@@ -153,22 +153,24 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, double estimate
   c.estimate_s = estimate;
   const std::vector<Override> with = with_plan(p);
   try {
-    const Scenario sc = load_scenario(file_, with);
-    const TaskGraph graph = scenario_task_graph(sc, true);
-    const Timeline tl = simulate(graph, sc.cluster);
-    const RunInfo info = run_info(sc, 0.0);
-    const Report rep = make_report(graph, sc.cluster, tl, info);
-    c.makespan_s = rep.makespan.seconds();
-    c.iteration_s = rep.iteration_time.seconds();
-    c.throughput = rep.throughput;
-    for (const DeviceReport& dr : rep.devices)
-      c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
-    c.oom = rep.oom.oom;
-    c.why = why(rep);
+    simulate_scenario(load_scenario(file_, with), c);
   } catch (const InputError&) {
     return std::nullopt;
   }
   return c;
+}
+
+void Judge::simulate_scenario(const Scenario& sc, Candidate& c) {
+  const TaskGraph graph = scenario_task_graph(sc, true);
+  const Timeline tl = simulate(graph, sc.cluster);
+  const RunInfo info = run_info(sc, 0.0);
+  const Report rep = make_report(graph, sc.cluster, tl, info);
+  c.makespan_s = rep.makespan.seconds();
+  c.iteration_s = rep.iteration_time.seconds();
+  c.throughput = rep.throughput;
+  for (const DeviceReport& dr : rep.devices) c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
+  c.oom = rep.oom.oom;
+  c.why = why(rep);
 }
 
 std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Costed>& list,

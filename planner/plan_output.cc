@@ -49,6 +49,17 @@ nlohmann::ordered_json to_json(const Plan& p) {
       x["best_speedup"] = p.candidates.front().throughput / b.result->throughput;
     j["baselines"][b.name] = x;
   }
+  j["compared"] = nlohmann::ordered_json::array();
+  for (const Compared& c : p.compared) {
+    j["compared"].push_back({{"strategy", c.given},
+                             {"iteration_time_s", c.result.iteration_s},
+                             {"throughput_samples_per_s", c.result.throughput},
+                             {"peak_memory_bytes", c.result.peak_memory},
+                             {"oom", c.result.oom},
+                             {"rank", c.rank},
+                             {"regret", c.regret},
+                             {"why", c.result.why}});
+  }
   j["warnings"] = p.warnings;
   j["explored"] = p.explored;
   j["simulated"] = p.simulated;
@@ -123,8 +134,32 @@ std::string bound_line(const Plan& p) {
 }
 }  // namespace
 
+// The user's strategies: one that beats the planner first of all, then each with its rank.
+std::string compared_lines(const Plan& p, bool beaten) {
+  std::string out;
+  for (size_t i = 0; i < p.compared.size(); ++i) {
+    const Compared& c = p.compared[i];
+    const bool beats = !c.result.oom && c.regret < 0;
+    if (beats != beaten) continue;
+    const std::string time = format_time(Time::ps(std::llround(c.result.iteration_s * 1e12)));
+    if (beats) {
+      out += fmt::format(
+          "your strategy {} beats the planner's best by {:.1f} % ({} per iteration): {}\n", i + 1,
+          -100 * c.regret, time, c.given);
+    } else {
+      out += fmt::format(
+          "compared {}: rank {} of the plans simulated, {} per iteration ({:+.1f} % against the "
+          "best), {}{}: {}\n",
+          i + 1, c.rank, time, 100 * c.regret, format_bytes(c.result.peak_memory),
+          c.result.oom ? ", OUT OF MEMORY" : "", c.given);
+    }
+  }
+  return out;
+}
+
 std::string plan_table(const Plan& p) {
-  std::string out =
+  std::string out = compared_lines(p, true);
+  out +=
       fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", "rank",
                   "schedule", "replicas x data", "mb", "placement", "iteration", "estimate",
                   "samples/s", "peak mem", "bound by");
@@ -158,6 +193,7 @@ std::string plan_table(const Plan& p) {
       p.too_large > 0 ? fmt::format(", {} too large to simulate", p.too_large) : "",
       p.over_budget > 0 ? fmt::format(", {} left out by the simulation budget", p.over_budget) : "",
       100 * p.estimate_error_mean, 100 * p.estimate_error_max);
+  out += compared_lines(p, false);
   out += bound_line(p);
   if (!p.candidates.empty()) {
     const Candidate& b = p.candidates.front();

@@ -60,6 +60,7 @@ class Planner {
 
   Plan run() {
     const auto t0 = Clock::now();
+    for (const std::string& text : opt_.compare) compared_scenario(text);  // refused before the search
     Plan result;
     std::vector<Costed> chosen;
     chosen = analytic_choice(result, t0);
@@ -86,6 +87,7 @@ class Planner {
     if (opt_.exhaustive) exhaustive(done, t0, result);
     result.simulated = static_cast<int>(done.size());
     result.lower_bound_s = checked_bound(done, result);
+    result.compared = compared(done);
     judge_.finish(done, result);
     result.wall_s = since(t0);
     return result;
@@ -391,6 +393,39 @@ class Planner {
       judge_.progress(
           fmt::format("refined: {} neighbours simulated in {} rounds, best {:.1f} samples/s",
                       simulated, rounds, done[best().front()].throughput));
+  }
+
+  // The scenario with one of PlanOptions::compare as its strategy, loaded like
+  // `--set strategy=...`; an InputError naming --compare if it is not a valid one.
+  Scenario compared_scenario(const std::string& text) const {
+    std::vector<Override> with = overrides_;
+    with.push_back({"strategy", text});
+    try {
+      return load_scenario(file_, with);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("'{}': {}", text, e.problem()), e.allowed(),
+                       "--compare " + e.key(), {"<command line>"});
+    }
+  }
+
+  // The user's strategies (PlanOptions::compare), simulated and ranked against `done`.
+  std::vector<Compared> compared(const std::vector<Candidate>& done) const {
+    std::vector<Compared> out;
+    double best = std::numeric_limits<double>::infinity();
+    for (const Candidate& c : done)
+      if (!c.oom) best = std::min(best, c.iteration_s);
+    for (const std::string& text : opt_.compare) {
+      Compared x;
+      x.given = text;
+      planner::Judge::simulate_scenario(compared_scenario(text), x.result);
+      x.rank = 1;
+      for (const Candidate& c : done) x.rank += planner::Judge::ranks_before(c, x.result);
+      x.regret = std::isfinite(best) ? x.result.iteration_s / best - 1 : 0.0;
+      judge_.progress(fmt::format("compared {}: rank {}, {:+.1f} % against the best", text,
+                                  x.rank, 100 * x.regret));
+      out.push_back(std::move(x));
+    }
+    return out;
   }
 
   std::vector<Baseline> baselines(Clock::time_point t0) const {

@@ -53,6 +53,9 @@ struct PlanOptions {
   double sim_budget = 1.5e7;
   // Phase 1 and phase 2's choice alone: nothing simulated, no baselines (benchmarks).
   bool analytic_only = false;
+  // The user's own strategies (`--compare`, each a strategy mapping as --set strategy=...
+  // takes), simulated and ranked against the plans the planner simulated.
+  std::vector<std::string> compare;
 };
 
 struct Candidate {
@@ -73,10 +76,21 @@ struct Baseline {
   std::string error;  // when the plan could not be simulated
 };
 
+// A strategy of the user's, simulated like a candidate: `rank` among every plan the planner
+// simulated (1: better than all of them), `regret` its iteration time over the best's less 1
+// (below 0 when it beats the planner).
+struct Compared {
+  std::string given;  // as the user wrote it
+  Candidate result;
+  int rank = 0;
+  double regret = 0;
+};
+
 struct Plan {
   std::vector<Candidate> candidates;  // best first: fitting by throughput, then OOM by memory
   std::vector<Candidate> pareto;      // simulated, no other is both faster and smaller
   std::vector<Baseline> baselines;
+  std::vector<Compared> compared;
   int64_t explored = 0;  // strategies costed
   int simulated = 0;     // strategies simulated in full
   int rejected = 0;      // simulated candidates the loader refused (should stay 0)

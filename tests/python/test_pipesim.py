@@ -141,6 +141,23 @@ class Plan(unittest.TestCase):
             with self.assertRaises(pipesim.InputError):
                 pipesim.plan(TOY, top=1, time_limit=bad)
 
+    def test_compare_bound_and_exhaustive_as_the_command_line(self):
+        mine = "{schedule: gpipe, pipeline: 2}"
+        got = pipesim.plan(TOY, top=2, threads=2, compare=[mine], exhaustive=True,
+                           tolerance=0.0, reproducible=True)
+        want = cli_json("plan", TOY, "--top", "2", "--threads", "2", "--quiet", "--compare",
+                        mine, "--exhaustive", "--tolerance", "0%", "--reproducible")
+        for key in ("best", "compared", "lower_bound_iteration_time_s", "optimality_gap",
+                    "exhaustive", "tolerance"):
+            self.assertEqual(got[key], want[key], key)
+        self.assertEqual(got["compared"][0]["strategy"], mine)
+        self.assertGreaterEqual(got["compared"][0]["rank"], 1)
+        self.assertLessEqual(got["lower_bound_iteration_time_s"], got["best"]["iteration_time_s"])
+        with self.assertRaises(pipesim.InputError):
+            pipesim.plan(TOY, compare=["{schedule: bogus}"])
+        with self.assertRaises(pipesim.InputError):
+            pipesim.plan(TOY, tolerance=0.01)
+
 
 class Sweep(unittest.TestCase):
     def test_equals_cli_sweep_json(self):

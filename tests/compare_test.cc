@@ -1,0 +1,69 @@
+// `plan --compare`: the user's own strategy simulated and ranked against the planner's
+// (SPEC section 6), refused before the search when it is not a valid strategy, and put
+// first in the summary when it beats the planner.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/planner.h"
+#include "tests/planner_cases.h"
+#include "tests/support.h"
+
+namespace pipesim {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(Compare, RanksTheUsersStrategyAgainstThePlanners) {
+  const std::string file = test::case_file(test::cases()[0], "compare");
+  // GPipe over all four GPUs, one layer range each: far from the best on this model.
+  const std::string mine =
+      "{schedule: gpipe, stages: [{layers: 0-1}, {layers: 2-3}, {layers: 4-5}, {layers: 6-7}]}";
+  const auto r = test::cli({"plan", file, "--quiet", "--json", "-", "--compare", mine,
+                            "--compare", "{schedule: dapple, pipeline: 1, data: 4}"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["compared"].size(), 2u);
+  const json& c = j["compared"][0];
+  EXPECT_EQ(c["strategy"], mine);
+  EXPECT_GT(c["rank"].get<int>(), 1);
+  // regret = its time over the best's, less 1.
+  EXPECT_NEAR(c["regret"].get<double>(),
+              c["iteration_time_s"].get<double>() / j["best"]["iteration_time_s"].get<double>() - 1,
+              1e-12);
+  EXPECT_GT(c["regret"].get<double>(), 0);
+  for (const char* key : {"iteration_time_s", "peak_memory_bytes", "oom", "why"})
+    EXPECT_TRUE(c.contains(key)) << key;
+  // The same in the summary.
+  const auto t = test::cli({"plan", file, "--quiet", "--compare", mine});
+  EXPECT_NE(t.out.find("compared 1: rank "), std::string::npos) << t.out;
+}
+
+TEST(Compare, AnInvalidStrategyIsRefusedBeforeTheSearch) {
+  const std::string file = test::case_file(test::cases()[0], "compare-bad");
+  const auto r = test::cli({"plan", file, "--compare", "{schedule: bogus}"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--compare strategy.schedule"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("pipesim plan: costed"), std::string::npos) << "no search ran: " << r.err;
+}
+
+TEST(Compare, AStrategyThatBeatsThePlannerIsSaidFirst) {
+  Plan p;
+  Candidate best;
+  best.iteration_s = 2.0;
+  best.throughput = 8;
+  best.strategy = json::object({{"schedule", "dapple"}});
+  p.candidates.push_back(best);
+  Compared c;
+  c.given = "{schedule: interleaved, pipeline: 2, virtual_stages: 2}";
+  c.result.iteration_s = 1.8;
+  c.rank = 1;
+  c.regret = 1.8 / 2.0 - 1;
+  p.compared.push_back(c);
+  const std::string table = plan_table(p);
+  EXPECT_EQ(table.rfind("your strategy 1 beats the planner's best by 10.0 %", 0), 0u) << table;
+  EXPECT_EQ(to_json(p)["compared"][0]["rank"], 1);
+}
+
+}  // namespace
+}  // namespace pipesim
