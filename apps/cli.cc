@@ -318,7 +318,7 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
 }
 
 struct PlanArgs {
-  std::string file, json, time_limit, tolerance;
+  std::string file, json, time_limit, tolerance, headroom;
   std::vector<std::string> sets, compare;
   int top = 10, threads = 0;
   bool exhaustive = false, quiet = false, reproducible = false;
@@ -331,6 +331,13 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   options.threads = a.threads;
   options.exhaustive = a.exhaustive;
   options.compare = a.compare;
+  if (!a.headroom.empty()) {
+    try {
+      options.headroom = parse_share(a.headroom);
+    } catch (InputError& e) {
+      throw InputError(e.what(), std::string(kShareUnits), "--headroom", {"<command line>"});
+    }
+  }
   if (!a.quiet) options.progress = &err;
   if (!a.tolerance.empty()) {
     if (!a.exhaustive)
@@ -377,6 +384,11 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   if (job_ranks().rank == 0) files.commit();  // every rank of an MPI job holds the plan
   if (p.candidates.empty())
     throw SimulationProblem("no strategy could be simulated for this scenario");
+  if (!p.candidates.front().oom && p.candidates.front().tight)
+    throw SimulationProblem(fmt::format(
+        "no strategy tried leaves {:.3g} % of the GPUs' memory free (--headroom); the least "
+        "memory is ranked first",
+        100 * options.headroom));
   if (p.candidates.front().oom)
     throw SimulationProblem(
         "every strategy tried runs out of memory; the least memory is ranked first");
@@ -466,6 +478,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_option("--tolerance", plan_args.tolerance,
                        "with --exhaustive: stop when no plan left can be faster than the best by "
                        "more than this share, e.g. 1% (default 0.01%; 0: the exact optimum)");
+  plan_cmd->add_option("--headroom", plan_args.headroom,
+                       "rank only plans whose peak leaves this share of every GPU's memory "
+                       "free, e.g. 10% (default 0)");
   plan_cmd
       ->add_option("--compare", plan_args.compare,
                    "simulate your own strategy and rank it against the planner's: "

@@ -17,6 +17,7 @@ std::string save_candidate(const std::optional<Candidate>& c) {
   j["throughput"] = c->throughput;
   j["peak_memory"] = c->peak_memory;
   j["oom"] = c->oom;
+  j["tight"] = c->tight;
   j["why"] = c->why;
   const std::vector<uint8_t> bytes = nlohmann::ordered_json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
@@ -35,6 +36,7 @@ std::optional<Candidate> load_candidate(std::string_view bytes, const planner::P
   c.throughput = j.at("throughput").get<double>();
   c.peak_memory = j.at("peak_memory").get<int64_t>();
   c.oom = j.at("oom").get<bool>();
+  c.tight = j.at("tight").get<bool>();
   c.why = j.at("why").get<std::string>();
   return c;
 }

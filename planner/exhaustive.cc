@@ -247,7 +247,7 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
             "and {} B: the search may have cut off a better plan (please report this "
             "scenario): {}",
             c->iteration_s, c->peak_memory, bounds[k], floors[k], c->strategy.dump()));
-      if (!c->oom) best = std::min(best, c->iteration_s);
+      if (c->fits()) best = std::min(best, c->iteration_s);
       done.push_back(std::move(*c));
     }
     simulated += static_cast<int64_t>(next.size());

@@ -53,8 +53,11 @@ class Exhaustive {
         incumbent_(incumbent),
         seen_(std::move(seen)),
         prune_(prune) {
+    // A plan must leave the headroom free of its GPU's memory, reserved bytes included.
     for (const Device& d : cluster.devices())
-      room_ = std::max(room_, d.gpu.memory_bytes - d.gpu.reserved_bytes);
+      room_ = std::max(room_, static_cast<int64_t>((1 - options.headroom) *
+                                                   static_cast<double>(d.gpu.memory_bytes)) -
+                                  d.gpu.reserved_bytes);
     hop_ = fastest_route(cluster);
   }
 

@@ -157,7 +157,15 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, double estimate
   } catch (const InputError&) {
     return std::nullopt;
   }
+  mark_tight(c);
   return c;
+}
+
+void Judge::mark_tight(Candidate& c) const {
+  if (opt_.headroom <= 0 || c.oom) return;
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const Device& d : base_.cluster.devices()) least = std::min(least, d.gpu.memory_bytes);
+  c.tight = static_cast<double>(c.peak_memory) > (1 - opt_.headroom) * static_cast<double>(least);
 }
 
 void Judge::simulate_scenario(const Scenario& sc, Candidate& c) {
@@ -202,7 +210,7 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
     }
     const size_t n = ++finished;
     std::lock_guard<std::mutex> lock(best_mutex);
-    if (!out[i]->oom) best = std::max(best, out[i]->throughput);
+    if (out[i]->fits()) best = std::max(best, out[i]->throughput);
     if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
       progress(fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
   };
@@ -223,8 +231,9 @@ std::string Judge::key_of(const PlanPoint& p) const {
 }
 
 bool Judge::ranks_before(const Candidate& a, const Candidate& b) {
+  if (a.fits() != b.fits()) return a.fits();
   if (a.oom != b.oom) return !a.oom;
-  if (!a.oom && a.throughput != b.throughput) return a.throughput > b.throughput;
+  if (a.fits() && a.throughput != b.throughput) return a.throughput > b.throughput;
   if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
   return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
 }
@@ -239,10 +248,10 @@ void Judge::finish(std::vector<Candidate>& done, Plan& result) const {
   }
   if (!done.empty()) result.estimate_error_mean = sum / static_cast<double>(done.size());
   // Pareto front over (iteration time, peak memory) among those that fit (all if none).
-  const bool any_fit = !done.empty() && !done.front().oom;
+  const bool any_fit = !done.empty() && done.front().fits();
   std::vector<const Candidate*> by_time;
   for (const Candidate& c : done)
-    if (!any_fit || !c.oom) by_time.push_back(&c);
+    if (!any_fit || c.fits()) by_time.push_back(&c);
   std::stable_sort(by_time.begin(), by_time.end(), [](const Candidate* a, const Candidate* b) {
     if (a->iteration_s != b->iteration_s) return a->iteration_s < b->iteration_s;
     return a->peak_memory < b->peak_memory;

@@ -47,6 +47,8 @@ class Judge {
   std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.
   static void simulate_scenario(const Scenario& sc, Candidate& c);
+  // Candidate::tight for a simulated plan under the options' headroom.
+  void mark_tight(Candidate& c) const;
   // Every plan of `list` on every core and rank; past the options' time limit (counted from
   // t0) the rest are skipped, all but the first. Counts skips and refusals in `result`.
   std::vector<std::optional<Candidate>> simulate_all(const std::vector<Costed>& list,

@@ -10,7 +10,7 @@
 namespace pipesim {
 namespace {
 
-nlohmann::ordered_json candidate_json(const Candidate& c) {
+nlohmann::ordered_json candidate_json(const Candidate& c, double headroom = 0) {
   nlohmann::ordered_json j;
   j["strategy"] = c.strategy;
   if (c.micro_batch) j["training"] = {{"micro_batch", *c.micro_batch}};
@@ -19,6 +19,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   j["throughput_samples_per_s"] = c.throughput;
   j["peak_memory_bytes"] = c.peak_memory;
   j["oom"] = c.oom;
+  if (headroom > 0) j["within_headroom"] = !c.oom && !c.tight;
   j["why"] = c.why;
   j["estimated_iteration_time_s"] = c.estimate_s;
   return j;
@@ -27,18 +28,19 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
 }  // namespace
 
 std::optional<double> optimality_gap(const Plan& p) {
-  if (p.candidates.empty() || p.candidates.front().oom || p.lower_bound_s <= 0) return {};
+  if (p.candidates.empty() || !p.candidates.front().fits() || p.lower_bound_s <= 0) return {};
   return std::max(0.0, p.candidates.front().iteration_s / p.lower_bound_s - 1);
 }
 
 nlohmann::ordered_json to_json(const Plan& p) {
   nlohmann::ordered_json j;
   j["best"] =
-      p.candidates.empty() ? nlohmann::ordered_json(nullptr) : candidate_json(p.candidates.front());
+      p.candidates.empty() ? nlohmann::ordered_json(nullptr)
+                           : candidate_json(p.candidates.front(), p.headroom);
   j["candidates"] = nlohmann::ordered_json::array();
-  for (const Candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c));
+  for (const Candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c, p.headroom));
   j["pareto"] = nlohmann::ordered_json::array();
-  for (const Candidate& c : p.pareto) j["pareto"].push_back(candidate_json(c));
+  for (const Candidate& c : p.pareto) j["pareto"].push_back(candidate_json(c, p.headroom));
   j["baselines"] = nlohmann::ordered_json::object();
   for (const Baseline& b : p.baselines) {
     nlohmann::ordered_json x =
@@ -68,6 +70,7 @@ nlohmann::ordered_json to_json(const Plan& p) {
   j["over_budget"] = p.over_budget;
   j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
   j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
+  if (p.headroom > 0) j["headroom"] = p.headroom;
   j["exhaustive"] = p.exhaustive;
   if (p.exhaustive) j["tolerance"] = p.tolerance;
   j["lower_bound_iteration_time_s"] = p.lower_bound_s;
@@ -115,7 +118,9 @@ std::string row(const std::string& rank, const Candidate& c) {
                      format_time(Time::ps(std::llround(c.iteration_s * 1e12))),
                      format_time(Time::ps(std::llround(c.estimate_s * 1e12))),
                      fmt::format("{:.1f}", c.throughput), format_bytes(c.peak_memory),
-                     c.oom ? "OUT OF MEMORY" : c.why);
+                     c.oom     ? "OUT OF MEMORY"
+                     : c.tight ? "PAST THE HEADROOM: " + c.why
+                               : c.why);
 }
 // The proven bound and how far the best is above it.
 std::string bound_line(const Plan& p) {
@@ -139,7 +144,7 @@ std::string compared_lines(const Plan& p, bool beaten) {
   std::string out;
   for (size_t i = 0; i < p.compared.size(); ++i) {
     const Compared& c = p.compared[i];
-    const bool beats = !c.result.oom && c.regret < 0;
+    const bool beats = c.result.fits() && c.regret < 0;
     if (beats != beaten) continue;
     const std::string time = format_time(Time::ps(std::llround(c.result.iteration_s * 1e12)));
     if (beats) {

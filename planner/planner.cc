@@ -110,7 +110,7 @@ class Planner {
   double checked_bound(const std::vector<Candidate>& done, Plan& result) const {
     double bound = std::isfinite(space_bound_) ? space_bound_ : 0.0;
     for (const Candidate& c : done) {
-      if (!c.oom && c.iteration_s < bound * (1 - 1e-9)) {
+      if (c.fits() && c.iteration_s < bound * (1 - 1e-9)) {
         result.warnings.push_back(fmt::format(
             "a simulated plan ({:.6g} s) is faster than the lower bound ({:.6g} s); the bound "
             "is lowered to it (please report this scenario)",
@@ -301,7 +301,7 @@ class Planner {
     std::set<std::string> seen;
     for (const Candidate& c : done) {
       seen.insert(judge_.key_of(c.point));
-      if (!c.oom) best = std::min(best, c.iteration_s);
+      if (c.fits()) best = std::min(best, c.iteration_s);
     }
     // The best already takes the work bound: no plan of the space can be faster.
     if (opt_.prune && space_bound_ >= best * (1 - opt_.tolerance) * (1 - 1e-9)) {
@@ -339,7 +339,7 @@ class Planner {
     auto best = [&] {  // indices into `done`, which only grows
       std::vector<size_t> all;
       for (size_t i = 0; i < done.size(); ++i)
-        if (!done[i].oom) all.push_back(i);
+        if (done[i].fits()) all.push_back(i);
       std::sort(all.begin(), all.end(),
                 [&](size_t a, size_t b) { return planner::Judge::ranks_before(done[a], done[b]); });
       std::vector<size_t> out;
@@ -413,11 +413,12 @@ class Planner {
     std::vector<Compared> out;
     double best = std::numeric_limits<double>::infinity();
     for (const Candidate& c : done)
-      if (!c.oom) best = std::min(best, c.iteration_s);
+      if (c.fits()) best = std::min(best, c.iteration_s);
     for (const std::string& text : opt_.compare) {
       Compared x;
       x.given = text;
       planner::Judge::simulate_scenario(compared_scenario(text), x.result);
+      judge_.mark_tight(x.result);
       x.rank = 1;
       for (const Candidate& c : done) x.rank += planner::Judge::ranks_before(c, x.result);
       x.regret = std::isfinite(best) ? x.result.iteration_s / best - 1 : 0.0;
@@ -514,6 +515,7 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
   Planner planner(file, overrides, options);
   Plan p = planner.run();
+  p.headroom = options.headroom;
   p.capacity_bytes = planner.capacity();
   for (std::string& w : memory_warnings(p)) p.warnings.push_back(std::move(w));
   return p;

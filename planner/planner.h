@@ -56,6 +56,8 @@ struct PlanOptions {
   // The user's own strategies (`--compare`, each a strategy mapping as --set strategy=...
   // takes), simulated and ranked against the plans the planner simulated.
   std::vector<std::string> compare;
+  // Rank only plans whose peak leaves this share of the GPUs' memory free (`--headroom`).
+  double headroom = 0;
 };
 
 struct Candidate {
@@ -66,7 +68,9 @@ struct Candidate {
   double makespan_s = 0, iteration_s = 0, throughput = 0;
   int64_t peak_memory = 0;
   bool oom = false;
-  std::string why;  // what bounds it
+  bool tight = false;  // fits, but leaves less than PlanOptions::headroom free
+  std::string why;     // what bounds it
+  bool fits() const { return !oom && !tight; }
 };
 
 struct Baseline {
@@ -105,6 +109,7 @@ struct Plan {
   double lower_bound_s = 0;
   bool exhaustive = false;
   double tolerance = 0;  // with exhaustive: PlanOptions::tolerance
+  double headroom = 0;   // PlanOptions::headroom
   int64_t capacity_bytes = 0;  // the smallest GPU memory of the cluster
   // What the user should hear of (SPEC: nothing silent): a best plan within kTightMemory of
   // the GPUs' memory, and the first candidate with kHeadroom to spare.

@@ -67,3 +67,35 @@ TEST(Compare, AStrategyThatBeatsThePlannerIsSaidFirst) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+// `--headroom 40%`: the best plan leaves 40 % of the 16 GiB V100s free; plans that fit but
+// do not are ranked after every plan that does, marked in the JSON.
+TEST(Headroom, RanksOnlyPlansThatLeaveItFree) {
+  const std::string file = test::case_file(test::cases()[0], "headroom");
+  const auto r = test::cli({"plan", file, "--quiet", "--json", "-", "--headroom", "40%",
+                            "--top", "1000"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["headroom"].get<double>(), 0.4);
+  const double capacity = 16.0 * (1 << 30);
+  EXPECT_TRUE(j["best"]["within_headroom"].get<bool>());
+  EXPECT_LE(j["best"]["peak_memory_bytes"].get<double>(), 0.6 * capacity);
+  bool past = false;
+  for (const json& c : j["candidates"]) {
+    const bool within = c["within_headroom"].get<bool>();
+    EXPECT_EQ(within, !c["oom"].get<bool>() && c["peak_memory_bytes"].get<double>() <= 0.6 * capacity);
+    if (!within) past = true;
+    EXPECT_FALSE(past && within) << "a plan within the headroom after one past it";
+  }
+  for (const char* bad : {"100%", "-5%", "ten"}) {
+    const auto b = test::cli({"plan", file, "--quiet", "--headroom", bad});
+    EXPECT_EQ(b.code, 2) << bad;
+    EXPECT_NE(b.err.find("--headroom"), std::string::npos) << b.err;
+  }
+}
+
+}  // namespace
+}  // namespace pipesim
