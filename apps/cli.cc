@@ -319,7 +319,7 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
 
 struct PlanArgs {
   std::string file, json, time_limit, tolerance, headroom;
-  std::vector<std::string> sets, compare;
+  std::vector<std::string> sets, compare, fix;
   int top = 10, threads = 0;
   bool exhaustive = false, quiet = false, reproducible = false;
 };
@@ -331,6 +331,7 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   options.threads = a.threads;
   options.exhaustive = a.exhaustive;
   options.compare = a.compare;
+  options.fix = a.fix;
   if (!a.headroom.empty()) {
     try {
       options.headroom = parse_share(a.headroom);
@@ -478,6 +479,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan_cmd->add_option("--tolerance", plan_args.tolerance,
                        "with --exhaustive: stop when no plan left can be faster than the best by "
                        "more than this share, e.g. 1% (default 0.01%; 0: the exact optimum)");
+  plan_cmd
+      ->add_option("--fix", plan_args.fix,
+                   "keep a dimension at the scenario's value, e.g. --fix training.micro_batch "
+                   "--fix strategy.schedule (repeatable; the planner and --exhaustive search "
+                   "the rest)")
+      ->take_all()
+      ->expected(1);
   plan_cmd->add_option("--headroom", plan_args.headroom,
                        "rank only plans whose peak leaves this share of every GPU's memory "
                        "free, e.g. 10% (default 0)");

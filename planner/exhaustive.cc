@@ -70,6 +70,7 @@ void Exhaustive::walk(const CostModel& cm, PlanPoint& p, const std::vector<int>&
   const int P = p.positions();
   for (int g = 0; g < static_cast<int>(p.stages.size()); ++g)
     p.stages[u(g)].replicas = reps[u(p.position_of(g))];
+  if (only_ && !only_(p)) return;
   // However the layers are cut, the positions' loads weighted by their replicas add up to
   // the model's compute, plus each position's optimizer step (its part of the parameters,
   // ZeRO-sharded over at most its replicas x data ranks): sum_q r_q (load_q + opt_q) >=

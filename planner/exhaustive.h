@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -66,6 +67,9 @@ class Exhaustive {
   void offer(const CostModel& cm, const ScheduleChoice& choice, int data, int tensor, int64_t b,
              int64_t M, int gpus);
 
+  // Only plans `keep` accepts (the fixed dimensions), judged on the pipeline's shape.
+  void only(std::function<bool(const PlanPoint&)> keep) { only_ = std::move(keep); }
+
   struct Outcome {
     bool complete = false;  // the best found is the optimum of the space
     double lower_bound = 0;  // no plan of the space that fits is faster (seconds)
@@ -103,7 +107,8 @@ class Exhaustive {
   bool prune_;
   int64_t room_ = 0;
   std::optional<OrderReplay> replay_;  // of the pipeline shape being walked
-  FastestRoute hop_;  // the most memory any GPU has past cluster.gpu.reserved
+  FastestRoute hop_;
+  std::function<bool(const PlanPoint&)> only_;  // the most memory any GPU has past cluster.gpu.reserved
   std::vector<Kept> kept_;  // a max-heap on bound while offering
   double dropped_ = std::numeric_limits<double>::infinity();  // least bound not kept
   int64_t walked_ = 0, bounded_ = 0, vector_walked_ = 0;

@@ -71,6 +71,7 @@ nlohmann::ordered_json to_json(const Plan& p) {
   j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
   j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
   if (p.headroom > 0) j["headroom"] = p.headroom;
+  if (!p.fixed.empty()) j["fixed"] = p.fixed;
   j["exhaustive"] = p.exhaustive;
   if (p.exhaustive) j["tolerance"] = p.tolerance;
   j["lower_bound_iteration_time_s"] = p.lower_bound_s;

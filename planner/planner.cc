@@ -46,7 +46,35 @@ class Planner {
  public:
   Planner(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options)
-      : file_(file), overrides_(overrides), opt_(options), base_(load_scenario(file, overrides)) {}
+      : file_(file), overrides_(overrides), opt_(options), base_(load_scenario(file, overrides)) {
+    for (const std::string& key : opt_.fix) {
+      if (std::find_if(std::begin(kFixable), std::end(kFixable),
+                       [&](const char* k) { return key == k; }) == std::end(kFixable)) {
+        std::string allowed;
+        for (const char* k : kFixable) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", k);
+        throw InputError(fmt::format("cannot fix '{}'", key), allowed, "--fix", {"<command line>"});
+      }
+    }
+  }
+
+  // Whether `key` (kFixable) keeps the scenario's value.
+  bool fixed(std::string_view key) const {
+    return std::find(opt_.fix.begin(), opt_.fix.end(), key) != opt_.fix.end();
+  }
+  // Whether a plan keeps every fixed dimension at the scenario's value.
+  bool allowed(const PlanPoint& p) const {
+    const Strategy& st = base_.strategy;
+    return (!fixed("training.micro_batch") || p.micro_batch == base_.training.micro_batch) &&
+           (!fixed("strategy.schedule") || p.schedule == st.schedule) &&
+           (!fixed("strategy.pipeline") || p.positions() == st.positions()) &&
+           (!fixed("strategy.virtual_stages") || p.virtual_stages == st.virtual_stages) &&
+           (!fixed("strategy.data") || p.data == st.data) &&
+           (!fixed("strategy.tensor") || p.tensor == st.tensor) &&
+           (!fixed("strategy.context") || p.context == st.context) &&
+           (!fixed("strategy.expert") || p.expert == st.expert) &&
+           (!fixed("strategy.zero") || p.zero == st.zero) &&
+           (!fixed("strategy.recompute") || p.recompute == st.recompute);
+  }
 
   // The smallest GPU memory of the cluster.
   int64_t capacity() const {
@@ -80,7 +108,8 @@ class Planner {
       std::set<std::string> have;
       for (const Candidate& c : done) have.insert(judge_.key_of(c.point));
       for (const Baseline& b : result.baselines) {
-        if (b.result && have.insert(judge_.key_of(b.result->point)).second)
+        if (b.result && allowed(b.result->point) &&
+            have.insert(judge_.key_of(b.result->point)).second)
           done.push_back(*b.result);
       }
     }
@@ -133,13 +162,18 @@ class Planner {
   template <typename F>
   void for_each_choice(F&& f) {
     const int N = base_.cluster.num_devices();
+    const Strategy& fix = base_.strategy;
     for (const int64_t b : micro_batch_sizes(base_)) {
+      if (fixed("training.micro_batch") && b != base_.training.micro_batch) continue;
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
       const bool moe = std::any_of(sc.model.layers.begin(), sc.model.layers.end(),
                                    [](const Layer& l) { return l.moe.has_value(); });
       for (const int t : tensor_degrees(sc)) {
+        if (fixed("strategy.tensor") && t != fix.tensor) continue;
         for (const int cp : planner::context_degrees(sc)) {
+          if (fixed("strategy.context") && cp != fix.context) continue;
           for (const int ep : planner::expert_degrees(sc)) {
+            if (fixed("strategy.expert") && ep != fix.expert) continue;
             const planner::CostModel cm(sc, t, net_.get(), cp, ep);
             // Asynchronous iterations are steady-state gaps: no bound (planner/bound.h).
             space_bound_ = std::min(space_bound_, is_async(base_.strategy.schedule)
@@ -147,10 +181,13 @@ class Planner {
                                                       : planner::work_bound(cm, cp, N, optimizer_s_));
             for (int d = 1; d * t * cp <= N; ++d) {
               if (sc.training.global_batch % (b * d) != 0) continue;
+              if (fixed("strategy.data") && d != fix.data) continue;
               if ((d * cp * t) % ep != 0) continue;  // expert ranks fold tensor x data x context
               const int64_t M = sc.training.global_batch / (b * d);
               for (auto choice : planner::schedule_choices(base_)) {
                 if ((cp > 1 || ep > 1) && is_async(choice.kind)) continue;
+                if (fixed("strategy.schedule") && choice.kind != fix.schedule) continue;
+                if (fixed("strategy.recompute") && choice.recompute != fix.recompute) continue;
                 choice.context = cp;
                 choice.expert = ep;
                 for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
@@ -158,6 +195,7 @@ class Planner {
                   // with expert parallelism is not modelled.
                   if (moe && t > 1 && !level.sequence_parallel) continue;
                   if (ep > 1 && level.zero >= 2) continue;
+                  if (fixed("strategy.zero") && level.zero != fix.zero) continue;
                   choice.zero = level.zero;
                   choice.sequence_parallel = level.sequence_parallel;
                   if (!f(cm, choice, Widths{d, t, cp, ep}, b, M)) break;
@@ -215,7 +253,9 @@ class Planner {
     std::vector<Costed> out;
     std::set<std::string> seen;
     auto take = [&](const Costed& c) {
-      if (seen.insert(judge_.key_of(c.point)).second && judge_.orderable(c.point)) out.push_back(c);
+      if (allowed(c.point) && seen.insert(judge_.key_of(c.point)).second &&
+          judge_.orderable(c.point))
+        out.push_back(c);
     };
     const std::vector<Costed> best = list.best();
     for (size_t i = 0; i < best.size() && out.size() < want; ++i) take(best[i]);
@@ -311,6 +351,7 @@ class Planner {
       return;
     }
     planner::Exhaustive walk(judge_, base_.cluster, opt_, t0, best, std::move(seen), opt_.prune);
+    walk.only([this](const PlanPoint& p) { return allowed(p); });
     const int N = base_.cluster.num_devices();
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
                         Widths w, int64_t b, int64_t M) {
@@ -368,7 +409,8 @@ class Planner {
           // Each under its own placement and every policy: a new cut or replica count often
           // wants its stages on other servers.
           for (auto& [n, devices] : planner::placement_variants(m, base_.cluster, true)) {
-            if (!seen.insert(judge_.key_of(n)).second || !judge_.orderable(n)) continue;
+            if (!allowed(n) || !seen.insert(judge_.key_of(n)).second || !judge_.orderable(n))
+              continue;
             const planner::Estimate e = placed_estimate(n, devices);
             // Only plans cheap to simulate (about a quarter of a second each): on large
             // clusters the budget goes to phase 2's best estimates instead.
@@ -516,6 +558,7 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
   Planner planner(file, overrides, options);
   Plan p = planner.run();
   p.headroom = options.headroom;
+  p.fixed = options.fix;
   p.capacity_bytes = planner.capacity();
   for (std::string& w : memory_warnings(p)) p.warnings.push_back(std::move(w));
   return p;

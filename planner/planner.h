@@ -58,6 +58,9 @@ struct PlanOptions {
   std::vector<std::string> compare;
   // Rank only plans whose peak leaves this share of the GPUs' memory free (`--headroom`).
   double headroom = 0;
+  // Dimensions kept at the scenario's value (`--fix`, kFixable): the space searched, by the
+  // planner and --exhaustive alike, is the rest.
+  std::vector<std::string> fix;
 };
 
 struct Candidate {
@@ -110,6 +113,7 @@ struct Plan {
   bool exhaustive = false;
   double tolerance = 0;  // with exhaustive: PlanOptions::tolerance
   double headroom = 0;   // PlanOptions::headroom
+  std::vector<std::string> fixed;  // PlanOptions::fix
   int64_t capacity_bytes = 0;  // the smallest GPU memory of the cluster
   // What the user should hear of (SPEC: nothing silent): a best plan within kTightMemory of
   // the GPUs' memory, and the first candidate with kHeadroom to spare.
@@ -119,6 +123,12 @@ struct Plan {
 // A plan past this share of GPU memory is tight: allocator fragmentation, NCCL buffers and
 // the CUDA context, which a scenario counts only in cluster.gpu.reserved, may not fit.
 inline constexpr double kTightMemory = 0.95;
+
+// What `--fix` takes.
+inline constexpr const char* kFixable[] = {
+    "training.micro_batch", "strategy.schedule", "strategy.pipeline", "strategy.virtual_stages",
+    "strategy.data",        "strategy.tensor",   "strategy.context",  "strategy.expert",
+    "strategy.zero",        "strategy.recompute"};
 inline constexpr double kHeadroom = 0.90;  // the share the suggested alternative stays under
 
 // `file` empty: the embedded default scenario. `overrides` apply before the search.

@@ -114,13 +114,15 @@ py::object run_py(const py::object& scenario, const std::optional<py::dict>& set
 py::object plan_py(const py::object& scenario, const std::optional<py::dict>& set,
                    int top, int threads, const std::optional<py::object>& time_limit,
                    bool exhaustive, bool reproducible, const std::vector<std::string>& compare,
-                   const std::optional<double>& tolerance, double headroom) {
+                   const std::optional<double>& tolerance, double headroom,
+                   const std::vector<std::string>& fix) {
   const std::vector<Override> o = overrides(set);
   PlanOptions options;
   options.top = top;
   options.threads = threads;
   options.exhaustive = exhaustive;
   options.compare = compare;
+  options.fix = fix;
   if (!(headroom >= 0 && headroom < 1))
     throw InputError(fmt::format("headroom {} is not a share in [0, 1)", headroom),
                      std::string(kShareUnits), "headroom", {"pipesim.plan"});
@@ -240,7 +242,7 @@ PYBIND11_MODULE(pipesim, m) {
   m.def("plan", &pipesim::plan_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
         "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(), "exhaustive"_a = false,
         "reproducible"_a = false, "compare"_a = std::vector<std::string>{},
-        "tolerance"_a = py::none(), "headroom"_a = 0.0,
+        "tolerance"_a = py::none(), "headroom"_a = 0.0, "fix"_a = std::vector<std::string>{},
         "Searches strategies for the scenario's cluster, model and training and returns the "
         "object of `pipesim plan --json` (best, candidates, pareto, baselines, compared, "
         "lower_bound_iteration_time_s, optimality_gap, exhaustive, ...). "
@@ -248,7 +250,8 @@ PYBIND11_MODULE(pipesim, m) {
         "analytic_s as 0 (not with time_limit). compare: your own strategies (YAML mappings as "
         "`--compare` takes), ranked against the planner's. tolerance: with exhaustive=True, "
         "the share by which a plan left unsimulated may be faster (default 0.0001). headroom: "
-        "rank only plans leaving that share of the GPUs' memory free (`--headroom`).");
+        "rank only plans leaving that share of the GPUs' memory free (`--headroom`). fix: "
+        "dimensions kept at the scenario's value (`--fix`, e.g. ['strategy.schedule']).");
   m.def("sweep", &pipesim::sweep_py, "scenario"_a = py::none(), py::kw_only(), "grid"_a,
         "set"_a = py::none(), "zip"_a = false, "threads"_a = 0,
         "Runs the scenario at every point of a grid (key -> '1..64*2', 'a,b,c' or a list of "

@@ -99,3 +99,43 @@ TEST(Headroom, RanksOnlyPlansThatLeaveItFree) {
 
 }  // namespace
 }  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+// `--fix`: the fixed dimensions keep the scenario's values in every plan simulated, by the
+// planner and --exhaustive alike; an unknown one is refused with the list.
+TEST(Fix, KeepsTheScenariosValues) {
+  const std::string file = test::write_temp(
+      "fix.yaml",
+      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
+      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
+      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
+      "vocab: 1000}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: mixed, optimizer: adam}\n"
+      "strategy: {schedule: zb-2p, pipeline: 2}\n");
+  for (const bool exhaustive : {false, true}) {
+    std::vector<std::string> args = {"plan",  file,   "--quiet", "--json", "-", "--top", "1000",
+                                     "--fix", "training.micro_batch", "--fix",
+                                     "strategy.schedule"};
+    if (exhaustive) args.push_back("--exhaustive");
+    const auto r = test::cli(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["fixed"].size(), 2u);
+    for (const json& c : j["candidates"]) {
+      EXPECT_EQ(c["strategy"]["schedule"], "zb-2p") << c.dump();
+      EXPECT_FALSE(c.contains("training")) << c.dump();  // the scenario's micro-batch
+    }
+    if (exhaustive) {
+      EXPECT_TRUE(j["exhaustive"].get<bool>());
+    }
+  }
+  const auto bad = test::cli({"plan", file, "--quiet", "--fix", "strategy.bucket"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("cannot fix 'strategy.bucket'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("training.micro_batch"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace pipesim
