@@ -88,14 +88,7 @@ std::vector<std::string> small_spaces() {
   std::vector<std::string> out;
   const test::Case c = test::cases()[0];
   out.push_back(test::case_file(c, "bound-vgg"));
-  out.push_back(test::write_temp(
-      "bound-tf.yaml",
-      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
-      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
-      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
-      "vocab: 1000}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: mixed, optimizer: adam}\n"
-      "strategy: {schedule: zb-2p, pipeline: 2}\n"));
+  out.push_back(test::small_transformer_file("bound-tf"));
   out.push_back(test::write_temp(
       "bound-async.yaml",
       "cluster: {gpu: v100-16gb, nodes: 1, gpus_per_node: 3, intra_node: nvlink}\n"

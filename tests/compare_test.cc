@@ -106,14 +106,7 @@ namespace {
 // `--fix`: the fixed dimensions keep the scenario's values in every plan simulated, by the
 // planner and --exhaustive alike; an unknown one is refused with the list.
 TEST(Fix, KeepsTheScenariosValues) {
-  const std::string file = test::write_temp(
-      "fix.yaml",
-      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
-      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
-      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
-      "vocab: 1000}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: mixed, optimizer: adam}\n"
-      "strategy: {schedule: zb-2p, pipeline: 2}\n");
+  const std::string file = test::small_transformer_file("fix");
   for (const bool exhaustive : {false, true}) {
     std::vector<std::string> args = {"plan",  file,   "--quiet", "--json", "-", "--top", "1000",
                                      "--fix", "training.micro_batch", "--fix",

@@ -197,14 +197,7 @@ TEST(Planner, ExhaustiveFlagAgreesAndSaysWhatItDidNotCover) {
 // tensor degrees 2 and 4, the auto warm-up, full and selective recompute, and zb-1p/zb-2p
 // on uneven cuts with replicas (which the greedy zero-bubble scheduler must order).
 TEST(Planner, ExhaustiveCoversThePlannersDimensions) {
-  const std::string file = test::write_temp(
-      "exh-dims.yaml",
-      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
-      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
-      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
-      "vocab: 1000}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: mixed, optimizer: adam}\n"
-      "strategy: {schedule: zb-2p, pipeline: 2}\n");
+  const std::string file = test::small_transformer_file("exh-dims");
   PlanOptions o;
   o.threads = 2;
   o.exhaustive = true;

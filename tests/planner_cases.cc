@@ -35,6 +35,17 @@ strategy:
                      c.micro_batch, strategy);
 }
 
+std::string small_transformer_file(const std::string& name) {
+  return test::write_temp(
+      name + ".yaml",
+      "cluster: {gpu: {name: g, memory: 80 GiB, peak: 100 TFLOPS, hbm_bandwidth: 2000 GB/s}, "
+      "nodes: 1, gpus_per_node: 4, intra_node: nvlink}\n"
+      "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 256, "
+      "vocab: 1000}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: mixed, optimizer: adam}\n"
+      "strategy: {schedule: zb-2p, pipeline: 2}\n");
+}
+
 std::string case_file(const Case& c, const std::string& name, const std::string& strategy) {
   return test::write_temp("planner-" + name + ".yaml", scenario_yaml(c, strategy));
 }

@@ -25,6 +25,10 @@ std::string scenario_yaml(const Case& c, const std::string& strategy);
 std::string case_file(const Case& c, const std::string& name,
                       const std::string& strategy = "  schedule: dapple\n  pipeline: 1\n");
 
+// A 4-layer generated transformer on 4 GPUs (splittable, attention cores, split backward):
+// its space has tensor degrees 2 and 4, recompute, zero bubble and interleaving.
+std::string small_transformer_file(const std::string& name);
+
 // Six cases: VGG-like, convolutions then dense layers, skewed compute, memory-tight, a slow
 // link, four single-GPU nodes.
 std::vector<Case> cases();
