@@ -17,42 +17,49 @@ double per_replica_compute(const CostModel& cm, int first, int last, int replica
   return cm.compute_time(first, last, replicas, t) * even(cm, replicas);
 }
 
+PassTimes pass_times(const CostModel& cm, const PlanPoint& p, int first, int last, int replicas,
+                     bool split_w) {
+  ScheduleTraits plain;  // per pass: no recompute, nothing run whole on every tensor rank
+  plain.sequence_parallel = true;
+  ScheduleTraits again = plain;
+  again.recompute = p.schedule == ScheduleKind::kGpipeRecompute ? Recompute::kFull : p.recompute;
+  const double e = even(cm, replicas);
+  PassTimes t;
+  t.f = cm.forward_time(first, last, replicas) * e;
+  const double all = per_replica_compute(cm, first, last, replicas, plain);
+  const double backward = std::max(0.0, all - t.f);
+  t.w = split_w ? std::min(backward, cm.weight_time(first, last, replicas) * e) : 0.0;
+  t.b = backward - t.w;
+  t.r = std::max(0.0, per_replica_compute(cm, first, last, replicas, again) - all);
+  return t;
+}
+
 double plan_bound(const CostModel& cm, const PlanPoint& p, int64_t micro_batches,
                   FastestRoute hop) {
   const ScheduleTraits tr = traits(p);
   if (tr.async) return 0;
-  ScheduleTraits plain;  // the backward alone: no recompute, no whole ops
-  plain.sequence_parallel = true;
+  const bool split = needs_split_backward(p.schedule);
   const int G = static_cast<int>(p.stages.size()), P = p.positions();
   const auto M = static_cast<double>(micro_batches);
   // Per global stage: one micro-batch's forward and backward on one replica.
-  std::vector<double> fwd(static_cast<size_t>(G)), bwd(static_cast<size_t>(G));
+  std::vector<PassTimes> pass(static_cast<size_t>(G));
   std::vector<double> compute(static_cast<size_t>(P), 0.0), opt(static_cast<size_t>(P), 0.0);
   std::vector<int> first(static_cast<size_t>(P), G);
   for (int g = 0; g < G; ++g) {
     const StageSpec& s = p.stages[static_cast<size_t>(g)];
     const auto q = static_cast<size_t>(p.position_of(g));
-    fwd[static_cast<size_t>(g)] =
-        cm.forward_time(s.first_layer, s.last_layer, s.replicas) * even(cm, s.replicas);
-    bwd[static_cast<size_t>(g)] =
-        std::max(0.0, per_replica_compute(cm, s.first_layer, s.last_layer, s.replicas, plain) -
-                          fwd[static_cast<size_t>(g)]);
+    pass[static_cast<size_t>(g)] = pass_times(cm, p, s.first_layer, s.last_layer, s.replicas, split);
     compute[q] += M * per_replica_compute(cm, s.first_layer, s.last_layer, s.replicas, tr);
     const int ranks = tr.zero > 0 ? s.replicas * tr.data : 1;  // ZeRO shards the step
     opt[q] += cm.optimizer_time(s.first_layer, s.last_layer, ranks);
     first[q] = std::min(first[q], g);
   }
-  const bool tail = !needs_split_backward(p.schedule);
   // One micro-batch's chain: every F, every B (W is off it where a zero-bubble order puts W
   // apart), every hop between two GPUs.
   double chain = 0;
   for (int g = 0; g < G; ++g) {
     const StageSpec& s = p.stages[static_cast<size_t>(g)];
-    const double w = needs_split_backward(p.schedule)
-                         ? cm.weight_time(s.first_layer, s.last_layer, s.replicas) *
-                               even(cm, s.replicas)
-                         : 0.0;
-    chain += fwd[static_cast<size_t>(g)] + std::max(0.0, bwd[static_cast<size_t>(g)] - w);
+    chain += pass[static_cast<size_t>(g)].f + pass[static_cast<size_t>(g)].b;
     if (g + 1 < G && p.position_of(g) != p.position_of(g + 1)) {
       const int lanes = std::max(s.replicas, p.stages[static_cast<size_t>(g) + 1].replicas) *
                         std::max(1, p.tensor) * std::max(1, p.context);
@@ -65,11 +72,11 @@ double plan_bound(const CostModel& cm, const PlanPoint& p, int64_t micro_batches
   for (size_t q = 0; q < static_cast<size_t>(P); ++q) {
     double fill = 0, back = 0;
     for (size_t g = 0; g < static_cast<size_t>(first[q]); ++g) {
-      fill += fwd[g];
-      back += bwd[g];
+      fill += pass[g].f;
+      back += pass[g].b + pass[g].w;
     }
     const double span =
-        fill + I * (compute[q] + opt[q]) - opt[q] + std::max(opt[q], tail ? back : 0.0);
+        fill + I * (compute[q] + opt[q]) - opt[q] + std::max(opt[q], split ? 0.0 : back);
     bound = std::max(bound, span / I);
   }
   return std::max(bound, chain);
@@ -170,18 +177,8 @@ std::optional<OrderReplay> OrderReplay::of(const PlanPoint& p, int64_t micro_bat
 
 OrderReplay::Steps OrderReplay::step_times(const CostModel& cm, const PlanPoint& p, int first,
                                            int last, int replicas) const {
-  ScheduleTraits plain;  // per step: no recompute, nothing run whole on every tensor rank
-  plain.sequence_parallel = true;
-  ScheduleTraits again = plain;
-  again.recompute = p.schedule == ScheduleKind::kGpipeRecompute ? Recompute::kFull : p.recompute;
-  const double e = even(cm, replicas);
-  Steps t;
-  t.f = cm.forward_time(first, last, replicas) * e;
-  const double all = per_replica_compute(cm, first, last, replicas, plain);
-  t.w = folded_w_ ? 0.0 : cm.weight_time(first, last, replicas) * e;
-  t.b = std::max(0.0, all - t.f - t.w);
-  t.r = std::max(0.0, per_replica_compute(cm, first, last, replicas, again) - all);
-  return t;
+  const PassTimes t = pass_times(cm, p, first, last, replicas, !folded_w_);
+  return {t.f, t.b, t.w, t.r, 0};
 }
 
 void OrderReplay::prepare(const CostModel& cm, const PlanPoint& p) {

@@ -101,6 +101,16 @@ class OrderReplay {
 double per_replica_compute(const CostModel& cm, int first, int last, int replicas,
                            const ScheduleTraits& t);
 
+// One micro-batch's passes of stage [first, last] on one of its `replicas` GPUs, split
+// evenly, without recompute: forward, backward (input gradients only where `split_w`), the
+// weight gradients apart (`split_w`; else 0) and what `p`'s recompute re-runs before the
+// backward. b + w is the whole backward. plan_bound and OrderReplay both time passes so.
+struct PassTimes {
+  double f = 0, b = 0, w = 0, r = 0;
+};
+PassTimes pass_times(const CostModel& cm, const PlanPoint& p, int first, int last, int replicas,
+                     bool split_w);
+
 // The floor on stage [first, last]'s bytes on one of its `replicas` GPUs under the plan's
 // traits, without cluster.gpu.reserved.
 int64_t memory_floor(const CostModel& cm, int first, int last, int replicas,

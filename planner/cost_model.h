@@ -124,6 +124,10 @@ class CostModel {
   int layers() const { return static_cast<int>(f_.size()) - 1; }
   int64_t capacity() const { return capacity_; }
   int64_t reserved() const { return reserved_; }  // the largest cluster.gpu.reserved
+  // A plan fits only if it leaves `share` of the smallest GPU's memory free (--headroom).
+  void keep_free(double share) {
+    capacity_ = static_cast<int64_t>((1 - share) * static_cast<double>(capacity_));
+  }
 
   // Per micro-batch, seconds, for layers [first, last] on `replicas` GPUs.
   double stage_time(int first, int last, int replicas, const ScheduleTraits& t) const;

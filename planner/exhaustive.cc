@@ -255,11 +255,9 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
     if (result.timed_out) break;
   }
   Outcome out;
-  out.walked = walked_;
   out.bounded = bounded_;
   const double left = i < kept_.size() ? kept_[i].bound : std::numeric_limits<double>::infinity();
   out.lower_bound = std::min({best, left, dropped_, too_large, unwalked_});
-  out.unfinished = unfinished_;
   out.complete = !result.timed_out && faults_ == 0 && out.lower_bound >= cutoff(best);
   judge_.progress(fmt::format(
       "exhaustive: {} plans bounded ({} partial pipelines walked), {} below the incumbent "

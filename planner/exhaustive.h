@@ -73,9 +73,7 @@ class Exhaustive {
   struct Outcome {
     bool complete = false;  // the best found is the optimum of the space
     double lower_bound = 0;  // no plan of the space that fits is faster (seconds)
-    int64_t walked = 0;     // plans and partial pipelines visited
     int64_t bounded = 0;    // plans whose bound was computed
-    int unfinished = 0;     // replica vectors past kVectorWalk or the walk's budget
   };
   // The kept plans simulated by increasing bound; those simulated appended to `done`.
   Outcome solve(std::vector<Candidate>& done, Plan& result);

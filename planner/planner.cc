@@ -174,7 +174,8 @@ class Planner {
           if (fixed("strategy.context") && cp != fix.context) continue;
           for (const int ep : planner::expert_degrees(sc)) {
             if (fixed("strategy.expert") && ep != fix.expert) continue;
-            const planner::CostModel cm(sc, t, net_.get(), cp, ep);
+            planner::CostModel cm(sc, t, net_.get(), cp, ep);
+            cm.keep_free(opt_.headroom);
             // Asynchronous iterations are steady-state gaps: no bound (planner/bound.h).
             space_bound_ = std::min(space_bound_, is_async(base_.strategy.schedule)
                                                       ? 0.0
@@ -314,6 +315,7 @@ class Planner {
     if (!cm) {
       sc = std::make_unique<Scenario>(load_scenario(file_, with_micro_batch(p.micro_batch)));
       cm = std::make_unique<planner::CostModel>(*sc, p.tensor, net_.get());
+      cm->keep_free(opt_.headroom);
     }
     const planner::Estimate e =
         cm->estimate(p, base_.training.global_batch / (p.micro_batch * p.data), &d);
@@ -529,7 +531,8 @@ class Planner {
 }  // namespace
 
 std::vector<std::string> memory_warnings(const Plan& p) {
-  if (p.candidates.empty() || p.capacity_bytes <= 0) return {};
+  // Under --headroom the user chose the margin, and the ranking keeps to it.
+  if (p.candidates.empty() || p.capacity_bytes <= 0 || p.headroom > 0) return {};
   const auto share = [&](const Candidate& c) {
     return static_cast<double>(c.peak_memory) / static_cast<double>(p.capacity_bytes);
   };

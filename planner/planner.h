@@ -137,7 +137,7 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options);
 
 // Plan::warnings' memory line: a best plan at or past kTightMemory of capacity_bytes, with
-// the first ranked candidate under kHeadroom (or that none is).
+// the first ranked candidate under kHeadroom (or that none is); none under --headroom.
 std::vector<std::string> memory_warnings(const Plan& p);
 
 // The best plan's iteration time over the lower bound, less 1 (none when nothing fits).

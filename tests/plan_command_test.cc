@@ -452,6 +452,9 @@ TEST(Planner, WarnsOfABestPlanAtTheEdgeOfMemory) {
   w = memory_warnings(p);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_NE(w[0].find("none of the 2 ranked leaves 10 % free"), std::string::npos) << w[0];
+  p.headroom = 0.005;  // --headroom: the user chose the margin, the ranking kept it
+  EXPECT_TRUE(memory_warnings(p).empty());
+  p.headroom = 0;
   p.candidates.front().peak_memory = gib(75);  // 93.75 %: not tight
   EXPECT_TRUE(memory_warnings(p).empty());
   p.candidates.front().oom = true;  // out of memory is said otherwise
