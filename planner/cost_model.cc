@@ -370,29 +370,71 @@ int position_starts(const PlanPoint& p, std::vector<int>& start) {
 }
 }  // namespace
 
-void CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
-                          std::vector<double>& out) const {
-  const int G = static_cast<int>(p.stages.size());
+double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
+                            std::vector<double>& out) const {
+  const int G = static_cast<int>(p.stages.size()), P = p.positions();
   thread_local std::vector<int> start;  // scratch reused across calls
-  position_starts(p, start);
+  const int per_copy = position_starts(p, start);
+  // [position]: its devices in every copy in a row, copy k's replicas pairing with copy k's
+  // (their samples are the k-th share of the row), as the copies send their cuts at once.
+  thread_local std::vector<std::vector<int>> row;
+  row.assign(u(P), {});
+  // Contiguous copies: those that can share a server with copy 0 (the next ones share no
+  // server with it, and every server looks like copy 0's); placed: every copy.
+  int copies = static_cast<int>(placed == nullptr ? p.data : placed->size());
+  if (placed == nullptr && s_.cluster.num_devices() > 0) {
+    const int per_server = std::max(1, s_.cluster.num_devices() / std::max(1, s_.cluster.num_nodes()));
+    copies = std::min(copies, per_server / std::max(1, per_copy * t_) + 2);
+  }
+  // Placed: only the copies with a GPU on a server of copy 0's (the others load other
+  // servers only, and the busiest server is taken to be one of copy 0's).
+  thread_local std::vector<int> home;
+  home.clear();
+  const auto server = [&](int d) { return d < s_.cluster.num_devices() ? s_.cluster.device(d).node : -1; };
+  if (placed != nullptr)
+    for (const auto& devices : placed->front())
+      for (const int d : devices) home.push_back(server(d));
+  std::sort(home.begin(), home.end());
+  const auto near = [&](int k) {
+    for (const auto& devices : (*placed)[u(k)])
+      for (const int d : devices)
+        if (std::binary_search(home.begin(), home.end(), server(d))) return true;
+    return false;
+  };
+  int kept = 0;
+  for (int k = 0; k < copies; ++k) {
+    if (placed != nullptr && k > 0 && !near(k)) continue;
+    ++kept;
+    for (int q = 0; q < P; ++q) {
+      if (placed != nullptr) {
+        const std::vector<int>& d = (*placed)[u(k)][u(q)];
+        row[u(q)].insert(row[u(q)].end(), d.begin(), d.end());
+        continue;
+      }
+      const int first = (k * per_copy + start[u(q)]) * t_;
+      for (int d = 0; d < p.stages[u(q)].replicas * t_; ++d) row[u(q)].push_back(first + d);
+    }
+  }
+  thread_local std::vector<NetworkCosts::Cut> all;
+  all.clear();
   out.assign(u(std::max(0, G - 1)), 0.0);
   for (int g = 0; g + 1 < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
     const StageSpec& nx = p.stages[u(g) + 1];
     const int64_t bytes = output_bytes(st.last_layer);
     const int q = p.position_of(g), qn = p.position_of(g + 1);
-    double c = 0;
-    if (qn == q) {
-      c = 0;  // zb-v's turn: both chunks on the same devices
-    } else if (placed == nullptr) {
-      c = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
-    } else if (bytes > 0) {
-      const auto& copy = placed->front();
-      const auto [latency, per_byte] = net_->cut_rate(copy[u(q)], copy[u(qn)]);
-      c = latency + per_byte * static_cast<double>(bytes);
+    if (qn == q || bytes <= 0) continue;  // zb-v's turn: both chunks on the same devices
+    const double total = static_cast<double>(kept) * static_cast<double>(bytes);
+    all.push_back({&row[u(q)], &row[u(qn)], total});
+    if (placed == nullptr && kept == 1) {
+      out[u(g)] = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
+    } else {
+      // Copies that cross the same server's NIC share it (fresh- and scatter-first).
+      const auto [latency, per_byte] = net_->cut_rate(row[u(q)], row[u(qn)]);
+      out[u(g)] = latency + per_byte * total;
     }
-    out[u(g)] = c;
   }
+  return net_->cut_load(all);
 }
 
 void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
@@ -400,14 +442,57 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
                                   std::vector<double>& out) const {
   thread_local std::vector<int> start;
   const int per_copy = position_starts(p, start);
+  // The positions' groups all-reduce at about the same time (the drain is short beside
+  // them): those that leave a server share its NIC. Shared fairly, a group of B bytes ends
+  // when every group crossing a server it crosses has moved min(B, theirs), so its NIC
+  // steps take sum min(B, B') / B as long (processor sharing; the largest group's end is
+  // the NIC's whole load, as the simulator finds).
+  const int P = p.positions();
+  thread_local std::vector<std::vector<int>> servers;  // [position]: the servers of its group
+  thread_local std::vector<double> load;                // [position]: its bytes
+  servers.assign(u(P), {});
+  load.assign(u(P), 0.0);
+  for (size_t g = 0; g < p.stages.size(); ++g)
+    load[u(p.position_of(static_cast<int>(g)))] += static_cast<double>(bytes(p.stages[g]));
+  for (int q = 0; q < P; ++q) {
+    std::vector<int>& on = servers[u(q)];
+    const auto add = [&](int d) {
+      if (d >= s_.cluster.num_devices()) return;
+      const int node = s_.cluster.device(d).node;
+      if (std::find(on.begin(), on.end(), node) == on.end()) on.push_back(node);
+    };
+    if (placed != nullptr) {
+      for (const int d : placed_group(*placed, q)) add(d);
+    } else {
+      for (int c = 0; c < p.data; ++c)
+        for (int i = 0; i < p.stages[u(q)].replicas; ++i) add((c * per_copy + start[u(q)] + i) * t_);
+    }
+  }
+  const auto crosses_with = [&](int a, int b) {
+    if (servers[u(a)].size() < 2 || servers[u(b)].size() < 2) return false;
+    for (const int n : servers[u(a)])
+      if (std::find(servers[u(b)].begin(), servers[u(b)].end(), n) != servers[u(b)].end())
+        return true;
+    return false;
+  };
+  thread_local std::vector<double> shares;
+  shares.assign(u(P), 1.0);
+  for (int q = 0; q < P; ++q) {
+    if (servers[u(q)].size() < 2 || load[u(q)] <= 0) continue;
+    double moved = 0;
+    for (int o = 0; o < P; ++o)
+      if (o == q || crosses_with(q, o)) moved += std::min(load[u(q)], load[u(o)]);
+    shares[u(q)] = std::max(1.0, moved / load[u(q)]);
+  }
   out.assign(p.stages.size(), 0.0);
   for (size_t g = 0; g < p.stages.size(); ++g) {
     const StageSpec& st = p.stages[g];
     const int q = p.position_of(static_cast<int>(g));
+    const double share = shares[u(q)];
     const int64_t b = bytes(st);
     out[g] = placed == nullptr
-                 ? allreduce_bytes_time(start[u(q)], st.replicas, p.data, per_copy, b, ring)
-                 : net_->allreduce(placed_group(*placed, q), b / t_, ring, t_);
+                 ? net_->allreduce(start[u(q)], st.replicas, p.data, per_copy, t_, b, ring, share)
+                 : net_->allreduce(placed_group(*placed, q), b / t_, ring, t_ * share);
   }
 }
 
@@ -432,10 +517,11 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   // Scratch reused across calls (the search costs millions of plans).
   thread_local std::vector<double> cut, gather, allreduce;
   const ScheduleTraits t = traits(p);
-  cut_terms(p, placed, cut);
+  const double load = cut_terms(p, placed, cut);
   if (t.zero == 3) gather_terms(p, placed, gather);
   allreduce_terms(p, placed, t.zero > 0, allreduce);
-  return estimate(p, M, {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M)});
+  return estimate(p, M,
+                  {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load});
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {
@@ -483,7 +569,7 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
       pivot = q;
     }
   }
-  block = std::max({block, max_t, stall});
+  block = std::max({block, max_t, stall, terms.link_load});
   for (int q = 0; q < P; ++q) {
     if (q == pivot) continue;
     const double fb = dev_t[u(q)] - dev_w[u(q)] * (1 + t.w_fill);
@@ -518,10 +604,26 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   // the drain, so their stages' gradients are taken as complete with the position's last.
   thread_local std::vector<double> comm_end;  // per position, relative to the last backward
   comm_end.assign(u(P), -std::numeric_limits<double>::infinity());
+  // With overlap_grad_reduce the gradients go in buckets (strategy.bucket_bytes, at most a
+  // layer each), each all-reduced once the last backward has produced it: the all-reduce
+  // may start when the first bucket is done and ends at least its last bucket after the
+  // pass (ZeRO 2 and 3 reduce every micro-batch's as it comes, in the block already).
+  const bool buckets = s_.strategy.overlap_grad_reduce && t.zero < 2;
   for (int g = G - 1; g >= 0; --g) {
+    const StageSpec& st = p.stages[u(g)];
     const int q = p.position_of(g);
     const double ready = -(t.w_fill > 0 ? q : g) * block / v;
-    comm_end[u(q)] = std::max(comm_end[u(q)], ready) + terms.allreduce[g];
+    double nb = 1, early = 0;
+    if (buckets && s_.strategy.bucket_bytes > 0) {
+      const double bytes = static_cast<double>(gradient_bytes(st.first_layer, st.last_layer));
+      nb = std::clamp(std::ceil(bytes / static_cast<double>(s_.strategy.bucket_bytes)), 1.0,
+                      static_cast<double>(st.last_layer - st.first_layer + 1));
+      const double pass = stage_time(st.first_layer, st.last_layer, st.replicas, t) -
+                          forward_time(st.first_layer, st.last_layer, st.replicas);
+      early = std::max(0.0, pass) * (1 - 1 / nb);
+    }
+    comm_end[u(q)] = std::max(std::max(comm_end[u(q)], ready - early) + terms.allreduce[g],
+                              ready + terms.allreduce[g] / nb);
   }
   double exposed = 0;
   for (int q = 0; q < P; ++q) exposed = std::max(exposed, comm_end[u(q)] + opt[u(q)]);

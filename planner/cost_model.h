@@ -100,6 +100,10 @@ struct PlanTerms {
   const double* gather = nullptr;     // [g], read under ZeRO 3 only
   const double* allreduce = nullptr;  // [g]
   double work = 0;
+  // The busiest link's seconds per micro-batch under every cut of every copy, both ways
+  // (NetworkCosts::cut_load): chunks that cross the same server NIC again and again, and
+  // copies whose stages share a NIC, can go no faster than it.
+  double link_load = 0;
 };
 // The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).
 ScheduleTraits traits(const PlanPoint& p);
@@ -173,7 +177,8 @@ class CostModel {
   // The same from the plan's terms (cut_terms, gather_terms and allreduce_terms of it or of
   // a plan with the same stages, replicas, data degree and chunk layout).
   Estimate estimate(const PlanPoint& p, int64_t micro_batches, const PlanTerms& terms) const;
-  void cut_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
+  // Per global cut its time (every copy's cut at once); returns PlanTerms::link_load.
+  double cut_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
   void gather_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
   void allreduce_terms(const PlanPoint& p, const Placement* placed, bool ring,
                        std::vector<double>& out) const;

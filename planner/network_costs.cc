@@ -27,37 +27,76 @@ std::pair<double, double> NetworkCosts::cut_rate(int g0, int r0, int g1, int r1)
   return cut_.emplace(key, cut_rate(from, to)).first->second;
 }
 
-std::pair<double, double> NetworkCosts::cut_rate(const std::vector<int>& from,
-                                                 const std::vector<int>& to) const {
+struct NetworkCosts::Loads {
+  std::map<int, double> dev_out, dev_in, node_out, node_in;
+  double busiest() const {
+    double most = 0;
+    for (const auto* m : {&dev_out, &dev_in, &node_out, &node_in})
+      for (const auto& [k, v] : *m) most = std::max(most, v);
+    return most;
+  }
+};
+
+double NetworkCosts::add_cut(const std::vector<int>& from, const std::vector<int>& to,
+                             double bytes, Loads& loads, bool servers_only) const {
   // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch. Bytes
   // leaving and entering each GPU, and each server when they cross servers.
   const Cluster& c = s_.cluster;
   const auto r0 = static_cast<int64_t>(from.size()), r1 = static_cast<int64_t>(to.size());
-  std::map<int, double> dev_out, dev_in, node_out, node_in;
-  double latency = 0, per_byte = 0;
+  double latency = 0;
   for (int64_t i = 0; i < r0; ++i) {
-    for (int64_t j = 0; j < r1; ++j) {
+    // Only the j whose samples overlap i's: i r1 / r0 <= j < (i + 1) r1 / r0, rounded out.
+    for (int64_t j = i * r1 / r0; j < std::min(r1, ((i + 1) * r1 + r0 - 1) / r0); ++j) {
       const int64_t lo = std::max(i * r1, j * r0), hi = std::min((i + 1) * r1, (j + 1) * r0);
       if (hi <= lo) continue;
       const double share = static_cast<double>(hi - lo) / (double(r0) * double(r1));
       const int a = from[static_cast<size_t>(i)], b = to[static_cast<size_t>(j)];
       if (a == b || a >= c.num_devices() || b >= c.num_devices()) continue;
+      if (servers_only && c.device(a).node == c.device(b).node) continue;
       const Route& route = c.route(a, b);
       latency = std::max(latency, route.latency.seconds());
-      const double bw = route.bottleneck_bytes_per_s;
+      const double t = bytes * share / route.bottleneck_bytes_per_s;
       if (c.device(a).node != c.device(b).node) {
-        node_out[c.device(a).node] += share / bw;
-        node_in[c.device(b).node] += share / bw;
+        loads.node_out[c.device(a).node] += t;
+        loads.node_in[c.device(b).node] += t;
       } else {
-        dev_out[a] += share / bw;
-        dev_in[b] += share / bw;
+        loads.dev_out[a] += t;
+        loads.dev_in[b] += t;
       }
     }
   }
-  for (const auto* m : {&dev_out, &dev_in, &node_out, &node_in}) {
-    for (const auto& [k, v] : *m) per_byte = std::max(per_byte, v);
+  return latency;
+}
+
+std::pair<double, double> NetworkCosts::cut_rate(const std::vector<int>& from,
+                                                 const std::vector<int>& to) const {
+  Loads loads;
+  const double latency = add_cut(from, to, 1.0, loads);
+  return {latency, loads.busiest()};
+}
+
+double NetworkCosts::cut_load(const std::vector<Cut>& cuts) const {
+  // Only cuts that leave a server: inside one, each GPU pair has its own links, shared by
+  // no other cut but a device's own chunks, whose compute the block already counts.
+  const Cluster& c = s_.cluster;
+  const auto one_server = [&](const Cut& k) {
+    int node = -1;
+    for (const auto* row : {k.from, k.to}) {
+      for (const int d : *row) {
+        if (d >= c.num_devices()) continue;
+        if (node >= 0 && c.device(d).node != node) return false;
+        node = c.device(d).node;
+      }
+    }
+    return true;
+  };
+  Loads loads;
+  for (const Cut& k : cuts) {
+    if (one_server(k)) continue;
+    add_cut(*k.from, *k.to, k.bytes, loads, true);
+    add_cut(*k.to, *k.from, k.bytes, loads, true);
   }
-  return {latency, per_byte};
+  return loads.busiest();
 }
 
 // allreduce_estimate (schedules/collective_estimates.h) takes the slowest of many
@@ -77,7 +116,7 @@ struct NetworkCosts::Group {
 
   // `share` copies of the collective run at once on neighbouring GPUs (the ranks of a
   // tensor group), so a step that leaves a server shares its NIC `share` ways.
-  static double step(const std::vector<Rate>& rates, int64_t bytes, int share) {
+  static double step(const std::vector<Rate>& rates, int64_t bytes, double share) {
     double worst = 0;
     for (const Rate& r : rates) {
       const double ways = r.across_servers ? share : 1;
@@ -85,7 +124,7 @@ struct NetworkCosts::Group {
     }
     return worst;
   }
-  double time(AllReduceAlgo a, int64_t bytes, int share = 1) const {
+  double time(AllReduceAlgo a, int64_t bytes, double share = 1) const {
     if (a == AllReduceAlgo::kTree) {
       const int64_t k = tree_chunks(bytes);
       return step(tree, 2 * ceil_div(bytes, 2 * k), share) * double(2 * (depth + k - 1));
@@ -119,7 +158,7 @@ NetworkCosts::NetworkCosts(NetworkCosts&&) noexcept = default;
 NetworkCosts::~NetworkCosts() = default;
 
 double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
-                               bool ring) const {
+                               bool ring, double share) const {
   if (r * data < 2 || bytes <= 0) return 0;
   // One copy: the stride places nothing.
   const Key key{pack(g, r), pack(data, data > 1 ? stride : 0), static_cast<uint64_t>(t)};
@@ -136,11 +175,11 @@ double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_
     // Other shapes (another tensor degree, depth or offset) can name the same devices.
     it = groups_.emplace(key, &shared(devices)).first;
   }
-  return cheapest(*it->second, bytes / t, ring, t);
+  return cheapest(*it->second, bytes / t, ring, t * share);
 }
 
 double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes, bool ring,
-                               int share) const {
+                               double share) const {
   if (devices.size() < 2 || bytes <= 0) return 0;
   return cheapest(shared(devices), bytes, ring, share);
 }
@@ -177,18 +216,27 @@ std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>&
   return grp;
 }
 
-double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, int share) const {
+double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, double share) const {
   if (g.n < 2) return 0;
-  if (ring) return g.time(AllReduceAlgo::kRing, bytes, share);
-  double best = std::numeric_limits<double>::infinity();
+  // The lowering's choice (scenario/setup.cc's allreduce_algorithms): the scenario's, else
+  // the fastest all-reduce of the group alone.
+  AllReduceAlgo chosen = AllReduceAlgo::kRing;
+  double alone = std::numeric_limits<double>::infinity();
   for (AllReduceAlgo a :
        {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
     // Without even servers the hierarchical algorithm is the ring again.
     if (a == AllReduceAlgo::kHierarchical && !g.hierarchical && !s_.strategy.allreduce) continue;
-    best = std::min(best, g.time(a, bytes, share));
+    const double t = g.time(a, bytes);
+    if (t < alone) {
+      alone = t;
+      chosen = a;
+    }
   }
-  return best;
+  // ZeRO's reduce-scatter and all-gather are the ring's halves, or the hierarchical ones
+  // where that is the choice (schedules/collectives_rs_ag.cc); a tree is not split so.
+  if (ring && chosen == AllReduceAlgo::kTree) chosen = AllReduceAlgo::kRing;
+  return g.time(chosen, bytes, share);
 }
 
 }  // namespace pipesim::planner

@@ -29,18 +29,31 @@ class NetworkCosts {
   // The same between any two device lists (a placed plan's stages).
   std::pair<double, double> cut_rate(const std::vector<int>& from,
                                      const std::vector<int>& to) const;
+  // Seconds on the busiest server NIC direction when each of `cuts` moves one
+  // micro-batch's output forward and its gradient back (`bytes` each way), every pair of a
+  // cut sharing its samples as cut_rate's: what one micro-batch's cuts load any one link
+  // with, so a steady state can go no faster.
+  struct Cut {
+    const std::vector<int>* from;
+    const std::vector<int>* to;
+    double bytes;
+  };
+  double cut_load(const std::vector<Cut>& cuts) const;
   // Gradient all-reduce of `bytes` among `r` groups from group g, in `data` copies `stride`
   // groups apart, a group being `t` consecutive devices of which rank 0 takes part: the
   // cheapest of ring, tree and hierarchical (or the scenario's choice), as
   // allreduce_estimate (schedules/collective_estimates.h) costs them.
-  // `ring`: the ring alone (ZeRO's reduce-scatter and all-gather are its two halves).
+  // `ring`: ZeRO's reduce-scatter and all-gather (the ring's halves, or the hierarchical
+  // ones where the group's all-reduce would be hierarchical, as the lowering runs them).
   // The t ranks of each group run the same collective at once (bytes / t each), so a step
   // that leaves a server shares the server's NIC t ways.
+  // `share`: how many times its own bytes cross the NICs it crosses, with the groups of
+  // other stages that cross them at once (>= 1; the NICs' steps take share x t as long).
   double allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
-                   bool ring = false) const;
+                   bool ring = false, double share = 1) const;
   // The same among any devices, `bytes` each, `share` copies at once on neighbouring GPUs.
   double allreduce(const std::vector<int>& devices, int64_t bytes, bool ring = false,
-                   int share = 1) const;
+                   double share = 1) const;
 
   struct Group;  // one all-reduce group's distinct step rates
 
@@ -54,10 +67,16 @@ class NetworkCosts {
       return (k.a * 0x9E3779B97F4A7C15ULL ^ k.b) * 0xC2B2AE3D27D4EB4FULL ^ k.c;
     }
   };
+  // Seconds per byte that `from` -> `to` adds to each GPU link and server NIC direction
+  // (`loads`; only the NICs when `servers_only`), times `bytes`; returns the largest
+  // route latency.
+  struct Loads;
+  double add_cut(const std::vector<int>& from, const std::vector<int>& to, double bytes,
+                 Loads& loads, bool servers_only = false) const;
   std::unique_ptr<Group> group(const std::vector<int>& devices) const;
   // The group of `devices`, built once whichever shape names them.
   const Group& shared(const std::vector<int>& devices) const;
-  double cheapest(const Group& g, int64_t bytes, bool ring = false, int share = 1) const;
+  double cheapest(const Group& g, int64_t bytes, bool ring = false, double share = 1) const;
 
   const Scenario& s_;
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;

@@ -23,7 +23,7 @@ UniformGrid::Point& UniformGrid::point(int r, int S, int v, bool vee) {
 
 PlanTerms UniformGrid::terms(Point& x, int zero) {
   if (!x.have_cut) {
-    cm_.cut_terms(x.plan, nullptr, x.cut);
+    x.link_load = cm_.cut_terms(x.plan, nullptr, x.cut);
     x.work = cm_.simulation_work(x.plan, M_);
     x.have_cut = true;
   }
@@ -38,7 +38,7 @@ PlanTerms UniformGrid::terms(Point& x, int zero) {
     cm_.allreduce_terms(x.plan, nullptr, ring, ar);
     have = true;
   }
-  return {x.cut.data(), x.gather.data(), ar.data(), x.work};
+  return {x.cut.data(), x.gather.data(), ar.data(), x.work, x.link_load};
 }
 
 }  // namespace pipesim::planner

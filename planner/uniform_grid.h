@@ -25,7 +25,7 @@ class UniformGrid {
     PlanPoint plan;  // S * v stages of r replicas (its schedule: zb-v or not)
     std::vector<double> cut, gather, cheapest, ring;
     bool have_cut = false, have_gather = false, have_cheapest = false, have_ring = false;
-    double work = 0;
+    double work = 0, link_load = 0;
   };
   // S positions of r replicas with v chunks each (in a V for zb-v).
   Point& point(int r, int S, int v, bool vee);
