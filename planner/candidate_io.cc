@@ -12,6 +12,7 @@ std::string save_candidate(const std::optional<Candidate>& c) {
   j["strategy"] = c->strategy;
   j["micro_batch"] = c->micro_batch ? nlohmann::ordered_json(*c->micro_batch) : nullptr;
   j["estimate_s"] = c->estimate_s;
+  j["estimated_memory"] = c->estimated_memory;
   j["makespan_s"] = c->makespan_s;
   j["iteration_s"] = c->iteration_s;
   j["throughput"] = c->throughput;
@@ -31,6 +32,7 @@ std::optional<Candidate> load_candidate(std::string_view bytes, const planner::P
   c.strategy = j.at("strategy");
   if (!j.at("micro_batch").is_null()) c.micro_batch = j["micro_batch"].get<int64_t>();
   c.estimate_s = j.at("estimate_s").get<double>();
+  c.estimated_memory = j.at("estimated_memory").get<int64_t>();
   c.makespan_s = j.at("makespan_s").get<double>();
   c.iteration_s = j.at("iteration_s").get<double>();
   c.throughput = j.at("throughput").get<double>();

@@ -443,23 +443,31 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
   thread_local std::vector<int> start;
   const int per_copy = position_starts(p, start);
   // The positions' groups all-reduce at about the same time (the drain is short beside
-  // them): those that leave a server share its NIC. Shared fairly, a group of B bytes ends
-  // when every group crossing a server it crosses has moved min(B, theirs), so its NIC
+  // them): those that leave their servers through the same network port share it. Shared
+  // fairly, a group of B bytes ends when every group crossing a port it crosses has moved
+  // min(B, B'), so its NIC
   // steps take sum min(B, B') / B as long (processor sharing; the largest group's end is
   // the NIC's whole load, as the simulator finds).
   const int P = p.positions();
-  thread_local std::vector<std::vector<int>> servers;  // [position]: the servers of its group
-  thread_local std::vector<double> load;                // [position]: its bytes
+  // [position]: the network ports of its group (rank 0 of each tensor group; the other
+  // ranks' groups, on their own ports, look alike) when it spans servers, else none.
+  thread_local std::vector<std::vector<int>> servers;
+  thread_local std::vector<double> load;  // [position]: its bytes
   servers.assign(u(P), {});
   load.assign(u(P), 0.0);
   for (size_t g = 0; g < p.stages.size(); ++g)
     load[u(p.position_of(static_cast<int>(g)))] += static_cast<double>(bytes(p.stages[g]));
   for (int q = 0; q < P; ++q) {
     std::vector<int>& on = servers[u(q)];
+    int first_node = -1;
+    bool spans = false;
     const auto add = [&](int d) {
       if (d >= s_.cluster.num_devices()) return;
       const int node = s_.cluster.device(d).node;
-      if (std::find(on.begin(), on.end(), node) == on.end()) on.push_back(node);
+      if (first_node < 0) first_node = node;
+      spans = spans || node != first_node;
+      const int nic = s_.cluster.nic_of(d);
+      if (std::find(on.begin(), on.end(), nic) == on.end()) on.push_back(nic);
     };
     if (placed != nullptr) {
       for (const int d : placed_group(*placed, q)) add(d);
@@ -467,9 +475,10 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
       for (int c = 0; c < p.data; ++c)
         for (int i = 0; i < p.stages[u(q)].replicas; ++i) add((c * per_copy + start[u(q)] + i) * t_);
     }
+    if (!spans) on.clear();
   }
   const auto crosses_with = [&](int a, int b) {
-    if (servers[u(a)].size() < 2 || servers[u(b)].size() < 2) return false;
+    if (servers[u(a)].empty() || servers[u(b)].empty()) return false;
     for (const int n : servers[u(a)])
       if (std::find(servers[u(b)].begin(), servers[u(b)].end(), n) != servers[u(b)].end())
         return true;
@@ -478,7 +487,7 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
   thread_local std::vector<double> shares;
   shares.assign(u(P), 1.0);
   for (int q = 0; q < P; ++q) {
-    if (servers[u(q)].size() < 2 || load[u(q)] <= 0) continue;
+    if (servers[u(q)].empty() || load[u(q)] <= 0) continue;
     double moved = 0;
     for (int o = 0; o < P; ++o)
       if (o == q || crosses_with(q, o)) moved += std::min(load[u(q)], load[u(o)]);
@@ -492,7 +501,8 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
     const int64_t b = bytes(st);
     out[g] = placed == nullptr
                  ? net_->allreduce(start[u(q)], st.replicas, p.data, per_copy, t_, b, ring, share)
-                 : net_->allreduce(placed_group(*placed, q), b / t_, ring, t_ * share);
+                 : net_->allreduce(placed_group(*placed, q), b / t_, ring,
+                                   net_->tensor_ways(t_) * share);
   }
 }
 

@@ -145,12 +145,13 @@ bool Judge::orderable(const PlanPoint& p) const {
   }
 }
 
-std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, double estimate) const {
+std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate& estimate) const {
   Candidate c;
   c.point = p;
   c.strategy = strategy_json(p, base_);
   if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
-  c.estimate_s = estimate;
+  c.estimate_s = estimate.iteration_s;
+  c.estimated_memory = estimate.peak_memory;
   const std::vector<Override> with = with_plan(p);
   try {
     simulate_scenario(load_scenario(file_, with), c);
@@ -203,7 +204,7 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
       timed_out = true;
       return;
     }
-    out[i] = simulate_one(list[i].point, list[i].estimate.iteration_s);
+    out[i] = simulate_one(list[i].point, list[i].estimate);
     if (!out[i]) {
       ++rejected;
       return;
@@ -238,6 +239,35 @@ bool Judge::ranks_before(const Candidate& a, const Candidate& b) {
   return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
 }
 
+// Memory: the estimate steers which plans are simulated, and a plan it says fits that runs
+// out of memory is said (SPEC: nothing silent).
+void Judge::memory_errors(const std::vector<Candidate>& done, Plan& result) const {
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const Device& d : base_.cluster.devices()) least = std::min(least, d.gpu.memory_bytes);
+  const double room = (1 - opt_.headroom) * static_cast<double>(least);
+  double mem_sum = 0, worst_miss = 0;
+  int costed = 0;
+  for (const Candidate& c : done) {
+    if (c.estimated_memory <= 0 || c.peak_memory <= 0) continue;  // not estimated
+    ++costed;
+    const double e = std::abs(static_cast<double>(c.estimated_memory - c.peak_memory)) /
+                     static_cast<double>(c.peak_memory);
+    mem_sum += e;
+    result.memory_error_max = std::max(result.memory_error_max, e);
+    if (static_cast<double>(c.estimated_memory) <= room && c.oom) {
+      ++result.memory_misses;
+      worst_miss = std::max(worst_miss, static_cast<double>(c.peak_memory) / room - 1);
+    }
+  }
+  if (costed > 0) result.memory_error_mean = mem_sum / costed;
+  if (result.memory_misses > 0)
+    result.warnings.push_back(fmt::format(
+        "the estimate said {} simulated plan{} fit that ran out of memory (up to {:.1f} % "
+        "over); plans it did not simulate near the GPUs' memory may not fit either "
+        "(memory_estimate_error in the JSON)",
+        result.memory_misses, result.memory_misses == 1 ? "" : "s", 100 * worst_miss));
+}
+
 void Judge::finish(std::vector<Candidate>& done, Plan& result) const {
   std::sort(done.begin(), done.end(), ranks_before);
   double sum = 0;
@@ -247,6 +277,7 @@ void Judge::finish(std::vector<Candidate>& done, Plan& result) const {
     result.estimate_error_max = std::max(result.estimate_error_max, e);
   }
   if (!done.empty()) result.estimate_error_mean = sum / static_cast<double>(done.size());
+  memory_errors(done, result);
   // Pareto front over (iteration time, peak memory) among those that fit (all if none).
   const bool any_fit = !done.empty() && done.front().fits();
   std::vector<const Candidate*> by_time;

@@ -44,7 +44,9 @@ class Judge {
   bool orderable(const PlanPoint& p) const;
   // One strategy simulated in full: the scenario with its strategy (and micro-batch)
   // replaced, loaded through the normal validation. Empty if the loader refuses it.
-  std::optional<Candidate> simulate_one(const PlanPoint& p, double estimate) const;
+  std::optional<Candidate> simulate_one(const PlanPoint& p, const planner::Estimate& estimate) const;
+  // Plan::memory_error_* and memory_misses over `done`, with a warning for the misses.
+  void memory_errors(const std::vector<Candidate>& done, Plan& result) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.
   static void simulate_scenario(const Scenario& sc, Candidate& c);
   // Candidate::tight for a simulated plan under the options' headroom.

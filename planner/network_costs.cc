@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "schedules/collectives.h"
@@ -27,20 +28,20 @@ std::pair<double, double> NetworkCosts::cut_rate(int g0, int r0, int g1, int r1)
   return cut_.emplace(key, cut_rate(from, to)).first->second;
 }
 
+// Seconds per link direction (Route::hops): a GPU's links, a server's network ports.
 struct NetworkCosts::Loads {
-  std::map<int, double> dev_out, dev_in, node_out, node_in;
+  std::unordered_map<LinkDirection, double> on;
   double busiest() const {
     double most = 0;
-    for (const auto* m : {&dev_out, &dev_in, &node_out, &node_in})
-      for (const auto& [k, v] : *m) most = std::max(most, v);
+    for (const auto& [k, v] : on) most = std::max(most, v);
     return most;
   }
 };
 
 double NetworkCosts::add_cut(const std::vector<int>& from, const std::vector<int>& to,
                              double bytes, Loads& loads, bool servers_only) const {
-  // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch. Bytes
-  // leaving and entering each GPU, and each server when they cross servers.
+  // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch; each
+  // pair's bytes load every link of its route.
   const Cluster& c = s_.cluster;
   const auto r0 = static_cast<int64_t>(from.size()), r1 = static_cast<int64_t>(to.size());
   double latency = 0;
@@ -55,13 +56,9 @@ double NetworkCosts::add_cut(const std::vector<int>& from, const std::vector<int
       if (servers_only && c.device(a).node == c.device(b).node) continue;
       const Route& route = c.route(a, b);
       latency = std::max(latency, route.latency.seconds());
-      const double t = bytes * share / route.bottleneck_bytes_per_s;
-      if (c.device(a).node != c.device(b).node) {
-        loads.node_out[c.device(a).node] += t;
-        loads.node_in[c.device(b).node] += t;
-      } else {
-        loads.dev_out[a] += t;
-        loads.dev_in[b] += t;
+      for (const LinkDirection h : route.hops) {
+        const double bw = c.direction_bandwidth(h);
+        if (bw > 0 && std::isfinite(bw)) loads.on[h] += bytes * share / bw;
       }
     }
   }
@@ -110,7 +107,7 @@ struct NetworkCosts::Group {
     bool across_servers = false;  // the route leaves its server (through the server's NIC)
     bool operator==(const Rate&) const = default;
   };
-  int64_t n = 0, depth = 0, local = 0, servers = 0;
+  int64_t n = 0, depth = 0, local = 0, servers = 0, ports = 1;  // ports: a server's NICs
   bool hierarchical = false;
   std::vector<Rate> ring, tree, intra, across;
 
@@ -124,14 +121,19 @@ struct NetworkCosts::Group {
     }
     return worst;
   }
-  double time(AllReduceAlgo a, int64_t bytes, double share = 1) const {
+  // `ports`: a server's network ports the hierarchical algorithm's rings spread over (1:
+  // allreduce_estimate's terms, which the lowering chooses by).
+  double time(AllReduceAlgo a, int64_t bytes, double share = 1, int64_t ports = 1) const {
     if (a == AllReduceAlgo::kTree) {
       const int64_t k = tree_chunks(bytes);
       return step(tree, 2 * ceil_div(bytes, 2 * k), share) * double(2 * (depth + k - 1));
     }
     if (a == AllReduceAlgo::kHierarchical && hierarchical) {
       return 2 * step(intra, ceil_div(bytes, local), share) * double(local - 1) +
-             step(across, ceil_div(bytes, local * servers) * local, share) *
+             // One ring per local rank across the servers, each on its GPU's port.
+             step(across,
+                  ceil_div(bytes, local * servers) * ceil_div(local, std::max<int64_t>(1, ports)),
+                  share) *
                  double(2 * (servers - 1));
     }
     return step(ring, ceil_div(bytes, n), share) * double(2 * (n - 1));
@@ -154,6 +156,11 @@ void add_ring(const Cluster& c, const std::vector<int>& ring,
 }
 }  // namespace
 
+double NetworkCosts::tensor_ways(int t) const {
+  const int ports = s_.cluster.nics_per_node();
+  return static_cast<double>((t + ports - 1) / ports);
+}
+
 NetworkCosts::NetworkCosts(NetworkCosts&&) noexcept = default;
 NetworkCosts::~NetworkCosts() = default;
 
@@ -175,7 +182,7 @@ double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_
     // Other shapes (another tensor degree, depth or offset) can name the same devices.
     it = groups_.emplace(key, &shared(devices)).first;
   }
-  return cheapest(*it->second, bytes / t, ring, t * share);
+  return cheapest(*it->second, bytes / t, ring, tensor_ways(t) * share);
 }
 
 double NetworkCosts::allreduce(const std::vector<int>& devices, int64_t bytes, bool ring,
@@ -194,6 +201,7 @@ std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>&
   const Cluster& cl = s_.cluster;
   auto grp = std::make_unique<Group>();
   grp->n = static_cast<int64_t>(devices.size());
+  grp->ports = cl.nics_per_node();
   add_ring(cl, devices, grp->ring);
   while ((int64_t{1} << (grp->depth + 1)) <= grp->n) ++grp->depth;
   for (size_t pos = 1; pos < devices.size(); ++pos)
@@ -227,7 +235,7 @@ double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, double s
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
     // Without even servers the hierarchical algorithm is the ring again.
     if (a == AllReduceAlgo::kHierarchical && !g.hierarchical && !s_.strategy.allreduce) continue;
-    const double t = g.time(a, bytes);
+    const double t = g.time(a, bytes);  // as allreduce_estimate costs it
     if (t < alone) {
       alone = t;
       chosen = a;
@@ -236,7 +244,7 @@ double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, double s
   // ZeRO's reduce-scatter and all-gather are the ring's halves, or the hierarchical ones
   // where that is the choice (schedules/collectives_rs_ag.cc); a tree is not split so.
   if (ring && chosen == AllReduceAlgo::kTree) chosen = AllReduceAlgo::kRing;
-  return g.time(chosen, bytes, share);
+  return g.time(chosen, bytes, share, g.ports);
 }
 
 }  // namespace pipesim::planner

@@ -29,7 +29,8 @@ class NetworkCosts {
   // The same between any two device lists (a placed plan's stages).
   std::pair<double, double> cut_rate(const std::vector<int>& from,
                                      const std::vector<int>& to) const;
-  // Seconds on the busiest server NIC direction when each of `cuts` moves one
+  // Seconds on the busiest link direction between servers (a network port, a GPU's way
+  // to it, a leaf's uplink) when each of `cuts` moves one
   // micro-batch's output forward and its gradient back (`bytes` each way), every pair of a
   // cut sharing its samples as cut_rate's: what one micro-batch's cuts load any one link
   // with, so a steady state can go no faster.
@@ -46,7 +47,7 @@ class NetworkCosts {
   // `ring`: ZeRO's reduce-scatter and all-gather (the ring's halves, or the hierarchical
   // ones where the group's all-reduce would be hierarchical, as the lowering runs them).
   // The t ranks of each group run the same collective at once (bytes / t each), so a step
-  // that leaves a server shares the server's NIC t ways.
+  // that leaves a server shares its NICs tensor_ways(t) ways.
   // `share`: how many times its own bytes cross the NICs it crosses, with the groups of
   // other stages that cross them at once (>= 1; the NICs' steps take share x t as long).
   double allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
@@ -54,6 +55,10 @@ class NetworkCosts {
   // The same among any devices, `bytes` each, `share` copies at once on neighbouring GPUs.
   double allreduce(const std::vector<int>& devices, int64_t bytes, bool ring = false,
                    double share = 1) const;
+
+  // How many of t neighbouring GPUs' flows share one of a server's network ports (t ranks
+  // over cluster.nics_per_node() ports, rail-optimized).
+  double tensor_ways(int t) const;
 
   struct Group;  // one all-reduce group's distinct step rates
 
@@ -67,9 +72,9 @@ class NetworkCosts {
       return (k.a * 0x9E3779B97F4A7C15ULL ^ k.b) * 0xC2B2AE3D27D4EB4FULL ^ k.c;
     }
   };
-  // Seconds per byte that `from` -> `to` adds to each GPU link and server NIC direction
-  // (`loads`; only the NICs when `servers_only`), times `bytes`; returns the largest
-  // route latency.
+  // Seconds per byte that `from` -> `to` adds to each link direction of its routes
+  // (`loads`; only pairs on different servers when `servers_only`), times `bytes`;
+  // returns the largest route latency.
   struct Loads;
   double add_cut(const std::vector<int>& from, const std::vector<int>& to, double bytes,
                  Loads& loads, bool servers_only = false) const;

@@ -22,6 +22,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c, double headroom = 0) {
   if (headroom > 0) j["within_headroom"] = !c.oom && !c.tight;
   j["why"] = c.why;
   j["estimated_iteration_time_s"] = c.estimate_s;
+  if (c.estimated_memory > 0) j["estimated_peak_memory_bytes"] = c.estimated_memory;
   return j;
 }
 
@@ -70,6 +71,9 @@ nlohmann::ordered_json to_json(const Plan& p) {
   j["over_budget"] = p.over_budget;
   j["rejected"] = p.rejected;  // chosen strategies the loader refused (a planner bug if not 0)
   j["estimate_error"] = {{"mean", p.estimate_error_mean}, {"max", p.estimate_error_max}};
+  j["memory_estimate_error"] = {{"mean", p.memory_error_mean},
+                                {"max", p.memory_error_max},
+                                {"fit_but_out_of_memory", p.memory_misses}};
   if (p.headroom > 0) j["headroom"] = p.headroom;
   if (!p.fixed.empty()) j["fixed"] = p.fixed;
   j["exhaustive"] = p.exhaustive;

@@ -499,7 +499,7 @@ class Planner {
         } else if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) {
           b.error = "not simulated: the time limit was reached";
         } else {
-          b.result = judge_.simulate_one(p, e.iteration_s);
+          b.result = judge_.simulate_one(p, e);
           if (!b.result) b.error = "the loader refused the baseline's plan";
         }
       } catch (const InputError& e) {

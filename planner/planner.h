@@ -68,6 +68,7 @@ struct Candidate {
   nlohmann::ordered_json strategy;     // pasteable into a scenario's strategy section
   std::optional<int64_t> micro_batch;  // training.micro_batch, when it differs from the scenario's
   double estimate_s = 0;               // the analytic iteration time
+  int64_t estimated_memory = 0;        // the analytic peak memory per GPU (bytes)
   double makespan_s = 0, iteration_s = 0, throughput = 0;
   int64_t peak_memory = 0;
   bool oom = false;
@@ -107,6 +108,9 @@ struct Plan {
   double wall_s = 0;
   double analytic_s = 0;                                   // phase 1 alone
   double estimate_error_mean = 0, estimate_error_max = 0;  // |estimate - simulated| / simulated
+  // The same of peak memory, and the plans the estimate said fit that ran out of memory.
+  double memory_error_mean = 0, memory_error_max = 0;
+  int memory_misses = 0;
   // No plan of the searched space that fits is faster (planner/bound.h; with an exhaustive
   // search, the least bound it left unsimulated), and whether the search covered the space.
   double lower_bound_s = 0;

@@ -209,6 +209,18 @@ std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device
   return hops;
 }
 
+int Cluster::nics_per_node() const {
+  return impl_->layout ? std::max(1, impl_->layout->nics) : 1;
+}
+
+int Cluster::nic_of(int device) const {
+  const Device& d = this->device(device);
+  if (!impl_->layout) return d.node;
+  const ShorthandLayout& l = *impl_->layout;
+  const int ports = std::max(1, l.nics);
+  return d.node * ports + (device % std::max(1, l.gpus_per_node)) % ports;
+}
+
 const Route& Cluster::route(int src_device, int dst_device) const {
   PIPESIM_ASSERT(src_device >= 0 && src_device < num_devices() && dst_device >= 0 &&
                      dst_device < num_devices(),

@@ -53,6 +53,12 @@ class Cluster {
     return links_[static_cast<size_t>(d / 2)].spec.bytes_per_s;
   }
   int device_index(const std::string& name) const;  // -1 when absent
+  // Network ports per node (`inter_node.nics`; 1 for an explicit graph), and the port GPU
+  // `device` leaves its node through, numbered over the cluster: node x ports + (its index
+  // in the node mod ports), rail-optimized as the shorthand builds it; the node for an
+  // explicit graph.
+  int nics_per_node() const;
+  int nic_of(int device) const;
 
   // Route between two GPUs: fewest hops, then least latency; host attachments (GPU to
   // NIC) are used only when nothing else reaches. Computed on first use and cached; safe
