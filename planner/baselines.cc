@@ -467,6 +467,7 @@ StagePlan dapple_baseline(const Scenario& s) {
   p.data = best->rp;
   for (const DappleStage& st : best->stages)
     p.stages.push_back({st.first, st.last, st.units, std::nullopt});
+  if (p.data > 1 && p.stages.size() > 1) p.placement = PlacementPolicy::kFreshFirst;
   p.note = fmt::format(
       "DAPPLE planner: {} x {} copies ({}), estimated speedup {:.4g}, {:.4g} ms/iteration",
       shape(p.stages), p.data, best_how, best_speedup, c.time(0, L - 1) / best_speedup * 1e3);

@@ -20,6 +20,10 @@ struct StagePlan {
   // One line: how the baseline got it (e.g. "PipeDream DP: 15-1, predicted 12.3
   // ms/minibatch"), and what was changed to make it loadable.
   std::string note;
+  // Where the copies go: DAPPLE's copy k runs stage s on GPU k of each of the stage's
+  // units (device groups of data GPUs, one after another), so one stage's copies are
+  // neighbours, as fresh-first places them when a stage's units fill a server.
+  PlacementPolicy placement = PlacementPolicy::kAppendFirst;
 };
 
 // PipeDream: levels GPUs-in-a-node then nodes, each with its own bandwidth; per-stage

@@ -490,6 +490,7 @@ class Planner {
         PlanPoint p;
         p.stages = sp.stages;
         p.data = sp.data;
+        p.placement = sp.placement;
         p.micro_batch = base_.training.micro_batch;
         p.schedule = kind;
         const int64_t M = base_.training.global_batch / (p.micro_batch * p.data);

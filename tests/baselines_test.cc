@@ -160,6 +160,31 @@ TEST(Dapple, ParameterHeavyLayerGetsItsOwnStage) {
   load_plan(yaml, p);
 }
 
+// BERT-48 on 2 servers of 8 V100s at 25 Gbit/s (global batch 128 of micro-batches of 2):
+// DAPPLE's planner takes 2 stages of one unit each (a server), in 8 copies. Copy k runs
+// each stage on GPU k of the stage's server, so a stage's gradient all-reduce stays inside
+// its server; placed fresh-first, the simulation sees that layout (append-first would put
+// each copy's two stages side by side and send every all-reduce over Ethernet).
+TEST(Dapple, CopiesOfAStageShareTheStagesServer) {
+  const std::string yaml = scenario_yaml(
+      "gpu: v100-16gb, nodes: 2, gpus_per_node: 8, intra_node: nvlink, inter_node: eth25",
+      "{include: bert48}", 128, 2);
+  const StagePlan p = dapple_baseline(load_scenario_text(yaml, "bert.yaml"));
+  ASSERT_EQ(replicas(p), (std::vector<int>{1, 1})) << p.note;
+  ASSERT_EQ(p.data, 8) << p.note;
+  EXPECT_EQ(p.placement, PlacementPolicy::kFreshFirst);
+  Scenario placed = load_scenario_text(
+      yaml, "bert.yaml",
+      {{"strategy", fmt::format("{{schedule: dapple, data: 8, placement: fresh-first, stages: "
+                                "[{{layers: 0-{}, replicas: 1}}, {{layers: {}-{}, replicas: 1}}]}}",
+                                p.stages[0].last_layer, p.stages[1].first_layer,
+                                p.stages[1].last_layer)}});
+  for (const auto& copy : placed.placement) {
+    EXPECT_EQ(placed.cluster.device(copy[0][0]).node, 0);
+    EXPECT_EQ(placed.cluster.device(copy[1][0]).node, 1);
+  }
+}
+
 // Four 1 ms layers without parameters on 4 NVLink GPUs, global batch 32 of micro-batches
 // of 4; C = 4 layers x 1 ms x 8 micro-batches = 32 ms. Two copies of one stage on 2 GPUs
 // (i = 2 units, rp = 2): bottleneck 32/4 = 8 ms, M = 4, latency 2*3 + 32/2/4 = 10 ms,
