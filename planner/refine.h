@@ -17,7 +17,7 @@ namespace pipesim::planner {
 // to the stage before or after it (every stage keeps one; none gets more replicas than the
 // micro-batch has samples). Everything else (schedule, data copies, tensor degree, memory
 // settings, placement policy) stays as it is; 1F1B's warm-up (the schedule's or auto) may
-// flip, and a synchronous plan may take one ZeRO stage more or less. A one-chunk pipeline
+// flip, and a synchronous plan may take any other ZeRO stage. A one-chunk pipeline
 // may also merge two neighbouring stages, on the larger one's replicas or on both. (The
 // planner tries each neighbour under every placement policy.) Interleaved and zb-v plans move a replica
 // between neighbouring positions (every chunk of both), since the chunks of one device

@@ -304,7 +304,7 @@ TEST(Planner, PlacementPerStage) {
     if (x.name == "slow-link") slow = x;
   ASSERT_EQ(slow.name, "slow-link");
   const std::string file = case_file(slow, "per-stage-plan");
-  const auto r = test::cli({"plan", file, "--json", "-", "--quiet", "--top", "200"});
+  const auto r = test::cli({"plan", file, "--json", "-", "--quiet", "--top", "1000"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json p = json::parse(r.out);
   const json* mixed = nullptr;
