@@ -370,6 +370,12 @@ int position_starts(const PlanPoint& p, std::vector<int>& start) {
 }
 }  // namespace
 
+int CostModel::near_copies(int per_copy) const {
+  const int per_server =
+      std::max(1, s_.cluster.num_devices() / std::max(1, s_.cluster.num_nodes()));
+  return per_server / std::max(1, per_copy * t_) + 2;
+}
+
 double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
                             std::vector<double>& out) const {
   const int G = static_cast<int>(p.stages.size()), P = p.positions();
@@ -382,10 +388,7 @@ double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
   // Contiguous copies: those that can share a server with copy 0 (the next ones share no
   // server with it, and every server looks like copy 0's); placed: every copy.
   int copies = static_cast<int>(placed == nullptr ? p.data : placed->size());
-  if (placed == nullptr && s_.cluster.num_devices() > 0) {
-    const int per_server = std::max(1, s_.cluster.num_devices() / std::max(1, s_.cluster.num_nodes()));
-    copies = std::min(copies, per_server / std::max(1, per_copy * t_) + 2);
-  }
+  if (placed == nullptr) copies = std::min(copies, near_copies(per_copy));
   // Placed: only the copies with a GPU on a server of copy 0's (the others load other
   // servers only, and the busiest server is taken to be one of copy 0's).
   thread_local std::vector<int> home;
@@ -472,8 +475,12 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
     if (placed != nullptr) {
       for (const int d : placed_group(*placed, q)) add(d);
     } else {
-      for (int c = 0; c < p.data; ++c)
+      // Contiguous copies look alike: the first few give the ports (as in cut_terms), the
+      // last copy's last replica whether the group spans servers.
+      const int copies = std::min(p.data, near_copies(per_copy));
+      for (int c = 0; c < copies; ++c)
         for (int i = 0; i < p.stages[u(q)].replicas; ++i) add((c * per_copy + start[u(q)] + i) * t_);
+      add(((p.data - 1) * per_copy + start[u(q)] + p.stages[u(q)].replicas - 1) * t_);
     }
     if (!spans) on.clear();
   }
@@ -579,7 +586,8 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
       pivot = q;
     }
   }
-  block = std::max({block, max_t, stall, terms.link_load});
+  const double without_link = std::max({block, max_t, stall});
+  block = std::max(without_link, terms.link_load);
   for (int q = 0; q < P; ++q) {
     if (q == pivot) continue;
     const double fb = dev_t[u(q)] - dev_w[u(q)] * (1 + t.w_fill);
@@ -598,7 +606,10 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   } else {
     e.fill_s = sum_t - block + 2 * cuts;
   }
-  const double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
+  double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
+  // Where the ports set the pace, the first micro-batch's transfers are both the fill's
+  // hops (2 cuts) and part of its block's port load: counted once.
+  if (!t.async) steady -= std::min(block - without_link, 2 * cuts);
   // All-reduce of each position's gradients (its chunks together) with its optimizer step,
   // overlapping the drain of the positions before it (q blocks, or q / v chunk blocks).
   thread_local std::vector<double> opt;

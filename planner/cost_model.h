@@ -213,6 +213,9 @@ class CostModel {
   mutable std::map<int, std::vector<StageSpec>> balanced_;
   // The largest per-GPU memory of any position (its chunks together).
   int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t) const;
+  // Contiguous copies of `per_copy` groups that can share a server with copy 0 (the ones
+  // after share none with it, and every server looks like copy 0's).
+  int near_copies(int per_copy) const;
   // Rank 0 of each tensor group of position q in every copy of a placement.
   std::vector<int> placed_group(const Placement& placed, int q) const;
   // Per global stage: `bytes(stage)` all-reduced on its position's group (the ring when

@@ -67,32 +67,32 @@ double NetworkCosts::add_cut(const std::vector<int>& from, const std::vector<int
 
 std::pair<double, double> NetworkCosts::cut_rate(const std::vector<int>& from,
                                                  const std::vector<int>& to) const {
+  auto key = std::make_pair(from, to);
+  if (auto it = rows_.find(key); it != rows_.end()) return it->second;
   Loads loads;
   const double latency = add_cut(from, to, 1.0, loads);
-  return {latency, loads.busiest()};
+  return rows_.emplace(std::move(key), std::make_pair(latency, loads.busiest())).first->second;
+}
+
+const std::vector<std::pair<LinkDirection, double>>& NetworkCosts::crossing(
+    const std::vector<int>& from, const std::vector<int>& to) const {
+  auto key = std::make_pair(from, to);
+  auto it = crossing_.find(key);
+  if (it != crossing_.end()) return it->second;
+  // Only pairs on different servers: inside one, each GPU pair has its own links, shared
+  // by no other cut but a device's own chunks, whose compute the block already counts.
+  Loads loads;
+  add_cut(from, to, 1.0, loads, true);
+  add_cut(to, from, 1.0, loads, true);
+  std::vector<std::pair<LinkDirection, double>> hops(loads.on.begin(), loads.on.end());
+  std::sort(hops.begin(), hops.end());  // the same sums in the same order on every run
+  return crossing_.emplace(std::move(key), std::move(hops)).first->second;
 }
 
 double NetworkCosts::cut_load(const std::vector<Cut>& cuts) const {
-  // Only cuts that leave a server: inside one, each GPU pair has its own links, shared by
-  // no other cut but a device's own chunks, whose compute the block already counts.
-  const Cluster& c = s_.cluster;
-  const auto one_server = [&](const Cut& k) {
-    int node = -1;
-    for (const auto* row : {k.from, k.to}) {
-      for (const int d : *row) {
-        if (d >= c.num_devices()) continue;
-        if (node >= 0 && c.device(d).node != node) return false;
-        node = c.device(d).node;
-      }
-    }
-    return true;
-  };
   Loads loads;
-  for (const Cut& k : cuts) {
-    if (one_server(k)) continue;
-    add_cut(*k.from, *k.to, k.bytes, loads, true);
-    add_cut(*k.to, *k.from, k.bytes, loads, true);
-  }
+  for (const Cut& k : cuts)
+    for (const auto& [hop, per_byte] : crossing(*k.from, *k.to)) loads.on[hop] += per_byte * k.bytes;
   return loads.busiest();
 }
 

@@ -78,6 +78,10 @@ class NetworkCosts {
   struct Loads;
   double add_cut(const std::vector<int>& from, const std::vector<int>& to, double bytes,
                  Loads& loads, bool servers_only = false) const;
+  // Seconds per byte on each link direction between servers that `from` -> `to` loads,
+  // forward and back (add_cut, servers only), computed once per pair of rows.
+  const std::vector<std::pair<LinkDirection, double>>& crossing(const std::vector<int>& from,
+                                                               const std::vector<int>& to) const;
   std::unique_ptr<Group> group(const std::vector<int>& devices) const;
   // The group of `devices`, built once whichever shape names them.
   const Group& shared(const std::vector<int>& devices) const;
@@ -87,6 +91,11 @@ class NetworkCosts {
   mutable std::unordered_map<Key, std::pair<double, double>, Hash> cut_;
   mutable std::unordered_map<Key, const Group*, Hash> groups_;  // owned by placed_
   mutable std::map<std::vector<int>, std::unique_ptr<Group>> placed_;
+  mutable std::map<std::pair<std::vector<int>, std::vector<int>>,
+                   std::vector<std::pair<LinkDirection, double>>>
+      crossing_;
+  mutable std::map<std::pair<std::vector<int>, std::vector<int>>, std::pair<double, double>>
+      rows_;  // cut_rate of two device lists
 };
 
 }  // namespace pipesim::planner

@@ -494,7 +494,8 @@ class Planner {
         p.micro_batch = base_.training.micro_batch;
         p.schedule = kind;
         const int64_t M = base_.training.global_batch / (p.micro_batch * p.data);
-        const planner::Estimate e = planner::CostModel(base_).estimate(p, M);
+        const planner::CostModel::Placement devices = p.devices(base_.cluster);
+        const planner::Estimate e = planner::CostModel(base_).estimate(p, M, &devices);
         if (e.work > opt_.max_sim_work) {
           b.error = fmt::format("too large to simulate here (work {:.3g}): {}", e.work, sp.note);
         } else if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) {
