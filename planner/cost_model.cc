@@ -442,7 +442,7 @@ double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
 
 void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
                                   const std::function<int64_t(const StageSpec&)>& bytes,
-                                  std::vector<double>& out) const {
+                                  std::vector<double>& out, std::vector<double>* share_out) const {
   thread_local std::vector<int> start;
   const int per_copy = position_starts(p, start);
   // The positions' groups all-reduce at about the same time (the drain is short beside
@@ -501,10 +501,12 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
     shares[u(q)] = std::max(1.0, moved / load[u(q)]);
   }
   out.assign(p.stages.size(), 0.0);
+  if (share_out != nullptr) share_out->assign(p.stages.size(), 1.0);
   for (size_t g = 0; g < p.stages.size(); ++g) {
     const StageSpec& st = p.stages[g];
     const int q = p.position_of(static_cast<int>(g));
     const double share = shares[u(q)];
+    if (share_out != nullptr) (*share_out)[g] = share;
     const int64_t b = bytes(st);
     out[g] = placed == nullptr
                  ? net_->allreduce(start[u(q)], st.replicas, p.data, per_copy, t_, b, ring, share)
@@ -524,29 +526,33 @@ void CostModel::gather_terms(const PlanPoint& p, const Placement* placed,
 // Each stage's gradients on its position's group: the lowering all-reduces every stage
 // (each chunk of an interleaved position) once its last backward is done.
 void CostModel::allreduce_terms(const PlanPoint& p, const Placement* placed, bool ring,
-                                std::vector<double>& out) const {
+                                std::vector<double>& out, std::vector<double>* share) const {
   stage_group_terms(
       p, placed, ring,
-      [&](const StageSpec& st) { return gradient_bytes(st.first_layer, st.last_layer); }, out);
+      [&](const StageSpec& st) { return gradient_bytes(st.first_layer, st.last_layer); }, out,
+      share);
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
   // Scratch reused across calls (the search costs millions of plans).
-  thread_local std::vector<double> cut, gather, allreduce;
+  thread_local std::vector<double> cut, gather, allreduce, share;
   const ScheduleTraits t = traits(p);
   const double load = cut_terms(p, placed, cut);
   if (t.zero == 3) gather_terms(p, placed, gather);
-  allreduce_terms(p, placed, t.zero > 0, allreduce);
+  allreduce_terms(p, placed, t.zero > 0, allreduce, &share);
   return estimate(p, M,
-                  {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load});
+                  {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load,
+                   share.data()});
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {
   const ScheduleTraits t = traits(p);
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   // Per position: time per micro-batch (its chunks together), W, F; per global cut.
-  thread_local std::vector<double> dev_t, dev_w, dev_f;
-  for (auto* d : {&dev_t, &dev_w, &dev_f}) d->assign(u(P), 0.0);
+  // dev_a: dev_t with the groups' NIC steps unshared (PlanTerms::share), as in the fill and
+  // drain, where only some positions run.
+  thread_local std::vector<double> dev_t, dev_w, dev_f, dev_a;
+  for (auto* d : {&dev_t, &dev_w, &dev_f, &dev_a}) d->assign(u(P), 0.0);
   double cuts = 0, block = 0, stall = 0;
   const int passes = t.recompute == Recompute::kFull ? 3 : 2;
   for (int g = 0; g < G; ++g) {
@@ -556,7 +562,10 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
     // each micro-batch's gradient reduce-scatter (half an all-reduce) run beside the work.
     const double gather = (t.zero == 3 ? passes * 0.5 * terms.gather[g] : 0.0) +
                           (t.zero >= 2 ? 0.5 * terms.allreduce[g] : 0.0);
-    dev_t[u(q)] += std::max(stage_time(st.first_layer, st.last_layer, st.replicas, t), gather);
+    const double work = stage_time(st.first_layer, st.last_layer, st.replicas, t);
+    dev_t[u(q)] += std::max(work, gather);
+    dev_a[u(q)] += std::max(work, gather / (terms.share != nullptr ? terms.share[g] : 1.0)) -
+                   std::max(work, gather);  // the difference; dev_t is added below
     // Per micro-batch: each step's launch overhead (F, B, an R, a zero-bubble W of its own),
     // and without p2p overlap the sends that hold the stage (its output, its gradient).
     const bool any_r = t.recompute != Recompute::kNone;
@@ -577,9 +586,12 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
       }
     }
   }
-  double sum_t = 0, max_t = 0, fill_zb = 0;
+  double sum_t = 0, max_t = 0, fill_zb = 0, sum_a = 0, max_a = 0;
   int pivot = 0;
   for (int q = 0; q < P; ++q) {
+    dev_a[u(q)] += dev_t[u(q)];
+    sum_a += dev_a[u(q)];
+    max_a = std::max(max_a, dev_a[u(q)]);
     sum_t += dev_t[u(q)];
     if (dev_t[u(q)] > max_t) {
       max_t = dev_t[u(q)];
@@ -590,7 +602,7 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   block = std::max(without_link, terms.link_load);
   for (int q = 0; q < P; ++q) {
     if (q == pivot) continue;
-    const double fb = dev_t[u(q)] - dev_w[u(q)] * (1 + t.w_fill);
+    const double fb = dev_a[u(q)] - dev_w[u(q)] * (1 + t.w_fill);
     fill_zb += t.w_fill == 2 ? dev_f[u(q)] + std::max(0.0, fb - dev_f[u(q)]) : std::max(0.0, fb);
   }
   Estimate e;
@@ -599,12 +611,12 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   if (t.async) {
     e.fill_s = 0;
   } else if (v > 1 && t.w_fill == 0) {
-    e.fill_s = (P - 1) * block / v + 2 * cuts;
+    e.fill_s = (P - 1) * (block - max_t + max_a) / v + 2 * cuts;
     e.block_s = block;
   } else if (t.w_fill > 0) {
     e.fill_s = fill_zb / v + 2 * cuts;
   } else {
-    e.fill_s = sum_t - block + 2 * cuts;
+    e.fill_s = sum_a - block + max_t - max_a + 2 * cuts;
   }
   double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
   // Where the ports set the pace, the first micro-batch's transfers are both the fill's

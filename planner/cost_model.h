@@ -104,6 +104,10 @@ struct PlanTerms {
   // (NetworkCosts::cut_load): chunks that cross the same server NIC again and again, and
   // copies whose stages share a NIC, can go no faster than it.
   double link_load = 0;
+  // [g]: how many times its group's NIC steps are slowed by other stages' groups
+  // (processor sharing; the steady state's), null: 1. The fill and drain, where only some
+  // positions run, take them unshared.
+  const double* share = nullptr;
 };
 // The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).
 ScheduleTraits traits(const PlanPoint& p);
@@ -180,8 +184,9 @@ class CostModel {
   // Per global cut its time (every copy's cut at once); returns PlanTerms::link_load.
   double cut_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
   void gather_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
+  // `share` (optional): PlanTerms::share.
   void allreduce_terms(const PlanPoint& p, const Placement* placed, bool ring,
-                       std::vector<double>& out) const;
+                       std::vector<double>& out, std::vector<double>* share = nullptr) const;
   // Whether the plan fits in memory: estimate(p, M).fits, without the time terms.
   bool fits(const PlanPoint& p, int64_t micro_batches) const;
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
@@ -222,7 +227,7 @@ class CostModel {
   // `ring`, else the cheapest), contiguous or on `placed`.
   void stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
                          const std::function<int64_t(const StageSpec&)>& bytes,
-                         std::vector<double>& out) const;
+                         std::vector<double>& out, std::vector<double>* share = nullptr) const;
 };
 
 // `p` under each of DAPPLE's placement policies for every stage (append-first, fresh-first,

@@ -35,10 +35,10 @@ PlanTerms UniformGrid::terms(Point& x, int zero) {
   std::vector<double>& ar = ring ? x.ring : x.cheapest;
   bool& have = ring ? x.have_ring : x.have_cheapest;
   if (!have) {
-    cm_.allreduce_terms(x.plan, nullptr, ring, ar);
+    cm_.allreduce_terms(x.plan, nullptr, ring, ar, &x.share);
     have = true;
   }
-  return {x.cut.data(), x.gather.data(), ar.data(), x.work, x.link_load};
+  return {x.cut.data(), x.gather.data(), ar.data(), x.work, x.link_load, x.share.data()};
 }
 
 }  // namespace pipesim::planner

@@ -23,7 +23,7 @@ class UniformGrid {
 
   struct Point {
     PlanPoint plan;  // S * v stages of r replicas (its schedule: zb-v or not)
-    std::vector<double> cut, gather, cheapest, ring;
+    std::vector<double> cut, gather, cheapest, ring, share;  // share: PlanTerms::share
     bool have_cut = false, have_gather = false, have_cheapest = false, have_ring = false;
     double work = 0, link_load = 0;
   };
