@@ -48,7 +48,8 @@ double plan_bound(const CostModel& cm, const PlanPoint& p, int64_t micro_batches
   for (int g = 0; g < G; ++g) {
     const StageSpec& s = p.stages[static_cast<size_t>(g)];
     const auto q = static_cast<size_t>(p.position_of(g));
-    pass[static_cast<size_t>(g)] = pass_times(cm, p, s.first_layer, s.last_layer, s.replicas, split);
+    pass[static_cast<size_t>(g)] =
+        pass_times(cm, p, s.first_layer, s.last_layer, s.replicas, split);
     compute[q] += M * per_replica_compute(cm, s.first_layer, s.last_layer, s.replicas, tr);
     const int ranks = tr.zero > 0 ? s.replicas * tr.data : 1;  // ZeRO shards the step
     opt[q] += cm.optimizer_time(s.first_layer, s.last_layer, ranks);
@@ -63,8 +64,8 @@ double plan_bound(const CostModel& cm, const PlanPoint& p, int64_t micro_batches
     if (g + 1 < G && p.position_of(g) != p.position_of(g + 1)) {
       const int lanes = std::max(s.replicas, p.stages[static_cast<size_t>(g) + 1].replicas) *
                         std::max(1, p.tensor) * std::max(1, p.context);
-      chain += 2 * (hop.latency_s + static_cast<double>(cm.output_bytes(s.last_layer)) / lanes /
-                                        hop.bytes_per_s);
+      chain += 2 * (hop.latency_s +
+                    static_cast<double>(cm.output_bytes(s.last_layer)) / lanes / hop.bytes_per_s);
     }
   }
   const auto I = static_cast<double>(std::max(1, cm.scenario().training.iterations));
@@ -170,7 +171,8 @@ std::optional<OrderReplay> OrderReplay::of(const PlanPoint& p, int64_t micro_bat
   r.v_shape_ = is_v_shape(p.schedule);
   r.folded_w_ = !r.orders_.early_input_grad;
   r.hop_ = hop;
-  for (int q = 0; q < r.positions_; ++q) r.steps_ += r.orders_.steps[static_cast<size_t>(q)][0].size();
+  for (int q = 0; q < r.positions_; ++q)
+    r.steps_ += r.orders_.steps[static_cast<size_t>(q)][0].size();
   r.steps_ *= static_cast<size_t>(r.iterations_);
   return r;
 }

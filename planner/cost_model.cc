@@ -119,8 +119,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context);
     if (context > 1) {
       for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
-                      &x.tp_whole_forward, &x.tp_whole_backward_input,
-                      &x.tp_whole_backward_weight})
+                      &x.tp_whole_forward, &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
         *v = *v / context;
       for (int64_t* v : {&x.activation_bytes, &x.output_bytes, &x.tp_replicated_activation,
                          &x.attention_core_bytes, &x.tp_allreduce_bytes})
@@ -393,7 +392,9 @@ double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
   // servers only, and the busiest server is taken to be one of copy 0's).
   thread_local std::vector<int> home;
   home.clear();
-  const auto server = [&](int d) { return d < s_.cluster.num_devices() ? s_.cluster.device(d).node : -1; };
+  const auto server = [&](int d) {
+    return d < s_.cluster.num_devices() ? s_.cluster.device(d).node : -1;
+  };
   if (placed != nullptr)
     for (const auto& devices : placed->front())
       for (const int d : devices) home.push_back(server(d));
@@ -448,9 +449,8 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
   // The positions' groups all-reduce at about the same time (the drain is short beside
   // them): those that leave their servers through the same network port share it. Shared
   // fairly, a group of B bytes ends when every group crossing a port it crosses has moved
-  // min(B, B'), so its NIC
-  // steps take sum min(B, B') / B as long (processor sharing; the largest group's end is
-  // the NIC's whole load, as the simulator finds).
+  // min(B, B'), so its NIC steps take sum min(B, B') / B as long (processor sharing; the
+  // largest group's end is the NIC's whole load, as the simulator finds).
   const int P = p.positions();
   // [position]: the network ports of its group (rank 0 of each tensor group; the other
   // ranks' groups, on their own ports, look alike) when it spans servers, else none.
@@ -479,7 +479,8 @@ void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, b
       // last copy's last replica whether the group spans servers.
       const int copies = std::min(p.data, near_copies(per_copy));
       for (int c = 0; c < copies; ++c)
-        for (int i = 0; i < p.stages[u(q)].replicas; ++i) add((c * per_copy + start[u(q)] + i) * t_);
+        for (int i = 0; i < p.stages[u(q)].replicas; ++i)
+          add((c * per_copy + start[u(q)] + i) * t_);
       add(((p.data - 1) * per_copy + start[u(q)] + p.stages[u(q)].replicas - 1) * t_);
     }
     if (!spans) on.clear();
@@ -540,9 +541,9 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   const double load = cut_terms(p, placed, cut);
   if (t.zero == 3) gather_terms(p, placed, gather);
   allreduce_terms(p, placed, t.zero > 0, allreduce, &share);
-  return estimate(p, M,
-                  {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load,
-                   share.data()});
+  return estimate(
+      p, M,
+      {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load, share.data()});
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {

@@ -65,8 +65,7 @@ void Exhaustive::offer(const CostModel& cm, const ScheduleChoice& choice, int da
   }
 }
 
-void Exhaustive::walk(const CostModel& cm, PlanPoint& p, const std::vector<int>& reps,
-                      int64_t M) {
+void Exhaustive::walk(const CostModel& cm, PlanPoint& p, const std::vector<int>& reps, int64_t M) {
   const int P = p.positions();
   for (int g = 0; g < static_cast<int>(p.stages.size()); ++g)
     p.stages[u(g)].replicas = reps[u(p.position_of(g))];
@@ -104,7 +103,8 @@ void Exhaustive::walk(const CostModel& cm, PlanPoint& p, const std::vector<int>&
       hops += p.position_of(g) != p.position_of(g + 1);
     if (hops > 0) {
       const double lanes = most * std::max(1, p.tensor) * std::max(1, p.context);
-      chain += 2 * hops * (hop_.latency_s + static_cast<double>(least_out) / lanes / hop_.bytes_per_s);
+      chain +=
+          2 * hops * (hop_.latency_s + static_cast<double>(least_out) / lanes / hop_.bytes_per_s);
     }
     share = std::max(share, chain);
   }
@@ -222,7 +222,8 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
     std::vector<Costed> next;
     std::vector<double> bounds;
     std::vector<int64_t> floors;
-    for (; i < kept_.size() && next.size() < batch && (!prune_ || kept_[i].bound < cutoff(best)); ++i) {
+    for (; i < kept_.size() && next.size() < batch && (!prune_ || kept_[i].bound < cutoff(best));
+         ++i) {
       Costed& c = kept_[i].plan;
       // Plans simulated before the walk or met twice (equal strategies of two choices).
       if (!seen_.insert(judge_.key_of(c.point)).second || !judge_.orderable(c.point)) continue;
@@ -241,8 +242,7 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
       std::optional<Candidate>& c = sims[k];
       if (!c) continue;
       // A plan faster or smaller than its own bounds is a fault of their reasoning: said.
-      if ((c->iteration_s < bounds[k] * (1 - 1e-9) || c->peak_memory < floors[k]) &&
-          faults_++ == 0)
+      if ((c->iteration_s < bounds[k] * (1 - 1e-9) || c->peak_memory < floors[k]) && faults_++ == 0)
         result.warnings.push_back(fmt::format(
             "--exhaustive: a plan simulated to {:.6g} s and {} B, below its bounds {:.6g} s "
             "and {} B: the search may have cut off a better plan (please report this "
@@ -268,13 +268,15 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
     std::vector<std::string> why;
     if (result.timed_out) why.push_back("the time limit was reached");
     if (capped)
-      why.push_back(fmt::format("more plans were below the best than it simulates ({}, or "
-                                "{} times the planner's simulation budget)",
-                                kExhaustiveSimulations, kExhaustiveWork));
+      why.push_back(
+          fmt::format("more plans were below the best than it simulates ({}, or "
+                      "{} times the planner's simulation budget)",
+                      kExhaustiveSimulations, kExhaustiveWork));
     if (unfinished_ > 0)
-      why.push_back(fmt::format("{} pipeline shapes had too many cuts below the best to walk "
-                                "(deep interleaving on few micro-batches)",
-                                unfinished_));
+      why.push_back(
+          fmt::format("{} pipeline shapes had too many cuts below the best to walk "
+                      "(deep interleaving on few micro-batches)",
+                      unfinished_));
     if (std::isfinite(too_large)) why.push_back("some plans were too large to simulate");
     if (std::isfinite(dropped_)) why.push_back("more plans were below the best than it keeps");
     if (faults_ > 0) why.push_back("a plan simulated below its bounds");

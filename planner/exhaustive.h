@@ -45,8 +45,7 @@ class Exhaustive {
   // plan (tests compare the two).
   // The walk stops at the options' time limit from `t0`.
   Exhaustive(const Judge& judge, const Cluster& cluster, const PlanOptions& options,
-             Clock::time_point t0, double incumbent, std::set<std::string> seen,
-             bool prune = true)
+             Clock::time_point t0, double incumbent, std::set<std::string> seen, bool prune = true)
       : t0_(t0),
         judge_(judge),
         cluster_(cluster),
@@ -71,9 +70,9 @@ class Exhaustive {
   void only(std::function<bool(const PlanPoint&)> keep) { only_ = std::move(keep); }
 
   struct Outcome {
-    bool complete = false;  // the best found is the optimum of the space
+    bool complete = false;   // the best found is the optimum of the space
     double lower_bound = 0;  // no plan of the space that fits is faster (seconds)
-    int64_t bounded = 0;    // plans whose bound was computed
+    int64_t bounded = 0;     // plans whose bound was computed
   };
   // The kept plans simulated by increasing bound; those simulated appended to `done`.
   Outcome solve(std::vector<Candidate>& done, Plan& result);
@@ -106,7 +105,8 @@ class Exhaustive {
   int64_t room_ = 0;
   std::optional<OrderReplay> replay_;  // of the pipeline shape being walked
   FastestRoute hop_;
-  std::function<bool(const PlanPoint&)> only_;  // the most memory any GPU has past cluster.gpu.reserved
+  std::function<bool(const PlanPoint&)>
+      only_;                // the most memory any GPU has past cluster.gpu.reserved
   std::vector<Kept> kept_;  // a max-heap on bound while offering
   double dropped_ = std::numeric_limits<double>::infinity();  // least bound not kept
   int64_t walked_ = 0, bounded_ = 0, vector_walked_ = 0;

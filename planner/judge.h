@@ -44,7 +44,8 @@ class Judge {
   bool orderable(const PlanPoint& p) const;
   // One strategy simulated in full: the scenario with its strategy (and micro-batch)
   // replaced, loaded through the normal validation. Empty if the loader refuses it.
-  std::optional<Candidate> simulate_one(const PlanPoint& p, const planner::Estimate& estimate) const;
+  std::optional<Candidate> simulate_one(const PlanPoint& p,
+                                        const planner::Estimate& estimate) const;
   // Plan::memory_error_* and memory_misses over `done`, with a warning for the misses.
   void memory_errors(const std::vector<Candidate>& done, Plan& result) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.

@@ -38,8 +38,8 @@ struct NetworkCosts::Loads {
   }
 };
 
-double NetworkCosts::add_cut(const std::vector<int>& from, const std::vector<int>& to,
-                             double bytes, Loads& loads, bool servers_only) const {
+double NetworkCosts::add_cut(const std::vector<int>& from, const std::vector<int>& to, double bytes,
+                             Loads& loads, bool servers_only) const {
   // Replica i of r0 and j of r1 share overlap(i, j) / (r0 r1) of the micro-batch; each
   // pair's bytes load every link of its route.
   const Cluster& c = s_.cluster;
@@ -92,7 +92,8 @@ const std::vector<std::pair<LinkDirection, double>>& NetworkCosts::crossing(
 double NetworkCosts::cut_load(const std::vector<Cut>& cuts) const {
   Loads loads;
   for (const Cut& k : cuts)
-    for (const auto& [hop, per_byte] : crossing(*k.from, *k.to)) loads.on[hop] += per_byte * k.bytes;
+    for (const auto& [hop, per_byte] : crossing(*k.from, *k.to))
+      loads.on[hop] += per_byte * k.bytes;
   return loads.busiest();
 }
 
@@ -164,8 +165,8 @@ double NetworkCosts::tensor_ways(int t) const {
 NetworkCosts::NetworkCosts(NetworkCosts&&) noexcept = default;
 NetworkCosts::~NetworkCosts() = default;
 
-double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes,
-                               bool ring, double share) const {
+double NetworkCosts::allreduce(int g, int r, int data, int stride, int t, int64_t bytes, bool ring,
+                               double share) const {
   if (r * data < 2 || bytes <= 0) return 0;
   // One copy: the stride places nothing.
   const Key key{pack(g, r), pack(data, data > 1 ? stride : 0), static_cast<uint64_t>(t)};

@@ -75,10 +75,13 @@ TEST(Estimate, OneMicroBatchsCutsSumOnTheServersPort) {
   EXPECT_GE(e.block_s, load);
   EXPECT_GE(e.iteration_s, M * load);
   // The simulation: 8 micro-batches through the one port (8.4 ms each way per MiB).
-  const Report run = test::run_yaml(test::scenario_yaml(
-      c, "  schedule: interleaved\n  virtual_stages: 2\n  stages:\n"
-         "    - {layers: 0, replicas: 1}\n    - {layers: 1, replicas: 1}\n"
-         "    - {layers: 2, replicas: 1}\n    - {layers: 3, replicas: 1}\n")).report;
+  const Report run =
+      test::run_yaml(
+          test::scenario_yaml(c,
+                              "  schedule: interleaved\n  virtual_stages: 2\n  stages:\n"
+                              "    - {layers: 0, replicas: 1}\n    - {layers: 1, replicas: 1}\n"
+                              "    - {layers: 2, replicas: 1}\n    - {layers: 3, replicas: 1}\n"))
+          .report;
   EXPECT_GE(run.iteration_time.seconds(), M * load * (1 - 1e-9));
   EXPECT_NEAR(e.iteration_s / run.iteration_time.seconds(), 1.0, 0.25);
 }
@@ -122,8 +125,7 @@ TEST(Estimate, GroupsOfStagesShareAPortByProcessorSharing) {
   ASSERT_NE(s.cluster.device(group(0)[0]).node, s.cluster.device(group(0)[1]).node);
   const double big = static_cast<double>(cm.gradient_bytes(0, 1));
   const double small = static_cast<double>(cm.gradient_bytes(2, 3));
-  EXPECT_NEAR(ar[0],
-              net.allreduce(group(0), cm.gradient_bytes(0, 1), false, (big + small) / big),
+  EXPECT_NEAR(ar[0], net.allreduce(group(0), cm.gradient_bytes(0, 1), false, (big + small) / big),
               1e-12);
   EXPECT_NEAR(ar[1], net.allreduce(group(1), cm.gradient_bytes(2, 3), false, 2.0), 1e-12);
   EXPECT_GT(ar[1], net.allreduce(group(1), cm.gradient_bytes(2, 3)));
