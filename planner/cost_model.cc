@@ -5,80 +5,12 @@
 #include <functional>
 #include <limits>
 
+#include "planner/copy_layout.h"
 #include "scenario/setup.h"
 #include "schedules/partition.h"
 #include "schedules/zero.h"
 
 namespace pipesim::planner {
-
-int PlanPoint::gpus() const {
-  int per_copy = 0;
-  for (int p = 0; p < positions(); ++p) per_copy += stages[static_cast<size_t>(p)].replicas;
-  return per_copy * data * tensor * context;
-}
-
-std::vector<std::vector<std::vector<int>>> PlanPoint::devices(const Cluster& c) const {
-  std::vector<int> reps, groups;
-  for (int q = 0; q < positions(); ++q) {
-    reps.push_back(stages[static_cast<size_t>(q)].replicas * tensor);
-    groups.push_back(tensor);
-  }
-  if (context > 1 || expert > 1)
-    return place_rank_ordered(c, reps, data * context, context, placement, groups);
-  return stage_placement.empty() ? place(c, reps, data, placement, groups)
-                                 : place(c, reps, data, stage_placement, groups);
-}
-
-ScheduleTraits traits(const PlanPoint& p) {
-  ScheduleTraits t = traits(p.schedule, p.warmup, p.recompute);
-  t.zero = p.zero;
-  t.data = p.data * p.context;  // context ranks join the data-parallel reduction and ZeRO
-  t.sequence_parallel = p.sequence_parallel && p.tensor > 1;
-  return t;
-}
-
-ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
-  ScheduleTraits t;
-  t.recompute = r;
-  switch (k) {
-    case ScheduleKind::kGpipe:
-      t.all_in_flight = true;
-      break;
-    case ScheduleKind::kGpipeRecompute:
-      t.recompute = Recompute::kFull;
-      t.all_in_flight = true;
-      break;
-    case ScheduleKind::kDapple:
-      t.deep = w != Warmup::kSchedule;
-      t.exposed_hops = w == Warmup::kSchedule;
-      break;
-    case ScheduleKind::kZbH1:
-      t.w_fill = 1;
-      break;
-    case ScheduleKind::kZbH2:
-    case ScheduleKind::kZb2p:
-      t.w_fill = 2;
-      t.deep = true;
-      break;
-    case ScheduleKind::kZb1p:
-      t.w_fill = 1;
-      break;
-    case ScheduleKind::kPipeDream:
-      t.async = true;
-      t.stashed = -1;
-      break;
-    case ScheduleKind::kPipeDream2BW:
-      t.async = true;
-      t.stashed = 1;
-      break;
-    case ScheduleKind::kZbV:  // ZB-H1's W fill and memory, chunk by chunk
-      t.w_fill = 1;
-      break;
-    case ScheduleKind::kInterleaved:
-      break;
-  }
-  return t;
-}
 
 CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int context,
                      int expert)
@@ -316,13 +248,6 @@ double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64
   return net_->allreduce(g, r, data, stride, t_, bytes, ring);
 }
 
-std::vector<int> CostModel::placed_group(const Placement& placed, int q) const {
-  std::vector<int> group;  // rank 0 of each tensor group of the position, every copy
-  for (const auto& copy : placed)
-    for (size_t i = 0; i < copy[u(q)].size(); i += u(t_)) group.push_back(copy[u(q)][i]);
-  return group;
-}
-
 int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTraits& t) const {
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   thread_local std::vector<int64_t> dev_mem;  // per position, its chunks together
@@ -355,70 +280,20 @@ bool CostModel::fits(const PlanPoint& p, int64_t M) const {
   return peak_memory(p, M, traits(p)) <= capacity_;
 }
 
-namespace {
-// The first device of each position in copy 0 of a contiguous placement; returns the GPUs
-// (tensor groups) per copy.
-int position_starts(const PlanPoint& p, std::vector<int>& start) {
-  int per_copy = 0;
-  start.resize(u(p.positions()));
-  for (int q = 0; q < p.positions(); ++q) {
-    start[u(q)] = per_copy;
-    per_copy += p.stages[u(q)].replicas;
-  }
-  return per_copy;
-}
-}  // namespace
-
-int CostModel::near_copies(int per_copy) const {
-  const int per_server =
-      std::max(1, s_.cluster.num_devices() / std::max(1, s_.cluster.num_nodes()));
-  return per_server / std::max(1, per_copy * t_) + 2;
-}
-
 double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
                             std::vector<double>& out) const {
   const int G = static_cast<int>(p.stages.size()), P = p.positions();
-  thread_local std::vector<int> start;  // scratch reused across calls
-  const int per_copy = position_starts(p, start);
-  // [position]: its devices in every copy in a row, copy k's replicas pairing with copy k's
-  // (their samples are the k-th share of the row), as the copies send their cuts at once.
-  thread_local std::vector<std::vector<int>> row;
+  const CopyLayout layout(s_.cluster, p, t_, placed);
+  // [position]: its devices in every copy near copy 0 in a row, copy k's replicas pairing
+  // with copy k's (their samples are the k-th share of the row), as the copies send their
+  // cuts at once.
+  thread_local std::vector<std::vector<int>> row;  // scratch reused across calls
+  thread_local std::vector<int> near;
   row.assign(u(P), {});
-  // Contiguous copies: those that can share a server with copy 0 (the next ones share no
-  // server with it, and every server looks like copy 0's); placed: every copy.
-  int copies = static_cast<int>(placed == nullptr ? p.data : placed->size());
-  if (placed == nullptr) copies = std::min(copies, near_copies(per_copy));
-  // Placed: only the copies with a GPU on a server of copy 0's (the others load other
-  // servers only, and the busiest server is taken to be one of copy 0's).
-  thread_local std::vector<int> home;
-  home.clear();
-  const auto server = [&](int d) {
-    return d < s_.cluster.num_devices() ? s_.cluster.device(d).node : -1;
-  };
-  if (placed != nullptr)
-    for (const auto& devices : placed->front())
-      for (const int d : devices) home.push_back(server(d));
-  std::sort(home.begin(), home.end());
-  const auto near = [&](int k) {
-    for (const auto& devices : (*placed)[u(k)])
-      for (const int d : devices)
-        if (std::binary_search(home.begin(), home.end(), server(d))) return true;
-    return false;
-  };
-  int kept = 0;
-  for (int k = 0; k < copies; ++k) {
-    if (placed != nullptr && k > 0 && !near(k)) continue;
-    ++kept;
-    for (int q = 0; q < P; ++q) {
-      if (placed != nullptr) {
-        const std::vector<int>& d = (*placed)[u(k)][u(q)];
-        row[u(q)].insert(row[u(q)].end(), d.begin(), d.end());
-        continue;
-      }
-      const int first = (k * per_copy + start[u(q)]) * t_;
-      for (int d = 0; d < p.stages[u(q)].replicas * t_; ++d) row[u(q)].push_back(first + d);
-    }
-  }
+  layout.near_copies(near);
+  for (const int k : near)
+    for (int q = 0; q < P; ++q) layout.append(k, q, true, row[u(q)]);
+  const auto kept = static_cast<double>(near.size());
   thread_local std::vector<NetworkCosts::Cut> all;
   all.clear();
   out.assign(u(std::max(0, G - 1)), 0.0);
@@ -428,10 +303,10 @@ double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
     const int64_t bytes = output_bytes(st.last_layer);
     const int q = p.position_of(g), qn = p.position_of(g + 1);
     if (qn == q || bytes <= 0) continue;  // zb-v's turn: both chunks on the same devices
-    const double total = static_cast<double>(kept) * static_cast<double>(bytes);
+    const double total = kept * static_cast<double>(bytes);
     all.push_back({&row[u(q)], &row[u(qn)], total});
-    if (placed == nullptr && kept == 1) {
-      out[u(g)] = cut_time(start[u(q)], st.replicas, start[u(qn)], nx.replicas, bytes);
+    if (placed == nullptr && near.size() == 1) {
+      out[u(g)] = cut_time(layout.start(q), st.replicas, layout.start(qn), nx.replicas, bytes);
     } else {
       // Copies that cross the same server's NIC share it (fresh- and scatter-first).
       const auto [latency, per_byte] = net_->cut_rate(row[u(q)], row[u(qn)]);
@@ -444,75 +319,34 @@ double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,
 void CostModel::stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
                                   const std::function<int64_t(const StageSpec&)>& bytes,
                                   std::vector<double>& out, std::vector<double>* share_out) const {
-  thread_local std::vector<int> start;
-  const int per_copy = position_starts(p, start);
   // The positions' groups all-reduce at about the same time (the drain is short beside
-  // them): those that leave their servers through the same network port share it. Shared
-  // fairly, a group of B bytes ends when every group crossing a port it crosses has moved
-  // min(B, B'), so its NIC steps take sum min(B, B') / B as long (processor sharing; the
-  // largest group's end is the NIC's whole load, as the simulator finds).
+  // them): those that leave their servers through the same network port share it.
+  const CopyLayout layout(s_.cluster, p, t_, placed);
   const int P = p.positions();
-  // [position]: the network ports of its group (rank 0 of each tensor group; the other
-  // ranks' groups, on their own ports, look alike) when it spans servers, else none.
-  thread_local std::vector<std::vector<int>> servers;
-  thread_local std::vector<double> load;  // [position]: its bytes
-  servers.assign(u(P), {});
+  thread_local std::vector<std::vector<int>> ports;
+  thread_local std::vector<double> load, shares;  // [position]
   load.assign(u(P), 0.0);
   for (size_t g = 0; g < p.stages.size(); ++g)
     load[u(p.position_of(static_cast<int>(g)))] += static_cast<double>(bytes(p.stages[g]));
-  for (int q = 0; q < P; ++q) {
-    std::vector<int>& on = servers[u(q)];
-    int first_node = -1;
-    bool spans = false;
-    const auto add = [&](int d) {
-      if (d >= s_.cluster.num_devices()) return;
-      const int node = s_.cluster.device(d).node;
-      if (first_node < 0) first_node = node;
-      spans = spans || node != first_node;
-      const int nic = s_.cluster.nic_of(d);
-      if (std::find(on.begin(), on.end(), nic) == on.end()) on.push_back(nic);
-    };
-    if (placed != nullptr) {
-      for (const int d : placed_group(*placed, q)) add(d);
-    } else {
-      // Contiguous copies look alike: the first few give the ports (as in cut_terms), the
-      // last copy's last replica whether the group spans servers.
-      const int copies = std::min(p.data, near_copies(per_copy));
-      for (int c = 0; c < copies; ++c)
-        for (int i = 0; i < p.stages[u(q)].replicas; ++i)
-          add((c * per_copy + start[u(q)] + i) * t_);
-      add(((p.data - 1) * per_copy + start[u(q)] + p.stages[u(q)].replicas - 1) * t_);
-    }
-    if (!spans) on.clear();
-  }
-  const auto crosses_with = [&](int a, int b) {
-    if (servers[u(a)].empty() || servers[u(b)].empty()) return false;
-    for (const int n : servers[u(a)])
-      if (std::find(servers[u(b)].begin(), servers[u(b)].end(), n) != servers[u(b)].end())
-        return true;
-    return false;
-  };
-  thread_local std::vector<double> shares;
-  shares.assign(u(P), 1.0);
-  for (int q = 0; q < P; ++q) {
-    if (servers[u(q)].empty() || load[u(q)] <= 0) continue;
-    double moved = 0;
-    for (int o = 0; o < P; ++o)
-      if (o == q || crosses_with(q, o)) moved += std::min(load[u(q)], load[u(o)]);
-    shares[u(q)] = std::max(1.0, moved / load[u(q)]);
-  }
+  layout.group_ports(ports);
+  port_shares(ports, load, shares);
   out.assign(p.stages.size(), 0.0);
   if (share_out != nullptr) share_out->assign(p.stages.size(), 1.0);
+  thread_local std::vector<int> group;
   for (size_t g = 0; g < p.stages.size(); ++g) {
     const StageSpec& st = p.stages[g];
     const int q = p.position_of(static_cast<int>(g));
     const double share = shares[u(q)];
     if (share_out != nullptr) (*share_out)[g] = share;
     const int64_t b = bytes(st);
-    out[g] = placed == nullptr
-                 ? net_->allreduce(start[u(q)], st.replicas, p.data, per_copy, t_, b, ring, share)
-                 : net_->allreduce(placed_group(*placed, q), b / t_, ring,
-                                   net_->tensor_ways(t_) * share);
+    if (placed == nullptr) {
+      out[g] = net_->allreduce(layout.start(q), st.replicas, p.data, layout.per_copy(), t_, b, ring,
+                               share);
+      continue;
+    }
+    group.clear();  // rank 0 of each tensor group of the position, every copy
+    for (int k = 0; k < layout.copies(); ++k) layout.append(k, q, false, group);
+    out[g] = net_->allreduce(group, b / t_, ring, net_->tensor_ways(t_) * share);
   }
 }
 
@@ -546,15 +380,21 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
       {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load, share.data()});
 }
 
-Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {
-  const ScheduleTraits t = traits(p);
-  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
-  // Per position: time per micro-batch (its chunks together), W, F; per global cut.
-  // dev_a: dev_t with the groups' NIC steps unshared (PlanTerms::share), as in the fill and
-  // drain, where only some positions run.
-  thread_local std::vector<double> dev_t, dev_w, dev_f, dev_a;
-  for (auto* d : {&dev_t, &dev_w, &dev_f, &dev_a}) d->assign(u(P), 0.0);
-  double cuts = 0, block = 0, stall = 0;
+// Per position (its chunks together) for one micro-batch, and over the global cuts.
+struct CostModel::PositionTerms {
+  // dev_t: time per micro-batch; dev_a: the same with the groups' NIC steps unshared
+  // (PlanTerms::share), as in the fill and drain, where only some positions run; W; F.
+  std::vector<double> dev_t, dev_a, dev_w, dev_f;
+  double cuts = 0;   // the cuts' sum
+  double block = 0;  // the largest cut
+  double stall = 0;  // 1F1B's shallow warm-up: a stage and its hops not hidden
+};
+
+void CostModel::position_terms(const PlanPoint& p, const ScheduleTraits& t, const PlanTerms& terms,
+                               PositionTerms& out) const {
+  const int G = static_cast<int>(p.stages.size()), P = p.positions();
+  for (auto* d : {&out.dev_t, &out.dev_w, &out.dev_f, &out.dev_a}) d->assign(u(P), 0.0);
+  out.cuts = out.block = out.stall = 0;
   const int passes = t.recompute == Recompute::kFull ? 3 : 2;
   for (int g = 0; g < G; ++g) {
     const StageSpec& st = p.stages[u(g)];
@@ -564,65 +404,36 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
     const double gather = (t.zero == 3 ? passes * 0.5 * terms.gather[g] : 0.0) +
                           (t.zero >= 2 ? 0.5 * terms.allreduce[g] : 0.0);
     const double work = stage_time(st.first_layer, st.last_layer, st.replicas, t);
-    dev_t[u(q)] += std::max(work, gather);
-    dev_a[u(q)] += std::max(work, gather / (terms.share != nullptr ? terms.share[g] : 1.0)) -
-                   std::max(work, gather);  // the difference; dev_t is added below
+    double step = std::max(work, gather);
     // Per micro-batch: each step's launch overhead (F, B, an R, a zero-bubble W of its own),
     // and without p2p overlap the sends that hold the stage (its output, its gradient).
     const bool any_r = t.recompute != Recompute::kNone;
-    dev_t[u(q)] += launch_ * (2 + (any_r ? 1 : 0) + (t.w_fill > 0 ? 1 : 0));
+    step += launch_ * (2 + (any_r ? 1 : 0) + (t.w_fill > 0 ? 1 : 0));
     if (!s_.strategy.p2p_overlap) {
-      if (g + 1 < G) dev_t[u(q)] += terms.cut[g];
-      if (g > 0) dev_t[u(q)] += terms.cut[g - 1];
+      if (g + 1 < G) step += terms.cut[g];
+      if (g > 0) step += terms.cut[g - 1];
     }
-    dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
-    dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
+    out.dev_t[u(q)] += step;
+    out.dev_a[u(q)] += step - std::max(work, gather) +
+                       std::max(work, gather / (terms.share != nullptr ? terms.share[g] : 1.0));
+    out.dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
+    out.dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
     if (g + 1 < G) {
       const StageSpec& nx = p.stages[u(g) + 1];
       const double c = terms.cut[g];
-      cuts += c;
-      block = std::max(block, c);
+      out.cuts += c;
+      out.block = std::max(out.block, c);
       if (t.exposed_hops) {
-        stall = std::max(stall, stage_time(nx.first_layer, nx.last_layer, nx.replicas, t) + 2 * c);
+        out.stall =
+            std::max(out.stall, stage_time(nx.first_layer, nx.last_layer, nx.replicas, t) + 2 * c);
       }
     }
   }
-  double sum_t = 0, max_t = 0, fill_zb = 0, sum_a = 0, max_a = 0;
-  int pivot = 0;
-  for (int q = 0; q < P; ++q) {
-    dev_a[u(q)] += dev_t[u(q)];
-    sum_a += dev_a[u(q)];
-    max_a = std::max(max_a, dev_a[u(q)]);
-    sum_t += dev_t[u(q)];
-    if (dev_t[u(q)] > max_t) {
-      max_t = dev_t[u(q)];
-      pivot = q;
-    }
-  }
-  const double without_link = std::max({block, max_t, stall});
-  block = std::max(without_link, terms.link_load);
-  for (int q = 0; q < P; ++q) {
-    if (q == pivot) continue;
-    const double fb = dev_a[u(q)] - dev_w[u(q)] * (1 + t.w_fill);
-    fill_zb += t.w_fill == 2 ? dev_f[u(q)] + std::max(0.0, fb - dev_f[u(q)]) : std::max(0.0, fb);
-  }
-  Estimate e;
-  const auto Md = static_cast<double>(M);
-  e.block_s = block;
-  if (t.async) {
-    e.fill_s = 0;
-  } else if (v > 1 && t.w_fill == 0) {
-    e.fill_s = (P - 1) * (block - max_t + max_a) / v + 2 * cuts;
-    e.block_s = block;
-  } else if (t.w_fill > 0) {
-    e.fill_s = fill_zb / v + 2 * cuts;
-  } else {
-    e.fill_s = sum_a - block + max_t - max_a + 2 * cuts;
-  }
-  double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
-  // Where the ports set the pace, the first micro-batch's transfers are both the fill's
-  // hops (2 cuts) and part of its block's port load: counted once.
-  if (!t.async) steady -= std::min(block - without_link, 2 * cuts);
+}
+
+double CostModel::allreduce_tail(const PlanPoint& p, const ScheduleTraits& t,
+                                 const PlanTerms& terms, double block) const {
+  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   // All-reduce of each position's gradients (its chunks together) with its optimizer step,
   // overlapping the drain of the positions before it (q blocks, or q / v chunk blocks).
   thread_local std::vector<double> opt;
@@ -661,7 +472,49 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   }
   double exposed = 0;
   for (int q = 0; q < P; ++q) exposed = std::max(exposed, comm_end[u(q)] + opt[u(q)]);
-  e.allreduce_s = exposed;
+  return exposed;
+}
+
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {
+  const ScheduleTraits t = traits(p);
+  const int P = p.positions(), v = p.virtual_stages;
+  thread_local PositionTerms pt;  // scratch reused across calls
+  position_terms(p, t, terms, pt);
+  double max_t = 0, fill_zb = 0, sum_a = 0, max_a = 0;
+  int pivot = 0;
+  for (int q = 0; q < P; ++q) {
+    sum_a += pt.dev_a[u(q)];
+    max_a = std::max(max_a, pt.dev_a[u(q)]);
+    if (pt.dev_t[u(q)] > max_t) {
+      max_t = pt.dev_t[u(q)];
+      pivot = q;
+    }
+  }
+  const double without_link = std::max({pt.block, max_t, pt.stall});
+  const double block = std::max(without_link, terms.link_load);
+  for (int q = 0; q < P; ++q) {
+    if (q == pivot) continue;
+    const double fb = pt.dev_a[u(q)] - pt.dev_w[u(q)] * (1 + t.w_fill);
+    const double f = pt.dev_f[u(q)];
+    fill_zb += t.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
+  }
+  Estimate e;
+  const auto Md = static_cast<double>(M);
+  e.block_s = block;
+  if (t.async) {
+    e.fill_s = 0;
+  } else if (v > 1 && t.w_fill == 0) {
+    e.fill_s = (P - 1) * (block - max_t + max_a) / v + 2 * pt.cuts;
+  } else if (t.w_fill > 0) {
+    e.fill_s = fill_zb / v + 2 * pt.cuts;
+  } else {
+    e.fill_s = sum_a - block + max_t - max_a + 2 * pt.cuts;
+  }
+  double steady = t.async || t.w_fill > 0 || v > 1 ? Md * block : (Md - 1) * block + block;
+  // Where the ports set the pace, the first micro-batch's transfers are both the fill's
+  // hops (2 cuts) and part of its block's port load: counted once.
+  if (!t.async) steady -= std::min(block - without_link, 2 * pt.cuts);
+  e.allreduce_s = allreduce_tail(p, t, terms, block);
   e.iteration_s = steady + e.fill_s + e.allreduce_s;
   e.peak_memory = peak_memory(p, M, t);
   e.fits = e.peak_memory <= capacity_;
@@ -698,25 +551,6 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
     work += buckets * 4 * n * std::max(1.0, n / 8);
   }
   return work * s_.training.iterations;
-}
-
-std::vector<PlacedPoint> placement_variants(const PlanPoint& p, const Cluster& c, bool with_own) {
-  std::vector<PlacedPoint> out;
-  auto take = [&](PlanPoint n) {
-    CostModel::Placement devices = n.devices(c);
-    for (const PlacedPoint& o : out)
-      if (o.devices == devices) return;
-    out.push_back({std::move(n), std::move(devices)});
-  };
-  if (with_own) take(p);
-  for (const PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
-                                    PlacementPolicy::kScatterFirst}) {
-    PlanPoint n = p;
-    n.placement = pol;
-    n.stage_placement.clear();
-    take(std::move(n));
-  }
-  return out;
 }
 
 }  // namespace pipesim::planner

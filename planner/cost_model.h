@@ -25,41 +25,11 @@
 #include <vector>
 
 #include "planner/network_costs.h"
+#include "planner/plan_point.h"
 #include "scenario/scenario.h"
 #include "topology/placement.h"
 
 namespace pipesim::planner {
-
-// One point of the search space: a scenario's strategy plus its micro-batch size.
-struct PlanPoint {
-  std::vector<StageSpec> stages;  // global stages (positions x v for interleaved)
-  int data = 1;
-  int64_t micro_batch = 1;
-  ScheduleKind schedule = ScheduleKind::kDapple;
-  int virtual_stages = 1;
-  Warmup warmup = Warmup::kSchedule;
-  Recompute recompute = Recompute::kNone;
-  int tensor = 1;                  // every stage's tensor-parallel degree
-  bool sequence_parallel = false;  // Megatron sequence parallelism (tensor > 1)
-  int zero = 0;                    // ZeRO stage over each stage's data-parallel ranks
-  int context = 1, expert = 1;     // Strategy::context, Strategy::expert
-  PlacementPolicy placement = PlacementPolicy::kAppendFirst;
-  // A policy per position when they differ (then written as explicit device lists); empty:
-  // `placement` for every stage.
-  std::vector<PlacementPolicy> stage_placement;
-
-  int positions() const { return static_cast<int>(stages.size()) / virtual_stages; }
-  // The position (device group) of global stage g: interleaved chunks go round the
-  // positions, zb-v's second chunk comes back up them (Strategy::position_of).
-  int position_of(int g) const {
-    const int P = positions();
-    return schedule == ScheduleKind::kZbV && g >= P ? 2 * P - 1 - g : g % P;
-  }
-  int gpus() const;  // data x replicas of every position
-  // [copy][position] -> devices, as the scenario loader places them.
-  std::vector<std::vector<std::vector<int>>> devices(const Cluster& c) const;
-  friend bool operator==(const PlanPoint&, const PlanPoint&) = default;
-};
 
 struct Estimate {
   double iteration_s = 0;
@@ -70,24 +40,6 @@ struct Estimate {
   bool fits = true;
   double work = 0;  // simulation_work(): what simulating it would cost
 };
-
-// What a schedule does to the terms above.
-struct ScheduleTraits {
-  Recompute recompute = Recompute::kNone;  // full: t += F; selective: t += attention core
-  bool all_in_flight = false;              // GPipe: M micro-batches of activations
-  bool deep = false;                       // 2(S - s) - 1 in flight (deep / auto warm-up, ZB-H2)
-  bool exposed_hops = false;               // 1F1B with the shallow warm-up: hops not hidden
-  int w_fill = 0;                          // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
-  bool async = false;                      // no flush: PipeDream, 2BW
-  int stashed = 0;                         // -1: PipeDream's S - s - 1 versions; else that many
-  // ZeRO stage and the data-parallel copies it shards over (with each stage's replicas):
-  // 1-3 shard optimizer state, gradients, weights over replicas x data ranks and the
-  // optimizer step with them; 3 all-gathers a stage's weights before each pass.
-  int zero = 0;
-  int data = 1;
-  bool sequence_parallel = false;  // Korthikanti's replicated activations split by tensor too
-};
-ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r = Recompute::kNone);
 
 // What an estimate takes from where a plan's stages are rather than from its schedule: per
 // global stage its cut to the next (0 at zb-v's turn) and ZeRO-3's weight all-gather base (a
@@ -109,8 +61,6 @@ struct PlanTerms {
   // positions run, take them unshared.
   const double* share = nullptr;
 };
-// The traits of a whole plan point (schedule, recompute, ZeRO over its data degree, SP).
-ScheduleTraits traits(const PlanPoint& p);
 
 class CostModel {
  public:
@@ -174,8 +124,7 @@ class CostModel {
   int64_t gradient_bytes(int first, int last) const;
 
   // The whole plan, placed contiguously (copy by copy, stage by stage), or on `placed`
-  // ([copy][position] -> devices, as PlanPoint::devices gives) for its cuts and all-reduces.
-  using Placement = std::vector<std::vector<std::vector<int>>>;
+  // (as PlanPoint::devices gives) for its cuts and all-reduces.
   Estimate estimate(const PlanPoint& p, int64_t micro_batches,
                     const Placement* placed = nullptr) const;
   // The same from the plan's terms (cut_terms, gather_terms and allreduce_terms of it or of
@@ -204,8 +153,8 @@ class CostModel {
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
-  std::vector<int64_t> repl_params_;  // parameters whole on every tensor rank
-  std::vector<int> tied_;             // the layers with tied weights (Layer::tied_to)
+  std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank
+  std::vector<int> tied_;                          // the layers with tied weights (Layer::tied_to)
   // Parameters of layers [first, last] as one stage holds them (Model::stage_params).
   int64_t params(int first, int last) const;
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
@@ -218,25 +167,18 @@ class CostModel {
   mutable std::map<int, std::vector<StageSpec>> balanced_;
   // The largest per-GPU memory of any position (its chunks together).
   int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t) const;
-  // Contiguous copies of `per_copy` groups that can share a server with copy 0 (the ones
-  // after share none with it, and every server looks like copy 0's).
-  int near_copies(int per_copy) const;
-  // Rank 0 of each tensor group of position q in every copy of a placement.
-  std::vector<int> placed_group(const Placement& placed, int q) const;
+  // An estimate's parts: per position one micro-batch's terms; the all-reduce and optimizer
+  // step exposed after the last backward, its chunk blocks `block` long.
+  struct PositionTerms;
+  void position_terms(const PlanPoint& p, const ScheduleTraits& t, const PlanTerms& terms,
+                      PositionTerms& out) const;
+  double allreduce_tail(const PlanPoint& p, const ScheduleTraits& t, const PlanTerms& terms,
+                        double block) const;
   // Per global stage: `bytes(stage)` all-reduced on its position's group (the ring when
   // `ring`, else the cheapest), contiguous or on `placed`.
   void stage_group_terms(const PlanPoint& p, const Placement* placed, bool ring,
                          const std::function<int64_t(const StageSpec&)>& bytes,
                          std::vector<double>& out, std::vector<double>* share = nullptr) const;
 };
-
-// `p` under each of DAPPLE's placement policies for every stage (append-first, fresh-first,
-// scatter-first), after `p` as it is when `with_own`, each with the devices it names;
-// a variant on the same devices as one before it is left out.
-struct PlacedPoint {
-  PlanPoint plan;
-  CostModel::Placement devices;
-};
-std::vector<PlacedPoint> placement_variants(const PlanPoint& p, const Cluster& c, bool with_own);
 
 }  // namespace pipesim::planner

@@ -178,11 +178,11 @@ void Exhaustive::leaf(const CostModel& cm, PlanPoint& p, int64_t M) {
     dropped_ = std::min(dropped_, bound);  // no room for it: its bound is what is left
     return;
   }
-  std::set<CostModel::Placement> placements;
+  std::set<Placement> placements;
   for (PlacementPolicy pol : {PlacementPolicy::kAppendFirst, PlacementPolicy::kFreshFirst,
                               PlacementPolicy::kScatterFirst}) {
     p.placement = pol;
-    CostModel::Placement devices = p.devices(cluster_);
+    Placement devices = p.devices(cluster_);
     if (!placements.insert(devices).second) continue;
     keep(bound, floor, {p, cm.estimate(p, M, &devices)});
   }

@@ -46,8 +46,6 @@ class Judge {
   // replaced, loaded through the normal validation. Empty if the loader refuses it.
   std::optional<Candidate> simulate_one(const PlanPoint& p,
                                         const planner::Estimate& estimate) const;
-  // Plan::memory_error_* and memory_misses over `done`, with a warning for the misses.
-  void memory_errors(const std::vector<Candidate>& done, Plan& result) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.
   static void simulate_scenario(const Scenario& sc, Candidate& c);
   // Candidate::tight for a simulated plan under the options' headroom.
@@ -67,6 +65,9 @@ class Judge {
   void finish(std::vector<Candidate>& done, Plan& result) const;
 
  private:
+  // Plan::memory_error_* and memory_misses over `done`, with a warning for the misses.
+  void memory_errors(const std::vector<Candidate>& done, Plan& result) const;
+
   const std::string& file_;
   const std::vector<Override>& overrides_;
   const Scenario& base_;
