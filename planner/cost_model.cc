@@ -504,7 +504,9 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   if (t.async) {
     e.fill_s = 0;
   } else if (v > 1 && t.w_fill == 0) {
-    e.fill_s = (P - 1) * (block - max_t + max_a) / v + 2 * pt.cuts;
+    // Each of the P - 1 fill steps is a chunk's own work (without the ports' pace: the
+    // hops that load the ports are the 2 cuts, and the chunks' hops alternate directions).
+    e.fill_s = (P - 1) * (without_link - max_t + max_a) / v + 2 * pt.cuts;
   } else if (t.w_fill > 0) {
     e.fill_s = fill_zb / v + 2 * pt.cuts;
   } else {
