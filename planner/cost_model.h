@@ -167,6 +167,12 @@ class CostModel {
   mutable std::map<int, std::vector<StageSpec>> balanced_;
   // The largest per-GPU memory of any position (its chunks together).
   int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t) const;
+  // One GPU's share of `bytes` of activations: replicas split the samples, a tensor group
+  // all but the `replicated` part (that too under sequence parallelism).
+  double gpu_share(double bytes, double replicated, int replicas, const ScheduleTraits& t) const;
+  // The bytes one GPU keeps for a micro-batch from its forward to its backward (by
+  // recompute: every activation, all but the attention core, or the layers' inputs).
+  double kept_bytes(int first, int last, int replicas, const ScheduleTraits& t) const;
   // An estimate's parts: per position one micro-batch's terms; the all-reduce and optimizer
   // step exposed after the last backward, its chunk blocks `block` long.
   struct PositionTerms;

@@ -50,9 +50,11 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
     case ScheduleKind::kZb2p:
       t.w_fill = 2;
       t.deep = true;
+      t.fills_limit = k == ScheduleKind::kZb2p;
       break;
     case ScheduleKind::kZb1p:
       t.w_fill = 1;
+      t.fills_limit = true;
       break;
     case ScheduleKind::kPipeDream:
       t.async = true;

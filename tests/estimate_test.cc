@@ -86,6 +86,64 @@ TEST(Estimate, OneMicroBatchsCutsSumOnTheServersPort) {
   EXPECT_NEAR(e.iteration_s / run.iteration_time.seconds(), 1.0, 0.25);
 }
 
+// Interleaved, 2 positions x 2 chunks of one layer, 4 micro-batches, activations 8, 4, 2
+// and 1 MiB (no parameters). Position 0 holds chunks 0 (8 MiB) and 2 (2 MiB). Megatron's
+// order there: a warm-up of (P - q - 1) * 2 + (v - 1) * P = 4 forwards, chunks 0 0 1 1
+// (8 + 8 + 2 + 2 = 20 MiB), then a forward and a backward per step. Step 1: F of chunk 0
+// (28 MiB), B of chunk 1 (26); step 2: F of chunk 0 (34 MiB, the peak), B of chunk 1 (32);
+// then F of chunk 1 and B of chunk 0, twice. Position 1 (chunks of 4 and 1 MiB): warm-up 2
+// forwards, chunk 0 twice (8 MiB); F chunk 1 (9), B chunk 1 (8); F chunk 1 (9), B (8);
+// F chunk 0 (12), B chunk 0 (8); F chunk 0 (12): peak 12 MiB. The average chunk would give
+// 5 forwards x 5 MiB = 25 MiB on position 0, 9 MiB short.
+TEST(Estimate, InterleavedActivationsFollowMegatronsOrder) {
+  test::Case c = four_layers(1, 2);
+  c.global_batch = 4;
+  const int act[] = {8, 4, 2, 1};
+  for (int l = 0; l < 4; ++l) c.layers[static_cast<size_t>(l)] = {1.0, 2.0, act[l], 1, "0"};
+  const Scenario s = load_scenario(test::case_file(c, "est-interleaved-memory"));
+  const planner::CostModel cm(s);
+  const planner::PlanPoint p = interleaved_two_by_two(s);
+  const int64_t MiB = int64_t{1} << 20;
+  EXPECT_EQ(cm.estimate(p, 4).peak_memory - cm.reserved(), 34 * MiB);
+  const test::SimRun run = test::run_yaml(
+      test::scenario_yaml(c,
+                          "  schedule: interleaved\n  virtual_stages: 2\n  stages:\n"
+                          "    - {layers: 0, replicas: 1}\n    - {layers: 1, replicas: 1}\n"
+                          "    - {layers: 2, replicas: 1}\n    - {layers: 3, replicas: 1}\n"),
+      true);
+  EXPECT_EQ(test::peak_activation_bytes(run, 0), 34 * MiB);
+  EXPECT_EQ(test::peak_activation_bytes(run, 1), 12 * MiB);
+}
+
+// zb-2p on 2 stages of 2 layers (1 MiB of activations each, no parameters), 8 micro-batches:
+// its order builder defers W while a stage holds under 2p M_B = 2 x 2 x 2 MiB = 8 MiB, so
+// every stage may hold 4 micro-batches' activations, and the simulation's do, the last
+// stage too (ZB-H2's fixed order holds 2(S - s) - 1 = 1 there, and what W reads of 2 more).
+TEST(Estimate, Zb2pStagesFillTheirMemoryLimit) {
+  test::Case c = four_layers(1, 2);
+  for (auto& l : c.layers) l = {1.0, 2.0, 1, 1, "0"};
+  const auto split = [](std::string yaml) {  // B and W of 1 ms each
+    for (size_t at; (at = yaml.find("backward: 2 ms")) != std::string::npos;)
+      yaml.replace(at, 14, "backward_input: 1 ms, backward_weight: 1 ms");
+    return yaml;
+  };
+  const std::string yaml = split(
+      test::scenario_yaml(c,
+                          "  schedule: zb-2p\n  stages:\n"
+                          "    - {layers: 0-1, replicas: 1}\n    - {layers: 2-3, replicas: 1}\n"));
+  const Scenario s = load_scenario(test::write_temp("est-zb2p-memory.yaml", yaml));
+  const planner::CostModel cm(s);
+  planner::PlanPoint p;
+  p.schedule = ScheduleKind::kZb2p;
+  p.stages = {{0, 1, 1}, {2, 3, 1}};
+  p.micro_batch = s.training.micro_batch;
+  const int64_t MiB = int64_t{1} << 20;
+  EXPECT_EQ(cm.estimate(p, 8).peak_memory - cm.reserved(), 8 * MiB);
+  const test::SimRun run = test::run_yaml(yaml, true);
+  EXPECT_EQ(test::peak_activation_bytes(run, 0), 8 * MiB);
+  EXPECT_EQ(test::peak_activation_bytes(run, 1), 8 * MiB);
+}
+
 // Two data-parallel copies placed fresh-first over 2 servers of 2 GPUs: copy k's position q
 // on server q, so both copies' cut 0 -> 1 leave server 0 through its one port at once:
 // the cut takes twice one copy's time.

@@ -165,6 +165,18 @@ TEST(Zoo, GnmtCarriesTheEncoderOutputAndTheAttentionContext) {
   EXPECT_EQ(g.layers.back().output_bytes, 50 * 32320 * 2);
 }
 
+TEST(Zoo, Xlnet36IsTheTransformerGeneratorWithoutPositionTable) {
+  // 36 layers of 12 h^2 + 13 h = 12,596,224 parameters at h = 1024, the 32000 x 1024
+  // embedding (no position table: XLNet's positions are relative), the final norm's 2 h:
+  // 453,464,064 + 32,768,000 + 2,048 = 486,234,112.
+  const Model x = zoo("xlnet36");
+  ASSERT_EQ(x.layers.size(), 38u);
+  EXPECT_EQ(x.layers[1].params, 12'596'224);
+  int64_t total = 0;
+  for (const Layer& l : x.layers) total += l.params;
+  EXPECT_EQ(total, 486'234'112);
+}
+
 TEST(Zoo, Bert48IsTheTransformerGenerator) {
   // 48 layers of 12 h^2 + 13 h = 12,596,224 parameters at h = 1024.
   const Model b = zoo("bert48");
