@@ -219,9 +219,10 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
     return gpu_share(bytes, replicated, replicas, t);
   };
   const double act = share(sum(act_), sum(repl_));
-  // Micro-batches in flight, each keeping `kept`, plus one working set.
-  // Zero bubble defers W(j) past B(j + c s): those micro-batches stay live until their W
-  // (ZB-H1 peaks at p on every stage, ZB-H2 at 2p - 1), with what recompute re-allocated.
+  // Micro-batches in flight, each keeping `kept`, plus one working set (a recompute's one
+  // layer). Zero bubble defers W(j) past B(j + c s): those micro-batches stay live until
+  // their W (ZB-H1 peaks at p on every stage, ZB-H2 at 2p - 1), keeping what W reads (under
+  // a recompute at most what F kept: B frees what R allocated again).
   const int64_t pending = t.w_fill > 0 ? std::min<int64_t>(int64_t{t.w_fill} * s, M) : 0;
   const int64_t base = t.all_in_flight ? M : std::min<int64_t>(t.deep ? 2 * (S - s) - 1 : S - s, M);
   const int64_t k = std::min<int64_t>(base + pending, M);
@@ -231,12 +232,10 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   double live = 0;
   if (t.recompute == Recompute::kFull) {
     live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           static_cast<double>(pending + 1) * static_cast<double>(max_layer_act_) /
-               (split(replicas) * t_);
+           static_cast<double>(max_layer_act_) / (split(replicas) * t_);
   } else if (t.recompute == Recompute::kSelective) {
-    live =
-        std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-        static_cast<double>(pending + 1) * static_cast<double>(max_core_) / (split(replicas) * t_);
+    live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
+           static_cast<double>(max_core_) / (split(replicas) * t_);
   } else {
     // Past B, a micro-batch waiting for its W keeps only what W reads.
     live = std::max(limit * act,
