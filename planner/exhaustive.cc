@@ -150,10 +150,11 @@ void Exhaustive::cuts(const CostModel& cm, PlanPoint& p, int64_t M, int g, int f
     const double add =
         static_cast<double>(M) * per_replica_compute(cm, first, last, s.replicas, tr);
     // Longer stages only add work and memory: past the incumbent or the GPU's memory here,
-    // past them for every later cut (memory only once a plan that fits is known).
+    // past them for every later cut (no completion fits: the space is that of the plans
+    // that fit, whether or not one is known yet).
     if (prune_ && compute[q] + add >= cutoff(incumbent_)) break;
     const int64_t bytes = memory_floor(cm, first, last, s.replicas, tr);
-    if (prune_ && std::isfinite(incumbent_) && held[q] + bytes > room_) break;
+    if (prune_ && held[q] + bytes > room_) break;
     compute[q] += add;
     held[q] += bytes;
     if (g + 1 == G) {
@@ -174,6 +175,7 @@ void Exhaustive::leaf(const CostModel& cm, PlanPoint& p, int64_t M) {
     bound = std::max(bound, replay_->bound(cm, p));
   if (prune_ && bound >= cutoff(incumbent_)) return;
   const int64_t floor = plan_memory_floor(cm, p);
+  if (prune_ && floor > room_) return;  // cannot fit
   if (kept_.size() >= kExhaustiveKept && bound >= kept_.front().bound) {
     dropped_ = std::min(dropped_, bound);  // no room for it: its bound is what is left
     return;

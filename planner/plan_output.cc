@@ -35,9 +35,8 @@ std::optional<double> optimality_gap(const Plan& p) {
 
 nlohmann::ordered_json to_json(const Plan& p) {
   nlohmann::ordered_json j;
-  j["best"] =
-      p.candidates.empty() ? nlohmann::ordered_json(nullptr)
-                           : candidate_json(p.candidates.front(), p.headroom);
+  j["best"] = p.candidates.empty() ? nlohmann::ordered_json(nullptr)
+                                   : candidate_json(p.candidates.front(), p.headroom);
   j["candidates"] = nlohmann::ordered_json::array();
   for (const Candidate& c : p.candidates) j["candidates"].push_back(candidate_json(c, p.headroom));
   j["pareto"] = nlohmann::ordered_json::array();
@@ -132,6 +131,10 @@ std::string bound_line(const Plan& p) {
   if (p.lower_bound_s <= 0) return "";
   const std::string bound = format_time(Time::ps(std::llround(p.lower_bound_s * 1e12)));
   const std::optional<double> gap = optimality_gap(p);
+  // Plans that fit rank first: if the first does not, none of the space does.
+  if (p.exhaustive && !p.candidates.empty() && !p.candidates.front().fits())
+    return "exhaustive: no plan of the space fits in the GPUs' memory (every plan's memory "
+           "floor passes it)\n";
   if (p.exhaustive)
     return fmt::format(
         "exhaustive: no plan of the space that fits is faster than the best{} (lower bound "
@@ -139,8 +142,7 @@ std::string bound_line(const Plan& p) {
         p.tolerance > 0 ? fmt::format(" by more than {:.2g} %", 100 * p.tolerance) : "", bound);
   return fmt::format(
       "lower bound {}: no plan of the space is faster{}\n", bound,
-      gap ? fmt::format("; the best is at most {:.1f} % slower than the optimum", 100 * *gap)
-          : "");
+      gap ? fmt::format("; the best is at most {:.1f} % slower than the optimum", 100 * *gap) : "");
 }
 }  // namespace
 
@@ -169,10 +171,9 @@ std::string compared_lines(const Plan& p, bool beaten) {
 
 std::string plan_table(const Plan& p) {
   std::string out = compared_lines(p, true);
-  out +=
-      fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", "rank",
-                  "schedule", "replicas x data", "mb", "placement", "iteration", "estimate",
-                  "samples/s", "peak mem", "bound by");
+  out += fmt::format("{:>5}  {:<18} {:<16} {:>4} {:<13} {:>11} {:>11} {:>12} {:>11}  {}\n", "rank",
+                     "schedule", "replicas x data", "mb", "placement", "iteration", "estimate",
+                     "samples/s", "peak mem", "bound by");
   for (size_t i = 0; i < p.candidates.size(); ++i)
     out += row(std::to_string(i + 1), p.candidates[i]);
   out += "\nPareto front (iteration time vs peak memory):\n";

@@ -3,11 +3,12 @@
 // form; on every plan of small spaces simulated in full, no plan below its bounds (time or
 // memory) and none below the space's lower bound; branch and bound agreeing with the whole
 // space simulated; the zoo models on 2 GPUs.
+#include "planner/bound.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "planner/bound.h"
 #include "planner/planner.h"
 #include "tests/planner_cases.h"
 #include "tests/support.h"
@@ -135,8 +136,7 @@ TEST(Bound, NoSimulatedPlanBelowItsBoundsAndBranchAndBoundAgrees) {
     EXPECT_FALSE(any_fault(bb)) << file;
     EXPECT_LE(bb.simulated, all.simulated) << file;
     EXPECT_NEAR(bb.candidates.front().throughput, best.throughput, best.throughput * 1e-9)
-        << file << ": " << bb.candidates.front().strategy.dump() << " vs "
-        << best.strategy.dump();
+        << file << ": " << bb.candidates.front().strategy.dump() << " vs " << best.strategy.dump();
   }
 }
 
@@ -145,11 +145,11 @@ TEST(Bound, NoSimulatedPlanBelowItsBoundsAndBranchAndBoundAgrees) {
 // within the default 0.01 %).
 TEST(Bound, ExhaustiveFinishesOnTheZooOnTwoGpus) {
   for (const char* example : {"vgg19-pipedream", "gnmt16-pipedream", "bert48-a100-ib"}) {
-    const std::string file = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/" + example +
-                             ".yaml";
-    const std::vector<std::string> sets = {"--set", "cluster.nodes=1", "--set",
-                                           "cluster.gpus_per_node=2", "--set",
-                                           "strategy={schedule: dapple, pipeline: 1}"};
+    const std::string file =
+        std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/" + example + ".yaml";
+    const std::vector<std::string> sets = {"--set", "cluster.nodes=1",
+                                           "--set", "cluster.gpus_per_node=2",
+                                           "--set", "strategy={schedule: dapple, pipeline: 1}"};
     std::vector<std::string> args = {"plan", file, "--quiet", "--json", "-"};
     args.insert(args.end(), sets.begin(), sets.end());
     const auto fast = test::cli(args);
@@ -170,6 +170,29 @@ TEST(Bound, ExhaustiveFinishesOnTheZooOnTwoGpus) {
     }
     EXPECT_NE(full.out.find("\"tolerance\""), std::string::npos);
   }
+}
+
+// Mixtral 8x7B (47 B parameters, 16 bytes each with Adam) on 2 x 80 GB: no plan of the space
+// fits, and every plan's memory floor says so. --exhaustive proves it by walking the floors
+// alone: it used to walk every plan of the space (the time bound prunes nothing without a
+// plan that fits) and simulate up to 20,000 of them.
+TEST(Bound, ExhaustiveProvesThatNothingFits) {
+  const std::string file = test::write_temp("bound-nothing-fits.yaml", R"(cluster:
+  gpu: h100-80gb
+  nodes: 1
+  gpus_per_node: 2
+  intra_node: nvswitch3
+model: {include: mixtral-8x7b}
+training: {global_batch: 64, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 1, data: 2}
+)");
+  const auto r = test::cli({"plan", file, "--quiet", "--exhaustive"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("exhaustive: no plan of the space fits"), std::string::npos) << r.out;
+  const auto j = test::cli({"plan", file, "--quiet", "--exhaustive", "--json", "-"});
+  const json e = json::parse(j.out);
+  EXPECT_TRUE(e["exhaustive"].get<bool>());
+  EXPECT_TRUE(e["best"]["oom"].get<bool>());
 }
 
 TEST(Bound, ToleranceIsCheckedAndNeedsExhaustive) {
