@@ -109,6 +109,12 @@ void Exhaustive::walk(const CostModel& cm, PlanPoint& p, const std::vector<int>&
     share = std::max(share, chain);
   }
   if (prune_ && share >= cutoff(incumbent_)) return;
+  // However the layers are cut, the positions' memory floors add up to at least the whole
+  // model's on the most replicas (a floor only shrinks with more replicas): past P times a
+  // GPU's room, no plan of this vector fits.
+  if (prune_ && static_cast<double>(memory_floor(cm, 0, L - 1, most, tr)) >
+                    static_cast<double>(P) * static_cast<double>(room_))
+    return;
   // Past the walk's budget, or this vector's: not walked, its share is what is left of it.
   if (walked_ >= kExhaustiveWalk) {
     unwalked_ = std::min(unwalked_, share);
