@@ -357,7 +357,7 @@ double dapple_speedup(const Chain& c, const DappleNet& net, const DapplePlan& p,
 
 }  // namespace
 
-StagePlan pipedream_baseline(const Scenario& s) {
+StagePlan pipedream_baseline(const Scenario& s, const Deadline& deadline) {
   const Layout lay = layout_of(s.cluster);
   // PipeDream profiles one minibatch: our micro-batch. Options as its README's runs: no
   // straight pipelines, no fewer machines, --activation_compression_ratio 1, and
@@ -380,6 +380,7 @@ StagePlan pipedream_baseline(const Scenario& s) {
   tables.reserve(levels.size());
   int fanout = 1;
   for (size_t k = 0; k < levels.size(); ++k) {
+    check(deadline);
     tables.push_back(pd_level(chain, k == 0 ? nullptr : &tables.back(), levels[k].machines, fanout,
                               levels[k].bw, k + 1 == levels.size(), lay.memory));
     fanout = levels[k].machines;
@@ -412,7 +413,7 @@ StagePlan pipedream_baseline(const Scenario& s) {
   return make_loadable(std::move(p), s);
 }
 
-StagePlan dapple_baseline(const Scenario& s) {
+StagePlan dapple_baseline(const Scenario& s, const Deadline& deadline) {
   const int N = s.cluster.num_devices();
   const int64_t mb = s.training.micro_batch, gb = s.training.global_batch;
   const Layout lay = layout_of(s.cluster);
@@ -436,6 +437,7 @@ StagePlan dapple_baseline(const Scenario& s) {
   auto plan_for = [&](int units, bool straight) {
     const int rp = N / units;
     if (gb % (mb * rp) != 0) return;
+    check(deadline);
     consider(dapple_dp(c, net, units, rp, straight, mb),
              fmt::format("{}DP over {} units", straight ? "straight " : "", units));
   };
@@ -474,7 +476,7 @@ StagePlan dapple_baseline(const Scenario& s) {
   return make_loadable(std::move(p), s);
 }
 
-StagePlan data_parallel_baseline(const Scenario& s) {
+StagePlan data_parallel_baseline(const Scenario& s, const Deadline&) {
   const int N = s.cluster.num_devices();
   const int64_t mb = s.training.micro_batch, gb = s.training.global_batch;
   int best_d = 1, best_r = 1;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/deadline.h"
 #include "scenario/scenario.h"
 
 namespace pipesim {
@@ -28,11 +29,13 @@ struct StagePlan {
 
 // PipeDream: levels GPUs-in-a-node then nodes, each with its own bandwidth; per-stage
 // replication, no data-parallel copies (data = 1). Times are the profile's per micro-batch.
-StagePlan pipedream_baseline(const Scenario& s);
+// Each planner stops with DeadlinePassed past `deadline` (the DAPPLE search takes seconds on
+// a thousand GPUs).
+StagePlan pipedream_baseline(const Scenario& s, const Deadline& deadline = {});
 // DAPPLE: stages with mp GPUs each in rp copies (replicas = mp, data = rp), chosen by the
 // analytic iteration latency over its DP plans and all two-stage splits.
-StagePlan dapple_baseline(const Scenario& s);
+StagePlan dapple_baseline(const Scenario& s, const Deadline& deadline = {});
 // One stage with every layer: the most GPUs that data copies times stage replicas can use.
-StagePlan data_parallel_baseline(const Scenario& s);
+StagePlan data_parallel_baseline(const Scenario& s, const Deadline& deadline = {});
 
 }  // namespace pipesim

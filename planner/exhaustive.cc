@@ -139,7 +139,7 @@ void Exhaustive::cuts(const CostModel& cm, PlanPoint& p, int64_t M, int g, int f
                       std::vector<double>& compute, std::vector<int64_t>& held) {
   ++walked_;
   if (++vector_walked_ > kVectorWalk || walked_ >= kExhaustiveWalk) return;
-  if (walked_ % (1 << 16) == 0 && opt_.time_limit_s > 0 && since(t0_) > opt_.time_limit_s) {
+  if (walked_ % (1 << 16) == 0 && judge_.past_deadline()) {
     walked_ = kExhaustiveWalk;  // nothing more is walked; what is left counts as unwalked
     timed_out_ = true;
     return;
@@ -245,7 +245,7 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
       bounds.push_back(kept_[i].bound);
       floors.push_back(kept_[i].floor);
     }
-    std::vector<std::optional<Candidate>> sims = judge_.simulate_all(next, t0_, result);
+    std::vector<std::optional<Candidate>> sims = judge_.simulate_all(next, result);
     for (size_t k = 0; k < sims.size(); ++k) {
       std::optional<Candidate>& c = sims[k];
       if (!c) continue;

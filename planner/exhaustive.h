@@ -43,11 +43,10 @@ class Exhaustive {
   // `incumbent`: the best iteration time simulated so far among plans that fit (infinity if
   // none); `seen`: the plans already simulated (Judge::key_of). `prune` false keeps every
   // plan (tests compare the two).
-  // The walk stops at the options' time limit from `t0`.
+  // The walk stops at the judge's deadline (the options' time limit).
   Exhaustive(const Judge& judge, const Cluster& cluster, const PlanOptions& options,
-             Clock::time_point t0, double incumbent, std::set<std::string> seen, bool prune = true)
-      : t0_(t0),
-        judge_(judge),
+             double incumbent, std::set<std::string> seen, bool prune = true)
+      : judge_(judge),
         cluster_(cluster),
         opt_(options),
         incumbent_(incumbent),
@@ -95,7 +94,6 @@ class Exhaustive {
             std::vector<double>& compute, std::vector<int64_t>& held);
   void leaf(const CostModel& cm, PlanPoint& p, int64_t M);
 
-  Clock::time_point t0_;
   const Judge& judge_;
   const Cluster& cluster_;
   const PlanOptions& opt_;

@@ -154,7 +154,7 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   c.estimated_memory = estimate.peak_memory;
   const std::vector<Override> with = with_plan(p);
   try {
-    simulate_scenario(load_scenario(file_, with), c);
+    simulate_scenario(load_scenario(file_, with), c, deadline_);
   } catch (const InputError&) {
     return std::nullopt;
   }
@@ -169,21 +169,23 @@ void Judge::mark_tight(Candidate& c) const {
   c.tight = static_cast<double>(c.peak_memory) > (1 - opt_.headroom) * static_cast<double>(least);
 }
 
-void Judge::simulate_scenario(const Scenario& sc, Candidate& c) {
+void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline) {
   const TaskGraph graph = scenario_task_graph(sc, true);
-  const Timeline tl = simulate(graph, sc.cluster);
+  SimOptions options;
+  options.deadline = deadline;
+  const Timeline tl = simulate(graph, sc.cluster, options);
   const RunInfo info = run_info(sc, 0.0);
   const Report rep = make_report(graph, sc.cluster, tl, info);
   c.makespan_s = rep.makespan.seconds();
   c.iteration_s = rep.iteration_time.seconds();
   c.throughput = rep.throughput;
-  for (const DeviceReport& dr : rep.devices) c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
+  for (const DeviceReport& dr : rep.devices)
+    c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
   c.oom = rep.oom.oom;
   c.why = why(rep);
 }
 
 std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Costed>& list,
-                                                          Clock::time_point t0,
                                                           Plan& result) const {
   std::vector<std::optional<Candidate>> out(list.size());
   std::atomic<size_t> finished{0};
@@ -199,12 +201,17 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
   progress(fmt::format("simulating {} strategies (predicted work {:.3g}, largest {:.3g})",
                        list.size(), work, largest));
   auto worker = [&](size_t i) {
-    if (i > 0 && opt_.time_limit_s > 0 &&
-        since(t0) > opt_.time_limit_s) {  // the best estimate always runs
+    // Without a time limit the best estimate always runs.
+    if ((i > 0 && past_deadline()) || !may_finish(list[i].estimate.work)) {
       timed_out = true;
       return;
     }
-    out[i] = simulate_one(list[i].point, list[i].estimate);
+    try {
+      out[i] = simulate_one(list[i].point, list[i].estimate);
+    } catch (const DeadlinePassed&) {
+      timed_out = true;
+      return;
+    }
     if (!out[i]) {
       ++rejected;
       return;
@@ -234,6 +241,7 @@ std::string Judge::key_of(const PlanPoint& p) const {
 bool Judge::ranks_before(const Candidate& a, const Candidate& b) {
   if (a.fits() != b.fits()) return a.fits();
   if (a.oom != b.oom) return !a.oom;
+  if (a.estimated_only != b.estimated_only) return !a.estimated_only;  // simulated first
   if (a.fits() && a.throughput != b.throughput) return a.throughput > b.throughput;
   if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
   return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
@@ -248,7 +256,7 @@ void Judge::memory_errors(const std::vector<Candidate>& done, Plan& result) cons
   double mem_sum = 0, worst_miss = 0;
   int costed = 0;
   for (const Candidate& c : done) {
-    if (c.estimated_memory <= 0 || c.peak_memory <= 0) continue;  // not estimated
+    if (c.estimated_memory <= 0 || c.peak_memory <= 0 || c.estimated_only) continue;
     ++costed;
     const double e = std::abs(static_cast<double>(c.estimated_memory - c.peak_memory)) /
                      static_cast<double>(c.peak_memory);
@@ -271,12 +279,15 @@ void Judge::memory_errors(const std::vector<Candidate>& done, Plan& result) cons
 void Judge::finish(std::vector<Candidate>& done, Plan& result) const {
   std::sort(done.begin(), done.end(), ranks_before);
   double sum = 0;
+  int simulated = 0;
   for (const Candidate& c : done) {
+    if (c.estimated_only) continue;
     const double e = std::abs(c.estimate_s - c.iteration_s) / std::max(1e-12, c.iteration_s);
     sum += e;
+    ++simulated;
     result.estimate_error_max = std::max(result.estimate_error_max, e);
   }
-  if (!done.empty()) result.estimate_error_mean = sum / static_cast<double>(done.size());
+  if (simulated > 0) result.estimate_error_mean = sum / simulated;
   memory_errors(done, result);
   // Pareto front over (iteration time, peak memory) among those that fit (all if none).
   const bool any_fit = !done.empty() && done.front().fits();

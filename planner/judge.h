@@ -4,6 +4,7 @@
 // planner reports was loaded and simulated like a scenario given to `pipesim run`.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/deadline.h"
 #include "planner/cost_model.h"
 #include "planner/planner.h"
 #include "planner/shortlist.h"
@@ -34,6 +36,28 @@ class Judge {
         const PlanOptions& options)
       : file_(file), overrides_(overrides), base_(base), opt_(options) {}
 
+  // The options' time limit counts from t0: simulations still running past it stop
+  // (DeadlinePassed, from simulate_one).
+  void start_clock(Clock::time_point t0) {
+    if (opt_.time_limit_s <= 0) return;
+    // The last 5 % (at least 0.1 s, at most half) for ranking and writing the result.
+    const double left = std::min(0.5 * opt_.time_limit_s, std::max(0.05 * opt_.time_limit_s, 0.1));
+    deadline_ = t0 + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(opt_.time_limit_s - left));
+  }
+  const Deadline& deadline() const { return deadline_; }
+  // Whether the time limit has stopped the search (nothing more is started).
+  bool past_deadline() const { return passed(deadline_); }
+  // Whether a simulation of predicted `work` (CostModel::simulation_work, about a second
+  // per million) may finish by the deadline: not started if even half of it would not (the
+  // prediction errs both ways; past the deadline the engine stops it), as building its
+  // task graph cannot be stopped.
+  bool may_finish(double work) const {
+    return !deadline_ || Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(0.5e-6 * work)) <=
+                             *deadline_;
+  }
+
   // A "pipesim plan: " line on the options' progress stream, if any (thread-safe).
   void progress(const std::string& line) const;
 
@@ -43,17 +67,19 @@ class Judge {
   // the V filled); such plans are not simulated. Every other schedule orders any plan.
   bool orderable(const PlanPoint& p) const;
   // One strategy simulated in full: the scenario with its strategy (and micro-batch)
-  // replaced, loaded through the normal validation. Empty if the loader refuses it.
+  // replaced, loaded through the normal validation. Empty if the loader refuses it;
+  // DeadlinePassed past the deadline.
   std::optional<Candidate> simulate_one(const PlanPoint& p,
                                         const planner::Estimate& estimate) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.
-  static void simulate_scenario(const Scenario& sc, Candidate& c);
+  static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {});
   // Candidate::tight for a simulated plan under the options' headroom.
   void mark_tight(Candidate& c) const;
-  // Every plan of `list` on every core and rank; past the options' time limit (counted from
-  // t0) the rest are skipped, all but the first. Counts skips and refusals in `result`.
+  // Every plan of `list` on every core and rank; past the deadline (start_clock) the rest
+  // are skipped, and those running stop; without one the first always runs. Counts skips
+  // and refusals in `result`.
   std::vector<std::optional<Candidate>> simulate_all(const std::vector<Costed>& list,
-                                                     Clock::time_point t0, Plan& result) const;
+                                                     Plan& result) const;
   // What tells two strategies apart: the strategy as pasted, and its micro-batch.
   std::string key_of(const PlanPoint& p) const;
 
@@ -73,6 +99,7 @@ class Judge {
   const Scenario& base_;
   const PlanOptions& opt_;
   mutable std::mutex progress_mutex_;
+  Deadline deadline_;
 };
 
 }  // namespace pipesim::planner

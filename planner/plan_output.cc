@@ -23,6 +23,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c, double headroom = 0) {
   j["why"] = c.why;
   j["estimated_iteration_time_s"] = c.estimate_s;
   if (c.estimated_memory > 0) j["estimated_peak_memory_bytes"] = c.estimated_memory;
+  if (c.estimated_only) j["estimated_only"] = true;
   return j;
 }
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -20,14 +20,15 @@
 #include "planner/refine.h"
 #include "planner/search.h"
 #include "scenario/setup.h"
+#include "sim/engine.h"
 
 namespace pipesim {
 
 double checked_time_limit(double seconds, const std::string& key, const Location& where) {
   if (!std::isfinite(seconds) || seconds <= 0)
-    throw InputError(fmt::format("the time limit must be a positive, finite duration (got {})",
-                                 seconds),
-                     "more than 0 s, e.g. 60s; leave it out for no limit", key, where);
+    throw InputError(
+        fmt::format("the time limit must be a positive, finite duration (got {})", seconds),
+        "more than 0 s, e.g. 60s; leave it out for no limit", key, where);
   return seconds;
 }
 namespace {
@@ -38,6 +39,9 @@ using planner::micro_batch_sizes;
 using planner::PlanPoint;
 using planner::since;
 using planner::tensor_degrees;
+
+// The share of --time-limit phase 1 (the analytic search) may take.
+constexpr double kAnalyticShare = 0.4;
 
 // Per-stage placement variants are tried on pipelines up to this deep.
 constexpr size_t kMaxPerStagePositions = 16;
@@ -51,7 +55,8 @@ class Planner {
       if (std::find_if(std::begin(kFixable), std::end(kFixable),
                        [&](const char* k) { return key == k; }) == std::end(kFixable)) {
         std::string allowed;
-        for (const char* k : kFixable) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", k);
+        for (const char* k : kFixable)
+          allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", k);
         throw InputError(fmt::format("cannot fix '{}'", key), allowed, "--fix", {"<command line>"});
       }
     }
@@ -87,8 +92,14 @@ class Planner {
   }
 
   Plan run() {
-    const auto t0 = Clock::now();
-    for (const std::string& text : opt_.compare) compared_scenario(text);  // refused before the search
+    const auto t0 = opt_.time_limit_s > 0 ? opt_.start : Clock::now();
+    judge_.start_clock(t0);
+    if (opt_.time_limit_s > 0)  // phase 1 takes at most this share; simulations the rest
+      analytic_deadline_ =
+          t0 + std::chrono::duration_cast<Clock::duration>(
+                   std::chrono::duration<double>(kAnalyticShare * opt_.time_limit_s));
+    for (const std::string& text : opt_.compare)
+      compared_scenario(text);  // refused before the search
     Plan result;
     std::vector<Costed> chosen;
     chosen = analytic_choice(result, t0);
@@ -97,11 +108,13 @@ class Planner {
       result.wall_s = since(t0);
       return result;
     }
-    std::vector<std::optional<Candidate>> sims = judge_.simulate_all(chosen, t0, result);
+    std::vector<std::optional<Candidate>> sims = judge_.simulate_all(chosen, result);
     std::vector<Candidate> done;
     for (auto& c : sims)
       if (c) done.push_back(std::move(*c));
-    refine(chosen, done, t0, result);
+    if (done.empty() && result.timed_out && !chosen.empty())
+      done.push_back(estimated_only(chosen[0]));
+    refine(chosen, done, result);
     if (opt_.baselines) {
       // The baselines' plans compete too: the planner never recommends less than they do.
       result.baselines = baselines(t0);
@@ -113,8 +126,14 @@ class Planner {
           done.push_back(*b.result);
       }
     }
-    if (opt_.exhaustive) exhaustive(done, t0, result);
-    result.simulated = static_cast<int>(done.size());
+    if (opt_.exhaustive) exhaustive(done, result);
+    result.simulated = static_cast<int>(std::count_if(
+        done.begin(), done.end(), [](const Candidate& c) { return !c.estimated_only; }));
+    if (!done.empty() &&
+        std::all_of(done.begin(), done.end(), [](const Candidate& c) { return c.estimated_only; }))
+      result.warnings.push_back(
+          "the time limit stopped even the best estimate's simulation: the plan shown is the "
+          "estimate's (estimated_only), not simulated; give more time to check it");
     result.lower_bound_s = checked_bound(done, result);
     result.compared = compared(done);
     judge_.finish(done, result);
@@ -164,11 +183,13 @@ class Planner {
     const int N = base_.cluster.num_devices();
     const Strategy& fix = base_.strategy;
     for (const int64_t b : micro_batch_sizes(base_)) {
+      if (halted_) return;
       if (fixed("training.micro_batch") && b != base_.training.micro_batch) continue;
       const Scenario sc = load_scenario(file_, with_micro_batch(b));
       const bool moe = std::any_of(sc.model.layers.begin(), sc.model.layers.end(),
                                    [](const Layer& l) { return l.moe.has_value(); });
       for (const int t : tensor_degrees(sc)) {
+        if (halted_) return;
         if (fixed("strategy.tensor") && t != fix.tensor) continue;
         for (const int cp : planner::context_degrees(sc)) {
           if (fixed("strategy.context") && cp != fix.context) continue;
@@ -177,9 +198,10 @@ class Planner {
             planner::CostModel cm(sc, t, net_.get(), cp, ep);
             cm.keep_free(opt_.headroom);
             // Asynchronous iterations are steady-state gaps: no bound (planner/bound.h).
-            space_bound_ = std::min(space_bound_, is_async(base_.strategy.schedule)
-                                                      ? 0.0
-                                                      : planner::work_bound(cm, cp, N, optimizer_s_));
+            space_bound_ =
+                std::min(space_bound_, is_async(base_.strategy.schedule)
+                                           ? 0.0
+                                           : planner::work_bound(cm, cp, N, optimizer_s_));
             for (int d = 1; d * t * cp <= N; ++d) {
               if (sc.training.global_batch % (b * d) != 0) continue;
               if (fixed("strategy.data") && d != fix.data) continue;
@@ -234,17 +256,46 @@ class Planner {
     std::tuple<int64_t, int, int, int, int> grid_of{0, 0, 0, 0, 0};
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
                         Widths w, int64_t b, int64_t M) {
+      if (stats.costed > 0 && passed(analytic_deadline_)) {
+        halted_ = true;  // the rest of the space is not costed
+        return false;
+      }
       if (!grid || grid_of != std::tuple{b, w.tensor, w.data, w.context, w.expert}) {
         grid = std::make_unique<planner::UniformGrid>(cm, w.data, M);
         grid_of = {b, w.tensor, w.data, w.context, w.expert};
       }
       stats.memory_bound = false;
-      planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor * w.context), stats,
-                      *grid, list);
+      planner::search(cm, choice, w.data, b, M, N / (w.data * w.tensor * w.context), stats, *grid,
+                      list);
       return stats.memory_bound;
     });
     result.explored = stats.costed;
+    if (halted_) {
+      result.timed_out = true;
+      result.warnings.push_back(fmt::format(
+          "the time limit stopped the analytic search after {} strategies, part of the space "
+          "({:.0f} % of the limit is the search's)",
+          stats.costed, 100 * kAnalyticShare));
+      halted_ = false;  // the exhaustive walk goes over the same loops
+    }
     return list;
+  }
+
+  // A plan the time limit left unsimulated, with its estimate for numbers: the answer when
+  // not even the best estimate's simulation could finish.
+  Candidate estimated_only(const Costed& c) const {
+    Candidate e;
+    e.point = c.point;
+    e.strategy = planner::strategy_json(c.point, base_);
+    if (c.point.micro_batch != base_.training.micro_batch) e.micro_batch = c.point.micro_batch;
+    e.estimate_s = e.iteration_s = c.estimate.iteration_s;
+    e.makespan_s = c.estimate.iteration_s * base_.training.iterations;
+    e.throughput = static_cast<double>(base_.training.global_batch) / c.estimate.iteration_s;
+    e.estimated_memory = e.peak_memory = c.estimate.peak_memory;
+    e.oom = !c.estimate.fits;
+    e.estimated_only = true;
+    e.why = "estimated only: the time limit stopped its simulation";
+    return e;
   }
 
   // Phase 2's list: the best estimates that fit (`want` distinct ones), the estimated
@@ -338,7 +389,7 @@ class Planner {
   }
 
   // --exhaustive: branch and bound over the whole space from the best simulated so far.
-  void exhaustive(std::vector<Candidate>& done, Clock::time_point t0, Plan& result) {
+  void exhaustive(std::vector<Candidate>& done, Plan& result) {
     double best = std::numeric_limits<double>::infinity();
     std::set<std::string> seen;
     for (const Candidate& c : done) {
@@ -352,7 +403,7 @@ class Planner {
       result.tolerance = opt_.tolerance;
       return;
     }
-    planner::Exhaustive walk(judge_, base_.cluster, opt_, t0, best, std::move(seen), opt_.prune);
+    planner::Exhaustive walk(judge_, base_.cluster, opt_, best, std::move(seen), opt_.prune);
     walk.only([this](const PlanPoint& p) { return allowed(p); });
     const int N = base_.cluster.num_devices();
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
@@ -370,8 +421,7 @@ class Planner {
   // Phase 3 (planner/refine.h): rounds of the unseen neighbours of the best few simulated
   // plans that fit, each round simulated like phase 2, while a round brings a new plan into
   // the best few; its simulations take at most a quarter of the budget, each a small part.
-  void refine(const std::vector<Costed>& chosen, std::vector<Candidate>& done, Clock::time_point t0,
-              Plan& result) {
+  void refine(const std::vector<Costed>& chosen, std::vector<Candidate>& done, Plan& result) {
     constexpr size_t kRefineFrom = 4;
     constexpr int kRefineRounds = 8;
     constexpr double kRefineFloor = 2e5;  // about 0.2 s of simulation
@@ -382,7 +432,7 @@ class Planner {
     auto best = [&] {  // indices into `done`, which only grows
       std::vector<size_t> all;
       for (size_t i = 0; i < done.size(); ++i)
-        if (done[i].fits()) all.push_back(i);
+        if (done[i].fits() && !done[i].estimated_only) all.push_back(i);
       std::sort(all.begin(), all.end(),
                 [&](size_t a, size_t b) { return planner::Judge::ranks_before(done[a], done[b]); });
       std::vector<size_t> out;
@@ -402,11 +452,12 @@ class Planner {
     double spent = 0;
     int simulated = 0, rounds = 0;
     for (; rounds < kRefineRounds; ++rounds) {
-      if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) break;
+      if (judge_.past_deadline()) break;
       const std::vector<size_t> from = best();
       if (from.empty()) break;
       std::vector<Costed> next;
       for (const size_t i : from) {
+        if (judge_.past_deadline()) break;  // a neighbour's estimate takes long at scale
         for (const PlanPoint& m : planner::neighbours(done[i].point, base_.training.global_batch)) {
           // Each under its own placement and every policy: a new cut or replica count often
           // wants its stages on other servers.
@@ -423,7 +474,7 @@ class Planner {
         }
       }
       if (next.empty()) break;
-      for (auto& c : judge_.simulate_all(next, t0, result)) {
+      for (auto& c : judge_.simulate_all(next, result)) {
         if (c) done.push_back(std::move(*c));
       }
       simulated += static_cast<int>(next.size());
@@ -466,8 +517,8 @@ class Planner {
       x.rank = 1;
       for (const Candidate& c : done) x.rank += planner::Judge::ranks_before(c, x.result);
       x.regret = std::isfinite(best) ? x.result.iteration_s / best - 1 : 0.0;
-      judge_.progress(fmt::format("compared {}: rank {}, {:+.1f} % against the best", text,
-                                  x.rank, 100 * x.regret));
+      judge_.progress(fmt::format("compared {}: rank {}, {:+.1f} % against the best", text, x.rank,
+                                  100 * x.regret));
       out.push_back(std::move(x));
     }
     return out;
@@ -477,15 +528,20 @@ class Planner {
     std::vector<Baseline> out;
     const ScheduleKind kind =
         is_async(base_.strategy.schedule) ? ScheduleKind::kPipeDream : ScheduleKind::kDapple;
-    const std::pair<const char*, StagePlan (*)(const Scenario&)> makers[] = {
+    const std::pair<const char*, StagePlan (*)(const Scenario&, const Deadline&)> makers[] = {
         {"pipedream", &pipedream_baseline},
         {"dapple", &dapple_baseline},
         {"data_parallel", &data_parallel_baseline}};
     for (const auto& [name, make] : makers) {
       Baseline b;
       b.name = name;
+      if (judge_.past_deadline()) {
+        b.error = "not planned: the time limit was reached";
+        out.push_back(std::move(b));
+        continue;
+      }
       try {
-        const StagePlan sp = make(base_);
+        const StagePlan sp = make(base_, judge_.deadline());
         b.note = sp.note;
         PlanPoint p;
         p.stages = sp.stages;
@@ -498,14 +554,20 @@ class Planner {
         const planner::Estimate e = planner::CostModel(base_).estimate(p, M, &devices);
         if (e.work > opt_.max_sim_work) {
           b.error = fmt::format("too large to simulate here (work {:.3g}): {}", e.work, sp.note);
-        } else if (opt_.time_limit_s > 0 && since(t0) > opt_.time_limit_s) {
+        } else if (judge_.past_deadline() || !judge_.may_finish(e.work)) {
           b.error = "not simulated: the time limit was reached";
         } else {
-          b.result = judge_.simulate_one(p, e);
-          if (!b.result) b.error = "the loader refused the baseline's plan";
+          try {
+            b.result = judge_.simulate_one(p, e);
+            if (!b.result) b.error = "the loader refused the baseline's plan";
+          } catch (const DeadlinePassed&) {
+            b.error = "not simulated: the time limit was reached";
+          }
         }
       } catch (const InputError& e) {
         b.error = e.what();
+      } catch (const DeadlinePassed&) {
+        b.error = "not planned: the time limit was reached";
       }
       out.push_back(std::move(b));
     }
@@ -525,9 +587,12 @@ class Planner {
       models_;
   planner::Judge judge_{file_, overrides_, base_, opt_};
   // Every parameter's optimizer step once, and the least work bound of the space so far.
-  double optimizer_s_ =
-      planner::CostModel(base_, 1, net_.get()).optimizer_time(0, static_cast<int>(base_.model.layers.size()) - 1);
+  double optimizer_s_ = planner::CostModel(base_, 1, net_.get())
+                            .optimizer_time(0, static_cast<int>(base_.model.layers.size()) - 1);
   double space_bound_ = std::numeric_limits<double>::infinity();
+  // Under a time limit: when phase 1 stops costing, and whether it has.
+  Deadline analytic_deadline_;
+  bool halted_ = false;
 };
 
 }  // namespace
@@ -545,9 +610,9 @@ std::vector<std::string> memory_warnings(const Plan& p) {
   for (size_t i = 1; i < p.candidates.size(); ++i) {
     const Candidate& c = p.candidates[i];
     if (!c.oom && share(c) <= kHeadroom) {
-      alternative = fmt::format("rank {} leaves {:.0f} % free at {:.1f} samples/s ({:.1f} % slower)",
-                                i + 1, 100 * (1 - share(c)), c.throughput,
-                                100 * (1 - c.throughput / best.throughput));
+      alternative = fmt::format(
+          "rank {} leaves {:.0f} % free at {:.1f} samples/s ({:.1f} % slower)", i + 1,
+          100 * (1 - share(c)), c.throughput, 100 * (1 - c.throughput / best.throughput));
       break;
     }
   }

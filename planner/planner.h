@@ -18,6 +18,7 @@
 // a proven lower bound on the iteration time of the space (planner/bound.h).
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -34,11 +35,14 @@ namespace pipesim {
 double checked_time_limit(double seconds, const std::string& key, const Location& where = {});
 
 struct PlanOptions {
-  int top = 10;                      // candidates kept in the result
-  int threads = 0;                   // simulation threads; 0: every core
-  double time_limit_s = 0;           // stop simulating after this long (0: no limit)
-  bool exhaustive = false;           // the optimum of the whole space (branch and bound)
-  bool prune = true;                 // with exhaustive: false simulates every plan (tests)
+  int top = 10;             // candidates kept in the result
+  int threads = 0;          // simulation threads; 0: every core
+  double time_limit_s = 0;  // stop simulating after this long (0: no limit)
+  // When the time limit starts counting: when the options were made (a command's start,
+  // before its scenario is read).
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  bool exhaustive = false;  // the optimum of the whole space (branch and bound)
+  bool prune = true;        // with exhaustive: false simulates every plan (tests)
   // With exhaustive: plans no more than this share faster than the best are not simulated
   // (0: the exact optimum; the default is MIP solvers' usual relative gap, 0.01 %).
   double tolerance = 1e-4;
@@ -73,7 +77,9 @@ struct Candidate {
   int64_t peak_memory = 0;
   bool oom = false;
   bool tight = false;  // fits, but leaves less than PlanOptions::headroom free
-  std::string why;     // what bounds it
+  // Not simulated (the time limit stopped it): its times and memory are the estimate's.
+  bool estimated_only = false;
+  std::string why;  // what bounds it
   bool fits() const { return !oom && !tight; }
 };
 
@@ -115,10 +121,10 @@ struct Plan {
   // search, the least bound it left unsimulated), and whether the search covered the space.
   double lower_bound_s = 0;
   bool exhaustive = false;
-  double tolerance = 0;  // with exhaustive: PlanOptions::tolerance
-  double headroom = 0;   // PlanOptions::headroom
+  double tolerance = 0;            // with exhaustive: PlanOptions::tolerance
+  double headroom = 0;             // PlanOptions::headroom
   std::vector<std::string> fixed;  // PlanOptions::fix
-  int64_t capacity_bytes = 0;  // the smallest GPU memory of the cluster
+  int64_t capacity_bytes = 0;      // the smallest GPU memory of the cluster
   // What the user should hear of (SPEC: nothing silent): a best plan within kTightMemory of
   // the GPUs' memory, and the first candidate with kHeadroom to spare.
   std::vector<std::string> warnings;

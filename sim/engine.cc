@@ -67,7 +67,9 @@ class Engine {
     for (int d = 0; d < cluster_.num_devices(); ++d) try_start_head(d, Time::zero());
 
     Time now = Time::zero();
+    uint32_t popped = 0;
     while (!queue_.empty()) {
+      if ((++popped & 0x3FFFu) == 0) check(options_.deadline);
       const Event e = queue_.pop();
       PIPESIM_ASSERT(e.time >= now, "time never goes backwards");
       now = e.time;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/deadline.h"
 #include "core/time.h"
 #include "schedules/task_graph.h"
 #include "topology/cluster.h"
@@ -75,6 +76,9 @@ struct SimOptions {
   // FlowNetwork::kLocalAbove flows are re-rated on the region whose rates move, which agrees
   // with the oracle to rounding (docs/performance.md, "Local re-rating").
   bool exact_sharing = false;
+  // Past this, the simulation stops with DeadlinePassed (its timeline lost): a caller's
+  // time limit (plan --time-limit). Checked every few thousand events.
+  Deadline deadline;
 };
 
 Timeline simulate(const TaskGraph& graph, const Cluster& cluster, const SimOptions& options = {});

@@ -53,6 +53,24 @@ TEST(Planner, TimeLimitMustBePositive) {
   EXPECT_EQ(checked_time_limit(0.5, "time_limit"), 0.5);
 }
 
+// A limit too short for even the best estimate's simulation (the time counts from the
+// command's start, and loading the scenario alone passes 1 ms): the search costs what it
+// could, simulates nothing past the limit, and answers with its best estimate, marked
+// estimated_only and warned of, rather than running on. The baselines are not planned.
+TEST(Planner, ATimeLimitTooShortAnswersWithTheBestEstimate) {
+  const auto r = test::cli({"plan", "--quiet", "--time-limit", "1ms", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j["timed_out"].get<bool>());
+  EXPECT_TRUE(j["best"].value("estimated_only", false)) << j["best"].dump();
+  EXPECT_EQ(j["best"]["iteration_time_s"], j["best"]["estimated_iteration_time_s"]);
+  EXPECT_NE(r.err.find("stopped even the best estimate's simulation"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the time limit stopped the analytic search"), std::string::npos) << r.err;
+  for (const char* b : {"pipedream", "dapple", "data_parallel"})
+    EXPECT_NE(j["baselines"][b].dump().find("the time limit was reached"), std::string::npos)
+        << j["baselines"][b].dump();
+}
+
 TEST(Planner, RecommendedStrategyKeepsTheTensorOverlap) {
   // The planner does not choose strategy.tensor_overlap: the strategy it writes carries the
   // scenario's, so a pasted-back plan runs the same software; the default (none) is left out.
