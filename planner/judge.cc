@@ -162,6 +162,21 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   return c;
 }
 
+Candidate Judge::estimated_only(const Costed& c) const {
+  Candidate e;
+  e.point = c.point;
+  e.strategy = strategy_json(c.point, base_);
+  if (c.point.micro_batch != base_.training.micro_batch) e.micro_batch = c.point.micro_batch;
+  e.estimate_s = e.iteration_s = c.estimate.iteration_s;
+  e.makespan_s = c.estimate.iteration_s * base_.training.iterations;
+  e.throughput = static_cast<double>(base_.training.global_batch) / c.estimate.iteration_s;
+  e.estimated_memory = e.peak_memory = c.estimate.peak_memory;
+  e.oom = !c.estimate.fits;
+  e.estimated_only = true;
+  e.why = "estimated only: the time limit stopped its simulation";
+  return e;
+}
+
 void Judge::mark_tight(Candidate& c) const {
   if (opt_.headroom <= 0 || c.oom) return;
   int64_t least = std::numeric_limits<int64_t>::max();

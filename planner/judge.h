@@ -71,6 +71,10 @@ class Judge {
   // DeadlinePassed past the deadline.
   std::optional<Candidate> simulate_one(const PlanPoint& p,
                                         const planner::Estimate& estimate) const;
+  // A plan the time limit left unsimulated, with its estimate for numbers
+  // (Candidate::estimated_only): the answer when not even the best estimate's simulation
+  // could finish.
+  Candidate estimated_only(const Costed& c) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.
   static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {});
   // Candidate::tight for a simulated plan under the options' headroom.

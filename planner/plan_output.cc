@@ -215,4 +215,30 @@ std::string plan_table(const Plan& p) {
   return out;
 }
 
+std::vector<std::string> memory_warnings(const Plan& p) {
+  // Under --headroom the user chose the margin, and the ranking keeps to it.
+  if (p.candidates.empty() || p.capacity_bytes <= 0 || p.headroom > 0) return {};
+  const auto share = [&](const Candidate& c) {
+    return static_cast<double>(c.peak_memory) / static_cast<double>(p.capacity_bytes);
+  };
+  const Candidate& best = p.candidates.front();
+  if (best.oom || share(best) < kTightMemory) return {};
+  std::string alternative = fmt::format("none of the {} ranked leaves {:.0f} % free",
+                                        p.candidates.size(), 100 * (1 - kHeadroom));
+  for (size_t i = 1; i < p.candidates.size(); ++i) {
+    const Candidate& c = p.candidates[i];
+    if (!c.oom && share(c) <= kHeadroom) {
+      alternative = fmt::format(
+          "rank {} leaves {:.0f} % free at {:.1f} samples/s ({:.1f} % slower)", i + 1,
+          100 * (1 - share(c)), c.throughput, 100 * (1 - c.throughput / best.throughput));
+      break;
+    }
+  }
+  return {fmt::format(
+      "the best plan holds {:.1f} % of the GPUs' memory ({} of {}): allocator fragmentation, "
+      "NCCL buffers and the CUDA context (cluster.gpu.reserved) may not fit; {}",
+      100 * share(best), format_bytes(best.peak_memory), format_bytes(p.capacity_bytes),
+      alternative)};
+}
+
 }  // namespace pipesim

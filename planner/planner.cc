@@ -113,7 +113,7 @@ class Planner {
     for (auto& c : sims)
       if (c) done.push_back(std::move(*c));
     if (done.empty() && result.timed_out && !chosen.empty())
-      done.push_back(estimated_only(chosen[0]));
+      done.push_back(judge_.estimated_only(chosen[0]));
     refine(chosen, done, result);
     if (opt_.baselines) {
       // The baselines' plans compete too: the planner never recommends less than they do.
@@ -279,23 +279,6 @@ class Planner {
       halted_ = false;  // the exhaustive walk goes over the same loops
     }
     return list;
-  }
-
-  // A plan the time limit left unsimulated, with its estimate for numbers: the answer when
-  // not even the best estimate's simulation could finish.
-  Candidate estimated_only(const Costed& c) const {
-    Candidate e;
-    e.point = c.point;
-    e.strategy = planner::strategy_json(c.point, base_);
-    if (c.point.micro_batch != base_.training.micro_batch) e.micro_batch = c.point.micro_batch;
-    e.estimate_s = e.iteration_s = c.estimate.iteration_s;
-    e.makespan_s = c.estimate.iteration_s * base_.training.iterations;
-    e.throughput = static_cast<double>(base_.training.global_batch) / c.estimate.iteration_s;
-    e.estimated_memory = e.peak_memory = c.estimate.peak_memory;
-    e.oom = !c.estimate.fits;
-    e.estimated_only = true;
-    e.why = "estimated only: the time limit stopped its simulation";
-    return e;
   }
 
   // Phase 2's list: the best estimates that fit (`want` distinct ones), the estimated
@@ -596,32 +579,6 @@ class Planner {
 };
 
 }  // namespace
-
-std::vector<std::string> memory_warnings(const Plan& p) {
-  // Under --headroom the user chose the margin, and the ranking keeps to it.
-  if (p.candidates.empty() || p.capacity_bytes <= 0 || p.headroom > 0) return {};
-  const auto share = [&](const Candidate& c) {
-    return static_cast<double>(c.peak_memory) / static_cast<double>(p.capacity_bytes);
-  };
-  const Candidate& best = p.candidates.front();
-  if (best.oom || share(best) < kTightMemory) return {};
-  std::string alternative = fmt::format("none of the {} ranked leaves {:.0f} % free",
-                                        p.candidates.size(), 100 * (1 - kHeadroom));
-  for (size_t i = 1; i < p.candidates.size(); ++i) {
-    const Candidate& c = p.candidates[i];
-    if (!c.oom && share(c) <= kHeadroom) {
-      alternative = fmt::format(
-          "rank {} leaves {:.0f} % free at {:.1f} samples/s ({:.1f} % slower)", i + 1,
-          100 * (1 - share(c)), c.throughput, 100 * (1 - c.throughput / best.throughput));
-      break;
-    }
-  }
-  return {fmt::format(
-      "the best plan holds {:.1f} % of the GPUs' memory ({} of {}): allocator fragmentation, "
-      "NCCL buffers and the CUDA context (cluster.gpu.reserved) may not fit; {}",
-      100 * share(best), format_bytes(best.peak_memory), format_bytes(p.capacity_bytes),
-      alternative)};
-}
 
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
