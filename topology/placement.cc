@@ -2,11 +2,76 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
+#include <set>
+#include <vector>
 
 #include "core/error.h"
 
 namespace pipesim {
+
+namespace {
+
+// The servers by how many GPUs each has free, so that each pick is a lookup (60,000 GPUs on
+// 7,500 servers placed in milliseconds, not a scan of every server per GPU).
+class FreeServers {
+ public:
+  explicit FreeServers(const std::vector<std::vector<int>>& free)
+      : left_(free.size()), taken_(free.size(), 0) {
+    size_t most = 0;
+    for (const auto& f : free) most = std::max(most, f.size());
+    by_free_.resize(most + 1);
+    for (size_t n = 0; n < free.size(); ++n) {
+      left_[n] = free[n].size();
+      by_free_[left_[n]].insert(n);
+      if (left_[n] > 0) some_.insert(n);
+    }
+  }
+  size_t remaining(size_t n) const { return left_[n]; }
+  // Takes server n's next free GPU: its index among the server's GPUs.
+  size_t take(size_t n) {
+    by_free_[left_[n]].erase(n);
+    --left_[n];
+    by_free_[left_[n]].insert(n);
+    if (left_[n] == 0) some_.erase(n);
+    return taken_[n]++;
+  }
+  bool any_with(size_t k) const {
+    for (size_t f = k; f < by_free_.size(); ++f)
+      if (!by_free_[f].empty()) return true;
+    return false;
+  }
+  // The first server with the fewest (most) free GPUs among those with at least k; none:
+  // the server count.
+  size_t fewest(size_t k) const {
+    for (size_t f = std::max<size_t>(k, 1); f < by_free_.size(); ++f)
+      if (!by_free_[f].empty()) return *by_free_[f].begin();
+    return left_.size();
+  }
+  size_t most(size_t k) const {
+    for (size_t f = by_free_.size(); f-- > std::max<size_t>(k, 1);)
+      if (!by_free_[f].empty()) return *by_free_[f].begin();
+    return left_.size();
+  }
+  // The first server from `cursor` on (cyclically) with at least k free.
+  size_t next_from(size_t cursor, size_t k) const {
+    auto it = some_.lower_bound(cursor);
+    for (size_t seen = 0; seen < some_.size(); ++seen, ++it) {
+      if (it == some_.end()) it = some_.begin();
+      if (left_[*it] >= k) return *it;
+    }
+    return left_.size();
+  }
+
+ private:
+  std::vector<size_t> left_;
+  std::vector<size_t> taken_;              // GPUs taken per server, in device order
+  std::vector<std::set<size_t>> by_free_;  // [free GPUs]: the servers, in index order
+  std::set<size_t> some_;                  // servers with a GPU free
+};
+
+}  // namespace
 
 std::string_view to_string(PlacementPolicy p) {
   switch (p) {
@@ -44,9 +109,8 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
   for (int d = 0; d < cluster.num_devices(); ++d) {
     free[static_cast<size_t>(cluster.device(d).node)].push_back(d);
   }
-  std::vector<size_t> next(free.size(), 0);  // first free GPU of each server
-  auto remaining = [&](size_t n) { return free[n].size() - next[n]; };
-  auto take = [&](size_t n) { return free[n][next[n]++]; };
+  FreeServers servers(free);
+  const size_t none = free.size();
   size_t scatter_cursor = 0;
 
   std::vector<std::vector<std::vector<int>>> result(static_cast<size_t>(copies));
@@ -59,50 +123,30 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
       while (static_cast<int>(devs.size()) < r) {
         // At the start of a unit, only servers with room for all of it (if any has).
         const bool unit_start = devs.size() % unit == 0;
-        bool whole = false;
-        for (size_t n = 0; n < free.size() && unit > 1 && unit_start; ++n)
-          whole = whole || remaining(n) >= unit;
-        auto usable = [&](size_t n) {
-          return remaining(n) > 0 && (!whole || remaining(n) >= unit);
-        };
-        size_t pick = free.size();
+        const size_t need = unit > 1 && unit_start && servers.any_with(unit) ? unit : 1;
+        size_t pick = none;
         if (policy == PlacementPolicy::kScatterFirst) {
-          for (size_t k = 0; k < free.size(); ++k) {
-            const size_t n = (scatter_cursor + k) % free.size();
-            if (unit_start ? usable(n) : remaining(n) > 0) {
-              pick = n;
-              break;
-            }
-          }
+          pick = servers.next_from(scatter_cursor, unit_start ? need : 1);
           scatter_cursor = (pick + 1) % free.size();
           // Inside a unit, stay on its server while it has room.
           if (!unit_start) {
             const auto last = static_cast<size_t>(cluster.device(devs.back()).node);
-            if (remaining(last) > 0) pick = last;
+            if (servers.remaining(last) > 0) pick = last;
           }
         } else {
           // fresh-first: the server with the most free GPUs (an untouched one first);
-          // append-first: the server with the fewest free GPUs that still has one.
-          for (size_t n = 0; n < free.size(); ++n) {
-            if (!usable(n)) continue;
-            if (pick == free.size()) {
-              pick = n;
-              continue;
-            }
-            const bool better = policy == PlacementPolicy::kFreshFirst
-                                    ? remaining(n) > remaining(pick)
-                                    : remaining(n) < remaining(pick);
-            if (better) pick = n;
-          }
+          // append-first: the server with the fewest free GPUs that still has one; the
+          // first such server in index order.
+          pick = policy == PlacementPolicy::kFreshFirst ? servers.most(need) : servers.fewest(need);
           // Keep a stage's replicas together while the chosen server has room (for a whole
           // unit when one starts).
           if (!devs.empty()) {
             const auto last = static_cast<size_t>(cluster.device(devs.back()).node);
-            if (unit_start ? usable(last) : remaining(last) > 0) pick = last;
+            if (servers.remaining(last) >= (unit_start ? need : 1)) pick = last;
           }
         }
-        PIPESIM_ASSERT(pick < free.size(), "enough GPUs were checked above");
-        devs.push_back(take(pick));
+        PIPESIM_ASSERT(pick < none, "enough GPUs were checked above");
+        devs.push_back(free[pick][servers.take(pick)]);
       }
       result[static_cast<size_t>(c)].push_back(std::move(devs));
     }
