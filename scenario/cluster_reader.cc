@@ -162,8 +162,9 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
   return g;
 }
 
+// `read_by_caller`: a key of the mapping the caller reads (cluster.links' `between`).
 LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path,
-                   const std::vector<LinkKind>& kinds) {
+                   const std::vector<LinkKind>& kinds, const char* read_by_caller = nullptr) {
   std::vector<std::string> kind_names;
   for (LinkKind k : kinds) kind_names.emplace_back(to_string(k));
   std::vector<std::string> presets;
@@ -191,6 +192,7 @@ LinkSpec read_link(const Reader& r, const YAML::Node& n, const std::string& path
   }
   std::vector<std::string> keys{"preset", "kind", "bandwidth", "latency"};
   if (path == "cluster.inter_node") keys.emplace_back("nics");  // read by the shorthand
+  if (read_by_caller != nullptr) keys.emplace_back(read_by_caller);
   r.expect_map(n, path, keys);
   LinkSpec l;
   if (const auto p = n["preset"]; p.IsDefined()) {
@@ -389,12 +391,9 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
              "two different names");
     if (!l["preset"].IsDefined() && !l["kind"].IsDefined())
       r.fail(l, p + ".kind", "missing required key", "a link kind or preset");
-    YAML::Node spec(YAML::NodeType::Map);
-    for (const char* k : {"preset", "kind", "bandwidth", "latency"}) {
-      if (l[k].IsDefined()) spec[k] = l[k];
-    }
-    // Re-read without `between`, reporting at the link's own location.
-    const LinkSpec ls = r.at(l, p, [&] { return read_link(r, spec, p, kAllKinds); });
+    // The link's own node (a copy into a new node would merge yaml-cpp's memory with the
+    // whole document's, once per link: quadratic in the links).
+    const LinkSpec ls = r.at(l, p, [&] { return read_link(r, l, p, kAllKinds, "between"); });
     b.add_link(ends[0], ends[1], ls);
   }
   return r.at(n, path, [&] { return b.build(); });
