@@ -187,6 +187,18 @@ double CostModel::gpu_share(double bytes, double replicated, int replicas,
   return ((bytes - replicated) / t_ + replicated) / split(replicas);
 }
 
+double CostModel::working_set(int replicas, const ScheduleTraits& t) const {
+  switch (t.recompute) {
+    case Recompute::kFull:
+      return static_cast<double>(max_layer_act_) / (split(replicas) * t_);
+    case Recompute::kSelective:
+      return static_cast<double>(max_core_) / (split(replicas) * t_);
+    case Recompute::kNone:
+      break;
+  }
+  return 0;
+}
+
 double CostModel::kept_bytes(int first, int last, int replicas, const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<int64_t>& v) {
     return static_cast<double>(v[u(last) + 1] - v[u(first)]);
@@ -232,10 +244,10 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   double live = 0;
   if (t.recompute == Recompute::kFull) {
     live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           static_cast<double>(max_layer_act_) / (split(replicas) * t_);
+           working_set(replicas, t);
   } else if (t.recompute == Recompute::kSelective) {
     live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           static_cast<double>(max_core_) / (split(replicas) * t_);
+           working_set(replicas, t);
   } else {
     // Past B, a micro-batch waiting for its W keeps only what W reads.
     live = std::max(limit * act,
@@ -307,10 +319,17 @@ int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTrai
     const int q = p.position_of(g);
     // zb-v: each chunk as a ZB-H1 stage (P micro-batches of the device's activations).
     // Interleaved: each chunk's static memory here, its activations below.
-    dev_mem[u(q)] +=
-        stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, interleaved ? 0 : M, t) -
-        (g < P ? 0 : reserved_);
-    if (interleaved) kept[u(g)] = kept_bytes(st.first_layer, st.last_layer, st.replicas, t);
+    if (!interleaved) {
+      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
+                       (g < P ? 0 : reserved_);
+      continue;
+    }
+    ScheduleTraits state = t;  // the chunk's state alone; one working set per device
+    state.recompute = Recompute::kNone;
+    dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, 0, state) -
+                     (g < P ? 0 : reserved_) +
+                     (g < P ? static_cast<int64_t>(working_set(st.replicas, t)) : 0);
+    kept[u(g)] = kept_bytes(st.first_layer, st.last_layer, st.replicas, t);
   }
   if (interleaved)
     for (int q = 0; q < P; ++q) dev_mem[u(q)] += interleaved_activations(kept, q, P, v, M);

@@ -173,6 +173,8 @@ class CostModel {
   // The bytes one GPU keeps for a micro-batch from its forward to its backward (by
   // recompute: every activation, all but the attention core, or the layers' inputs).
   double kept_bytes(int first, int last, int replicas, const ScheduleTraits& t) const;
+  // The activations a recompute allocates again for one layer at a time (0 without one).
+  double working_set(int replicas, const ScheduleTraits& t) const;
   // An estimate's parts: per position one micro-batch's terms; the all-reduce and optimizer
   // step exposed after the last backward, its chunk blocks `block` long.
   struct PositionTerms;

@@ -174,6 +174,7 @@ Candidate Judge::estimated_only(const Costed& c) const {
   e.oom = !c.estimate.fits;
   e.estimated_only = true;
   e.why = "estimated only: the time limit stopped its simulation";
+  mark_tight(e);
   return e;
 }
 

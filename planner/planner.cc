@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "parallel/distributed.h"
 #include "planner/baselines.h"
 #include "planner/bound.h"
 #include "planner/exhaustive.h"
@@ -112,7 +113,8 @@ class Planner {
     std::vector<Candidate> done;
     for (auto& c : sims)
       if (c) done.push_back(std::move(*c));
-    if (done.empty() && result.timed_out && !chosen.empty())
+    // (`done` is the same on every rank; each rank's own clock is not.)
+    if (done.empty() && opt_.time_limit_s > 0 && !chosen.empty())
       done.push_back(judge_.estimated_only(chosen[0]));
     refine(chosen, done, result);
     if (opt_.baselines) {
@@ -158,7 +160,7 @@ class Planner {
   double checked_bound(const std::vector<Candidate>& done, Plan& result) const {
     double bound = std::isfinite(space_bound_) ? space_bound_ : 0.0;
     for (const Candidate& c : done) {
-      if (c.fits() && c.iteration_s < bound * (1 - 1e-9)) {
+      if (c.fits() && !c.estimated_only && c.iteration_s < bound * (1 - 1e-9)) {
         result.warnings.push_back(fmt::format(
             "a simulated plan ({:.6g} s) is faster than the lower bound ({:.6g} s); the bound "
             "is lowered to it (please report this scenario)",
@@ -256,7 +258,8 @@ class Planner {
     std::tuple<int64_t, int, int, int, int> grid_of{0, 0, 0, 0, 0};
     for_each_choice([&](const planner::CostModel& cm, const planner::ScheduleChoice& choice,
                         Widths w, int64_t b, int64_t M) {
-      if (stats.costed > 0 && passed(analytic_deadline_)) {
+      // One rank only: ranks must cost the same list (each has its own clock).
+      if (stats.costed > 0 && job_ranks().size == 1 && passed(analytic_deadline_)) {
         halted_ = true;  // the rest of the space is not costed
         return false;
       }
@@ -276,7 +279,8 @@ class Planner {
           "the time limit stopped the analytic search after {} strategies, part of the space "
           "({:.0f} % of the limit is the search's)",
           stats.costed, 100 * kAnalyticShare));
-      halted_ = false;  // the exhaustive walk goes over the same loops
+      halted_ = false;   // the exhaustive walk goes over the same loops
+      space_bound_ = 0;  // the work bounds of the part not costed are unknown: no bound
     }
     return list;
   }
@@ -376,6 +380,7 @@ class Planner {
     double best = std::numeric_limits<double>::infinity();
     std::set<std::string> seen;
     for (const Candidate& c : done) {
+      if (c.estimated_only) continue;  // not simulated: neither a time to beat nor seen
       seen.insert(judge_.key_of(c.point));
       if (c.fits()) best = std::min(best, c.iteration_s);
     }
@@ -491,7 +496,7 @@ class Planner {
     std::vector<Compared> out;
     double best = std::numeric_limits<double>::infinity();
     for (const Candidate& c : done)
-      if (c.fits()) best = std::min(best, c.iteration_s);
+      if (c.fits() && !c.estimated_only) best = std::min(best, c.iteration_s);
     for (const std::string& text : opt_.compare) {
       Compared x;
       x.given = text;
