@@ -14,6 +14,11 @@ struct DeadlinePassed : std::runtime_error {
   DeadlinePassed() : std::runtime_error("stopped at the time limit") {}
 };
 
+// `seconds` after t0.
+inline Deadline after(std::chrono::steady_clock::time_point t0, double seconds) {
+  return t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(seconds));
+}
 inline bool passed(const Deadline& d) {
   return d && std::chrono::steady_clock::now() > *d;
 }

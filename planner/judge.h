@@ -42,8 +42,7 @@ class Judge {
     if (opt_.time_limit_s <= 0) return;
     // The last 5 % (at least 0.1 s, at most half) for ranking and writing the result.
     const double left = std::min(0.5 * opt_.time_limit_s, std::max(0.05 * opt_.time_limit_s, 0.1));
-    deadline_ = t0 + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(opt_.time_limit_s - left));
+    deadline_ = after(t0, opt_.time_limit_s - left);
   }
   const Deadline& deadline() const { return deadline_; }
   // Whether the time limit has stopped the search (nothing more is started).
@@ -53,9 +52,7 @@ class Judge {
   // prediction errs both ways; past the deadline the engine stops it), as building its
   // task graph cannot be stopped.
   bool may_finish(double work) const {
-    return !deadline_ || Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(0.5e-6 * work)) <=
-                             *deadline_;
+    return !deadline_ || *after(Clock::now(), 0.5e-6 * work) <= *deadline_;
   }
 
   // A "pipesim plan: " line on the options' progress stream, if any (thread-safe).

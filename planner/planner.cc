@@ -96,9 +96,7 @@ class Planner {
     const auto t0 = opt_.time_limit_s > 0 ? opt_.start : Clock::now();
     judge_.start_clock(t0);
     if (opt_.time_limit_s > 0)  // phase 1 takes at most this share; simulations the rest
-      analytic_deadline_ =
-          t0 + std::chrono::duration_cast<Clock::duration>(
-                   std::chrono::duration<double>(kAnalyticShare * opt_.time_limit_s));
+      analytic_deadline_ = after(t0, kAnalyticShare * opt_.time_limit_s);
     for (const std::string& text : opt_.compare)
       compared_scenario(text);  // refused before the search
     Plan result;

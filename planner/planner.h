@@ -37,7 +37,7 @@ double checked_time_limit(double seconds, const std::string& key, const Location
 struct PlanOptions {
   int top = 10;             // candidates kept in the result
   int threads = 0;          // simulation threads; 0: every core
-  double time_limit_s = 0;  // stop simulating after this long (0: no limit)
+  double time_limit_s = 0;  // the whole plan returns within this, from `start` (0: no limit)
   // When the time limit starts counting: when the options were made (a command's start,
   // before its scenario is read).
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();

@@ -69,7 +69,7 @@ class Engine {
     Time now = Time::zero();
     uint32_t popped = 0;
     while (!queue_.empty()) {
-      if ((++popped & 0x3FFFu) == 0) check(options_.deadline);
+      if (options_.deadline && (++popped & 0x3FFFu) == 0) check(options_.deadline);
       const Event e = queue_.pop();
       PIPESIM_ASSERT(e.time >= now, "time never goes backwards");
       now = e.time;
