@@ -88,6 +88,15 @@ Time parse_time(std::string_view text) {
   return Time::ps(to_int64(parse_quantity(text, kTime, kTimeUnits, "1.5 ms"), text, "1 ps"));
 }
 
+double parse_duration_s(std::string_view text) {
+  constexpr std::array kDuration{Unit{"ms", 1e-3}, Unit{"s", 1.0}, Unit{"min", 60.0},
+                                 Unit{"h", 3600.0}, Unit{"d", 86400.0}};
+  const double v = parse_quantity(text, kDuration, kDurationUnits, "50000 h");
+  if (v > 3.2e12)  // 100,000 years
+    throw InputError(fmt::format("'{}' is too long", text), "at most 100,000 years");
+  return v;
+}
+
 int64_t parse_bytes(std::string_view text) {
   return to_int64(parse_quantity(text, kBytes, kByteUnits, "64 MiB"), text, "1 byte");
 }

@@ -22,6 +22,9 @@ inline constexpr std::string_view kCountUnits =
     "a whole number, optionally with K, M or B (10^3, 10^6, 10^9)";
 
 Time parse_time(std::string_view text);
+// A duration that may run to years (failure rates, checkpoint intervals), in seconds.
+inline constexpr std::string_view kDurationUnits = "units: ms, s, min, h, d";
+double parse_duration_s(std::string_view text);
 int64_t parse_bytes(std::string_view text);
 double parse_bandwidth(std::string_view text);  // bytes per second
 double parse_flops(std::string_view text);      // floating-point operations per second

@@ -16,56 +16,7 @@
 #include "sim/report.h"
 
 namespace pipesim::planner {
-namespace {
-
-// What bounds a simulated plan, in one line.
-std::string why(const Report& r) {
-  const double span = r.makespan.seconds();
-  if (span <= 0) return "nothing to run";
-  const DeviceReport* busiest = &r.devices.front();
-  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest, *x = busiest;
-  for (const DeviceReport& d : r.devices) {
-    if (d.busy > busiest->busy) busiest = &d;
-    if (d.exposed_all_to_all > x->exposed_all_to_all) x = &d;
-    if (d.exposed_allreduce > ar->exposed_allreduce) ar = &d;
-    if (d.exposed_pipeline_comm > pp->exposed_pipeline_comm) pp = &d;
-    if (d.capacity > 0 && static_cast<double>(d.peak_memory) / static_cast<double>(d.capacity) >
-                              static_cast<double>(mem->peak_memory) /
-                                  static_cast<double>(std::max<int64_t>(1, mem->capacity)))
-      mem = &d;
-  }
-  std::string out;
-  if (r.oom.oom) return "out of memory: " + r.oom_message;
-  const double busy = busiest->busy.seconds() / span;
-  const double idle = span - busiest->busy.seconds() - busiest->exposed_allreduce.seconds() -
-                      busiest->exposed_pipeline_comm.seconds() -
-                      busiest->exposed_all_to_all.seconds();
-  const double a = ar->exposed_allreduce.seconds(), c = pp->exposed_pipeline_comm.seconds();
-  const double e = x->exposed_all_to_all.seconds();
-  if (busy >= 0.75) {
-    out = fmt::format("compute of stage {} on {} (busy {:.0f} % of the iteration)", busiest->stage,
-                      busiest->name, 100 * busy);
-  } else if (e >= a && e >= c && e >= idle) {
-    out = fmt::format("exposed all-to-all exchanges ({} on {})", format_time(x->exposed_all_to_all),
-                      x->name);
-  } else if (a >= c && a >= idle) {
-    out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
-                      ar->name);
-  } else if (c >= idle) {
-    out = fmt::format("transfers between stages ({} waiting on {})",
-                      format_time(pp->exposed_pipeline_comm), pp->name);
-  } else {
-    out = fmt::format("pipeline fill and drain (bubble {:.0f} %)", 100 * r.bubble_fraction);
-  }
-  if (mem->capacity > 0 && mem->peak_memory * 10 > mem->capacity * 9)
-    out += fmt::format(
-        "; memory {:.0f} % of {} on {}",
-        100.0 * static_cast<double>(mem->peak_memory) / static_cast<double>(mem->capacity),
-        format_bytes(mem->capacity), mem->name);
-  return out;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   nlohmann::ordered_json st;
@@ -198,7 +149,7 @@ void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& 
   for (const DeviceReport& dr : rep.devices)
     c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
   c.oom = rep.oom.oom;
-  c.why = why(rep);
+  c.why = bound_line(rep);
 }
 
 std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Costed>& list,

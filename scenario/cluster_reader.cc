@@ -4,8 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
+#include <set>
 
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
@@ -83,11 +85,11 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
              allowed);
     return *g;
   }
-  r.expect_map(n, path,
-               {"preset", "like", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
-                "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
-                "vector_efficiency", "memory_efficiency", "fp8_efficiency",
-                "attention_efficiency"});
+  r.expect_map(
+      n, path,
+      {"preset", "like", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
+       "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
+       "vector_efficiency", "memory_efficiency", "fp8_efficiency", "attention_efficiency"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined()) {
     if (n["like"].IsDefined())
@@ -224,97 +226,232 @@ const std::vector<LinkKind> kInterKinds{LinkKind::kEthernet, LinkKind::kInfiniBa
 const std::vector<LinkKind> kAllKinds{LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kPcie,
                                       LinkKind::kEthernet, LinkKind::kInfiniBand};
 
-}  // namespace
-
-Cluster read_cluster(const Reader& r, const YAML::Node& n) {
-  const std::string path = "cluster";
-  r.expect_map(n, path,
-               {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "fabric", "devices",
-                "switches", "links"});
-  if (!n["devices"].IsDefined()) {
-    for (const char* k : {"switches", "links"}) {
-      if (n[k].IsDefined())
-        r.fail(n[k], child_path(path, k), "only allowed with cluster.devices",
-               "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
+// A node's inside (cluster.intra_node, or a node group's): the link, and the layout keys
+// the shorthand reads (topology, gpus_per_switch).
+void read_intra(const Reader& r, const YAML::Node& in, const std::string& path,
+                ClusterBuilder::NodeGroup& g) {
+  g.intra = *find_link_preset("nvlink");
+  if (!in.IsDefined()) return;
+  // The link keys go to read_link; the layout keys are the shorthand's.
+  // (Node::operator= would write through `link` into `in`: rebind with reset().)
+  YAML::Node link;
+  link.reset(in);
+  if (in.IsMap()) {
+    link.reset(YAML::Node(YAML::NodeType::Map));
+    for (auto it = in.begin(); it != in.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+      if (key != "topology" && key != "gpus_per_switch") link[key] = it->second;
     }
-    const GpuSpec gpu = read_gpu(r, r.require(n, path, "gpu"), "cluster.gpu");
-    const int nodes = n["nodes"].IsDefined()
-                          ? static_cast<int>(r.integer(n["nodes"], "cluster.nodes", 1, 100'000))
-                          : 1;
-    const int per =
-        n["gpus_per_node"].IsDefined()
-            ? static_cast<int>(r.integer(n["gpus_per_node"], "cluster.gpus_per_node", 1, 1024))
-            : 1;
-    // Before anything is built: the work estimate's device limit.
-    if (static_cast<double>(nodes) * per > kMaxDevices)
-      r.fail(n["nodes"], "cluster.nodes",
-             fmt::format("{} x {} = {} GPUs", nodes, per, int64_t{nodes} * per),
-             fmt::format("nodes x gpus_per_node <= {:.0f}", kMaxDevices));
-    ClusterBuilder::ShorthandOptions opts;
-    LinkSpec intra = *find_link_preset("nvlink");
-    if (const YAML::Node in = n["intra_node"]; in.IsDefined()) {
-      // The link keys go to read_link; the layout keys are the shorthand's.
-      // (Node::operator= would write through `link` into `in`: rebind with reset().)
-      YAML::Node link;
-      link.reset(in);
-      if (in.IsMap()) {
-        link.reset(YAML::Node(YAML::NodeType::Map));
-        for (auto it = in.begin(); it != in.end(); ++it) {
-          const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
-          if (key != "topology" && key != "gpus_per_switch") link[key] = it->second;
-        }
-        if (in["topology"].IsDefined()) {
-          using T = ClusterBuilder::IntraTopology;
-          opts.intra = r.choice<T>(in["topology"], "cluster.intra_node.topology",
-                                   {{"mesh", T::kMesh},
-                                    {"switch", T::kSwitch},
-                                    {"hybrid-cube-mesh", T::kHybridCubeMesh},
-                                    {"tree", T::kTree}});
-        }
-        if (in["gpus_per_switch"].IsDefined()) {
-          opts.gpus_per_switch = static_cast<int>(
-              r.integer(in["gpus_per_switch"], "cluster.intra_node.gpus_per_switch", 1, 1024));
-        }
-      }
-      intra = r.at(in, "cluster.intra_node", [&] {
-        return read_link(r, link.IsMap() && link.size() == 0 ? in : link, "cluster.intra_node",
-                         kIntraKinds);
-      });
+    if (in["topology"].IsDefined()) {
+      using T = ClusterBuilder::IntraTopology;
+      g.topology = r.choice<T>(in["topology"], child_path(path, "topology"),
+                               {{"mesh", T::kMesh},
+                                {"switch", T::kSwitch},
+                                {"hybrid-cube-mesh", T::kHybridCubeMesh},
+                                {"tree", T::kTree}});
     }
-    if (const YAML::Node f = n["fabric"]; f.IsDefined()) {
-      r.expect_map(f, "cluster.fabric", {"nodes_per_leaf", "oversubscription", "spine_latency"});
-      opts.nodes_per_leaf =
-          static_cast<int>(r.integer(r.require(f, "cluster.fabric", "nodes_per_leaf"),
-                                     "cluster.fabric.nodes_per_leaf", 1, 1'000'000));
-      if (f["oversubscription"].IsDefined()) {
-        const std::string s =
-            r.scalar(f["oversubscription"], "cluster.fabric.oversubscription", "a number >= 1");
-        char* end = nullptr;
-        opts.oversubscription = std::strtod(s.c_str(), &end);
-        if (end == s.c_str() || *end != '\0' || !(opts.oversubscription >= 1.0) ||
-            opts.oversubscription > 1e6) {
-          r.fail(f["oversubscription"], "cluster.fabric.oversubscription",
-                 fmt::format("'{}' is not a ratio >= 1", s), "a number >= 1, e.g. 2 for 2:1");
-        }
-      }
-      if (f["spine_latency"].IsDefined())
-        opts.spine_latency = r.time(f["spine_latency"], "cluster.fabric.spine_latency");
+    if (in["gpus_per_switch"].IsDefined()) {
+      g.gpus_per_switch = static_cast<int>(
+          r.integer(in["gpus_per_switch"], child_path(path, "gpus_per_switch"), 1, 1024));
     }
-    LinkSpec inter = default_link_preset(LinkKind::kEthernet);
-    if (n["inter_node"].IsDefined()) {
-      inter = read_link(r, n["inter_node"], "cluster.inter_node", kInterKinds);
-      if (n["inter_node"].IsMap() && n["inter_node"]["nics"].IsDefined()) {
-        opts.nics = static_cast<int>(
-            r.integer(n["inter_node"]["nics"], "cluster.inter_node.nics", 1, std::max(1, per)));
-      }
-    } else if (nodes > 1) {
-      r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)",
-             "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");
-    }
-    return r.at(n, path,
-                [&] { return ClusterBuilder::shorthand(nodes, per, gpu, intra, inter, opts); });
   }
-  for (const char* k : {"nodes", "gpus_per_node", "intra_node", "inter_node", "fabric"}) {
+  g.intra = r.at(in, path, [&] {
+    return read_link(r, link.IsMap() && link.size() == 0 ? in : link, path, kIntraKinds);
+  });
+}
+
+// One kind of node: `nodes` of them (cluster.nodes, or a node group's), their GPU, GPUs per
+// node and inside.
+ClusterBuilder::NodeGroup read_node_group(const Reader& r, const YAML::Node& n,
+                                          const std::string& path) {
+  const std::string base = path.empty() ? "cluster" : path;
+  const auto key = [&](const char* k) { return child_path(base, k); };
+  ClusterBuilder::NodeGroup g;
+  g.gpu = read_gpu(r, r.require(n, base, "gpu"), key("gpu"));
+  if (n["nodes"].IsDefined())
+    g.nodes = static_cast<int>(r.integer(n["nodes"], key("nodes"), 1, 100'000));
+  if (n["gpus_per_node"].IsDefined())
+    g.gpus_per_node =
+        static_cast<int>(r.integer(n["gpus_per_node"], key("gpus_per_node"), 1, 1024));
+  read_intra(r, n["intra_node"], key("intra_node"), g);
+  return g;
+}
+
+// cluster.fabric: a leaf/spine network instead of one fabric switch.
+void read_fabric(const Reader& r, const YAML::Node& f, ClusterBuilder::ShorthandOptions& opts) {
+  r.expect_map(f, "cluster.fabric", {"nodes_per_leaf", "oversubscription", "spine_latency"});
+  opts.nodes_per_leaf = static_cast<int>(r.integer(r.require(f, "cluster.fabric", "nodes_per_leaf"),
+                                                   "cluster.fabric.nodes_per_leaf", 1, 1'000'000));
+  if (f["oversubscription"].IsDefined()) {
+    const std::string s =
+        r.scalar(f["oversubscription"], "cluster.fabric.oversubscription", "a number >= 1");
+    char* end = nullptr;
+    opts.oversubscription = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0' || !(opts.oversubscription >= 1.0) ||
+        opts.oversubscription > 1e6) {
+      r.fail(f["oversubscription"], "cluster.fabric.oversubscription",
+             fmt::format("'{}' is not a ratio >= 1", s), "a number >= 1, e.g. 2 for 2:1");
+    }
+  }
+  if (f["spine_latency"].IsDefined())
+    opts.spine_latency = r.time(f["spine_latency"], "cluster.fabric.spine_latency");
+}
+
+// The nodes x gpus_per_node shorthand, or its heterogeneous form cluster.node_groups.
+Cluster read_shorthand(const Reader& r, const YAML::Node& n) {
+  const std::string path = "cluster";
+  for (const char* k : {"switches", "links"}) {
+    if (n[k].IsDefined())
+      r.fail(n[k], child_path(path, k), "only allowed with cluster.devices",
+             "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
+  }
+  std::vector<ClusterBuilder::NodeGroup> groups;
+  const YAML::Node list = n["node_groups"];
+  if (list.IsDefined()) {
+    for (const char* k : {"gpu", "nodes", "gpus_per_node", "intra_node"}) {
+      if (n[k].IsDefined())
+        r.fail(n[k], child_path(path, k), "cannot be combined with cluster.node_groups",
+               "each node group's own gpu, nodes, gpus_per_node and intra_node");
+    }
+    if (!list.IsSequence() || list.size() == 0)
+      r.fail(list, "cluster.node_groups", "expected a non-empty list of node groups",
+             "e.g. '[{nodes: 2, gpu: a100-80gb, gpus_per_node: 8}, {nodes: 2, gpu: h100-80gb, "
+             "gpus_per_node: 8}]'");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string p = fmt::format("cluster.node_groups.{}", i);
+      r.expect_map(list[i], p, {"nodes", "gpu", "gpus_per_node", "intra_node"});
+      r.require(list[i], p, "nodes");
+      groups.push_back(read_node_group(r, list[i], p));
+    }
+  } else {
+    groups.push_back(read_node_group(r, n, ""));
+  }
+  double gpus = 0;
+  int nodes = 0, fewest = 1 << 30;
+  for (const auto& g : groups) {
+    gpus += static_cast<double>(g.nodes) * g.gpus_per_node;
+    nodes += g.nodes;
+    fewest = std::min(fewest, g.gpus_per_node);
+  }
+  // Before anything is built: the work estimate's device limit.
+  if (gpus > kMaxDevices) {
+    const std::string allowed = fmt::format("nodes x gpus_per_node <= {:.0f}", kMaxDevices);
+    if (list.IsDefined())
+      r.fail(list, "cluster.node_groups", fmt::format("{:.0f} GPUs", gpus), allowed);
+    r.fail(n["nodes"], "cluster.nodes",
+           fmt::format("{} x {} = {:.0f} GPUs", groups[0].nodes, groups[0].gpus_per_node, gpus),
+           allowed);
+  }
+  ClusterBuilder::ShorthandOptions opts;
+  if (const YAML::Node f = n["fabric"]; f.IsDefined()) read_fabric(r, f, opts);
+  LinkSpec inter = default_link_preset(LinkKind::kEthernet);
+  if (n["inter_node"].IsDefined()) {
+    inter = read_link(r, n["inter_node"], "cluster.inter_node", kInterKinds);
+    if (n["inter_node"].IsMap() && n["inter_node"]["nics"].IsDefined()) {
+      opts.nics = static_cast<int>(
+          r.integer(n["inter_node"]["nics"], "cluster.inter_node.nics", 1, std::max(1, fewest)));
+    }
+  } else if (nodes > 1) {
+    r.fail(n, "cluster.inter_node", "missing required key (the cluster has several nodes)",
+           "e.g. '{kind: ethernet, bandwidth: 25 Gbit/s, latency: 10 us}'");
+  }
+  return r.at(n, path, [&] { return ClusterBuilder::shorthand(groups, inter, opts); });
+}
+
+// The links `name` ("A->B") stands for: those joining vertices A and B, or for two nodes
+// ("node0->node1") every link on the routes from GPU i of A to GPU i of B. Throws InputError.
+std::vector<int> named_links(const Cluster& c, const std::string& name) {
+  const std::string allowed =
+      "'A->B' with A and B the ends of a link (GPU, switch or NIC names, as the report's links "
+      "list them) or two nodes, e.g. 'node0->node1'";
+  const size_t arrow = name.find("->");
+  if (arrow == std::string::npos)
+    throw InputError(fmt::format("'{}' does not name a link", name), allowed);
+  const std::string a = name.substr(0, arrow), b = name.substr(arrow + 2);
+  const int va = c.vertex_index(a), vb = c.vertex_index(b);
+  if (va >= 0 && vb >= 0) {
+    std::vector<int> links = c.links_between(va, vb);
+    if (links.empty()) throw InputError(fmt::format("no link joins '{}' and '{}'", a, b), allowed);
+    return links;
+  }
+  const auto node = [&](const std::string& x) {
+    int k = -1;
+    const auto [ptr, ec] =
+        std::from_chars(x.data() + std::min<size_t>(4, x.size()), x.data() + x.size(), k);
+    const bool ok = x.rfind("node", 0) == 0 && ec == std::errc() && ptr == x.data() + x.size() &&
+                    k >= 0 && k < c.num_nodes();
+    return ok ? k : -1;
+  };
+  const int na = node(a), nb = node(b);
+  if (na < 0 || nb < 0 || na == nb) {
+    const std::string& bad = va < 0 && na < 0 ? a : b;
+    throw InputError(na == nb && na >= 0 ? fmt::format("'{}' joins a node to itself", name)
+                                         : fmt::format("no GPU, switch, NIC or node '{}'", bad),
+                     allowed);
+  }
+  std::vector<int> in_a, in_b;
+  for (int d = 0; d < c.num_devices(); ++d) {
+    if (c.device(d).node == na) in_a.push_back(d);
+    if (c.device(d).node == nb) in_b.push_back(d);
+  }
+  std::set<int> links;
+  for (size_t i = 0; i < std::min(in_a.size(), in_b.size()); ++i) {
+    for (LinkDirection h : c.route(in_a[i], in_b[i]).hops) {
+      if (c.link(h / 2).spec.kind != LinkKind::kHost) links.insert(h / 2);
+    }
+  }
+  return {links.begin(), links.end()};
+}
+
+// cluster.slowdown: [{device: NAME, compute: 1.25}, {link: A->B, bandwidth: 0.5}], applied
+// after presets (SPEC section 10). A link is named by its two ends (GPU, switch or NIC
+// names, as the report's links list them), or by two nodes: then every link on the routes
+// between their GPUs (GPU i of one to GPU i of the other).
+void read_slowdown(const Reader& r, const YAML::Node& list, Cluster& c) {
+  const std::string example =
+      "e.g. '[{device: node0/gpu3, compute: 1.25}, {link: node0->node1, bandwidth: 0.5}]'";
+  if (!list.IsSequence() || list.size() == 0)
+    r.fail(list, "cluster.slowdown", "expected a non-empty list", example);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string p = fmt::format("cluster.slowdown.{}", i);
+    const YAML::Node e = list[i];
+    r.expect_map(e, p, {"device", "compute", "link", "bandwidth"});
+    const bool device = e["device"].IsDefined();
+    if (device == e["link"].IsDefined())
+      r.fail(e, p + ".device", device ? "give device or link, not both" : "missing required key",
+             example);
+    if (device) {
+      if (e["bandwidth"].IsDefined())
+        r.fail(e["bandwidth"], p + ".bandwidth", "a GPU's slowdown is its compute",
+               "'compute: 1.25' (25 % longer per op)");
+      const std::string name = r.scalar(e["device"], p + ".device");
+      const int d = c.device_index(name);
+      if (d < 0) {
+        std::vector<std::string> names;
+        for (const Device& x : c.devices()) names.push_back(x.name);
+        r.fail(e["device"], p + ".device",
+               fmt::format("no device '{}'{}", name, suggestion(name, names)),
+               fmt::format("a GPU name, {} to {}", names.front(), names.back()));
+      }
+      c.slow_down_device(d, r.real(r.require(e, p, "compute"), p + ".compute", 1, 1000));
+      continue;
+    }
+    if (e["compute"].IsDefined())
+      r.fail(e["compute"], p + ".compute", "a link's slowdown is its bandwidth",
+             "'bandwidth: 0.5' (half its bandwidth)");
+    const double share = r.real(r.require(e, p, "bandwidth"), p + ".bandwidth", 1e-6, 1);
+    const std::string name = r.scalar(e["link"], p + ".link");
+    const std::vector<int> links =
+        r.at(e["link"], p + ".link", [&] { return named_links(c, name); });
+    for (int l : links) c.slow_down_link(l, share);
+  }
+}
+
+// cluster.devices, switches and links: an explicit graph.
+Cluster read_graph(const Reader& r, const YAML::Node& n) {
+  const std::string path = "cluster";
+  for (const char* k :
+       {"nodes", "gpus_per_node", "intra_node", "inter_node", "fabric", "node_groups"}) {
     if (n[k].IsDefined())
       r.fail(n[k], child_path(path, k), "cannot be combined with cluster.devices",
              "the nodes x gpus_per_node shorthand or an explicit devices/switches/links graph");
@@ -397,6 +534,18 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
     b.add_link(ends[0], ends[1], ls);
   }
   return r.at(n, path, [&] { return b.build(); });
+}
+
+}  // namespace
+
+Cluster read_cluster(const Reader& r, const YAML::Node& n) {
+  const std::string path = "cluster";
+  r.expect_map(n, path,
+               {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "fabric", "devices",
+                "switches", "links", "node_groups", "slowdown"});
+  Cluster c = n["devices"].IsDefined() ? read_graph(r, n) : read_shorthand(r, n);
+  if (n["slowdown"].IsDefined()) read_slowdown(r, n["slowdown"], c);
+  return c;
 }
 
 }  // namespace pipesim::internal

@@ -4,11 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/input_file.h"
 #include "scenario/default_scenario.h"
+#include "scenario/device_speed.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
 #include "scenario/work_estimate.h"
@@ -24,6 +26,55 @@ using internal::read_strategy;
 using internal::read_training;
 using internal::Reader;
 using internal::set_optimizer_step;
+
+bool same_speed(const GpuSpec& a, const GpuSpec& b) {
+  return a.name == b.name && a.peak_flops == b.peak_flops &&
+         a.peak_fp32_flops == b.peak_fp32_flops && a.vector_flops == b.vector_flops &&
+         a.fp8_flops == b.fp8_flops && a.hbm_bytes_per_s == b.hbm_bytes_per_s &&
+         a.efficiency == b.efficiency && a.curves == b.curves &&
+         a.launch_overhead == b.launch_overhead;
+}
+
+double precision_peak(const GpuSpec& g, Precision p) {
+  return p == Precision::kFp32  ? g.peak_fp32_flops
+         : p == Precision::kFp8 ? g.fp8_flops
+                                : g.peak_flops;
+}
+
+// Mixed GPUs (SPEC section 10): the model priced again on every other kind of GPU in the
+// cluster (Scenario::kind_layer_time). Layers with given or measured times follow the
+// ratio of the GPUs' peaks in the training precision, and say so.
+void price_gpu_kinds(const Reader& r, const YAML::Node& model, Scenario& sc) {
+  std::vector<const GpuSpec*> kinds{&sc.cluster.device(0).gpu};
+  std::vector<int> device_kind;
+  for (const Device& d : sc.cluster.devices()) {
+    size_t k = 0;
+    while (k < kinds.size() && !same_speed(*kinds[k], d.gpu)) ++k;
+    if (k == kinds.size()) kinds.push_back(&d.gpu);
+    device_kind.push_back(static_cast<int>(k));
+  }
+  if (kinds.size() == 1) return;
+  sc.device_kind = std::move(device_kind);
+  const auto time = [](const Layer& l) { return l.forward + l.backward_input + l.backward_weight; };
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    std::vector<Time> times;
+    const Model m = k == 0 ? Model{} : read_model_section(r, model, sc.training, *kinds[k], false);
+    for (size_t l = 0; l < sc.model.layers.size(); ++l) {
+      const Layer& x = sc.model.layers[l];
+      if (k == 0) {
+        times.push_back(time(x));
+      } else if (x.source == "analytic" && l < m.layers.size()) {
+        times.push_back(time(m.layers[l]));
+      } else {
+        const double own = precision_peak(*kinds[k], sc.training.precision);
+        const double ratio = own > 0 ? precision_peak(*kinds[0], sc.training.precision) / own : 1.0;
+        times.push_back(Time::ps(static_cast<int64_t>(
+            std::min(9.2e18, std::round(static_cast<double>(time(x).ps_count()) * ratio)))));
+      }
+    }
+    sc.kind_layer_time.push_back(std::move(times));
+  }
+}
 
 Scenario load(YAML::Node root, const std::string& source, const std::vector<Override>& overrides) {
   std::vector<std::string> overridden;
@@ -57,6 +108,8 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .explicit_placement = false,
               .placement = {},
               .micro_batches = 1,
+              .kind_layer_time = {},
+              .device_kind = {},
               .user_order = {},
               .user_order_at = {}};
   sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
@@ -75,8 +128,12 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
   const YAML::Node model = r.require(root, "", "model");
   sc.model = read_model_section(r, model, sc.training, sc.cluster.device(0).gpu, false);
   set_optimizer_step(sc.model, sc.training, sc.cluster.device(0).gpu);
+  price_gpu_kinds(r, model, sc);
   const YAML::Node strategy = r.require(root, "", "strategy");
   read_strategy(r, strategy, training, sc);
+  // `pipeline: N` on GPUs of different speeds: each stage sized to its slowest GPU.
+  if (strategy.IsMap() && strategy["pipeline"].IsDefined() && !DeviceSpeed(sc).uniform())
+    sc.strategy.stages = speed_balanced_stages(sc);
   // Before anything is built: refuse a run too large to simulate.
   r.at(strategy, "strategy", [&] { check_work(estimate_work(sc)); });
   return sc;

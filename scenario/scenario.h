@@ -35,8 +35,13 @@ struct Scenario {
   // [copy][stage] -> device index per replica, resolved from the policy or the lists.
   std::vector<std::vector<std::vector<int>>> placement;
   int64_t micro_batches = 1;  // per iteration per pipeline copy
-  ScheduleOrder user_order;   // parsed strategy.order, one list per position; empty if none
-  Location user_order_at;     // where strategy.order was written, for deadlock reports
+  // Mixed GPUs (SPEC section 10): `model` is priced on device 0's GPU; kind_layer_time[k][l]
+  // is layer l's forward + backward time on the k-th kind of GPU in the cluster (kind 0:
+  // device 0's), device_kind[d] the kind of device d. Empty when every GPU is alike.
+  std::vector<std::vector<Time>> kind_layer_time;
+  std::vector<int> device_kind;
+  ScheduleOrder user_order;  // parsed strategy.order, one list per position; empty if none
+  Location user_order_at;    // where strategy.order was written, for deadlock reports
 };
 
 Scenario load_scenario_file(const std::string& path, const std::vector<Override>& overrides = {});

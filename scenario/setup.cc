@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "scenario/device_speed.h"
 #include "schedules/lower.h"
 
 namespace pipesim {
@@ -42,6 +45,23 @@ std::string layout(const Scenario& s) {
       range(d_lo, d_hi), st.expert > 1 ? fmt::format(" (EP {})", st.expert) : "");
 }
 
+// How many times its profile's time global stage g takes on its slowest GPU.
+double slowest_pace(const Scenario& s, const DeviceSpeed& speed, int g) {
+  if (speed.uniform()) return 1.0;
+  double pace = 0;
+  const auto p = static_cast<size_t>(s.strategy.position_of(g));
+  for (const auto& copy : s.placement) {
+    for (int d : copy[p]) pace = std::max(pace, speed.scale(d, g));
+  }
+  return pace > 0 ? pace : 1.0;
+}
+
+Time paced(Time t, double pace) {
+  if (pace == 1.0) return t;
+  return Time::ps(static_cast<int64_t>(
+      std::min(9.2e18L, std::round(static_cast<long double>(t.ps_count()) * pace))));
+}
+
 bool split_backward(const Model& m) {
   return std::any_of(m.layers.begin(), m.layers.end(),
                      [](const Layer& l) { return l.split_backward; });
@@ -66,15 +86,17 @@ std::vector<int> warmup_depths(const Scenario& s) {
   const auto M = static_cast<int>(s.micro_batches);
   const std::vector<StageProfile> prof = stage_profiles(s.model, s.strategy.stages);
   const auto& copy = s.placement.front();
+  const DeviceSpeed speed(s);
   // The steady-state cycle: every stage runs one F and one B per bottleneck period.
   Time cycle;
   for (int st = 0; st < S; ++st) {
     const StageProfile& p = prof[static_cast<size_t>(st)];
     // Its GPU's launch overhead, once for F and once for B (W runs inside B's call here).
     const Time launch = s.cluster.device(copy[static_cast<size_t>(st)][0]).gpu.launch_overhead;
-    cycle = max(cycle, (p.forward + p.backward_input + p.backward_weight) /
-                               s.strategy.stages[static_cast<size_t>(st)].replicas +
-                           launch * 2);
+    cycle = max(
+        cycle, paced(p.forward + p.backward_input + p.backward_weight, slowest_pace(s, speed, st)) /
+                       s.strategy.stages[static_cast<size_t>(st)].replicas +
+                   launch * 2);
   }
   // Idle-route time of stage h's output to stage h + 1 and of its gradient coming back,
   // each replica pair moving its share (the bytes split over the larger replica count).
@@ -125,9 +147,12 @@ StageCosts stage_costs(const Scenario& s) {
       stage_profiles(s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s),
                      st.sequence_parallel, group_degrees(s));
   const auto& copy = s.placement.front();
+  const DeviceSpeed speed(s);
   StageCosts c;
   for (size_t g = 0; g < prof.size(); ++g) {
     const StageProfile& p = prof[g];
+    // At the pace of the stage's slowest GPU (mixed GPUs, stragglers).
+    const double pace = slowest_pace(s, speed, static_cast<int>(g));
     // One GPU's share: replicas split the micro-batch, tensor ranks the FLOPs; a recompute
     // runs just before the backward, so the schedule sees it as part of B.
     const int work = st.stages[g].replicas * st.tensor_of(st.stages[g]) * st.context;
@@ -135,15 +160,16 @@ StageCosts stage_costs(const Scenario& s) {
     // Each step also pays its GPU's launch overhead (R its own, before B).
     const auto& at = copy[static_cast<size_t>(st.position_of(static_cast<int>(g)))];
     const Time launch = s.cluster.device(at[0]).gpu.launch_overhead;
-    c.forward.push_back(p.forward / work + launch);
-    c.backward.push_back((p.backward_input + (recompute ? p.recompute_time : Time::zero())) / work +
-                         launch * (recompute ? 2 : 1));
-    c.weight.push_back(p.backward_weight / work + launch);
+    c.forward.push_back(paced(p.forward, pace) / work + launch);
+    c.backward.push_back(
+        paced(p.backward_input + (recompute ? p.recompute_time : Time::zero()), pace) / work +
+        launch * (recompute ? 2 : 1));
+    c.weight.push_back(paced(p.backward_weight, pace) / work + launch);
     // Activations as the memory tracker counts them (gpu_activation): what F leaves
     // allocated, and of that what W still reads once B is done.
-    const GpuActivation a = gpu_activation(p, st.stages[g].replicas, st.tensor_of(st.stages[g]),
-                                           st.sequence_parallel, recompute, s.training.micro_batch,
-                                           st.context);
+    const GpuActivation a =
+        gpu_activation(p, st.stages[g].replicas, st.tensor_of(st.stages[g]), st.sequence_parallel,
+                       recompute, s.training.micro_batch, st.context);
     c.activation.push_back(a.held);
     c.weight_activation.push_back(a.weight);
     if (g + 1 == prof.size()) break;
@@ -151,8 +177,8 @@ StageCosts stage_costs(const Scenario& s) {
     // pair moving its share.
     const auto& from = copy[static_cast<size_t>(st.position_of(static_cast<int>(g)))];
     const auto& to = copy[static_cast<size_t>(st.position_of(static_cast<int>(g) + 1))];
-    const int64_t bytes = p.output_bytes /
-                          static_cast<int64_t>(std::max(from.size(), to.size())) / st.context;
+    const int64_t bytes =
+        p.output_bytes / static_cast<int64_t>(std::max(from.size(), to.size())) / st.context;
     const bool local = from[0] == to[0];
     c.send.push_back(local ? Time::zero()
                            : Cluster::transfer_time(s.cluster.route(from[0], to[0]), bytes));
@@ -209,12 +235,13 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
   // What a Megatron user would want to hear of: GPUs the strategy leaves idle, and a
   // tensor group whose every-layer collectives cross the network.
   if (gpus < s.cluster.num_devices())
-    out.push_back(fmt::format(
-        "the strategy uses {} of the cluster's {} GPUs; the other {} stay idle", gpus,
-        s.cluster.num_devices(), s.cluster.num_devices() - gpus));
+    out.push_back(
+        fmt::format("the strategy uses {} of the cluster's {} GPUs; the other {} stay idle", gpus,
+                    s.cluster.num_devices(), s.cluster.num_devices() - gpus));
   bool split_group = false;
   for (int p = 0; p < s.strategy.positions() && !split_group; ++p) {
-    const auto t = static_cast<size_t>(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
+    const auto t =
+        static_cast<size_t>(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
     for (const auto& copy : s.placement) {
       const auto& lanes = copy[static_cast<size_t>(p)];
       for (size_t j = 0; j < lanes.size() && !split_group; j += t) {
@@ -296,6 +323,35 @@ std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<s
   return out;
 }
 
+namespace {
+
+// training.failures for the GPUs the run uses (SPEC section 10, sim/goodput.h). A checkpoint
+// holds the weights and the optimizer state (with its fp32 master copy); given as a rate,
+// every GPU holding a distinct part writes its part at that rate at once: all GPUs under
+// ZeRO (the optimizer state is sharded over the data-parallel ranks, as Megatron-LM's
+// distributed checkpoints save it), else one data-parallel copy.
+FailureModel failure_model(const Scenario& s, const RunInfo& info) {
+  const Failures& f = *s.training.failures;
+  FailureModel m;
+  m.cluster_mtbf_s = f.mtbf_per_gpu_s / std::max(1, info.gpus);
+  m.restart_s = f.restart_s;
+  m.checkpoint_every_s = f.checkpoint_every_s;
+  if (f.checkpoint_s) {
+    m.checkpoint_s = *f.checkpoint_s;
+  } else {
+    const ParamBytes pb = bytes_per_param(s.training);
+    double bytes = 0;
+    for (const Layer& l : s.model.layers)
+      bytes += static_cast<double>(l.params) * static_cast<double>(pb.weights + pb.optimizer);
+    const int writers =
+        info.zero_applies ? info.gpus : std::max(1, info.gpus / std::max(1, info.parallelism.data));
+    m.checkpoint_s = bytes / writers / f.checkpoint_bytes_per_s;
+  }
+  return m;
+}
+
+}  // namespace
+
 RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides) {
   RunInfo info;
   info.scenario = s.name;
@@ -332,9 +388,17 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   for (const auto& copy : s.placement) {
     for (const auto& pos : copy) info.gpus += static_cast<int>(pos.size());
   }
-  const GpuSpec& gpu = s.cluster.device(s.placement.front().front().front()).gpu;
-  info.peak_flops_per_gpu =
-      s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
+  // Mixed GPUs: the mean peak of the GPUs used (MFU = model FLOPs / their summed peaks).
+  double peaks = 0;
+  for (const auto& copy : s.placement) {
+    for (const auto& pos : copy) {
+      for (int d : pos) {
+        const GpuSpec& gpu = s.cluster.device(d).gpu;
+        peaks += s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
+      }
+    }
+  }
+  info.peak_flops_per_gpu = info.gpus > 0 ? peaks / info.gpus : 0;
   info.tokens_per_sample = s.model.tokens_per_sample;
   info.layout = layout(s);
   info.parallelism.pipeline = s.strategy.positions();
@@ -348,8 +412,9 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   info.sequence_parallel = s.strategy.sequence_parallel;
   info.zero = s.strategy.zero;
   for (int p = 0; p < s.strategy.positions() && s.strategy.zero > 0; ++p)  // any shard to split
-    info.zero_applies = info.zero_applies ||
-                        s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.copies() > 1;
+    info.zero_applies =
+        info.zero_applies ||
+        s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.copies() > 1;
   info.warnings = run_warnings(s, info.gpus, info.zero_applies);
   std::vector<std::string> keys;
   for (const Override& o : overrides) keys.push_back(o.key);
@@ -357,6 +422,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
   for (const Override& o : overrides) info.overrides.emplace_back(o.key, o.value);
   info.pipeline_devices = s.strategy.positions();
   info.virtual_stages = s.strategy.virtual_stages;
+  if (s.training.failures) info.failures = failure_model(s, info);
   if (!info.asynchronous) {
     info.megatron_bubble =
         static_cast<double>(info.pipeline_devices - 1) /
@@ -436,9 +502,9 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
-    in.stages = stage_profiles(s.model, s.strategy.stages, recompute_modes(s),
-                               stage_tensor_degrees(s), s.strategy.sequence_parallel,
-                               group_degrees(s));
+    in.stages =
+        stage_profiles(s.model, s.strategy.stages, recompute_modes(s), stage_tensor_degrees(s),
+                       s.strategy.sequence_parallel, group_degrees(s));
     in.context = s.strategy.context;
     in.expert = s.strategy.expert;
     in.v_shape = is_v_shape(s.strategy.schedule);
@@ -464,6 +530,8 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
       launch = launch || d.gpu.launch_overhead > Time::zero();
     }
     if (!launch) in.launch_overhead.clear();
+    if (auto speed = std::make_shared<const DeviceSpeed>(s); !speed->uniform())
+      in.compute_scale = [speed](int device, int stage) { return speed->scale(device, stage); };
     in.user_order = !s.user_order.empty();
     in.compact_rings = compact_rings;
     in.allreduce = allreduce_algorithms(s);

@@ -8,10 +8,47 @@
 
 namespace pipesim::internal {
 
+namespace {
+
+// training.failures: {mtbf_per_gpu, checkpoint_every, checkpoint_time | checkpoint_bandwidth,
+// restart} (SPEC section 10).
+Failures read_failures(const Reader& r, const YAML::Node& n) {
+  const std::string p = "training.failures";
+  r.expect_map(
+      n, p,
+      {"mtbf_per_gpu", "checkpoint_every", "checkpoint_time", "checkpoint_bandwidth", "restart"});
+  Failures f;
+  const auto positive = [&](const char* key) {
+    const YAML::Node v = n[key];
+    const double s = r.duration_s(v, child_path(p, key));
+    if (!(s > 0))
+      r.fail(v, child_path(p, key), "must be longer than 0", "a duration > 0, e.g. '30 min'");
+    return s;
+  };
+  r.require(n, p, "mtbf_per_gpu");
+  f.mtbf_per_gpu_s = positive("mtbf_per_gpu");
+  if (n["checkpoint_every"].IsDefined()) f.checkpoint_every_s = positive("checkpoint_every");
+  const bool time = n["checkpoint_time"].IsDefined();
+  const bool rate = n["checkpoint_bandwidth"].IsDefined();
+  if (time == rate)
+    r.fail(time ? n["checkpoint_bandwidth"] : n, child_path(p, "checkpoint_time"),
+           time ? "give checkpoint_time or checkpoint_bandwidth, not both" : "missing required key",
+           "'checkpoint_time: 2 min' or 'checkpoint_bandwidth: 2 GB/s' (each writing GPU's)");
+  if (time)
+    f.checkpoint_s = r.duration_s(n["checkpoint_time"], child_path(p, "checkpoint_time"));
+  else
+    f.checkpoint_bytes_per_s =
+        r.bandwidth(n["checkpoint_bandwidth"], child_path(p, "checkpoint_bandwidth"));
+  if (n["restart"].IsDefined()) f.restart_s = r.duration_s(n["restart"], child_path(p, "restart"));
+  return f;
+}
+
+}  // namespace
+
 Training read_training(const Reader& r, const YAML::Node& n) {
   r.expect_map(n, "training",
                {"global_batch", "micro_batch", "precision", "gradients", "optimizer", "iterations",
-                "optimizer_step"});
+                "optimizer_step", "failures"});
   Training t;
   constexpr int64_t kMax = int64_t{1} << 40;
   t.global_batch =
@@ -40,6 +77,7 @@ Training read_training(const Reader& r, const YAML::Node& n) {
     t.optimizer_step = r.time(n["optimizer_step"], "training.optimizer_step");
   if (n["iterations"].IsDefined())
     t.iterations = static_cast<int>(r.integer(n["iterations"], "training.iterations", 1, 100'000));
+  if (n["failures"].IsDefined()) t.failures = read_failures(r, n["failures"]);
   return t;
 }
 

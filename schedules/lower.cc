@@ -1,5 +1,7 @@
 #include "schedules/lower.h"
 
+#include <cmath>
+
 #include "schedules/internal/lowering.h"
 
 namespace pipesim {
@@ -14,6 +16,7 @@ TaskGraph Lowering::run() {
              static_cast<size_t>(copies_) * blocks_ * steps * 3);
   add_static_memory();
   add_compute();
+  scale_compute();
   add_launch_overheads();
   if (!in_.p2p_overlap) index_streams();
   add_pipeline_transfers();
@@ -118,6 +121,22 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
     }
   }
   return cur;
+}
+
+// LoweringInput::compute_scale: each compute op at its device's pace for its stage.
+void Lowering::scale_compute() {
+  if (!in_.compute_scale) return;
+  for (OpId id = 0; id < b_.size(); ++id) {
+    const Op& op = b_.op(id);
+    if (!is_compute(op.kind) || op.duration == Time::zero()) continue;
+    const double f = in_.compute_scale(op.device, op.stage);
+    if (f == 1.0) continue;
+    const auto scaled = static_cast<long double>(op.duration.ps_count()) * f;
+    if (!(scaled < 9.2e18L))
+      throw InputError("a compute op's time, scaled to its GPU, exceeds 106 days",
+                       "smaller times or slowdowns");
+    b_.add_duration(id, Time::ps(std::llround(scaled)) - op.duration);
+  }
 }
 
 // LoweringInput::launch_overhead, on the first part of each step's op.
@@ -534,9 +553,10 @@ void Lowering::add_pipeline_transfers() {
 GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
                              bool recompute, int64_t samples, int context) {
   using lowering::lane_share;
-  lowering::Share split = samples <= 0 || samples % replicas == 0
-                              ? lowering::Share{1, replicas}
-                              : lowering::Share{lowering::samples_of(0, replicas, samples), samples};
+  lowering::Share split =
+      samples <= 0 || samples % replicas == 0
+          ? lowering::Share{1, replicas}
+          : lowering::Share{lowering::samples_of(0, replicas, samples), samples};
   split.den *= context;
   const int64_t act =
       lane_share(sp.activation_bytes, sp.replicated_activation, split, t, sequence_parallel);

@@ -34,6 +34,7 @@
 //    gathering buffer of the two largest layers' weights resident.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "schedules/collectives.h"
@@ -131,10 +132,10 @@ struct LoweringInput {
   // [copy][position] -> devices of its replicas x tensor ranks, replica-major: lane
   // j * t + k is rank k of replica j.
   std::vector<std::vector<std::vector<int>>> placement;
-  std::vector<int> tensor;         // [position] tensor-parallel degree; empty: 1
-  bool sequence_parallel = false;  // activations split along the tensor group too
-  bool tensor_overlap = false;     // Strategy::tensor_overlap
-  bool p2p_overlap = true;         // Strategy::p2p_overlap
+  std::vector<int> tensor;            // [position] tensor-parallel degree; empty: 1
+  bool sequence_parallel = false;     // activations split along the tensor group too
+  bool tensor_overlap = false;        // Strategy::tensor_overlap
+  bool p2p_overlap = true;            // Strategy::p2p_overlap
   bool overlap_param_gather = false;  // Strategy::overlap_param_gather
   bool overlap_grad_reduce = true;    // Strategy::overlap_grad_reduce
   // [device] a fixed time added to every step the framework runs on it (its GPU's
@@ -142,6 +143,10 @@ struct LoweringInput {
   // a step of its own (SlotOrders::early_input_grad; otherwise it is part of B's
   // autograd call). Empty: none.
   std::vector<Time> launch_overhead;
+  // Mixed GPUs and stragglers (SPEC section 10): global stage g's compute ops (F, R, B, W
+  // and its optimizer step) take compute_scale(device, g) times their profile's time on
+  // that device. Null: 1 everywhere.
+  std::function<double(int device, int stage)> compute_scale;
   int num_devices = 0;
   int micro_batches_per_iteration = 1;  // M: Op::iteration = micro-batch / M
   // Samples per micro-batch: replicas split them into whole samples (0: in equal shares).
@@ -157,7 +162,7 @@ struct LoweringInput {
   int64_t bucket_bytes = 0;
   // Each all-reduced device keeps a separate buffer as big as its gradients ("other").
   bool bucket_buffers = false;
-  int zero = 0;             // ZeRO stage 0-3 over each position's data-parallel devices
+  int zero = 0;  // ZeRO stage 0-3 over each position's data-parallel devices
   // Context and expert parallelism: placement's copies are data x context pipelines, copy
   // c being context rank c % context of data copy c / context; context ranks take
   // 1/context of each micro-batch's work, activations and transfers. Expert groups are

@@ -220,6 +220,18 @@ enum class Precision { kFp32, kMixed, kFp8 };
 std::string_view to_string(Precision p);
 enum class Optimizer { kSgd, kMomentum, kAdam };
 
+// training.failures (SPEC section 10), in seconds: one GPU's mean time between failures,
+// the checkpoint interval (unset: the optimum), a checkpoint's write time, or the rate at
+// which each writing GPU saves its share (checkpoint_bandwidth, bytes/s; 0: not given), and
+// the time from a failure to training again.
+struct Failures {
+  double mtbf_per_gpu_s = 0;
+  std::optional<double> checkpoint_every_s;
+  std::optional<double> checkpoint_s;
+  double checkpoint_bytes_per_s = 0;
+  double restart_s = 0;
+};
+
 struct Training {
   int64_t global_batch = 1;
   int64_t micro_batch = 1;
@@ -231,6 +243,7 @@ struct Training {
   int iterations = 1;
   std::optional<Time>
       optimizer_step;  // the whole model's optimizer step, spread over layers by params
+  std::optional<Failures> failures;
 };
 
 // Bytes of HBM traffic per parameter in one optimizer step (a memory-bound update): read

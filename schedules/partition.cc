@@ -9,21 +9,32 @@
 namespace pipesim {
 namespace {
 
+// Prefix sums of the layer costs as the stages see them: stage s's row (the only row when
+// every stage sees the same costs).
+struct Costs {
+  std::vector<std::vector<int64_t>> prefix;
+  int n = 0;
+  int64_t sum(int s, int from, int to) const {  // layers [from, to) on stage s
+    const auto& p = prefix[std::min(static_cast<size_t>(s), prefix.size() - 1)];
+    return p[static_cast<size_t>(to)] - p[static_cast<size_t>(from)];
+  }
+};
+
 // Greedy fill under a bound: each stage takes layers while its sum stays <= bound and
 // enough layers remain for the stages after it. Returns the stage starts, or empty if the
-// bound cannot be met.
-std::vector<int> fill(const std::vector<int64_t>& cost, int stages, int64_t bound) {
-  const int n = static_cast<int>(cost.size());
+// bound cannot be met. (Taking as many as fit is optimal stage by stage: a longer prefix
+// never leaves the later stages more to do.)
+std::vector<int> fill(const Costs& c, int stages, int64_t bound) {
+  const int n = c.n;
   std::vector<int> starts;
   int l = 0;
   for (int s = 0; s < stages; ++s) {
     if (l >= n) return {};
     starts.push_back(l);
-    int64_t sum = 0;
+    const int first = l;
     const int last_allowed = n - (stages - s - 1);  // leave one layer per later stage
-    while (l < last_allowed && (sum + cost[static_cast<size_t>(l)] <= bound || sum == 0)) {
-      if (cost[static_cast<size_t>(l)] > bound) return {};
-      sum += cost[static_cast<size_t>(l)];
+    while (l < last_allowed && (c.sum(s, first, l + 1) <= bound || l == first)) {
+      if (c.sum(s, l, l + 1) > bound) return {};
       ++l;
     }
   }
@@ -33,12 +44,8 @@ std::vector<int> fill(const std::vector<int64_t>& cost, int stages, int64_t boun
 
 // best[s][l]: least sum of squares splitting the first l layers into s stages, each at
 // most `bound`. Ties keep the earlier split, so the result is deterministic.
-std::vector<int> balance(const std::vector<int64_t>& cost, int stages, int64_t bound) {
-  const auto n = static_cast<int>(cost.size());
-  std::vector<int64_t> prefix(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i)
-    prefix[static_cast<size_t>(i) + 1] =
-        prefix[static_cast<size_t>(i)] + cost[static_cast<size_t>(i)];
+std::vector<int> balance(const Costs& cost, int stages, int64_t bound) {
+  const int n = cost.n;
   constexpr long double kInf = std::numeric_limits<long double>::infinity();
   const auto idx = [n](int s, int l) {
     return static_cast<size_t>(s) * (static_cast<size_t>(n) + 1) + static_cast<size_t>(l);
@@ -50,7 +57,7 @@ std::vector<int> balance(const std::vector<int64_t>& cost, int stages, int64_t b
   for (int s = 1; s <= stages; ++s) {
     for (int l = s; l <= n - (stages - s); ++l) {
       for (int k = l - 1; k >= s - 1; --k) {
-        const int64_t c = prefix[static_cast<size_t>(l)] - prefix[static_cast<size_t>(k)];
+        const int64_t c = cost.sum(s - 1, k, l);
         if (c > bound) break;
         const long double prev = best[idx(s - 1, k)];
         if (prev == kInf) continue;
@@ -71,20 +78,19 @@ std::vector<int> balance(const std::vector<int64_t>& cost, int stages, int64_t b
   return starts;
 }
 
-}  // namespace
-
-std::vector<StageSpec> even_partition(const Model& model, int stages, int replicas) {
-  const int n = static_cast<int>(model.layers.size());
+std::vector<StageSpec> partition(const Costs& cost, int stages, int replicas) {
+  const int n = cost.n;
   PIPESIM_ASSERT(stages >= 1 && stages <= n, "callers check layers >= stages");
-  std::vector<int64_t> cost;
+  // Bounds on the slowest stage: each layer runs somewhere (at its cheapest at least);
+  // no stage takes more than every layer.
+  const auto rows = static_cast<int>(cost.prefix.size());
   int64_t lo = 0, hi = 0;
-  for (const Layer& l : model.layers) {
-    cost.push_back(checked_add(checked_add(l.forward, l.backward_input, "a layer's time"),
-                               l.backward_weight, "a layer's time")
-                       .ps_count());
-    lo = std::max(lo, cost.back());
-    hi = checked_add(hi, cost.back(), "the model's compute time");
+  for (int l = 0; l < n; ++l) {
+    int64_t cheapest = std::numeric_limits<int64_t>::max();
+    for (int s = 0; s < rows; ++s) cheapest = std::min(cheapest, cost.sum(s, l, l + 1));
+    lo = std::max(lo, cheapest);
   }
+  for (int s = 0; s < rows; ++s) hi = std::max(hi, cost.sum(s, 0, n));
   // Binary search on the bound: the smallest achievable slowest-stage time.
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -104,6 +110,39 @@ std::vector<StageSpec> even_partition(const Model& model, int stages, int replic
     out.push_back({starts[static_cast<size_t>(s)], end - 1, replicas, std::nullopt});
   }
   return out;
+}
+
+std::vector<int64_t> prefix_of(const std::vector<int64_t>& cost) {
+  std::vector<int64_t> p(cost.size() + 1, 0);
+  for (size_t i = 0; i < cost.size(); ++i)
+    p[i + 1] = checked_add(p[i], cost[i], "the model's compute time");
+  return p;
+}
+
+}  // namespace
+
+std::vector<StageSpec> even_partition(const Model& model, int stages, int replicas) {
+  std::vector<int64_t> cost;
+  for (const Layer& l : model.layers) {
+    cost.push_back(checked_add(checked_add(l.forward, l.backward_input, "a layer's time"),
+                               l.backward_weight, "a layer's time")
+                       .ps_count());
+  }
+  Costs c;
+  c.n = static_cast<int>(cost.size());
+  c.prefix.push_back(prefix_of(cost));
+  return partition(c, stages, replicas);
+}
+
+std::vector<StageSpec> even_partition(const std::vector<std::vector<int64_t>>& cost, int replicas) {
+  PIPESIM_ASSERT(!cost.empty(), "at least one stage");
+  Costs c;
+  c.n = static_cast<int>(cost.front().size());
+  for (const auto& row : cost) {
+    PIPESIM_ASSERT(static_cast<int>(row.size()) == c.n, "a cost per layer on every stage");
+    c.prefix.push_back(prefix_of(row));
+  }
+  return partition(c, static_cast<int>(cost.size()), replicas);
 }
 
 }  // namespace pipesim

@@ -152,7 +152,64 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
   }
   if (info.tokens_per_sample > 0)
     r.tokens_per_s = r.throughput * static_cast<double>(info.tokens_per_sample);
+  if (info.failures) r.goodput = goodput(*info.failures);
   return r;
+}
+
+std::string bound_line(const Report& r) {
+  const double span = r.makespan.seconds();
+  if (span <= 0) return "nothing to run";
+  const DeviceReport* busiest = &r.devices.front();
+  const DeviceReport *ar = busiest, *pp = busiest, *mem = busiest, *x = busiest;
+  for (const DeviceReport& d : r.devices) {
+    if (d.busy > busiest->busy) busiest = &d;
+    if (d.exposed_all_to_all > x->exposed_all_to_all) x = &d;
+    if (d.exposed_allreduce > ar->exposed_allreduce) ar = &d;
+    if (d.exposed_pipeline_comm > pp->exposed_pipeline_comm) pp = &d;
+    if (d.capacity > 0 && static_cast<double>(d.peak_memory) / static_cast<double>(d.capacity) >
+                              static_cast<double>(mem->peak_memory) /
+                                  static_cast<double>(std::max<int64_t>(1, mem->capacity)))
+      mem = &d;
+  }
+  std::string out;
+  if (r.oom.oom) return "out of memory: " + r.oom_message;
+  const double busy = busiest->busy.seconds() / span;
+  const double idle = span - busiest->busy.seconds() - busiest->exposed_allreduce.seconds() -
+                      busiest->exposed_pipeline_comm.seconds() -
+                      busiest->exposed_all_to_all.seconds();
+  const double a = ar->exposed_allreduce.seconds(), c = pp->exposed_pipeline_comm.seconds();
+  const double e = x->exposed_all_to_all.seconds();
+  if (busy >= 0.75) {
+    out = fmt::format("compute of stage {} on {} (busy {:.0f} % of the iteration)", busiest->stage,
+                      busiest->name, 100 * busy);
+  } else if (e >= a && e >= c && e >= idle) {
+    out = fmt::format("exposed all-to-all exchanges ({} on {})", format_time(x->exposed_all_to_all),
+                      x->name);
+  } else if (a >= c && a >= idle) {
+    out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
+                      ar->name);
+  } else if (c >= idle) {
+    out = fmt::format("transfers between stages ({} waiting on {})",
+                      format_time(pp->exposed_pipeline_comm), pp->name);
+  } else {
+    out = fmt::format("pipeline fill and drain (bubble {:.0f} %)", 100 * r.bubble_fraction);
+  }
+  // Waiting on the network: the link direction that was busiest.
+  if (busy < 0.75 && !r.links.empty()) {
+    const LinkReport* link = &r.links.front();
+    for (const LinkReport& l : r.links) {
+      if (l.busy > link->busy) link = &l;
+    }
+    if (link->busy.seconds() > 0.05 * span)
+      out += fmt::format("; busiest link {} ({:.0f} % of the iteration)", link->name,
+                         100 * link->busy.seconds() / span);
+  }
+  if (mem->capacity > 0 && mem->peak_memory * 10 > mem->capacity * 9)
+    out += fmt::format(
+        "; memory {:.0f} % of {} on {}",
+        100.0 * static_cast<double>(mem->peak_memory) / static_cast<double>(mem->capacity),
+        format_bytes(mem->capacity), mem->name);
+  return out;
 }
 
 std::string to_json(const Report& r) {
@@ -183,6 +240,34 @@ std::string to_json(const Report& r) {
   j["hardware_tflops_per_gpu"] = maybe(r.hardware_tflops_per_gpu);
   j["mfu"] = maybe(r.mfu);
   j["tokens_per_s"] = maybe(r.tokens_per_s);
+  if (r.goodput) {
+    // SPEC section 10: the share of wall time that makes progress, and what it costs.
+    const Goodput& g = *r.goodput;
+    const FailureModel& f = *r.info.failures;
+    j["goodput"] = g.goodput;
+    j["goodput_samples_per_s"] = r.throughput * g.goodput;
+    j["checkpoint_every_optimal"] = g.checkpoint_every_optimal_s;  // SPEC's name, in seconds
+    j["checkpoint_every_optimal_s"] = g.checkpoint_every_optimal_s;
+    j["failures"] = {{"cluster_mtbf_s", f.cluster_mtbf_s},
+                     {"checkpoint_s", f.checkpoint_s},
+                     {"restart_s", f.restart_s},
+                     {"checkpoint_every_s", g.checkpoint_every_s},
+                     {"checkpoint_every_optimal_s", g.checkpoint_every_optimal_s},
+                     {"goodput_at_optimal", g.goodput_at_optimal},
+                     {"failures_per_day", g.failures_per_day},
+                     {"lost_hours_per_day", g.lost_hours_per_day},
+                     {"checkpoint_hours_per_day", g.checkpoint_hours_per_day},
+                     {"failure_hours_per_day", g.failure_hours_per_day}};
+  }
+  j["why"] = bound_line(r);
+  if (r.slowdown) {
+    const double without = r.slowdown->iteration_time_without.seconds();
+    const double cost = r.iteration_time.seconds() - without;
+    j["slowdown"] = {{"applied", r.slowdown->applied},
+                     {"iteration_time_without_s", without},
+                     {"cost_s", cost},
+                     {"cost_share", without > 0 ? cost / without : 0.0}};
+  }
   j["oom"] = r.oom.oom;
   if (r.oom.oom) {
     ordered_json o;
@@ -249,8 +334,7 @@ std::string stage_list(const std::vector<int>& stages) {
 // One line of the device table: `d`'s columns under `name`.
 std::string device_line(const std::string& name, size_t width, const DeviceReport& d,
                         Time makespan) {
-  const double pct =
-      makespan > Time::zero() ? 100.0 * d.busy.seconds() / makespan.seconds() : 0.0;
+  const double pct = makespan > Time::zero() ? 100.0 * d.busy.seconds() / makespan.seconds() : 0.0;
   return fmt::format("{:<{}} {:>7} {:>12} {:>6.1f}% {:>12} {:>12} {:>12} {:>12} {:>12}\n", name,
                      width, stage_list(d.stages), format_time(d.busy), pct,
                      format_time(d.exposed_pipeline_comm), format_time(d.exposed_allreduce),
@@ -300,20 +384,29 @@ std::string device_table(const Report& r, bool per_device) {
   for (const Group& g : groups) {
     const size_t n = g.members.size();
     grouped = grouped || n > 1;
-    names.push_back(n == 1 ? g.members.front()->name
-                           : fmt::format("{}..{} ({})", g.members.front()->name,
-                                         g.members.back()->name, n));
+    names.push_back(
+        n == 1 ? g.members.front()->name
+               : fmt::format("{}..{} ({})", g.members.front()->name, g.members.back()->name, n));
     width = std::max(width, names.back().size());
   }
   std::string out = fmt::format("{:<{}} {:>7} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12}\n",
                                 grouped ? "devices" : "device", width, "stage", "busy", "busy %",
-                                "exposed p2p", "exposed AR", "peak mem", "activations",
-                                "capacity");
+                                "exposed p2p", "exposed AR", "peak mem", "activations", "capacity");
   for (size_t i = 0; i < groups.size(); ++i)
     out += device_line(names[i], width, groups[i].worst, r.makespan);
   if (grouped)
     out += "(one line per set of stages: its GPUs' highest figures; --per-device lists each GPU)\n";
   return out;
+}
+
+// "goodput     93.1 % (checkpoint every 30.0 min; ...)": the failures' cost in a line.
+std::string goodput_line(const Goodput& g) {
+  const auto minutes = [](double s) { return fmt::format("{:.1f} min", s / 60); };
+  return fmt::format(
+      "goodput     {:.1f} %  (checkpoint every {}; best every {}: {:.1f} %; {:.2f} failures "
+      "and {:.2f} h lost per day)\n",
+      100 * g.goodput, minutes(g.checkpoint_every_s), minutes(g.checkpoint_every_optimal_s),
+      100 * g.goodput_at_optimal, g.failures_per_day, g.lost_hours_per_day);
 }
 
 }  // namespace
@@ -359,6 +452,18 @@ std::string summary_table(const Report& r, bool per_device) {
                        r.mfu ? fmt::format(", MFU {:.1f} %", *r.mfu * 100) : "");
   }
   if (r.tokens_per_s) out += fmt::format("tokens      {:.0f} tokens/s\n", *r.tokens_per_s);
+  if (r.goodput) out += goodput_line(*r.goodput);
+  out += fmt::format("bound by    {}\n", bound_line(r));
+  if (r.slowdown) {
+    const Time cost = r.iteration_time - r.slowdown->iteration_time_without;
+    std::string what;
+    for (const std::string& a : r.slowdown->applied) what += (what.empty() ? "" : ", ") + a;
+    out += fmt::format(
+        "slowdown    {}{} per iteration ({:+.1f} %) from {}\n", cost < Time::zero() ? "-" : "+",
+        format_time(cost < Time::zero() ? Time::zero() - cost : cost),
+        100 * cost.seconds() / std::max(1e-300, r.slowdown->iteration_time_without.seconds()),
+        what);
+  }
   out += fmt::format("oom         {}\n", r.oom.oom ? "YES: " + r.oom_message : "no");
   out += fmt::format("events      {}\n\n", r.events);
   out += device_table(r, per_device);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/engine.h"
+#include "sim/goodput.h"
 
 namespace pipesim {
 
@@ -50,6 +51,8 @@ struct RunInfo {
   // Unset for asynchronous schedules, which do not flush.
   std::optional<double> megatron_bubble;
   int pipeline_devices = 1, virtual_stages = 1;  // S and v of that formula
+  // training.failures (SPEC section 10): the job's failure model, for the report's goodput.
+  std::optional<FailureModel> failures;
 };
 
 struct DeviceReport {
@@ -87,10 +90,22 @@ struct Report {
   std::vector<DeviceReport> devices;
   std::vector<LinkReport> links;  // link directions that carried bytes
   uint64_t events = 0;
+  std::optional<Goodput> goodput;  // with RunInfo::failures
+  // cluster.slowdown (SPEC section 10): each slowdown as given ("node0/gpu3 computes 1.25x
+  // slower") and the iteration time of the same run without any.
+  struct Slowdowns {
+    std::vector<std::string> applied;
+    Time iteration_time_without;
+  };
+  std::optional<Slowdowns> slowdown;
 };
 
 Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timeline& timeline,
                    const RunInfo& info);
+
+// What bounds the run, in one line: the busiest GPU's compute, an exposed collective or
+// transfer (and the busiest link), the pipeline's fill and drain; memory near capacity.
+std::string bound_line(const Report& report);
 
 std::string to_json(const Report& report);  // pretty-printed, keys in SPEC order, '\n'-terminated
 // The run's summary: one line per GPU, or past kGroupGpusAbove GPUs (unless

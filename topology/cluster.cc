@@ -53,26 +53,26 @@ int64_t edge_weight(const LinkSpec& spec, Time lat_a, Time lat_b) {
 }  // namespace
 
 namespace {
-// How a shorthand cluster is laid out, for closed-form routes: node n's links inside it are
-// [n * links_per_node, (n + 1) * links_per_node), each node's the first node's shifted;
-// up[d] is GPU d's way to its node's NIC, nic_up[n] the NIC's uplink, leaf_of[n] and
-// leaf_up[leaf] the leaf/spine fabric (empty: one fabric switch).
-struct ShorthandLayout {
-  int gpus_per_node = 1;
-  int nics = 1;  // ports per node: nic_up[n * nics + port]
-  int links_per_node = 0;
-  std::vector<std::vector<LinkDirection>> up;
-  std::vector<LinkDirection> nic_up;
-  std::vector<int> leaf_of;
-  std::vector<LinkDirection> leaf_up;
-};
-
 LinkDirection reversed(LinkDirection d) {
   return d ^ 1;
 }
 
 constexpr size_t kShards = 16;
 }  // namespace
+
+// How a shorthand cluster is laid out, for closed-form routes: node n holds devices
+// [first_device[n], first_device[n + 1]) and its links inside are [first_link[n],
+// end_link[n]), laid out as those of model_node[n], the first node of its group; up[d] is
+// GPU d's way to its node's NIC, nic_up[n * nics + port] a NIC's uplink, leaf_of[n] and
+// leaf_up[leaf] the leaf/spine fabric (empty: one fabric switch).
+struct ShorthandLayout {
+  int nics = 1;  // ports per node
+  std::vector<int> first_device, first_link, end_link, model_node;
+  std::vector<std::vector<LinkDirection>> up;
+  std::vector<LinkDirection> nic_up;
+  std::vector<int> leaf_of;
+  std::vector<LinkDirection> leaf_up;
+};
 
 // Routes found so far, in shards by source so that threads rarely wait for each other.
 // Each shard's lock guards its routes and the Dijkstra trees of its sources; no lock is
@@ -107,6 +107,58 @@ int Cluster::device_index(const std::string& name) const {
     if (devices_[i].name == name) return static_cast<int>(i);
   }
   return -1;
+}
+
+int Cluster::vertex_index(const std::string& name) const {
+  for (size_t i = 0; i < vertex_names_.size(); ++i) {
+    if (vertex_names_[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::vector<int> Cluster::links_between(int vertex_a, int vertex_b) const {
+  std::vector<int> out;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    const Link& l = links_[i];
+    if ((l.a == vertex_a && l.b == vertex_b) || (l.a == vertex_b && l.b == vertex_a))
+      out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+void Cluster::slow_down_device(int device, double factor) {
+  PIPESIM_ASSERT(slowdowns_on_, "slowdowns are added while on");
+  devices_.at(static_cast<size_t>(device)).slowdown *= factor;
+  slowdowns_.push_back({false, device, factor});
+}
+
+void Cluster::slow_down_link(int link, double share) {
+  PIPESIM_ASSERT(slowdowns_on_, "slowdowns are added while on");
+  if (full_bandwidth_.empty()) {
+    for (const Link& l : links_) full_bandwidth_.push_back(l.spec.bytes_per_s);
+  }
+  PIPESIM_ASSERT(link >= 0 && link < num_links(), "a link of the cluster");
+  slowdowns_.push_back({true, link, share});
+  set_slowdowns(true);  // applies it; cached routes carry the old bottleneck
+}
+
+void Cluster::set_slowdowns(bool on) {
+  slowdowns_on_ = on;
+  for (Device& d : devices_) d.slowdown = 1.0;
+  for (size_t i = 0; i < full_bandwidth_.size(); ++i)
+    links_[i].spec.bytes_per_s = full_bandwidth_[i];
+  if (on) {
+    for (const Slowdown& x : slowdowns_) {
+      if (x.link)
+        links_[static_cast<size_t>(x.index)].spec.bytes_per_s *= x.factor;
+      else
+        devices_[static_cast<size_t>(x.index)].slowdown *= x.factor;
+    }
+  }
+  for (RouteShard& shard : impl_->shards) {
+    std::lock_guard lock(shard.mutex);
+    shard.routes.clear();
+  }
 }
 
 namespace {
@@ -177,25 +229,29 @@ Route Cluster::searched_route(int src_device, int dst_device) const {
 std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device,
                                                                   int dst_device) const {
   const ShorthandLayout& l = *impl_->layout;
-  const int ns = src_device / l.gpus_per_node, nd = dst_device / l.gpus_per_node;
+  const int ns = devices_[static_cast<size_t>(src_device)].node;
+  const int nd = devices_[static_cast<size_t>(dst_device)].node;
+  const auto at = [](const std::vector<int>& v, int i) { return v[static_cast<size_t>(i)]; };
   std::vector<LinkDirection> hops;
-  if (ns == nd) {  // the first node's route, moved to this node's links
-    hops = route(src_device % l.gpus_per_node, dst_device % l.gpus_per_node).hops;
+  if (ns == nd) {  // the model node's route, moved to this node's links
+    const int m = at(l.model_node, ns);
+    const int shift = at(l.first_device, m) - at(l.first_device, ns);
+    hops = route(src_device + shift, dst_device + shift).hops;
     for (LinkDirection& h : hops) {
       // Through the NIC (intra-node latencies so long that the host attachments win): no
       // closed form.
-      if (h >= 2 * l.links_per_node) return std::nullopt;
-      h += 2 * ns * l.links_per_node;
+      if (h / 2 < at(l.first_link, m) || h / 2 >= at(l.end_link, m)) return std::nullopt;
+      h += 2 * (at(l.first_link, ns) - at(l.first_link, m));
     }
     return hops;
   }
   const auto& up = l.up[static_cast<size_t>(src_device)];
   hops.assign(up.begin(), up.end());
-  const auto port = [&](int device) {
-    return static_cast<size_t>((device % l.gpus_per_node) % l.nics);
+  const auto port = [&](int device, int node) {
+    return static_cast<size_t>((device - at(l.first_device, node)) % l.nics);
   };
   const auto nics = static_cast<size_t>(l.nics);
-  hops.push_back(l.nic_up[static_cast<size_t>(ns) * nics + port(src_device)]);
+  hops.push_back(l.nic_up[static_cast<size_t>(ns) * nics + port(src_device, ns)]);
   if (!l.leaf_of.empty()) {
     const int ls = l.leaf_of[static_cast<size_t>(ns)], ld = l.leaf_of[static_cast<size_t>(nd)];
     if (ls != ld) {
@@ -203,7 +259,7 @@ std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device
       hops.push_back(reversed(l.leaf_up[static_cast<size_t>(ld)]));
     }
   }
-  hops.push_back(reversed(l.nic_up[static_cast<size_t>(nd) * nics + port(dst_device)]));
+  hops.push_back(reversed(l.nic_up[static_cast<size_t>(nd) * nics + port(dst_device, nd)]));
   const auto& down = l.up[static_cast<size_t>(dst_device)];
   for (auto it = down.rbegin(); it != down.rend(); ++it) hops.push_back(reversed(*it));
   return hops;
@@ -218,7 +274,7 @@ int Cluster::nic_of(int device) const {
   if (!impl_->layout) return d.node;
   const ShorthandLayout& l = *impl_->layout;
   const int ports = std::max(1, l.nics);
-  return d.node * ports + (device % std::max(1, l.gpus_per_node)) % ports;
+  return d.node * ports + (device - l.first_device[static_cast<size_t>(d.node)]) % ports;
 }
 
 const Route& Cluster::route(int src_device, int dst_device) const {
@@ -231,7 +287,9 @@ const Route& Cluster::route(int src_device, int dst_device) const {
     std::lock_guard lock(shard.mutex);
     if (auto it = shard.routes.find(key); it != shard.routes.end()) return it->second;
     const ShorthandLayout* l = impl_->layout ? &*impl_->layout : nullptr;
-    if (l == nullptr || (src_device < l->gpus_per_node && dst_device < l->gpus_per_node))
+    const int node = devices_[static_cast<size_t>(src_device)].node;
+    if (l == nullptr || (node == devices_[static_cast<size_t>(dst_device)].node &&
+                         l->model_node[static_cast<size_t>(node)] == node))
       return searched_and_cached(shard, key, src_device, dst_device);
   }
   // Closed form, composed without holding the lock (it may look up a first-node route).
@@ -351,137 +409,179 @@ constexpr int kDgx1Bricks[8][8] = {
 Cluster ClusterBuilder::shorthand(int nodes, int gpus_per_node, const GpuSpec& gpu,
                                   const LinkSpec& intra, const LinkSpec& inter,
                                   const ShorthandOptions& o) {
+  return shorthand({NodeGroup{nodes, gpus_per_node, gpu, intra, o.intra, o.gpus_per_switch}}, inter,
+                   o);
+}
+
+namespace {
+
+using IntraTopology = ClusterBuilder::IntraTopology;
+
+IntraTopology resolved_topology(const ClusterBuilder::NodeGroup& g) {
+  if (g.topology != IntraTopology::kDefault) return g.topology;
+  return g.intra.kind == LinkKind::kNvLink ? IntraTopology::kMesh : IntraTopology::kSwitch;
+}
+
+}  // namespace
+
+// The links inside node n of group g, whose GPUs are the vertices `gv` and devices from
+// `first`; a tree's host bridge (where its NIC hangs) in `host_bridge`.
+void ClusterBuilder::add_node_links(const NodeGroup& g, int n, const std::vector<int>& gv,
+                                    int first, std::vector<std::vector<LinkDirection>>& up,
+                                    int& host_bridge) {
   using T = IntraTopology;
-  T topo = o.intra;
-  if (topo == T::kDefault) topo = intra.kind == LinkKind::kNvLink ? T::kMesh : T::kSwitch;
-  if (topo == T::kHybridCubeMesh && gpus_per_node != 8) {
-    throw InputError(fmt::format("a hybrid cube-mesh joins 8 GPUs, not {}", gpus_per_node),
-                     "gpus_per_node: 8");
-  }
-  ClusterBuilder b;
-  std::vector<std::vector<int>> gpu_vertices(static_cast<size_t>(nodes));
-  for (int n = 0; n < nodes; ++n) {
-    for (int i = 0; i < gpus_per_node; ++i) {
-      const int dev = b.add_gpu(fmt::format("node{}/gpu{}", n, i), gpu, n);
-      gpu_vertices[static_cast<size_t>(n)].push_back(b.gpu_vertex(dev));
-    }
-  }
-  std::vector<int> host_bridge(static_cast<size_t>(nodes), -1);  // where a tree's NIC hangs
-  LinkSpec port = intra;
+  LinkSpec port = g.intra;
   port.latency = Time::zero();
-  ShorthandLayout layout;
-  layout.gpus_per_node = gpus_per_node;
-  layout.nics = o.nics;
-  layout.up.resize(static_cast<size_t>(nodes) * static_cast<size_t>(gpus_per_node));
   // The direction a->b of the link just added.
-  const auto last_link = [&b] { return 2 * (static_cast<LinkDirection>(b.links_.size()) - 1); };
+  const auto last_link = [this] { return 2 * (static_cast<LinkDirection>(links_.size()) - 1); };
+  switch (resolved_topology(g)) {
+    case T::kMesh:
+      for (size_t i = 0; i < gv.size(); ++i) {
+        for (size_t j = i + 1; j < gv.size(); ++j) add_link(gv[i], gv[j], g.intra);
+      }
+      break;
+    case T::kSwitch:
+      if (gv.size() > 1) {
+        // A star: the switch carries the latency, each GPU's port the bandwidth.
+        const int sw =
+            add_switch(fmt::format("node{}/{}", n, to_string(g.intra.kind)), g.intra.latency);
+        for (int v : gv) add_link(v, sw, port);
+      }
+      break;
+    case T::kHybridCubeMesh: {
+      for (size_t i = 0; i < 8; ++i) {
+        for (size_t j = i + 1; j < 8; ++j) {
+          if (kDgx1Bricks[i][j] == 0) continue;
+          LinkSpec l = g.intra;
+          l.bytes_per_s *= kDgx1Bricks[i][j];
+          add_link(gv[i], gv[j], l);
+        }
+      }
+      const LinkSpec& pcie = *find_link_preset("pcie3");
+      const int host = add_switch(fmt::format("node{}/pcie", n), pcie.latency);
+      LinkSpec pport = pcie;
+      pport.latency = Time::zero();
+      for (int v : gv) add_link(v, host, pport);
+      break;
+    }
+    case T::kTree: {
+      const int bridge = add_switch(fmt::format("node{}/host", n), g.intra.latency);
+      host_bridge = bridge;
+      const auto per_switch = static_cast<size_t>(g.gpus_per_switch);
+      for (size_t i = 0; i < gv.size(); i += per_switch) {
+        const int sw = add_switch(fmt::format("node{}/plx{}", n, i / per_switch), g.intra.latency);
+        add_link(sw, bridge, port);
+        const LinkDirection to_bridge = last_link();
+        for (size_t k = i; k < std::min(gv.size(), i + per_switch); ++k) {
+          add_link(gv[k], sw, port);
+          up[static_cast<size_t>(first) + k] = {last_link(), to_bridge};
+        }
+      }
+      break;
+    }
+    case T::kDefault:
+      break;
+  }
+}
+
+Cluster ClusterBuilder::shorthand(const std::vector<NodeGroup>& groups, const LinkSpec& inter,
+                                  const ShorthandOptions& o) {
+  ClusterBuilder b;
+  ShorthandLayout layout;
+  layout.nics = o.nics;
+  std::vector<std::vector<int>> gpu_vertices;
+  std::vector<const NodeGroup*> group_of;  // [node]
+  for (const NodeGroup& g : groups) {
+    if (resolved_topology(g) == IntraTopology::kHybridCubeMesh && g.gpus_per_node != 8) {
+      throw InputError(fmt::format("a hybrid cube-mesh joins 8 GPUs, not {}", g.gpus_per_node),
+                       "gpus_per_node: 8");
+    }
+    const int model = static_cast<int>(group_of.size());
+    for (int k = 0; k < g.nodes; ++k) {
+      const int n = static_cast<int>(group_of.size());
+      group_of.push_back(&g);
+      layout.model_node.push_back(model);
+      layout.first_device.push_back(static_cast<int>(b.devices_.size()));
+      gpu_vertices.emplace_back();
+      for (int i = 0; i < g.gpus_per_node; ++i) {
+        const int dev = b.add_gpu(fmt::format("node{}/gpu{}", n, i), g.gpu, n);
+        gpu_vertices.back().push_back(b.gpu_vertex(dev));
+      }
+    }
+  }
+  const int nodes = static_cast<int>(group_of.size());
+  layout.first_device.push_back(static_cast<int>(b.devices_.size()));
+  layout.up.resize(b.devices_.size());
+  std::vector<int> host_bridge(static_cast<size_t>(nodes), -1);  // where a tree's NIC hangs
   for (int n = 0; n < nodes; ++n) {
-    if (n == 1) layout.links_per_node = static_cast<int>(b.links_.size());
-    const auto& gv = gpu_vertices[static_cast<size_t>(n)];
-    switch (topo) {
-      case T::kMesh:
-        for (size_t i = 0; i < gv.size(); ++i) {
-          for (size_t j = i + 1; j < gv.size(); ++j) b.add_link(gv[i], gv[j], intra);
-        }
-        break;
-      case T::kSwitch:
-        if (gv.size() > 1) {
-          // A star: the switch carries the latency, each GPU's port the bandwidth.
-          const int sw =
-              b.add_switch(fmt::format("node{}/{}", n, to_string(intra.kind)), intra.latency);
-          for (int v : gv) b.add_link(v, sw, port);
-        }
-        break;
-      case T::kHybridCubeMesh: {
-        for (size_t i = 0; i < 8; ++i) {
-          for (size_t j = i + 1; j < 8; ++j) {
-            if (kDgx1Bricks[i][j] == 0) continue;
-            LinkSpec l = intra;
-            l.bytes_per_s *= kDgx1Bricks[i][j];
-            b.add_link(gv[i], gv[j], l);
-          }
-        }
-        const LinkSpec& pcie = *find_link_preset("pcie3");
-        const int host = b.add_switch(fmt::format("node{}/pcie", n), pcie.latency);
-        LinkSpec pport = pcie;
-        pport.latency = Time::zero();
-        for (int v : gv) b.add_link(v, host, pport);
-        break;
-      }
-      case T::kTree: {
-        const int bridge = b.add_switch(fmt::format("node{}/host", n), intra.latency);
-        host_bridge[static_cast<size_t>(n)] = bridge;
-        for (size_t i = 0; i < gv.size(); i += static_cast<size_t>(o.gpus_per_switch)) {
-          const int sw = b.add_switch(
-              fmt::format("node{}/plx{}", n, i / static_cast<size_t>(o.gpus_per_switch)),
-              intra.latency);
-          b.add_link(sw, bridge, port);
-          const LinkDirection to_bridge = last_link();
-          for (size_t k = i; k < std::min(gv.size(), i + static_cast<size_t>(o.gpus_per_switch));
-               ++k) {
-            b.add_link(gv[k], sw, port);
-            layout.up[static_cast<size_t>(n * gpus_per_node) + k] = {last_link(), to_bridge};
-          }
-        }
-        break;
-      }
-      case T::kDefault:
-        break;
-    }
+    layout.first_link.push_back(static_cast<int>(b.links_.size()));
+    b.add_node_links(*group_of[static_cast<size_t>(n)], n, gpu_vertices[static_cast<size_t>(n)],
+                     layout.first_device[static_cast<size_t>(n)], layout.up,
+                     host_bridge[static_cast<size_t>(n)]);
+    layout.end_link.push_back(static_cast<int>(b.links_.size()));
   }
-  if (nodes == 1) layout.links_per_node = static_cast<int>(b.links_.size());
-  if (nodes > 1) {
-    LinkSpec uplink = inter;
-    uplink.latency = Time::zero();
-    const LinkSpec host{"host", LinkKind::kHost, std::numeric_limits<double>::infinity(),
-                        Time::zero()};
-    std::vector<int> nic_parent(static_cast<size_t>(nodes));
-    if (o.nodes_per_leaf > 0) {
-      const int spine = b.add_switch("spine", o.spine_latency);
-      LinkSpec leaf_up = inter;
-      leaf_up.latency = Time::zero();
-      leaf_up.bytes_per_s = inter.bytes_per_s * o.nodes_per_leaf * o.nics / o.oversubscription;
-      int leaf = -1;
-      for (int n = 0; n < nodes; ++n) {
-        if (n % o.nodes_per_leaf == 0) {
-          leaf = b.add_switch(fmt::format("leaf{}", n / o.nodes_per_leaf), inter.latency);
-          b.add_link(leaf, spine, leaf_up);
-          layout.leaf_up.push_back(last_link());
-        }
-        nic_parent[static_cast<size_t>(n)] = leaf;
-        layout.leaf_of.push_back(static_cast<int>(layout.leaf_up.size()) - 1);
-      }
-    } else {
-      const int fabric = b.add_switch("fabric", inter.latency);
-      std::fill(nic_parent.begin(), nic_parent.end(), fabric);
-    }
-    for (int n = 0; n < nodes; ++n) {
-      const auto first = static_cast<size_t>(n * gpus_per_node);
-      for (int k = 0; k < o.nics; ++k) {
-        // Port k serves GPUs k, k + nics, ... of the node (one port: every GPU).
-        const int nic = b.add_switch(o.nics == 1 ? fmt::format("node{}/nic", n)
-                                                 : fmt::format("node{}/nic{}", n, k));
-        b.add_link(nic, nic_parent[static_cast<size_t>(n)], uplink);
-        layout.nic_up.push_back(last_link());
-        // One port hangs from a tree's host bridge; several are each attached to their own
-        // GPUs (rail-optimized), as on nodes with a NIC beside each GPU.
-        if (host_bridge[static_cast<size_t>(n)] >= 0 && o.nics == 1) {
-          b.add_link(nic, host_bridge[static_cast<size_t>(n)],
-                     port);  // GPUs reach it through the tree
-          for (int i = k; i < gpus_per_node; i += o.nics)
-            layout.up[first + static_cast<size_t>(i)].push_back(reversed(last_link()));
-        } else {
-          for (int i = k; i < gpus_per_node; i += o.nics) {
-            b.add_link(gpu_vertices[static_cast<size_t>(n)][static_cast<size_t>(i)], nic, host);
-            layout.up[first + static_cast<size_t>(i)] = {last_link()};
-          }
-        }
-      }
-    }
-  }
+  if (nodes > 1) b.add_fabric(inter, o, gpu_vertices, host_bridge, layout);
   Cluster c = b.build();
   c.impl_->layout = std::move(layout);
   return c;
+}
+
+// The NICs of every node and the fabric joining them (one switch, or leaves and a spine).
+void ClusterBuilder::add_fabric(const LinkSpec& inter, const ShorthandOptions& o,
+                                const std::vector<std::vector<int>>& gpu_vertices,
+                                const std::vector<int>& host_bridge, ShorthandLayout& layout) {
+  const int nodes = static_cast<int>(gpu_vertices.size());
+  const auto last_link = [this] { return 2 * (static_cast<LinkDirection>(links_.size()) - 1); };
+  LinkSpec uplink = inter;
+  uplink.latency = Time::zero();
+  const LinkSpec host{"host", LinkKind::kHost, std::numeric_limits<double>::infinity(),
+                      Time::zero()};
+  std::vector<int> nic_parent(static_cast<size_t>(nodes));
+  if (o.nodes_per_leaf > 0) {
+    const int spine = add_switch("spine", o.spine_latency);
+    LinkSpec leaf_up = inter;
+    leaf_up.latency = Time::zero();
+    leaf_up.bytes_per_s = inter.bytes_per_s * o.nodes_per_leaf * o.nics / o.oversubscription;
+    int leaf = -1;
+    for (int n = 0; n < nodes; ++n) {
+      if (n % o.nodes_per_leaf == 0) {
+        leaf = add_switch(fmt::format("leaf{}", n / o.nodes_per_leaf), inter.latency);
+        add_link(leaf, spine, leaf_up);
+        layout.leaf_up.push_back(last_link());
+      }
+      nic_parent[static_cast<size_t>(n)] = leaf;
+      layout.leaf_of.push_back(static_cast<int>(layout.leaf_up.size()) - 1);
+    }
+  } else {
+    const int fabric = add_switch("fabric", inter.latency);
+    std::fill(nic_parent.begin(), nic_parent.end(), fabric);
+  }
+  for (int n = 0; n < nodes; ++n) {
+    const auto& gv = gpu_vertices[static_cast<size_t>(n)];
+    const auto first = static_cast<size_t>(layout.first_device[static_cast<size_t>(n)]);
+    const int per = static_cast<int>(gv.size());
+    for (int k = 0; k < o.nics; ++k) {
+      // Port k serves GPUs k, k + nics, ... of the node (one port: every GPU).
+      const int nic = add_switch(o.nics == 1 ? fmt::format("node{}/nic", n)
+                                             : fmt::format("node{}/nic{}", n, k));
+      add_link(nic, nic_parent[static_cast<size_t>(n)], uplink);
+      layout.nic_up.push_back(last_link());
+      // One port hangs from a tree's host bridge; several are each attached to their own
+      // GPUs (rail-optimized), as on nodes with a NIC beside each GPU.
+      if (host_bridge[static_cast<size_t>(n)] >= 0 && o.nics == 1) {
+        // GPUs reach it through the tree, on a port like the tree's own.
+        const LinkSpec port = links_[static_cast<size_t>(layout.up[first].front() / 2)].spec;
+        add_link(nic, host_bridge[static_cast<size_t>(n)], port);
+        for (int i = k; i < per; i += o.nics)
+          layout.up[first + static_cast<size_t>(i)].push_back(reversed(last_link()));
+      } else {
+        for (int i = k; i < per; i += o.nics) {
+          add_link(gv[static_cast<size_t>(i)], nic, host);
+          layout.up[first + static_cast<size_t>(i)] = {last_link()};
+        }
+      }
+    }
+  }
 }
 
 }  // namespace pipesim

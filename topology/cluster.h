@@ -19,6 +19,9 @@ struct Device {
   GpuSpec gpu;
   int node = 0;     // server the GPU sits in (placement policies group by it)
   int vertex = -1;  // vertex in the graph
+  // A straggler (`cluster.slowdown`, SPEC section 10): every compute op on this GPU takes
+  // this many times as long (>= 1).
+  double slowdown = 1.0;
 };
 
 struct Link {
@@ -28,6 +31,8 @@ struct Link {
 
 // A link direction: 2 * link + (0 for a->b, 1 for b->a). Bandwidth is per direction.
 using LinkDirection = int32_t;
+
+struct ShorthandLayout;  // how a shorthand cluster is laid out (topology/cluster.cc)
 
 struct Route {
   std::vector<LinkDirection> hops;
@@ -53,6 +58,25 @@ class Cluster {
     return links_[static_cast<size_t>(d / 2)].spec.bytes_per_s;
   }
   int device_index(const std::string& name) const;  // -1 when absent
+  int vertex_index(const std::string& name) const;  // a GPU, switch or NIC; -1 when absent
+
+  // `cluster.slowdown` (SPEC section 10), applied after presets and before any route is
+  // used: GPU `device` computes `factor` times slower; link `link` carries `share` of its
+  // bandwidth, both directions (a degraded cable).
+  void slow_down_device(int device, double factor);
+  void slow_down_link(int link, double share);
+  // The slowdowns applied, in order: a GPU's compute factor or a link's bandwidth share.
+  struct Slowdown {
+    bool link = false;
+    int index = -1;  // device or link
+    double factor = 1;
+  };
+  const std::vector<Slowdown>& slowdowns() const { return slowdowns_; }
+  // Off: every GPU and link at its own figures again (what the slowdowns cost is the
+  // difference); on: as given. Either clears the cached routes.
+  void set_slowdowns(bool on);
+  // The links joining vertices a and b directly (parallel links included).
+  std::vector<int> links_between(int vertex_a, int vertex_b) const;
   // Network ports per node (`inter_node.nics`; 1 for an explicit graph), and the port GPU
   // `device` leaves its node through, numbered over the cluster: node x ports + (its index
   // in the node mod ports), rail-optimized as the shorthand builds it; the node for an
@@ -88,6 +112,9 @@ class Cluster {
   std::vector<std::string> vertex_names_;
   std::vector<Time> vertex_latency_;
   int num_nodes_ = 1;
+  std::vector<Slowdown> slowdowns_;
+  std::vector<double> full_bandwidth_;  // [link] before any slowdown; empty: none applied
+  bool slowdowns_on_ = true;
 };
 
 class ClusterBuilder {
@@ -116,7 +143,18 @@ class ClusterBuilder {
   // spine carrying nodes_per_leaf x inter bandwidth / oversubscription (crossing the spine
   // adds spine_latency).
   enum class IntraTopology { kDefault, kMesh, kSwitch, kHybridCubeMesh, kTree };
+  // `nodes` servers of one kind (`cluster.node_groups`): their GPU, GPUs per node and the
+  // links inside each.
+  struct NodeGroup {
+    int nodes = 1;
+    int gpus_per_node = 1;
+    GpuSpec gpu;
+    LinkSpec intra;
+    IntraTopology topology = IntraTopology::kDefault;
+    int gpus_per_switch = 2;
+  };
   struct ShorthandOptions {
+    // The shape inside a node when every node is alike (the groups give their own).
     IntraTopology intra = IntraTopology::kDefault;
     int gpus_per_switch = 2;
     int nodes_per_leaf = 0;  // 0: one fabric switch
@@ -132,6 +170,11 @@ class ClusterBuilder {
                            const LinkSpec& inter) {
     return shorthand(nodes, gpus_per_node, gpu, intra, inter, ShorthandOptions{});
   }
+  // A heterogeneous cluster: the groups' nodes numbered group by group, every node on the
+  // one fabric of `inter` (SPEC section 10). `options.nics` must not exceed any group's
+  // GPUs per node.
+  static Cluster shorthand(const std::vector<NodeGroup>& groups, const LinkSpec& inter,
+                           const ShorthandOptions& options);
 
  private:
   struct Vertex {
@@ -139,6 +182,11 @@ class ClusterBuilder {
     int device = -1;
     Time latency;
   };
+  void add_node_links(const NodeGroup& g, int n, const std::vector<int>& gpu_vertices, int first,
+                      std::vector<std::vector<LinkDirection>>& up, int& host_bridge);
+  void add_fabric(const LinkSpec& inter, const ShorthandOptions& o,
+                  const std::vector<std::vector<int>>& gpu_vertices,
+                  const std::vector<int>& host_bridge, ShorthandLayout& layout);
   std::vector<Vertex> vertices_;
   std::vector<Device> devices_;
   std::vector<Link> links_;

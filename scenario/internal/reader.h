@@ -158,6 +158,9 @@ class Reader {
   Time time(const YAML::Node& n, const std::string& p) const {
     return quantity(n, p, parse_time, kTimeUnits);
   }
+  double duration_s(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_duration_s, kDurationUnits);
+  }
   int64_t bytes(const YAML::Node& n, const std::string& p) const {
     return quantity(n, p, parse_bytes, kByteUnits);
   }

@@ -279,6 +279,7 @@ class Lowering {
 
   // LoweringInput::launch_overhead, on the first part of each step's op.
   void add_launch_overheads();
+  void scale_compute();
 
   // Compute ops of all slots, one step of each slot in turn, so that ops which run at
   // about the same time get nearby ids (the engine then touches memory in order). Each
