@@ -13,6 +13,18 @@
 
 namespace pipesim {
 
+namespace {
+
+// --slow-gpus: cluster.slowdown with one GPU at a time `factor` times slower.
+GridAxis slow_gpu_axis(const Scenario& base, double factor) {
+  GridAxis axis{"cluster.slowdown", {}};
+  for (const Device& d : base.cluster.devices())
+    axis.values.push_back(fmt::format("[{{device: {}, compute: {}}}]", d.name, factor));
+  return axis;
+}
+
+}  // namespace
+
 SweepCommand::SweepCommand(CLI::App& app, std::vector<const CLI::Option*>& output_options) {
   cmd_ = app.add_subcommand(
       "sweep",
@@ -24,6 +36,10 @@ SweepCommand::SweepCommand(CLI::App& app, std::vector<const CLI::Option*>& outpu
                    "{}, [] or quotes do not split)")
       ->take_all()
       ->expected(1);
+  cmd_->add_option("--slow-gpus", slow_gpus_,
+                   "one more axis: each GPU of the cluster in turn FACTOR times slower "
+                   "(cluster.slowdown), e.g. 1.2")
+      ->check(CLI::Range(1.0, 1000.0));
   cmd_->add_flag("--zip", zip_, "pair the --grid lists (equal lengths) instead of their product");
   cmd_->add_option("--threads", threads_, "simulation threads (default: every core)")
       ->check(CLI::Range(1, 4096));
@@ -56,11 +72,13 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
     const InputLog log;
     try {
       const Scenario base = load_scenario(file_, options.sets);
+      if (slow_gpus_ > 0) axes.push_back(slow_gpu_axis(base, slow_gpus_));
       std::vector<std::string> keys;
       for (const Override& o : options.sets) keys.push_back(o.key);
       for (const GridAxis& a : axes) keys.push_back(a.key);
       warnings = what_if_warnings(base, keys);
     } catch (const InputError&) {
+      if (slow_gpus_ > 0) throw;  // its axis needs the scenario's GPUs
     }
     inputs = log.files();
   }
@@ -94,8 +112,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
   // The error line before the table (the sweep's progress lines, if any, came earlier).
   if (all_failed) {
     err << fmt::format("pipesim: error: every point of the sweep failed, the first with: {}{}\n",
-                       s.points.front().error,
-                       files.empty() ? "" : " (no output file written)");
+                       s.points.front().error, files.empty() ? "" : " (no output file written)");
   }
   if (json_ == "-") {
     out << to_json(s).dump(2) << "\n";

@@ -23,6 +23,7 @@ class SweepCommand {
   CLI::App* cmd_;
   std::string file_, json_, csv_;
   std::vector<std::string> grids_, sets_;
+  double slow_gpus_ = 0;  // --slow-gpus: 0 when not given
   bool zip_ = false, quiet_ = false;
   int threads_ = 0;
 };

@@ -21,21 +21,25 @@ using Clock = std::chrono::steady_clock;
 PointReport summarize(const Report& r) {
   int64_t peak = 0;
   for (const DeviceReport& d : r.devices) peak = std::max(peak, d.peak_memory);
-  return PointReport{.scenario = r.info.scenario,
-                     .schedule = r.info.schedule,
-                     .makespan_s = r.makespan.seconds(),
-                     .iteration_time_s = r.iteration_time.seconds(),
-                     .throughput_samples_per_s = r.throughput,
-                     .peak_memory_bytes = peak,
-                     .oom = r.oom.oom,
-                     .oom_message = r.oom_message,
-                     .bubble_fraction = r.bubble_fraction,
-                     .mfu = r.mfu,
-                     .model_tflops_per_gpu = r.model_tflops_per_gpu,
-                     .hardware_tflops_per_gpu = r.hardware_tflops_per_gpu,
-                     .tokens_per_s = r.tokens_per_s,
-                     .gpus = r.info.gpus,
-                     .events = r.events};
+  return PointReport{
+      .scenario = r.info.scenario,
+      .schedule = r.info.schedule,
+      .makespan_s = r.makespan.seconds(),
+      .iteration_time_s = r.iteration_time.seconds(),
+      .throughput_samples_per_s = r.throughput,
+      .peak_memory_bytes = peak,
+      .oom = r.oom.oom,
+      .oom_message = r.oom_message,
+      .bubble_fraction = r.bubble_fraction,
+      .mfu = r.mfu,
+      .model_tflops_per_gpu = r.model_tflops_per_gpu,
+      .hardware_tflops_per_gpu = r.hardware_tflops_per_gpu,
+      .tokens_per_s = r.tokens_per_s,
+      .goodput = r.goodput ? std::optional(r.goodput->goodput) : std::nullopt,
+      .checkpoint_every_optimal_s =
+          r.goodput ? std::optional(r.goodput->checkpoint_every_optimal_s) : std::nullopt,
+      .gpus = r.info.gpus,
+      .events = r.events};
 }
 
 // One point, as `pipesim run --reproducible` with the same overrides would simulate it.

@@ -29,6 +29,8 @@ struct PointReport {
   std::string oom_message;  // empty unless oom
   double bubble_fraction = 0;
   std::optional<double> mfu, model_tflops_per_gpu, hardware_tflops_per_gpu, tokens_per_s;
+  // With training.failures (SPEC section 10): the goodput and the best checkpoint interval.
+  std::optional<double> goodput, checkpoint_every_optimal_s;
   int gpus = 0;
   uint64_t events = 0;
 };

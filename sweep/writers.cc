@@ -70,6 +70,10 @@ ordered_json point_json(const Sweep& s, const SweepPoint& p) {
   j["model_tflops_per_gpu"] = maybe(r->model_tflops_per_gpu);
   j["hardware_tflops_per_gpu"] = maybe(r->hardware_tflops_per_gpu);
   j["tokens_per_s"] = maybe(r->tokens_per_s);
+  if (r->goodput) {
+    j["goodput"] = *r->goodput;
+    j["checkpoint_every_optimal_s"] = maybe(r->checkpoint_every_optimal_s);
+  }
   if (r->oom) j["oom_message"] = r->oom_message;
   j["events"] = r->events;
   return j;
@@ -96,6 +100,10 @@ SweepPoint point_from_json(const ordered_json& j) {
   r.model_tflops_per_gpu = maybe_double(j.at("model_tflops_per_gpu"));
   r.hardware_tflops_per_gpu = maybe_double(j.at("hardware_tflops_per_gpu"));
   r.tokens_per_s = maybe_double(j.at("tokens_per_s"));
+  if (j.contains("goodput")) {
+    r.goodput = maybe_double(j.at("goodput"));
+    r.checkpoint_every_optimal_s = maybe_double(j.at("checkpoint_every_optimal_s"));
+  }
   r.events = j.at("events").get<uint64_t>();
   p.report = std::move(r);
   return p;
