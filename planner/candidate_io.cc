@@ -20,6 +20,7 @@ std::string save_candidate(const std::optional<Candidate>& c) {
   j["oom"] = c->oom;
   j["tight"] = c->tight;
   j["why"] = c->why;
+  j["goodput"] = c->goodput ? nlohmann::ordered_json(*c->goodput) : nullptr;
   const std::vector<uint8_t> bytes = nlohmann::ordered_json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
@@ -40,6 +41,7 @@ std::optional<Candidate> load_candidate(std::string_view bytes, const planner::P
   c.oom = j.at("oom").get<bool>();
   c.tight = j.at("tight").get<bool>();
   c.why = j.at("why").get<std::string>();
+  if (!j.at("goodput").is_null()) c.goodput = j["goodput"].get<double>();
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "parallel/distributed.h"
 #include "planner/candidate_io.h"
+#include "scenario/device_speed.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
 #include "sim/report.h"
@@ -105,12 +106,35 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   c.estimated_memory = estimate.peak_memory;
   const std::vector<Override> with = with_plan(p);
   try {
-    simulate_scenario(load_scenario(file_, with), c, deadline_);
+    const Scenario sc = load_scenario(file_, with);
+    simulate_scenario(sc, c, deadline_);
+    if (!DeviceSpeed(sc).uniform()) speed_balanced(sc, c);
   } catch (const InputError&) {
     return std::nullopt;
   }
   mark_tight(c);
   return c;
+}
+
+// On GPUs of different speeds (mixed GPUs, stragglers), the plan's layers split again by
+// each stage's slowest GPU (scenario/device_speed.h): `c` becomes that split when it ranks
+// better.
+void Judge::speed_balanced(const Scenario& sc, Candidate& c) const {
+  PlanPoint q = c.point;
+  q.stages = speed_balanced_stages(sc);
+  bool same = true;
+  for (size_t g = 0; g < q.stages.size(); ++g)
+    same = same && q.stages[g].first_layer == c.point.stages[g].first_layer;
+  if (same) return;
+  Candidate b = c;
+  b.point = q;
+  b.strategy = strategy_json(q, base_);
+  try {
+    simulate_scenario(load_scenario(file_, with_plan(q)), b, deadline_);
+  } catch (const InputError&) {
+    return;  // the split the planner chose stands
+  }
+  if (ranks_before(b, c)) c = std::move(b);
 }
 
 Candidate Judge::estimated_only(const Costed& c) const {
@@ -150,6 +174,7 @@ void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& 
     c.peak_memory = std::max(c.peak_memory, dr.peak_memory);
   c.oom = rep.oom.oom;
   c.why = bound_line(rep);
+  if (rep.goodput) c.goodput = rep.goodput->goodput;
 }
 
 std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Costed>& list,
@@ -185,7 +210,7 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
     }
     const size_t n = ++finished;
     std::lock_guard<std::mutex> lock(best_mutex);
-    if (out[i]->fits()) best = std::max(best, out[i]->throughput);
+    if (out[i]->fits()) best = std::max(best, out[i]->goodput_throughput());
     if (opt_.progress != nullptr && (n % 16 == 0 || n == list.size()))
       progress(fmt::format("simulated {}/{}, best so far {:.1f} samples/s", n, list.size(), best));
   };
@@ -209,7 +234,9 @@ bool Judge::ranks_before(const Candidate& a, const Candidate& b) {
   if (a.fits() != b.fits()) return a.fits();
   if (a.oom != b.oom) return !a.oom;
   if (a.estimated_only != b.estimated_only) return !a.estimated_only;  // simulated first
-  if (a.fits() && a.throughput != b.throughput) return a.throughput > b.throughput;
+  // With failures, what a plan delivers is its throughput while the job makes progress.
+  if (a.fits() && a.goodput_throughput() != b.goodput_throughput())
+    return a.goodput_throughput() > b.goodput_throughput();
   if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
   return a.strategy.dump() < b.strategy.dump();  // deterministic whatever the thread count
 }

@@ -76,6 +76,9 @@ class Judge {
   static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {});
   // Candidate::tight for a simulated plan under the options' headroom.
   void mark_tight(Candidate& c) const;
+  // On GPUs of different speeds: the plan with its layers split by each stage's slowest
+  // GPU, simulated too; `c` becomes it when it ranks better.
+  void speed_balanced(const Scenario& sc, Candidate& c) const;
   // Every plan of `list` on every core and rank; past the deadline (start_clock) the rest
   // are skipped, and those running stop; without one the first always runs. Counts skips
   // and refusals in `result`.

@@ -21,6 +21,10 @@ nlohmann::ordered_json candidate_json(const Candidate& c, double headroom = 0) {
   j["oom"] = c.oom;
   if (headroom > 0) j["within_headroom"] = !c.oom && !c.tight;
   j["why"] = c.why;
+  if (c.goodput) {
+    j["goodput"] = *c.goodput;
+    j["goodput_samples_per_s"] = c.goodput_throughput();
+  }
   j["estimated_iteration_time_s"] = c.estimate_s;
   if (c.estimated_memory > 0) j["estimated_peak_memory_bytes"] = c.estimated_memory;
   if (c.estimated_only) j["estimated_only"] = true;

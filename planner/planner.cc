@@ -20,6 +20,7 @@
 #include "planner/judge.h"
 #include "planner/refine.h"
 #include "planner/search.h"
+#include "scenario/device_speed.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
 
@@ -134,7 +135,10 @@ class Planner {
       result.warnings.push_back(
           "the time limit stopped even the best estimate's simulation: the plan shown is the "
           "estimate's (estimated_only), not simulated; give more time to check it");
-    result.lower_bound_s = checked_bound(done, result);
+    if (DeviceSpeed(base_).uniform())
+      result.lower_bound_s = checked_bound(done, result);
+    else
+      mixed_speeds(result);
     result.compared = compared(done);
     judge_.finish(done, result);
     result.wall_s = since(t0);
@@ -577,6 +581,18 @@ class Planner {
                             .optimizer_time(0, static_cast<int>(base_.model.layers.size()) - 1);
   double space_bound_ = std::numeric_limits<double>::infinity();
   // Under a time limit: when phase 1 stops costing, and whether it has.
+  // GPUs of different speeds (node_groups, slowdowns): the estimates and the bound price
+  // every GPU as device 0's, so no bound is claimed and --exhaustive proves nothing; the
+  // ranking stands on the simulations, which use each GPU's own speed (SPEC: said).
+  static void mixed_speeds(Plan& result) {
+    result.lower_bound_s = 0;
+    result.exhaustive = false;
+    result.warnings.push_back(
+        "the GPUs differ in speed (node_groups or slowdowns): the estimates price every GPU as "
+        "device 0's, so no lower bound is claimed and --exhaustive proves nothing; each plan "
+        "is simulated at its GPUs' own speeds, and again with its layers split by them");
+  }
+
   Deadline analytic_deadline_;
   bool halted_ = false;
 };

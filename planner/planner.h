@@ -80,6 +80,10 @@ struct Candidate {
   // Not simulated (the time limit stopped it): its times and memory are the estimate's.
   bool estimated_only = false;
   std::string why;  // what bounds it
+  // With training.failures: the share of wall time that makes progress (SPEC section 10);
+  // the planner then ranks by throughput x goodput.
+  std::optional<double> goodput;
+  double goodput_throughput() const { return throughput * goodput.value_or(1.0); }
   bool fits() const { return !oom && !tight; }
 };
 

@@ -232,6 +232,16 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
           g.name));
     }
   }
+  // Mixed GPUs: layers with given or measured times cannot be priced on the other GPUs;
+  // they follow the ratio of the peaks (scenario.cc, price_gpu_kinds).
+  const auto fixed = std::count_if(s.model.layers.begin(), s.model.layers.end(),
+                                   [](const Layer& l) { return l.source != "analytic"; });
+  if (!s.kind_layer_time.empty() && fixed > 0)
+    out.push_back(fmt::format(
+        "cluster: the GPUs differ, and {} layer{} with given or measured times run on the "
+        "others at the ratio of their peaks to device 0's (an assumption; analytic layers are "
+        "priced on each GPU)",
+        fixed, fixed == 1 ? "" : "s"));
   // What a Megatron user would want to hear of: GPUs the strategy leaves idle, and a
   // tensor group whose every-layer collectives cross the network.
   if (gpus < s.cluster.num_devices())

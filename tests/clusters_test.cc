@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
 #include "api/pipesim.h"
+#include "planner/planner.h"
 #include "sim/goodput.h"
 #include "tests/support.h"
 
@@ -147,6 +149,40 @@ TEST(Straggler, DegradedLinkHalvesItsBandwidth) {
   EXPECT_EQ(c.transfer_time(1, 0, 100'000'000), ms(2));  // a cable: both directions
 }
 
+// Random stragglers on a 4-stage pipeline x 2 copies (explicit stages, so the split stays):
+// each GPU's busy time is its profile's times its factor exactly (to a picosecond per op),
+// the makespan covers the busiest GPU, and equal inputs give equal results.
+TEST(Straggler, RandomSlowdownsScaleEachGpusWork) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> factor(1.0, 3.0);
+  const auto yaml = [](const std::string& extra) {
+    std::string y = equal_layers(4, 8, 4, 2, extra);
+    y.replace(y.find("  pipeline: 4\n"), 14,
+              "  stages: [{layers: 0-0}, {layers: 1-1}, {layers: 2-2}, {layers: 3-3}]\n");
+    return y;
+  };
+  const Report base = run_yaml(yaml("")).report;
+  for (int trial = 0; trial < 5; ++trial) {
+    std::string extra = "  slowdown:\n";
+    std::vector<double> f(8, 1.0);
+    for (int d = 0; d < 8; ++d) {
+      if (rng() % 2 == 0) continue;
+      f[static_cast<size_t>(d)] = std::round(factor(rng) * 100) / 100;
+      extra +=
+          fmt::format("    - {{device: node0/gpu{}, compute: {}}}\n", d, f[static_cast<size_t>(d)]);
+    }
+    if (extra == "  slowdown:\n") continue;
+    const Report r = run_yaml(yaml(extra)).report;
+    EXPECT_EQ(to_json(r), to_json(run_yaml(yaml(extra)).report));
+    for (size_t d = 0; d < 8; ++d) {
+      const double want = base.devices[d].busy.seconds() * f[d];
+      EXPECT_NEAR(r.devices[d].busy.seconds(), want, 1e-9) << "trial " << trial << " gpu " << d;
+      EXPECT_GE(r.makespan, r.devices[d].busy);
+    }
+    EXPECT_GE(r.iteration_time, base.iteration_time);
+  }
+}
+
 // Errors name the key and what is allowed.
 TEST(Straggler, BadSlowdownsAreErrors) {
   const auto fails = [](const std::string& extra, const std::string& key) {
@@ -200,6 +236,39 @@ strategy: {schedule: dapple, pipeline: 2}
   EXPECT_LT(d < Time::zero() ? Time::zero() - d : d, layer);
   // MFU over the GPUs' own peaks: (312 + 989) / 2 TFLOPS each on average.
   EXPECT_DOUBLE_EQ(run.report.info.peak_flops_per_gpu, (312e12 + 989e12) / 2);
+}
+
+// The planner on a straggler: 12 layers of 3 ms on two GPUs, the second 2x slower, with
+// failures. Data parallelism runs each copy's micro-batches whole, so the slow copy takes
+// 2 x 36 ms per micro-batch where a pipeline split 8/4 takes 24 ms per stage: the plan
+// is a pipeline over both GPUs (interleaved or not) with 8 layers on the fast one, and it
+// carries a goodput.
+TEST(MixedGpus, PlannerSplitsLayersBySpeedAndRanksByGoodput) {
+  std::string yaml =
+      equal_layers(12, 2, 2, 1, "  slowdown: [{device: node0/gpu1, compute: 2}]\n", "0", 16);
+  yaml.replace(yaml.find("  optimizer: sgd\n"), 17,
+               "  optimizer: sgd\n  failures: {mtbf_per_gpu: 2000 h, checkpoint_time: 1 min}\n");
+  PlanOptions o;
+  o.threads = 2;
+  o.baselines = false;
+  const Plan p = plan(test::write_temp("straggler.yaml", yaml), {}, o);
+  ASSERT_FALSE(p.candidates.empty());
+  const Candidate& best = p.candidates.front();
+  ASSERT_TRUE(best.goodput);
+  EXPECT_GT(*best.goodput, 0.9);
+  EXPECT_DOUBLE_EQ(best.goodput_throughput(), best.throughput * *best.goodput);
+  // Two devices (interleaved chunks or not): 8 layers on the fast one, 4 on the slow one.
+  ASSERT_EQ(best.point.positions(), 2) << best.strategy.dump();
+  int on_fast = 0;
+  for (int g = 0; g < static_cast<int>(best.point.stages.size()); ++g) {
+    const StageSpec& st = best.point.stages[static_cast<size_t>(g)];
+    if (best.point.position_of(g) == 0) on_fast += st.last_layer - st.first_layer + 1;
+  }
+  EXPECT_EQ(on_fast, 8) << best.strategy.dump();
+  // No bound is claimed on GPUs of different speeds, and the plan says why.
+  EXPECT_EQ(p.lower_bound_s, 0);
+  ASSERT_FALSE(p.warnings.empty());
+  EXPECT_NE(p.warnings.back().find("differ in speed"), std::string::npos);
 }
 
 // The heterogeneous shorthand's routes are the graph's shortest paths, group by group.
