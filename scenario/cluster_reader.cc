@@ -327,7 +327,8 @@ Cluster read_shorthand(const Reader& r, const YAML::Node& n) {
     groups.push_back(read_node_group(r, n, ""));
   }
   double gpus = 0;
-  int nodes = 0, fewest = 1 << 30;
+  int64_t nodes = 0;
+  int fewest = 1 << 30;
   for (const auto& g : groups) {
     gpus += static_cast<double>(g.nodes) * g.gpus_per_node;
     nodes += g.nodes;
@@ -433,7 +434,12 @@ void read_slowdown(const Reader& r, const YAML::Node& list, Cluster& c) {
                fmt::format("no device '{}'{}", name, suggestion(name, names)),
                fmt::format("a GPU name, {} to {}", names.front(), names.back()));
       }
-      c.slow_down_device(d, r.real(r.require(e, p, "compute"), p + ".compute", 1, 1000));
+      const double f = r.real(r.require(e, p, "compute"), p + ".compute", 1, 1000);
+      if (c.device(d).slowdown * f > 1000)
+        r.fail(e["compute"], p + ".compute",
+               fmt::format("{} is slowed down {:g}x in all", name, c.device(d).slowdown * f),
+               "slowdowns of one GPU multiplying to at most 1000");
+      c.slow_down_device(d, f);
       continue;
     }
     if (e["compute"].IsDefined())
@@ -443,7 +449,15 @@ void read_slowdown(const Reader& r, const YAML::Node& list, Cluster& c) {
     const std::string name = r.scalar(e["link"], p + ".link");
     const std::vector<int> links =
         r.at(e["link"], p + ".link", [&] { return named_links(c, name); });
-    for (int l : links) c.slow_down_link(l, share);
+    for (int l : links) {
+      // A link slowed down again keeps at least 1 kB/s (times stay within 64 bits).
+      if (c.link(l).spec.bytes_per_s * share < 1e3)
+        r.fail(e["bandwidth"], p + ".bandwidth",
+               fmt::format("{} would carry {:g} B/s", c.direction_name(2 * l),
+                           c.link(l).spec.bytes_per_s * share),
+               "slowdowns of one link leaving it at least 1 kB/s");
+      c.slow_down_link(l, share);
+    }
   }
 }
 

@@ -44,7 +44,8 @@ double precision_peak(const GpuSpec& g, Precision p) {
 // Mixed GPUs (SPEC section 10): the model priced again on every other kind of GPU in the
 // cluster (Scenario::kind_layer_time). Layers with given or measured times follow the
 // ratio of the GPUs' peaks in the training precision, and say so.
-void price_gpu_kinds(const Reader& r, const YAML::Node& model, Scenario& sc) {
+void price_gpu_kinds(const Reader& r, const YAML::Node& cluster, const YAML::Node& model,
+                     Scenario& sc) {
   std::vector<const GpuSpec*> kinds{&sc.cluster.device(0).gpu};
   std::vector<int> device_kind;
   for (const Device& d : sc.cluster.devices()) {
@@ -54,6 +55,11 @@ void price_gpu_kinds(const Reader& r, const YAML::Node& model, Scenario& sc) {
     device_kind.push_back(static_cast<int>(k));
   }
   if (kinds.size() == 1) return;
+  // Each kind prices the model again: a cluster of a few kinds, as real ones are.
+  constexpr size_t kMaxKinds = 16;
+  if (kinds.size() > kMaxKinds)
+    r.fail(cluster, "cluster", fmt::format("more than {} kinds of GPU", kMaxKinds),
+           fmt::format("at most {} different GPUs (presets or mappings)", kMaxKinds));
   sc.device_kind = std::move(device_kind);
   const auto time = [](const Layer& l) { return l.forward + l.backward_input + l.backward_weight; };
   for (size_t k = 0; k < kinds.size(); ++k) {
@@ -128,7 +134,7 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
   const YAML::Node model = r.require(root, "", "model");
   sc.model = read_model_section(r, model, sc.training, sc.cluster.device(0).gpu, false);
   set_optimizer_step(sc.model, sc.training, sc.cluster.device(0).gpu);
-  price_gpu_kinds(r, model, sc);
+  price_gpu_kinds(r, root["cluster"], model, sc);
   const YAML::Node strategy = r.require(root, "", "strategy");
   read_strategy(r, strategy, training, sc);
   // `pipeline: N` on GPUs of different speeds: each stage sized to its slowest GPU.

@@ -199,6 +199,13 @@ TEST(Straggler, BadSlowdownsAreErrors) {
   fails("  slowdown: [{link: node0/gpu0->node0/gpu1, bandwidth: 2}]\n",
         "cluster.slowdown.0.bandwidth");
   fails("  slowdown: [{device: node0/gpu1, bandwidth: 0.5}]\n", "cluster.slowdown.0.bandwidth");
+  // Slowdowns of one GPU multiply, to at most 1000; a link keeps at least 1 kB/s.
+  fails("  slowdown: [{device: node0/gpu1, compute: 1000}, {device: node0/gpu1, compute: 2}]\n",
+        "cluster.slowdown.1.compute");
+  fails(
+      "  slowdown: [{link: node0/gpu0->node0/gpu1, bandwidth: 1e-6}, "
+      "{link: node0/gpu0->node0/gpu1, bandwidth: 1e-6}]\n",
+      "cluster.slowdown.1.bandwidth");
 }
 
 // Mixed GPUs: an A100 node and an H100 node, one GPU each, a generated transformer on a
@@ -269,6 +276,32 @@ TEST(MixedGpus, PlannerSplitsLayersBySpeedAndRanksByGoodput) {
   EXPECT_EQ(p.lower_bound_s, 0);
   ASSERT_FALSE(p.warnings.empty());
   EXPECT_NE(p.warnings.back().find("differ in speed"), std::string::npos);
+}
+
+// node_groups replace the shorthand's gpu, nodes, gpus_per_node and intra_node.
+TEST(MixedGpus, NodeGroupErrorsNameTheKey) {
+  const auto fails = [](const std::string& cluster, const std::string& key) {
+    const std::string yaml = "name: x\ncluster:\n" + cluster +
+                             "model: {layers: [{name: a, forward: 1 ms, backward: 1 ms}]}\n"
+                             "training: {global_batch: 1, micro_batch: 1}\n"
+                             "strategy: {pipeline: 1}\n";
+    try {
+      run_yaml(yaml);
+      ADD_FAILURE() << "accepted: " << cluster;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.key(), key) << e.what();
+    }
+  };
+  fails("  gpu: a100-80gb\n  node_groups: [{nodes: 1, gpu: a100-80gb}]\n", "cluster.gpu");
+  fails("  node_groups: []\n", "cluster.node_groups");
+  fails("  node_groups: [{gpu: a100-80gb}]\n", "cluster.node_groups.0.nodes");
+  fails("  node_groups: [{nodes: 1}]\n", "cluster.node_groups.0.gpu");
+  fails("  node_groups: [{nodes: 1, gpu: a100-80gb, colour: red}]\n",
+        "cluster.node_groups.0.colour");
+  fails(
+      "  node_groups: [{nodes: 1, gpu: a100-80gb, gpus_per_node: 2}, {nodes: 1, gpu: "
+      "h100-80gb, gpus_per_node: 4}]\n  inter_node: {preset: ib-ndr, nics: 4}\n",
+      "cluster.inter_node.nics");
 }
 
 // The heterogeneous shorthand's routes are the graph's shortest paths, group by group.
