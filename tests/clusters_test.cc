@@ -17,6 +17,7 @@ namespace {
 
 using test::ms;
 using test::run_yaml;
+using test::SimRun;
 
 // `layers` equal layers (forward 1 ms, backward 2 ms, no parameters unless `params`) on
 // `gpus` GPUs of one node, pipeline `pipeline`, data `data`; `cluster_extra` goes into the
@@ -181,6 +182,19 @@ TEST(Straggler, RandomSlowdownsScaleEachGpusWork) {
     }
     EXPECT_GE(r.iteration_time, base.iteration_time);
   }
+}
+
+// Where it can, placement leaves the straggler idle: 2 stages on a server of 3 GPUs whose
+// first is 2x slower run on the other two, as fast as with no straggler.
+TEST(Straggler, PlacementLeavesTheSlowGpuIdle) {
+  const std::string fast = equal_layers(2, 3, 2, 1, "");
+  const std::string slow =
+      equal_layers(2, 3, 2, 1, "  slowdown: [{device: node0/gpu0, compute: 2}]\n");
+  const SimRun a = run_yaml(fast);
+  const SimRun b = run_yaml(slow);
+  EXPECT_EQ(b.scenario.placement[0][0], std::vector<int>{1});
+  EXPECT_EQ(b.scenario.placement[0][1], std::vector<int>{2});
+  EXPECT_EQ(b.report.iteration_time, a.report.iteration_time);
 }
 
 // Errors name the key and what is allowed.

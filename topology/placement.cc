@@ -104,10 +104,18 @@ std::vector<std::vector<std::vector<int>>> place(const Cluster& cluster,
                                  cluster.num_devices()),
                      "data x sum of stage replicas x tensor <= number of GPUs");
   }
-  // Free GPUs per server, in device order.
+  // Free GPUs per server, in device order, stragglers (cluster.slowdown) last: a strategy
+  // that leaves GPUs of a server idle leaves the slowest idle.
   std::vector<std::vector<int>> free(static_cast<size_t>(cluster.num_nodes()));
   for (int d = 0; d < cluster.num_devices(); ++d) {
     free[static_cast<size_t>(cluster.device(d).node)].push_back(d);
+  }
+  if (!cluster.slowdowns().empty()) {
+    for (auto& server : free) {
+      std::stable_sort(server.begin(), server.end(), [&](int a, int b) {
+        return cluster.device(a).slowdown < cluster.device(b).slowdown;
+      });
+    }
   }
   FreeServers servers(free);
   const size_t none = free.size();

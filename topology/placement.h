@@ -6,6 +6,8 @@
 //   append-first  take GPUs from servers already in use first, filling servers before
 //                 opening new ones (less fragmentation);
 //   scatter-first take GPUs round-robin across servers, spreading stages out.
+// Inside a server, stragglers (Device::slowdown > 1) are taken last, so a strategy that
+// leaves GPUs idle leaves the slowest ones idle.
 #pragma once
 
 #include <string_view>
