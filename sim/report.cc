@@ -186,8 +186,10 @@ std::string bound_line(const Report& r) {
     out = fmt::format("exposed all-to-all exchanges ({} on {})", format_time(x->exposed_all_to_all),
                       x->name);
   } else if (a >= c && a >= idle) {
-    out = fmt::format("exposed gradient all-reduce ({} on {})", format_time(ar->exposed_allreduce),
-                      ar->name);
+    // DeviceReport::exposed_allreduce: waits on gradient all-reduces and on the tensor
+    // group's and ZeRO's collectives alike.
+    out =
+        fmt::format("exposed collectives ({} on {})", format_time(ar->exposed_allreduce), ar->name);
   } else if (c >= idle) {
     out = fmt::format("transfers between stages ({} waiting on {})",
                       format_time(pp->exposed_pipeline_comm), pp->name);
