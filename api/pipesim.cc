@@ -40,7 +40,16 @@ Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& ove
   sim.record_memory = options.record_memory;
   sim.record_links = options.record_links;
   sim.exact_sharing = options.exact_sharing;
-  Timeline timeline = simulate(graph, scenario.cluster, sim);
+  Timeline timeline = [&] {
+    try {
+      return simulate(graph, scenario.cluster, sim);
+    } catch (InputError& e) {
+      // Past 106 days of simulated time (the work estimate's bound is the compute alone).
+      e.set_key_if_empty("training");
+      e.set_location_if_empty({scenario.source, 0, 0});
+      throw;
+    }
+  }();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const RunInfo info = run_info(scenario, options.reproducible ? 0.0 : wall, overrides);
   Report report = make_report(graph, scenario.cluster, timeline, info);

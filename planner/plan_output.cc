@@ -134,7 +134,10 @@ std::string row(const std::string& rank, const Candidate& c) {
 // The proven bound and how far the best is above it.
 std::string bound_line(const Plan& p) {
   if (p.lower_bound_s <= 0) return "";
-  const std::string bound = format_time(Time::ps(std::llround(p.lower_bound_s * 1e12)));
+  // (Past 106 days a time no longer fits in picoseconds: in seconds then.)
+  const std::string bound = p.lower_bound_s < 9e6
+                                ? format_time(Time::ps(std::llround(p.lower_bound_s * 1e12)))
+                                : fmt::format("{:.4g} s", p.lower_bound_s);
   const std::optional<double> gap = optimality_gap(p);
   // Plans that fit rank first: if the first does not, none of the space does.
   if (p.exhaustive && !p.candidates.empty() && !p.candidates.front().fits())

@@ -70,10 +70,27 @@ WorkEstimate estimate_work(const Scenario& s) {
   const Strategy& st = s.strategy;
   const double M = static_cast<double>(s.micro_batches);
   const double data = st.copies();  // data-parallel copies x context ranks
-  const double grad_bytes = 4;  // the most bytes per gradient (fp32)
+  const double grad_bytes = 4;      // the most bytes per gradient (fp32)
+  // The fastest GPU kind's share of the model's times (mixed GPUs), for the time bound.
+  double fastest = 1.0;
+  for (const auto& kind : s.kind_layer_time) {
+    double own = 0, base = 0;
+    for (size_t l = 0; l < kind.size() && l < s.model.layers.size(); ++l) {
+      own += kind[l].seconds();
+      base += s.model.layers[l].forward.seconds() + s.model.layers[l].backward().seconds();
+    }
+    if (base > 0) fastest = std::min(fastest, own / base);
+  }
   for (size_t g = 0; g < st.stages.size(); ++g) {
     const StageSpec& stage = st.stages[g];
     const double r = stage.replicas, t = std::max(1, st.tensor_of(stage));
+    double stage_s = 0;
+    for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+      const Layer& x = s.model.layers[static_cast<size_t>(l)];
+      stage_s += x.forward.seconds() + x.backward().seconds();
+    }
+    w.simulated_s = std::max(w.simulated_s,
+                             stage_s * fastest * M * s.training.iterations / (r * t * st.context));
     const double per_mb = 3 + (st.recompute_of(stage) != Recompute::kNone ? 1 : 0);
     w.compute_ops += data * r * t * (M * per_mb + 1);
     if (g + 1 < st.stages.size()) {  // activations forward, gradients back
@@ -103,8 +120,8 @@ WorkEstimate estimate_work(const Scenario& s) {
       w.transfers += data * r * t * M * exchanges * (members - 1);
       w.compute_ops += data * r * t * M * exchanges * 2;
       if (layer.tensor_parallel)  // a full recompute re-issues the forward's
-        tp_allreduces += layer.tp_forward_allreduces * (again ? 2 : 1) +
-                         layer.tp_backward_allreduces;
+        tp_allreduces +=
+            layer.tp_forward_allreduces * (again ? 2 : 1) + layer.tp_backward_allreduces;
       if (layer.tensor_split && t > 1) {
         // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends),
         // each also cutting the op into one more part.
@@ -163,7 +180,8 @@ void check_work(const WorkEstimate& w, Collectives form) {
     throw InputError(fmt::format("the cluster has {:.0f} GPUs", w.devices),
                      fmt::format("at most {:.0f}", kMaxDevices), "cluster");
   }
-  const std::string lower = "lower training.iterations, global_batch / micro_batch, replicas or data";
+  const std::string lower =
+      "lower training.iterations, global_batch / micro_batch, replicas or data";
   const bool compact = form == Collectives::kCompact;
   const double ops = compact ? w.compact_ops() : w.ops();
   if (ops > kMaxSimulatedOps) {
@@ -194,9 +212,10 @@ void check_trace_size(const WorkEstimate& w) {
 
 std::optional<std::string> csv_size_warning(const WorkEstimate& w) {
   if (w.csv_bytes > kLargeCsvBytes)
-    return fmt::format("--csv: the op CSV will be about {:.3g} GB ({:.3g} rows, one per op and "
-                       "collective step)",
-                       w.csv_bytes / 1e9, w.ops());
+    return fmt::format(
+        "--csv: the op CSV will be about {:.3g} GB ({:.3g} rows, one per op and "
+        "collective step)",
+        w.csv_bytes / 1e9, w.ops());
   return std::nullopt;
 }
 

@@ -28,6 +28,9 @@ struct WorkEstimate {
   double devices = 0;
   double trace_bytes = 0;
   double csv_bytes = 0;  // the op CSV (--csv): one row per op, collective steps expanded
+  // A lower bound on the simulated time (seconds): the busiest stage's compute on one of
+  // its GPUs, every micro-batch of every iteration, at the fastest GPU's pace.
+  double simulated_s = 0;
   // Ops stored with every collective step expanded.
   double ops() const { return compute_ops + transfers; }
   // Ops stored with compact rings.
@@ -38,6 +41,8 @@ inline constexpr double kMaxSimulatedOps = 50e6;  // about 9 GB of host memory, 
 // Flow steps of a run with compact rings: about 250 ns each, minutes at the limit.
 inline constexpr double kMaxFlowSteps = 500e6;
 inline constexpr double kMaxDevices = 65536;
+// Simulated time is kept in picoseconds in 64 bits: 106 days.
+inline constexpr double kMaxSimulatedSeconds = 9.2e6;
 inline constexpr double kMaxTraceBytes = 4.0 * (int64_t{1} << 30);
 // The op CSV warns past this size (the ops' limit keeps it under about 4 GB).
 inline constexpr double kLargeCsvBytes = 1.0 * (int64_t{1} << 30);

@@ -212,9 +212,8 @@ TEST(Outputs, ASignalWhileWritingLeavesNothingBehind) {
     // Wait for both temporaries (the first output is complete, the second being written).
     for (int i = 0; i < 2000; ++i) {
       const auto e = d.entries();
-      if (std::count_if(e.begin(), e.end(), [](const std::string& n) {
-            return n.ends_with(".tmp");
-          }) == 2)
+      if (std::count_if(e.begin(), e.end(),
+                        [](const std::string& n) { return n.ends_with(".tmp"); }) == 2)
         break;
       ::usleep(1000);
     }
@@ -422,7 +421,8 @@ TEST(WorkEstimate, TooMuchWorkIsRefusedAtOnceWithTheEstimateAndTheLimit) {
   expect_one_line_error(r, "strategy: this run would simulate about");
   EXPECT_NE(r.err.find("transfers, collective steps included) (at most 5e+07"), std::string::npos)
       << r.err;
-  EXPECT_LT(seconds_since(t0), 30.0);  // a guard against building it first (minutes), not a timing target
+  EXPECT_LT(seconds_since(t0),
+            30.0);  // a guard against building it first (minutes), not a timing target
   EXPECT_TRUE(d.entries().empty());
   // 8 stages x 8,000-way rings: at least 8 x 2 x 7999 x 8000 = 1.02e9 steps (more with
   // several gradient buckets per stage), over the flow-step limit even compact.
@@ -505,6 +505,31 @@ TEST(Overflow, HugeModelsAndLatenciesAreBadInputNotUndefinedBehaviour) {
       EXPECT_TRUE(r.err.starts_with("pipesim: error: <default>")) << r.err;
     }
   }
+}
+
+// A run past 106 days of simulated time: refused before anything is built when its compute
+// alone is (2 layers of 900,000 s per micro-batch, 1000 micro-batches of 1 iteration:
+// 9e8 s on each GPU, at the training key and line), else stopped by the engine with the
+// key and file (10 micro-batches: 9e6 s of compute, past 106 days once the fill is added).
+TEST(Inputs, SimulatedTimePast106DaysNamesTheKey) {
+  const auto yaml = [](int batch) {
+    return fmt::format(R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 2}}
+model:
+  layers:
+    - {{name: a, forward: 300000 s, backward: 600000 s}}
+    - {{name: b, forward: 300000 s, backward: 600000 s}}
+training: {{global_batch: {}, micro_batch: 1}}
+strategy: {{schedule: gpipe, pipeline: 2}}
+)",
+                       batch);
+  };
+  const Dir d("days");
+  const auto early = test::cli({"run", d.write("early.yaml", yaml(1000))});
+  expect_one_line_error(early, "training: the run would simulate at least");
+  EXPECT_NE(early.err.find("early.yaml:6:"), std::string::npos) << early.err;
+  const auto late = test::cli({"run", d.write("late.yaml", yaml(10))});
+  expect_one_line_error(late, "training: the simulated time is too large to simulate");
+  EXPECT_NE(late.err.find("late.yaml"), std::string::npos) << late.err;
 }
 
 }  // namespace
