@@ -7,8 +7,49 @@
 #include <ostream>
 
 #include "backend/stats.h"
+#include "scenario/work_estimate.h"
 
 namespace pipesim {
+namespace {
+
+// Before any point runs: every point loads (a scenario with `stages:` cannot take the
+// sweep's `pipeline`), and the ops every run executes stay within kMaxValidationOps (a
+// backend runs each op for real, about a millisecond of wall time each on the host).
+template <typename Point>
+void check_sweep_work(const std::string& file, const SweepGrid& grid,
+                      const ValidateOptions& options, const Point& point) {
+  const double runs = 2.0 * options.iterations + options.warmup + (options.calibrate ? 1 : 0);
+  double total = 0;
+  for (const std::string& link : grid.links) {
+    for (const std::string& schedule : grid.schedules) {
+      for (int stages : grid.stages) {
+        for (int m : grid.micro_batches) {
+          try {
+            total += estimate_work(load_scenario(file, point(link, schedule, stages, m))).ops();
+          } catch (InputError& e) {
+            if (e.key() == "strategy.stages" &&
+                std::string(e.what()).find("not both") != std::string::npos)
+              throw InputError(
+                  "validate --sweep sets strategy.pipeline, and this scenario gives stages",
+                  "a scenario with 'pipeline: N' (e.g. scenarios/validation/backend-sweep.yaml)",
+                  "strategy.stages", {file, 0, 0});
+            throw;
+          }
+        }
+      }
+    }
+  }
+  if (total * runs > kMaxValidationOps)
+    throw InputError(
+        fmt::format("the sweep would execute about {:.3g} ops on the backend ({:.3g} ops x {:.0f} "
+                    "runs)",
+                    total * runs, total, runs),
+        fmt::format("at most {:.3g}; fewer or smaller --micro-batches, --stages or --iterations",
+                    kMaxValidationOps),
+        "--micro-batches", {"<command line>"});
+}
+
+}  // namespace
 
 SweepResult sweep(const std::string& file, const std::vector<Override>& overrides,
                   const SweepGrid& grid, const ExecutorFactory& make,
@@ -16,21 +57,26 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
   SweepResult r;
   const Scenario base = load_scenario(file, overrides);
   const int64_t per_micro = base.training.micro_batch * base.strategy.data;
+  const auto point = [&](const std::string& link, const std::string& schedule, int stages, int m) {
+    std::vector<Override> o = overrides;
+    o.push_back({"strategy.schedule", schedule});
+    o.push_back({"strategy.pipeline", std::to_string(stages)});
+    o.push_back({"training.global_batch", std::to_string(per_micro * m)});
+    o.push_back({grid.link_key, link});
+    return o;
+  };
+  check_sweep_work(file, grid, options, point);
   for (const std::string& link : grid.links) {
     for (const std::string& schedule : grid.schedules) {
       for (int stages : grid.stages) {
         for (int m : grid.micro_batches) {
-          std::vector<Override> o = overrides;
-          o.push_back({"strategy.schedule", schedule});
-          o.push_back({"strategy.pipeline", std::to_string(stages)});
-          o.push_back({"training.global_batch", std::to_string(per_micro * m)});
-          o.push_back({grid.link_key, link});
-          const Scenario s = load_scenario(file, o);
+          const Scenario s = load_scenario(file, point(link, schedule, stages, m));
           const std::unique_ptr<Executor> e = make(s);
           ValidationPoint p{schedule, link, stages, m, validate(s, *e, options)};
           if (progress != nullptr) {
             *progress << fmt::format(
-                "{} S={} M={} link {}: measured {:.4g} s, predicted {:+.1f} %, replay {:+.1f} %{}\n",
+                "{} S={} M={} link {}: measured {:.4g} s, predicted {:+.1f} %, replay {:+.1f} "
+                "%{}\n",
                 schedule, stages, m, link, p.v.measured_s,
                 (p.v.predicted_s / p.v.measured_s - 1) * 100,
                 (p.v.replay_s / p.v.measured_s - 1) * 100,

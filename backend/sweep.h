@@ -11,6 +11,10 @@
 
 namespace pipesim {
 
+// The most op executions (ops x runs, summed over the points) one validation sweep may ask
+// of a backend: each op really runs, about a millisecond of wall time on the host backend.
+inline constexpr double kMaxValidationOps = 5e6;
+
 struct SweepGrid {
   std::vector<std::string> schedules{"gpipe", "dapple", "pipedream"};
   std::vector<int> stages{2, 4, 8};
@@ -30,7 +34,7 @@ struct SweepResult {
   std::vector<ValidationPoint> points;
   double predicted_mape = 0, predicted_max_error = 0;
   double replay_mape = 0, replay_max_error = 0;
-  double kendall_tau = 0;  // ranking of the configurations: predicted vs measured makespan
+  double kendall_tau = 0;   // ranking of the configurations: predicted vs measured makespan
   bool calibrated = false;  // ValidateOptions::calibrate: the calibrated prediction's figures
   double calibrated_mape = 0, calibrated_max_error = 0, calibrated_kendall_tau = 0;
   double replay_kendall_tau = 0;

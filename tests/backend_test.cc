@@ -4,10 +4,11 @@
 // here.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "backend/host_backend.h"
 #include "backend/profile.h"
@@ -266,10 +267,10 @@ TEST(Validate, CalibratedPredictionUsesEachOpTimedAlone) {
 TEST(Commands, SweepWithCalibrateReportsTheCalibratedRanking) {
   const std::string scenario =
       std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/backend-sweep.yaml";
-  const test::CliResult r = test::cli(
-      {"validate", scenario, "--sweep", "--schedules", "gpipe", "--stages", "2", "--micro-batches",
-       "2", "--iterations", "1", "--warmup", "0", "--time-scale", "0.002", "--quiet", "--calibrate",
-       "--json", "-"});
+  const test::CliResult r =
+      test::cli({"validate", scenario, "--sweep", "--schedules", "gpipe", "--stages", "2",
+                 "--micro-batches", "2", "--iterations", "1", "--warmup", "0", "--time-scale",
+                 "0.002", "--quiet", "--calibrate", "--json", "-"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"calibrated_mape", "calibrated_max_error", "calibrated_kendall_tau"})
@@ -292,6 +293,27 @@ TEST(Commands, BadBackendOptionsExitTwo) {
   EXPECT_EQ(test::cli({"validate", file, "--time-scale", "fast"}).code, 2);
   EXPECT_EQ(test::cli({"validate", file, "--sweep", "--links", "nokey"}).code, 2);
   EXPECT_EQ(test::cli({"profile", file}).code, 2);  // --out is required
+}
+
+// A validation sweep too large for a backend is refused before any point runs, in well
+// under a second: 100,000 micro-batches of the sweep scenario are some 4e7 ops per run.
+// A scenario with explicit stages cannot take the sweep's pipeline depths: said as such.
+TEST(Commands, ValidateSweepTooLargeOrWithStagesIsRefused) {
+  const std::string sweep =
+      std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/backend-sweep.yaml";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto big = test::cli({"validate", sweep, "--sweep", "--micro-batches", "100000"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+  EXPECT_EQ(big.code, 2);
+  EXPECT_NE(big.err.find("--micro-batches: the sweep would execute about"), std::string::npos)
+      << big.err;
+  const auto staged =
+      test::cli({"validate", std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml",
+                 "--sweep"});
+  EXPECT_EQ(staged.code, 2);
+  EXPECT_NE(staged.err.find("strategy.stages: validate --sweep sets strategy.pipeline"),
+            std::string::npos)
+      << staged.err;
 }
 
 TEST(Stats, QuantilesAndKendallTau) {
