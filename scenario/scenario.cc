@@ -142,12 +142,12 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
     sc.strategy.stages = speed_balanced_stages(sc);
   // Before anything is built: refuse a run too large to simulate.
   const WorkEstimate work = r.at(strategy, "strategy", [&] { return estimate_work(sc); });
+  r.at(strategy, "strategy", [&] { check_work(work); });
   if (work.simulated_s > kMaxSimulatedSeconds)
     r.fail(training, "training",
            fmt::format("the run would simulate at least {:.3g} days", work.simulated_s / 86400),
            "at most 106 days of simulated time; fewer iterations or micro-batches, or shorter "
            "layers");
-  r.at(strategy, "strategy", [&] { check_work(work); });
   return sc;
 }
 
