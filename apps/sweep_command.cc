@@ -77,6 +77,10 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
       for (const Override& o : options.sets) keys.push_back(o.key);
       for (const GridAxis& a : axes) keys.push_back(a.key);
       warnings = what_if_warnings(base, keys);
+      if (slow_gpus_ > 0 && !base.cluster.slowdowns().empty())
+        warnings.push_back(
+            "--slow-gpus replaces the scenario's own cluster.slowdown at every point: one GPU "
+            "at a time is slow, nothing else");
     } catch (const InputError&) {
       if (slow_gpus_ > 0) throw;  // its axis needs the scenario's GPUs
     }

@@ -89,7 +89,8 @@ Time parse_time(std::string_view text) {
 }
 
 double parse_duration_s(std::string_view text) {
-  constexpr std::array kDuration{Unit{"ms", 1e-3}, Unit{"s", 1.0}, Unit{"min", 60.0},
+  constexpr std::array kDuration{Unit{"ps", 1e-12}, Unit{"ns", 1e-9},  Unit{"us", 1e-6},
+                                 Unit{"ms", 1e-3},  Unit{"s", 1.0},    Unit{"min", 60.0},
                                  Unit{"h", 3600.0}, Unit{"d", 86400.0}};
   const double v = parse_quantity(text, kDuration, kDurationUnits, "50000 h");
   if (v > 3.2e12)  // 100,000 years

@@ -23,7 +23,7 @@ inline constexpr std::string_view kCountUnits =
 
 Time parse_time(std::string_view text);
 // A duration that may run to years (failure rates, checkpoint intervals), in seconds.
-inline constexpr std::string_view kDurationUnits = "units: ms, s, min, h, d";
+inline constexpr std::string_view kDurationUnits = "units: ps, ns, us, ms, s, min, h, d";
 double parse_duration_s(std::string_view text);
 int64_t parse_bytes(std::string_view text);
 double parse_bandwidth(std::string_view text);  // bytes per second

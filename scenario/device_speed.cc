@@ -35,6 +35,18 @@ std::vector<int> stage_devices(const Scenario& s, int g) {
   return out;
 }
 
+// Layer l's forward + backward time on `device`'s GPU, its slowdown included.
+std::vector<int64_t> device_layer_costs(const Scenario& s, int device) {
+  const int kind = kind_of(s, device);
+  const double slow = s.cluster.device(device).slowdown;
+  std::vector<int64_t> out;
+  for (int l = 0; l < static_cast<int>(s.model.layers.size()); ++l) {
+    const auto t = static_cast<double>(kind_time(s, kind, l)) * slow;
+    out.push_back(static_cast<int64_t>(std::min(t, 9.2e18)));
+  }
+  return out;
+}
+
 }  // namespace
 
 DeviceSpeed::DeviceSpeed(const Scenario& s) {
@@ -65,17 +77,6 @@ double DeviceSpeed::scale(int device, int stage) const {
   if (uniform_) return 1.0;
   const auto d = static_cast<size_t>(device);
   return slowdown_[d] * ratio_[static_cast<size_t>(kind_[d])][static_cast<size_t>(stage)];
-}
-
-std::vector<int64_t> device_layer_costs(const Scenario& s, int device) {
-  const int kind = kind_of(s, device);
-  const double slow = s.cluster.device(device).slowdown;
-  std::vector<int64_t> out;
-  for (int l = 0; l < static_cast<int>(s.model.layers.size()); ++l) {
-    const auto t = static_cast<double>(kind_time(s, kind, l)) * slow;
-    out.push_back(static_cast<int64_t>(std::min(t, 9.2e18)));
-  }
-  return out;
 }
 
 std::vector<StageSpec> speed_balanced_stages(const Scenario& s) {

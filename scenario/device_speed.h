@@ -29,9 +29,6 @@ class DeviceSpeed {
   std::vector<std::vector<double>> ratio_;  // [kind][global stage]
 };
 
-// Layer l's forward + backward time on `device`'s GPU, its slowdown included.
-std::vector<int64_t> device_layer_costs(const Scenario& s, int device);
-
 // `pipeline: N` on GPUs of different speeds: the split of the model into the strategy's
 // global stages that balances each stage's slowest GPU (schedules/partition.h), on the
 // scenario's placement. The stages' other fields are kept.

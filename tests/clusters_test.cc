@@ -53,6 +53,16 @@ strategy:
                      fmt::arg("data", data));
 }
 
+// The scenario is refused, the error naming `key`.
+void expect_error_key(const std::string& yaml, const std::string& key) {
+  try {
+    run_yaml(yaml);
+    ADD_FAILURE() << "accepted, expected an error at " << key;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key(), key) << e.what();
+  }
+}
+
 // Daly's expression worked by hand: M = 3600 s, tau = 1800 s, delta = 60 s, R = 600 s:
 // wall = 3600 e^{600/3600} (e^{1860/3600} - 1) = 3600 x 1.181360 x 0.676418 = 2876.79 s of
 // wall time per 1800 s of progress: goodput 0.625698.
@@ -89,6 +99,29 @@ TEST(Goodput, InTheReport) {
   const auto j = nlohmann::json::parse(to_json(r));
   EXPECT_NEAR(j["goodput"].get<double>(), 0.967492, 1e-6);
   EXPECT_GT(j["checkpoint_every_optimal"].get<double>(), 1800);  // sqrt(2 x 60 x 3.6e6) ~ 2e4
+}
+
+// training.failures durations take every time unit of SPEC section 2 and min, h, d; a
+// bare number or an unknown unit is an error naming the key.
+TEST(Goodput, DurationsTakeEveryTimeUnit) {
+  const auto with = [](const std::string& failures) {
+    std::string yaml = equal_layers(2, 2, 2, 1, "");
+    yaml.replace(yaml.find("  optimizer: sgd\n"), 17,
+                 "  optimizer: sgd\n  failures: " + failures + "\n");
+    return yaml;
+  };
+  // 500 us = 5e-4 s; 2 d = 172,800 s.
+  const auto r =
+      run_yaml(with("{mtbf_per_gpu: 2 d, checkpoint_time: 500 us, restart: 1 min}")).report;
+  ASSERT_TRUE(r.info.failures);
+  EXPECT_DOUBLE_EQ(r.info.failures->checkpoint_s, 5e-4);
+  EXPECT_DOUBLE_EQ(r.info.failures->cluster_mtbf_s, 172800.0 / 2);
+  EXPECT_DOUBLE_EQ(r.info.failures->restart_s, 60.0);
+  expect_error_key(with("{mtbf_per_gpu: 50000, checkpoint_time: 1 min}"),
+                   "training.failures.mtbf_per_gpu");
+  expect_error_key(with("{mtbf_per_gpu: 5 weeks, checkpoint_time: 1 min}"),
+                   "training.failures.mtbf_per_gpu");
+  expect_error_key(with("{mtbf_per_gpu: 50000 h}"), "training.failures.checkpoint_time");
 }
 
 // A checkpoint given as a rate: 2 layers of 10^9 fp32 parameters (4 bytes each, SGD keeps
@@ -200,12 +233,7 @@ TEST(Straggler, PlacementLeavesTheSlowGpuIdle) {
 // Errors name the key and what is allowed.
 TEST(Straggler, BadSlowdownsAreErrors) {
   const auto fails = [](const std::string& extra, const std::string& key) {
-    try {
-      run_yaml(equal_layers(2, 2, 2, 1, extra));
-      ADD_FAILURE() << "accepted: " << extra;
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.key(), key) << e.what();
-    }
+    expect_error_key(equal_layers(2, 2, 2, 1, extra), key);
   };
   fails("  slowdown: [{device: node0/gpu9, compute: 2}]\n", "cluster.slowdown.0.device");
   fails("  slowdown: [{device: node0/gpu1, compute: 0.5}]\n", "cluster.slowdown.0.compute");
@@ -299,12 +327,7 @@ TEST(MixedGpus, NodeGroupErrorsNameTheKey) {
                              "model: {layers: [{name: a, forward: 1 ms, backward: 1 ms}]}\n"
                              "training: {global_batch: 1, micro_batch: 1}\n"
                              "strategy: {pipeline: 1}\n";
-    try {
-      run_yaml(yaml);
-      ADD_FAILURE() << "accepted: " << cluster;
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.key(), key) << e.what();
-    }
+    expect_error_key(yaml, key);
   };
   fails("  gpu: a100-80gb\n  node_groups: [{nodes: 1, gpu: a100-80gb}]\n", "cluster.gpu");
   fails("  node_groups: []\n", "cluster.node_groups");
