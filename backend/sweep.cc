@@ -16,7 +16,7 @@ namespace {
 // sweep's `pipeline`), and the ops every run executes stay within kMaxValidationOps (a
 // backend runs each op for real, about a millisecond of wall time each on the host).
 template <typename Point>
-void check_sweep_work(const std::string& file, const SweepGrid& grid,
+void check_sweep_work(const ScenarioDocument& doc, const std::string& file, const SweepGrid& grid,
                       const ValidateOptions& options, const Point& point) {
   const double runs = 2.0 * options.iterations + options.warmup + (options.calibrate ? 1 : 0);
   double total = 0;
@@ -25,7 +25,7 @@ void check_sweep_work(const std::string& file, const SweepGrid& grid,
       for (int stages : grid.stages) {
         for (int m : grid.micro_batches) {
           try {
-            total += estimate_work(load_scenario(file, point(link, schedule, stages, m))).ops();
+            total += estimate_work(doc.load(point(link, schedule, stages, m))).ops();
           } catch (InputError& e) {
             if (e.key() == "strategy.stages" &&
                 std::string(e.what()).find("not both") != std::string::npos)
@@ -55,7 +55,8 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
                   const SweepGrid& grid, const ExecutorFactory& make,
                   const ValidateOptions& options, std::ostream* progress) {
   SweepResult r;
-  const Scenario base = load_scenario(file, overrides);
+  const ScenarioDocument doc(file);  // read once, for every point
+  const Scenario base = doc.load(overrides);
   const int64_t per_micro = base.training.micro_batch * base.strategy.data;
   const auto point = [&](const std::string& link, const std::string& schedule, int stages, int m) {
     std::vector<Override> o = overrides;
@@ -65,12 +66,12 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
     o.push_back({grid.link_key, link});
     return o;
   };
-  check_sweep_work(file, grid, options, point);
+  check_sweep_work(doc, file, grid, options, point);
   for (const std::string& link : grid.links) {
     for (const std::string& schedule : grid.schedules) {
       for (int stages : grid.stages) {
         for (int m : grid.micro_batches) {
-          const Scenario s = load_scenario(file, point(link, schedule, stages, m));
+          const Scenario s = doc.load(point(link, schedule, stages, m));
           const std::unique_ptr<Executor> e = make(s);
           ValidationPoint p{schedule, link, stages, m, validate(s, *e, options)};
           if (progress != nullptr) {

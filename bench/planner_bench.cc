@@ -4,7 +4,9 @@
 // BM_Choice* time phase 1 with phase 2's choice. Targets: 1024 GPUs with a 96-layer
 // transformer in under 60 s on 2 cores, the analytic phase under a second at every size;
 // Mixtral 8x7B on 64 H100s (expert degrees searched) under 60 CPU-s; BM_Plan1024GpusTimeLimit
-// within 10 % of its --time-limit.
+// within 10 % of its --time-limit. BM_CandidateBy*: a candidate's scenario as the planner makes
+// it (with_strategy on the loaded value) against loading the file with its strategy written
+// in (what it did before): the ratio is the per-candidate saving.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "planner/judge.h"
 #include "planner/planner.h"
 
 namespace pipesim {
@@ -114,6 +117,48 @@ void BM_Plan1024GpusGpt96(benchmark::State& state) {
   run_plan(state, gpt_1024());
 }
 BENCHMARK(BM_Plan1024GpusGpt96)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// One candidate of the 256- and 1024-GPU plans (TP 8 x PP 8 x DP n, micro-batch 2, DAPPLE):
+// its scenario made from the loaded value, or by loading the file with the strategy set.
+planner::PlanPoint candidate(const Scenario& base) {
+  planner::PlanPoint p;
+  const int L = static_cast<int>(base.model.layers.size());
+  for (int s = 0; s < 8; ++s) p.stages.push_back({s * L / 8, (s + 1) * L / 8 - 1, 1, {}, {}, {}});
+  p.tensor = 8;
+  p.sequence_parallel = true;
+  p.data = base.cluster.num_devices() / 64;
+  p.micro_batch = 2;
+  p.schedule = ScheduleKind::kDapple;
+  return p;
+}
+void candidate_scenarios(benchmark::State& state, const std::string& file, bool by_value) {
+  const Scenario base = load_scenario(file);
+  const PlanOptions o;
+  const planner::Judge judge(base, o);
+  const planner::PlanPoint p = candidate(base);
+  const std::vector<Override> with{{"training.micro_batch", "2"},
+                                   {"strategy", planner::strategy_json(p, base).dump()}};
+  for (auto _ : state) {
+    const Scenario sc = by_value ? judge.scenario_of(p) : load_scenario(file, with);
+    benchmark::DoNotOptimize(sc.micro_batches);
+  }
+}
+void BM_CandidateByValue256Gpus(benchmark::State& state) {
+  candidate_scenarios(state, gpt_256(), true);
+}
+BENCHMARK(BM_CandidateByValue256Gpus)->Unit(benchmark::kMillisecond);
+void BM_CandidateByFile256Gpus(benchmark::State& state) {
+  candidate_scenarios(state, gpt_256(), false);
+}
+BENCHMARK(BM_CandidateByFile256Gpus)->Unit(benchmark::kMillisecond);
+void BM_CandidateByValue1024Gpus(benchmark::State& state) {
+  candidate_scenarios(state, gpt_1024(), true);
+}
+BENCHMARK(BM_CandidateByValue1024Gpus)->Unit(benchmark::kMillisecond);
+void BM_CandidateByFile1024Gpus(benchmark::State& state) {
+  candidate_scenarios(state, gpt_1024(), false);
+}
+BENCHMARK(BM_CandidateByFile1024Gpus)->Unit(benchmark::kMillisecond);
 
 // --time-limit on the 1024-GPU plan, whose first simulation alone takes longer than the
 // limit: the wall time over the limit (counter `over_limit`; target: at most 1.10, SPEC

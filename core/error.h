@@ -43,6 +43,20 @@ class InputError : public std::runtime_error {
   std::string message_;
 };
 
+// An input file that does not exist (ENOENT): an InputError like any other on the command
+// line; Python raises FileNotFoundError for it.
+class MissingFile : public InputError {
+ public:
+  MissingFile(std::string path, std::string what, std::string allowed, std::string key,
+              Location where)
+      : InputError(std::move(what), std::move(allowed), std::move(key), std::move(where)),
+        path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Something the simulation found that the user asked to be told about (exit code 1).
 class SimulationProblem : public std::runtime_error {
  public:

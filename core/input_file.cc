@@ -53,6 +53,9 @@ std::string read_input_file(const std::string& path, const std::string& what,
          "a path without NUL characters");
   // O_NONBLOCK: opening a FIFO with no writer must not wait; it is refused below.
   const Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  if (f.fd < 0 && errno == ENOENT)
+    throw MissingFile(path, fmt::format("cannot read {}: {}", name, std::strerror(errno)), allowed,
+                      key, where);
   if (f.fd < 0) fail(fmt::format("cannot read {}: {}", name, std::strerror(errno)), allowed);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0)

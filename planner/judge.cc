@@ -13,6 +13,7 @@
 #include "planner/candidate_io.h"
 #include "scenario/device_speed.h"
 #include "scenario/setup.h"
+#include "schedules/partition.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 
@@ -73,24 +74,78 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   return st;
 }
 
+Strategy strategy_of(const PlanPoint& p, const Scenario& base) {
+  const Strategy& b = base.strategy;
+  Strategy st;
+  st.schedule = p.schedule;
+  for (const StageSpec& s : p.stages)
+    st.stages.push_back(
+        {s.first_layer, s.last_layer, s.replicas, std::nullopt, std::nullopt, std::nullopt});
+  st.data = p.data;
+  st.tensor = p.tensor;
+  st.context = p.context;
+  if (p.context > 1) st.context_comm = b.context_comm;
+  st.expert = p.expert;
+  if (p.expert > 1) st.dedup_dispatch = b.dedup_dispatch;
+  st.routing_imbalance = b.routing_imbalance;
+  st.sequence_parallel = p.sequence_parallel && p.tensor > 1;
+  st.zero = p.zero;
+  if (p.schedule != ScheduleKind::kGpipeRecompute) st.recompute = p.recompute;
+  st.virtual_stages = p.virtual_stages > 1               ? p.virtual_stages
+                      : p.schedule == ScheduleKind::kZbV ? 2
+                                                         : 1;
+  st.warmup = p.warmup;
+  st.allreduce = b.allreduce;
+  st.bucket_bytes = b.bucket_bytes;
+  st.bucket_buffers = b.bucket_buffers;
+  st.tensor_overlap = b.tensor_overlap;
+  st.p2p_overlap = b.p2p_overlap;
+  st.overlap_grad_reduce = b.overlap_grad_reduce || p.zero > 1;
+  st.overlap_param_gather = b.overlap_param_gather && (p.zero == 1 || p.zero == 2);
+  return st;
+}
+
+StrategyPlacement placement_of(const PlanPoint& p, const Scenario& base) {
+  StrategyPlacement gpus;
+  if (p.stage_placement.empty()) {
+    gpus.policy = p.placement;
+    return gpus;
+  }
+  gpus.given_lists = true;
+  for (const auto& copy : p.devices(base.cluster))
+    for (const auto& stage : copy) gpus.lists.push_back(stage);
+  return gpus;
+}
+
+const Scenario& Judge::at_micro_batch(int64_t b) const {
+  const std::lock_guard<std::mutex> lock(scenarios_mutex_);
+  std::unique_ptr<Scenario>& sc = scenarios_[b];
+  if (!sc) {
+    // The strategy: any that every micro-batch size takes (the scenario's own may not).
+    Strategy trivial;
+    trivial.schedule =
+        is_async(base_.strategy.schedule) ? ScheduleKind::kPipeDream : ScheduleKind::kDapple;
+    trivial.stages = even_partition(base_.model, 1);
+    sc = std::make_unique<Scenario>(with_strategy(base_, trivial, {}, b));
+  }
+  return *sc;
+}
+
+Scenario Judge::scenario_of(const PlanPoint& p) const {
+  return with_strategy(at_micro_batch(p.micro_batch), strategy_of(p, base_),
+                       placement_of(p, base_));
+}
+
 void Judge::progress(const std::string& line) const {
   if (opt_.progress == nullptr) return;
   std::lock_guard<std::mutex> lock(progress_mutex_);
   *opt_.progress << "pipesim plan: " << line << "\n";
 }
 
-std::vector<Override> Judge::with_plan(const PlanPoint& p) const {
-  std::vector<Override> with = overrides_;
-  if (p.micro_batch != base_.training.micro_batch)
-    with.push_back({"training.micro_batch", std::to_string(p.micro_batch)});
-  with.push_back({"strategy", strategy_json(p, base_).dump()});
-  return with;
-}
-
 bool Judge::orderable(const PlanPoint& p) const {
   if (p.schedule != ScheduleKind::kZbV) return true;
   try {
-    scenario_orders(load_scenario(file_, with_plan(p)));
+    scenario_orders(scenario_of(p));
     return true;
   } catch (const InputError&) {
     return false;
@@ -104,9 +159,8 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   if (p.micro_batch != base_.training.micro_batch) c.micro_batch = p.micro_batch;
   c.estimate_s = estimate.iteration_s;
   c.estimated_memory = estimate.peak_memory;
-  const std::vector<Override> with = with_plan(p);
   try {
-    const Scenario sc = load_scenario(file_, with);
+    const Scenario sc = scenario_of(p);
     simulate_scenario(sc, c, deadline_);
     if (!DeviceSpeed(sc).uniform()) speed_balanced(sc, c);
   } catch (const InputError&) {
@@ -130,7 +184,7 @@ void Judge::speed_balanced(const Scenario& sc, Candidate& c) const {
   b.point = q;
   b.strategy = strategy_json(q, base_);
   try {
-    simulate_scenario(load_scenario(file_, with_plan(q)), b, deadline_);
+    simulate_scenario(scenario_of(q), b, deadline_);
   } catch (const InputError&) {
     return;  // the split the planner chose stands
   }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,13 +30,14 @@ inline double since(Clock::time_point t0) {
 // The strategy section of a plan, in the form a scenario takes; strategy keys the planner
 // does not search (all-reduce algorithm, buckets) are the scenario's.
 nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base);
+// The same as values: the Strategy and GPUs the loader reads from strategy_json(p, base).
+Strategy strategy_of(const PlanPoint& p, const Scenario& base);
+StrategyPlacement placement_of(const PlanPoint& p, const Scenario& base);
 
 class Judge {
  public:
-  // `base` is `file` loaded with `overrides`; all three outlive the judge.
-  Judge(const std::string& file, const std::vector<Override>& overrides, const Scenario& base,
-        const PlanOptions& options)
-      : file_(file), overrides_(overrides), base_(base), opt_(options) {}
+  // `base` and `options` outlive the judge.
+  Judge(const Scenario& base, const PlanOptions& options) : base_(base), opt_(options) {}
 
   // The options' time limit counts from t0: simulations still running past it stop
   // (DeadlinePassed, from simulate_one).
@@ -58,8 +61,12 @@ class Judge {
   // A "pipesim plan: " line on the options' progress stream, if any (thread-safe).
   void progress(const std::string& line) const;
 
-  // The scenario with a plan's strategy and micro-batch in place of its own.
-  std::vector<Override> with_plan(const PlanPoint& p) const;
+  // The scenario at micro-batch `b` (its model priced for it) with a strategy any
+  // micro-batch takes; kept, one per size (thread-safe).
+  const Scenario& at_micro_batch(int64_t b) const;
+  // The scenario with a plan's strategy and micro-batch in place of its own, checked as a
+  // written strategy is (InputError if it does not fit).
+  Scenario scenario_of(const PlanPoint& p) const;
   // zb-v's greedy order builder refuses some stage costs and micro-batch counts (it needs
   // the V filled); such plans are not simulated. Every other schedule orders any plan.
   bool orderable(const PlanPoint& p) const;
@@ -98,11 +105,11 @@ class Judge {
   // Plan::memory_error_* and memory_misses over `done`, with a warning for the misses.
   void memory_errors(const std::vector<Candidate>& done, Plan& result) const;
 
-  const std::string& file_;
-  const std::vector<Override>& overrides_;
   const Scenario& base_;
   const PlanOptions& opt_;
   mutable std::mutex progress_mutex_;
+  mutable std::mutex scenarios_mutex_;
+  mutable std::map<int64_t, std::unique_ptr<Scenario>> scenarios_;
   Deadline deadline_;
 };
 

@@ -50,9 +50,7 @@ constexpr size_t kMaxPerStagePositions = 16;
 
 class Planner {
  public:
-  Planner(const std::string& file, const std::vector<Override>& overrides,
-          const PlanOptions& options)
-      : file_(file), overrides_(overrides), opt_(options), base_(load_scenario(file, overrides)) {
+  Planner(const Scenario& base, const PlanOptions& options) : opt_(options), base_(base) {
     for (const std::string& key : opt_.fix) {
       if (std::find_if(std::begin(kFixable), std::end(kFixable),
                        [&](const char* k) { return key == k; }) == std::end(kFixable)) {
@@ -146,17 +144,6 @@ class Planner {
   }
 
  private:
-  // The scenario at micro-batch b, its strategy replaced by a trivially valid one (the
-  // scenario's own may not fit another micro-batch).
-  std::vector<Override> with_micro_batch(int64_t b) const {
-    std::vector<Override> o = overrides_;
-    o.push_back({"training.micro_batch", std::to_string(b)});
-    o.push_back(
-        {"strategy", fmt::format("{{schedule: {}, pipeline: 1}}",
-                                 is_async(base_.strategy.schedule) ? "pipedream" : "dapple")});
-    return o;
-  }
-
   // The space's lower bound, checked against every simulated plan that fits: one faster
   // would be a fault of the bound's reasoning (planner/bound.h), said, never hidden.
   double checked_bound(const std::vector<Candidate>& done, Plan& result) const {
@@ -189,7 +176,7 @@ class Planner {
     for (const int64_t b : micro_batch_sizes(base_)) {
       if (halted_) return;
       if (fixed("training.micro_batch") && b != base_.training.micro_batch) continue;
-      const Scenario sc = load_scenario(file_, with_micro_batch(b));
+      const Scenario& sc = judge_.at_micro_batch(b);
       const bool moe = std::any_of(sc.model.layers.begin(), sc.model.layers.end(),
                                    [](const Layer& l) { return l.moe.has_value(); });
       for (const int t : tensor_degrees(sc)) {
@@ -351,10 +338,10 @@ class Planner {
 
   // A plan's estimate on its real placement (phase 1 costs every plan placed contiguously).
   planner::Estimate placed_estimate(const PlanPoint& p, const planner::Placement& d) {
-    auto& [sc, cm] = models_[{p.micro_batch, p.tensor}];
+    std::unique_ptr<planner::CostModel>& cm = models_[{p.micro_batch, p.tensor}];
     if (!cm) {
-      sc = std::make_unique<Scenario>(load_scenario(file_, with_micro_batch(p.micro_batch)));
-      cm = std::make_unique<planner::CostModel>(*sc, p.tensor, net_.get());
+      cm = std::make_unique<planner::CostModel>(judge_.at_micro_batch(p.micro_batch), p.tensor,
+                                                net_.get());
       cm->keep_free(opt_.headroom);
     }
     const planner::Estimate e =
@@ -480,13 +467,11 @@ class Planner {
                       simulated, rounds, done[best().front()].throughput));
   }
 
-  // The scenario with one of PlanOptions::compare as its strategy, loaded like
-  // `--set strategy=...`; an InputError naming --compare if it is not a valid one.
+  // The scenario with one of PlanOptions::compare as its strategy, read like the file's
+  // strategy section; an InputError naming --compare if it is not a valid one.
   Scenario compared_scenario(const std::string& text) const {
-    std::vector<Override> with = overrides_;
-    with.push_back({"strategy", text});
     try {
-      return load_scenario(file_, with);
+      return with_strategy_yaml(base_, text, "--compare");
     } catch (const InputError& e) {
       throw InputError(fmt::format("'{}': {}", text, e.problem()), e.allowed(),
                        "--compare " + e.key(), {"<command line>"});
@@ -565,17 +550,13 @@ class Planner {
     return out;
   }
 
-  std::string file_;
-  std::vector<Override> overrides_;
   PlanOptions opt_;
   Scenario base_;
   // The network terms, the same at every micro-batch size and tensor degree.
   std::unique_ptr<planner::NetworkCosts> net_ = std::make_unique<planner::NetworkCosts>(base_);
-  // (micro-batch, tensor) -> the scenario at that micro-batch and its cost model.
-  std::map<std::pair<int64_t, int>,
-           std::pair<std::unique_ptr<Scenario>, std::unique_ptr<planner::CostModel>>>
-      models_;
-  planner::Judge judge_{file_, overrides_, base_, opt_};
+  // (micro-batch, tensor) -> the cost model of the scenario at that micro-batch.
+  std::map<std::pair<int64_t, int>, std::unique_ptr<planner::CostModel>> models_;
+  planner::Judge judge_{base_, opt_};
   // Every parameter's optimizer step once, and the least work bound of the space so far.
   double optimizer_s_ = planner::CostModel(base_, 1, net_.get())
                             .optimizer_time(0, static_cast<int>(base_.model.layers.size()) - 1);
@@ -601,7 +582,11 @@ class Planner {
 
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options) {
-  Planner planner(file, overrides, options);
+  return plan(load_scenario(file, overrides), options);
+}
+
+Plan plan(const Scenario& scenario, const PlanOptions& options) {
+  Planner planner(scenario, options);
   Plan p = planner.run();
   p.headroom = options.headroom;
   p.fixed = options.fix;

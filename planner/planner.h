@@ -145,8 +145,11 @@ inline constexpr const char* kFixable[] = {
     "strategy.zero",        "strategy.recompute"};
 inline constexpr double kHeadroom = 0.90;  // the share the suggested alternative stays under
 
-// `file` empty: the embedded default scenario. `overrides` apply before the search.
-// Throws InputError for a bad scenario.
+// The scenario's plan: every candidate is the scenario with another strategy and
+// micro-batch (with_strategy), checked as a written one is. Throws InputError for a bad
+// --compare strategy or a space it cannot search.
+Plan plan(const Scenario& scenario, const PlanOptions& options);
+// The file (`file` empty: the embedded default scenario) loaded with `overrides`, planned.
 Plan plan(const std::string& file, const std::vector<Override>& overrides,
           const PlanOptions& options);
 

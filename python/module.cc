@@ -5,13 +5,18 @@
 //   p = pipesim.plan(None, top=5)                                         # == plan --json
 //   s = pipesim.sweep(None, grid={"training.micro_batch": "1..8*2"})    # == sweep --json
 //
-// Bad input raises pipesim.InputError (a ValueError) whose message is the line the command
-// line prints. The GIL is released while pipesim loads and simulates, so Python threads
-// can run several scenarios at once.
+// Results are pipesim.Result: the JSON object as a dict whose fields are attributes too
+// (r.makespan_s == r["makespan_s"]), nested objects alike; to_dict() gives plain dicts.
+// Scenario paths are str or os.PathLike. Bad input raises pipesim.InputError (a
+// ValueError) whose message is the line the command line prints after "pipesim: error: ";
+// a scenario file that does not exist raises FileNotFoundError. The GIL is released while pipesim
+// loads and simulates, so Python threads can run several scenarios at once.
 #include <fmt/format.h>
+#include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cerrno>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -25,6 +30,10 @@ namespace py = pybind11;
 
 namespace pipesim {
 namespace {
+
+// pipesim.Result, made once when the module is imported (never destroyed: a static
+// py::object would be released after the interpreter is gone).
+py::object* result_class = nullptr;
 
 py::object to_python(const nlohmann::ordered_json& j) {
   switch (j.type()) {
@@ -48,7 +57,7 @@ py::object to_python(const nlohmann::ordered_json& j) {
     case nlohmann::json::value_t::object: {
       py::dict out;
       for (const auto& [key, v] : j.items()) out[py::str(key)] = to_python(v);
-      return out;
+      return (*result_class)(out);
     }
     default:
       throw InternalError("a JSON value of a kind reports do not hold");
@@ -85,19 +94,24 @@ std::vector<Override> overrides(const std::optional<py::dict>& set) {
   return out;
 }
 
-// The scenario argument: None (the embedded default) or a path as a str.
+// The scenario argument: None (the embedded default) or a path: a str, bytes or an
+// os.PathLike.
 std::string path_of(const py::object& scenario) {
   if (scenario.is_none()) return "";
+  if (py::isinstance<py::bytes>(scenario) || py::hasattr(scenario, "__fspath__")) {
+    const py::module_ os = py::module_::import("os");
+    return path_of(os.attr("fsdecode")(os.attr("fspath")(scenario)));
+  }
   if (!py::isinstance<py::str>(scenario))
     throw InputError(fmt::format("the scenario is a {}, not a path",
                                  utf8(py::str(py::type::of(scenario).attr("__name__")), "a type")),
-                     "a path as a str, or None for the default scenario", "scenario",
-                     {"pipesim"});
+                     "a path (str, bytes or os.PathLike), or None for the default scenario",
+                     "scenario", {"pipesim"});
   return utf8(scenario, "the scenario path");
 }
 
-py::object run_py(const py::object& scenario, const std::optional<py::dict>& set,
-                  bool reproducible, bool exact_sharing) {
+py::object run_py(const py::object& scenario, const std::optional<py::dict>& set, bool reproducible,
+                  bool exact_sharing) {
   const std::vector<Override> o = overrides(set);
   SimulateOptions options;
   options.reproducible = reproducible;
@@ -111,9 +125,9 @@ py::object run_py(const py::object& scenario, const std::optional<py::dict>& set
   return to_python(report);
 }
 
-py::object plan_py(const py::object& scenario, const std::optional<py::dict>& set,
-                   int top, int threads, const std::optional<py::object>& time_limit,
-                   bool exhaustive, bool reproducible, const std::vector<std::string>& compare,
+py::object plan_py(const py::object& scenario, const std::optional<py::dict>& set, int top,
+                   int threads, const std::optional<py::object>& time_limit, bool exhaustive,
+                   bool reproducible, const std::vector<std::string>& compare,
                    const std::optional<double>& tolerance, double headroom,
                    const std::vector<std::string>& fix) {
   const std::vector<Override> o = overrides(set);
@@ -154,9 +168,10 @@ py::object plan_py(const py::object& scenario, const std::optional<py::dict>& se
     checked_time_limit(options.time_limit_s, "time_limit", {"pipesim.plan"});
   }
   if (reproducible && options.time_limit_s > 0)
-    throw InputError("reproducible with time_limit: what a time limit leaves simulated "
-                     "depends on the machine",
-                     "one of the two", "reproducible", {"pipesim.plan"});
+    throw InputError(
+        "reproducible with time_limit: what a time limit leaves simulated "
+        "depends on the machine",
+        "one of the two", "reproducible", {"pipesim.plan"});
   const std::string path = path_of(scenario);
   nlohmann::ordered_json result;
   {
@@ -209,8 +224,7 @@ py::object sweep_py(const py::object& scenario, const py::dict& grid,
   return to_python(result);
 }
 
-std::string resolve_py(const py::object& scenario,
-                       const std::optional<py::dict>& set) {
+std::string resolve_py(const py::object& scenario, const std::optional<py::dict>& set) {
   const std::vector<Override> o = overrides(set);
   const std::string path = path_of(scenario);
   const py::gil_scoped_release release;
@@ -230,10 +244,46 @@ PYBIND11_MODULE(pipesim, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const pipesim::MissingFile& e) {
+      const py::object error =
+          py::module_::import("builtins").attr("FileNotFoundError")(ENOENT, e.message(), e.path());
+      PyErr_SetObject(PyExc_FileNotFoundError, error.ptr());
     } catch (const pipesim::InputError& e) {
-      (*input_error)(("pipesim: error: " + e.message()).c_str());
+      (*input_error)(e.message().c_str());
     }
   });
+  // A dict whose keys are attributes too: reports stay JSON-shaped (json.dumps, ==, [])
+  // and read as objects.
+  py::dict space;
+  py::exec(R"(
+class Result(dict):
+    """A pipesim result: the JSON object as a dict, its fields also as attributes."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no field '{name}'; fields: {', '.join(self)}") from None
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self))
+
+    def to_dict(self):
+        """Plain dicts and lists all the way down."""
+        def plain(v):
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            return v
+        return plain(self)
+)",
+           space);
+  pipesim::result_class = new py::object(space["Result"]);
+  pipesim::result_class->attr("__module__") = "pipesim";
+  m.attr("Result") = *pipesim::result_class;
   m.def("run", &pipesim::run_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
         "reproducible"_a = false, "exact_sharing"_a = false,
         "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "

@@ -6,19 +6,24 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/input_file.h"
 #include "scenario/default_scenario.h"
 #include "scenario/device_speed.h"
+#include "scenario/internal/locator.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
 #include "scenario/work_estimate.h"
+#include "schedules/partition.h"
 
 namespace pipesim {
 namespace {
 
 using internal::apply_override;
+using internal::Locator;
 using internal::parse_yaml;
 using internal::read_cluster;
 using internal::read_model_section;
@@ -44,8 +49,9 @@ double precision_peak(const GpuSpec& g, Precision p) {
 // Mixed GPUs (SPEC section 10): the model priced again on every other kind of GPU in the
 // cluster (Scenario::kind_layer_time). Layers with given or measured times follow the
 // ratio of the GPUs' peaks in the training precision, and say so.
-void price_gpu_kinds(const Reader& r, const YAML::Node& cluster, const YAML::Node& model,
-                     Scenario& sc) {
+void price_gpu_kinds(Scenario& sc) {
+  sc.kind_layer_time.clear();
+  sc.device_kind.clear();
   std::vector<const GpuSpec*> kinds{&sc.cluster.device(0).gpu};
   std::vector<int> device_kind;
   for (const Device& d : sc.cluster.devices()) {
@@ -58,13 +64,14 @@ void price_gpu_kinds(const Reader& r, const YAML::Node& cluster, const YAML::Nod
   // Each kind prices the model again: a cluster of a few kinds, as real ones are.
   constexpr size_t kMaxKinds = 16;
   if (kinds.size() > kMaxKinds)
-    r.fail(cluster, "cluster", fmt::format("more than {} kinds of GPU", kMaxKinds),
-           fmt::format("at most {} different GPUs (presets or mappings)", kMaxKinds));
+    throw InputError(fmt::format("more than {} kinds of GPU", kMaxKinds),
+                     fmt::format("at most {} different GPUs (presets or mappings)", kMaxKinds),
+                     "cluster");
   sc.device_kind = std::move(device_kind);
   const auto time = [](const Layer& l) { return l.forward + l.backward_input + l.backward_weight; };
   for (size_t k = 0; k < kinds.size(); ++k) {
     std::vector<Time> times;
-    const Model m = k == 0 ? Model{} : read_model_section(r, model, sc.training, *kinds[k], false);
+    const Model m = k == 0 || !sc.price_model ? Model{} : sc.price_model(sc.training, *kinds[k]);
     for (size_t l = 0; l < sc.model.layers.size(); ++l) {
       const Layer& x = sc.model.layers[l];
       if (k == 0) {
@@ -80,6 +87,45 @@ void price_gpu_kinds(const Reader& r, const YAML::Node& cluster, const YAML::Nod
     }
     sc.kind_layer_time.push_back(std::move(times));
   }
+}
+
+// The model section kept for pricing again (Scenario::price_model). Its reads are
+// serialised: one document's nodes are not to be read by two threads at once.
+ModelPricer model_pricer(const Reader& r, const YAML::Node& model) {
+  auto lock = std::make_shared<std::mutex>();
+  return [r, model, lock](const Training& t, const GpuSpec& gpu) {
+    const std::lock_guard<std::mutex> hold(*lock);
+    return read_model_section(r, model, t, gpu, false);
+  };
+}
+
+// The model priced (again) for sc.training on its GPUs.
+void price(Scenario& sc) {
+  const GpuSpec& gpu = sc.cluster.device(0).gpu;
+  sc.model = sc.price_model(sc.training, gpu);
+  set_optimizer_step(sc.model, sc.training, gpu);
+  price_gpu_kinds(sc);
+}
+
+// After the strategy's checks: `pipeline: N` on GPUs of different speeds sizes each stage
+// to its slowest GPU; then, before anything is built, a run too large to simulate is
+// refused.
+void finish_strategy(Scenario& sc, const internal::Locator& at) {
+  if (sc.pipeline > 0 && !DeviceSpeed(sc).uniform()) sc.strategy.stages = speed_balanced_stages(sc);
+  WorkEstimate work;
+  try {
+    work = estimate_work(sc);
+    check_work(work);
+  } catch (InputError& e) {
+    e.set_key_if_empty("strategy");
+    e.set_location_if_empty(at.where("strategy", "strategy"));
+    throw;
+  }
+  if (work.simulated_s > kMaxSimulatedSeconds)
+    at.fail_at("training", "training",
+               fmt::format("the run would simulate at least {:.3g} days", work.simulated_s / 86400),
+               "at most 106 days of simulated time; fewer iterations or micro-batches, or shorter "
+               "layers");
 }
 
 Scenario load(YAML::Node root, const std::string& source, const std::vector<Override>& overrides) {
@@ -117,7 +163,9 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .kind_layer_time = {},
               .device_kind = {},
               .user_order = {},
-              .user_order_at = {}};
+              .user_order_at = {},
+              .pipeline = 0,
+              .price_model = {}};
   sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
                                      : lossy_utf8(std::filesystem::path(source).stem().string());
   const YAML::Node training = r.require(root, "", "training");
@@ -132,22 +180,16 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
     }
   }
   const YAML::Node model = r.require(root, "", "model");
-  sc.model = read_model_section(r, model, sc.training, sc.cluster.device(0).gpu, false);
-  set_optimizer_step(sc.model, sc.training, sc.cluster.device(0).gpu);
-  price_gpu_kinds(r, root["cluster"], model, sc);
+  sc.price_model = model_pricer(r, model);
+  try {
+    price(sc);
+  } catch (InputError& e) {
+    if (e.key() == "cluster") e.set_location_if_empty(r.where(root["cluster"], "cluster"));
+    throw;
+  }
   const YAML::Node strategy = r.require(root, "", "strategy");
   read_strategy(r, strategy, training, sc);
-  // `pipeline: N` on GPUs of different speeds: each stage sized to its slowest GPU.
-  if (strategy.IsMap() && strategy["pipeline"].IsDefined() && !DeviceSpeed(sc).uniform())
-    sc.strategy.stages = speed_balanced_stages(sc);
-  // Before anything is built: refuse a run too large to simulate.
-  const WorkEstimate work = r.at(strategy, "strategy", [&] { return estimate_work(sc); });
-  r.at(strategy, "strategy", [&] { check_work(work); });
-  if (work.simulated_s > kMaxSimulatedSeconds)
-    r.fail(training, "training",
-           fmt::format("the run would simulate at least {:.3g} days", work.simulated_s / 86400),
-           "at most 106 days of simulated time; fewer iterations or micro-batches, or shorter "
-           "layers");
+  finish_strategy(sc, internal::Locator(r, {{"strategy", strategy}, {"training", training}}));
   return sc;
 }
 
@@ -163,12 +205,88 @@ Scenario load_scenario_file(const std::string& path, const std::vector<Override>
                             path, overrides);
 }
 
+ScenarioDocument::ScenarioDocument(const std::string& path)
+    : text_(path.empty() ? default_scenario_yaml()
+                         : read_input_file(path, "the scenario file", "a readable YAML file")),
+      source_(path.empty() ? "<default>" : path) {}
+
+Scenario ScenarioDocument::load(const std::vector<Override>& overrides) const {
+  return load_scenario_text(text_, source_, overrides);
+}
+
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {
   return path.empty() ? load_default_scenario(overrides) : load_scenario_file(path, overrides);
 }
 
 const char* default_scenario_yaml() {
   return internal::kDefaultScenarioYaml;
+}
+
+Scenario with_strategy(const Scenario& s, const Strategy& strategy, const StrategyPlacement& gpus,
+                       std::optional<int64_t> micro_batch) {
+  Scenario sc = s;
+  if (micro_batch && *micro_batch != s.training.micro_batch) {
+    if (*micro_batch < 1)
+      throw InputError(fmt::format("{} is out of range", *micro_batch), "a whole number >= 1",
+                       "training.micro_batch");
+    if (!sc.price_model)
+      throw InputError("the model's layers were given in code, priced at one micro-batch",
+                       fmt::format("{}", s.training.micro_batch), "training.micro_batch");
+    sc.training.micro_batch = *micro_batch;
+    price(sc);
+  }
+  sc.strategy = strategy;
+  sc.pipeline = 0;
+  sc.user_order.clear();
+  sc.user_order_at = {};
+  const Locator nowhere;
+  internal::check_strategy(sc, gpus, nowhere);
+  finish_strategy(sc, nowhere);
+  return sc;
+}
+
+Scenario with_micro_batch(const Scenario& s, int64_t micro_batch) {
+  if (micro_batch == s.training.micro_batch) return s;
+  Scenario sc = with_strategy(s, s.strategy, placement_request(s), micro_batch);
+  sc.pipeline = s.pipeline;
+  if (sc.pipeline > 0) {
+    // `pipeline: N` splits the layers as priced at this micro-batch.
+    sc.strategy.stages = even_partition(sc.model, sc.pipeline * sc.strategy.virtual_stages);
+    const Locator nowhere;
+    internal::check_strategy(sc, placement_request(s), nowhere);
+    finish_strategy(sc, nowhere);
+  }
+  sc.user_order = s.user_order;
+  sc.user_order_at = s.user_order_at;
+  return sc;
+}
+
+StrategyPlacement placement_request(const Scenario& s) {
+  StrategyPlacement gpus{
+      .policy = s.placement_policy, .given_lists = s.explicit_placement, .lists = {}};
+  if (s.explicit_placement)
+    for (const auto& copy : s.placement)
+      for (const auto& stage : copy) gpus.lists.push_back(stage);
+  return gpus;
+}
+
+Scenario with_strategy_yaml(const Scenario& s, const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = parse_yaml(yaml, source);
+  } catch (InputError& e) {
+    e.set_key_if_empty("strategy");
+    throw;
+  }
+  const Reader r(source, {});
+  Scenario sc = s;
+  sc.strategy = Strategy{};
+  sc.pipeline = 0;
+  sc.user_order.clear();
+  sc.user_order_at = {};
+  read_strategy(r, root, YAML::Node(), sc);
+  finish_strategy(sc, Locator(r, {{"strategy", root}}));
+  return sc;
 }
 
 Scenario load_default_scenario(const std::vector<Override>& overrides) {

@@ -5,6 +5,8 @@
 // Errors are InputError with file, line, column and the dotted key path.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,19 @@ struct Override {
   std::string value;
 };
 Override parse_override(const std::string& text);  // "a.b=c"; throws InputError
+
+// Where a strategy's GPUs come from (strategy.placement): a policy, or device lists.
+struct StrategyPlacement {
+  PlacementPolicy policy = PlacementPolicy::kAppendFirst;
+  bool given_lists = false;
+  // One list per stage of each pipeline copy, copy after copy (and each copy's context
+  // ranks): device indices, replica by replica, tensor rank by tensor rank.
+  std::vector<std::vector<int>> lists;
+};
+
+// A model priced again for other training settings on a GPU: the YAML front end keeps its
+// model section for this (another micro-batch, another kind of GPU).
+using ModelPricer = std::function<Model(const Training&, const GpuSpec&)>;
 
 struct Scenario {
   std::string name;
@@ -42,6 +57,12 @@ struct Scenario {
   std::vector<int> device_kind;
   ScheduleOrder user_order;  // parsed strategy.order, one list per position; empty if none
   Location user_order_at;    // where strategy.order was written, for deadlock reports
+  // strategy.pipeline when the stages came from it (split again when the model is priced
+  // again); 0 when the stages were given.
+  int pipeline = 0;
+  // Prices `model` for other training settings; empty for a model built in code, whose
+  // layers are what they are (with_micro_batch then refuses another micro-batch).
+  ModelPricer price_model;
 };
 
 Scenario load_scenario_file(const std::string& path, const std::vector<Override>& overrides = {});
@@ -51,5 +72,34 @@ Scenario load_default_scenario(const std::vector<Override>& overrides = {});
 // The file, or the embedded default when `path` is empty.
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides = {});
 const char* default_scenario_yaml();
+
+// A scenario file read once (the embedded default when `path` is empty): each load applies
+// its overrides to the same text, whatever happens to the file meanwhile (a sweep's points).
+class ScenarioDocument {
+ public:
+  explicit ScenarioDocument(const std::string& path);
+  Scenario load(const std::vector<Override>& overrides = {}) const;
+
+ private:
+  std::string text_, source_;
+};
+
+// A scenario is a value: these give another one with one part changed, checked as the YAML
+// front end checks a written one (SPEC section 3), with its work within the limits. An
+// InputError names the strategy or training key and no file.
+//
+// `strategy` (and its GPUs) in place of the scenario's own; with `micro_batch`, the model
+// priced again at that many samples first (Scenario::price_model).
+Scenario with_strategy(const Scenario& s, const Strategy& strategy,
+                       const StrategyPlacement& gpus = {},
+                       std::optional<int64_t> micro_batch = std::nullopt);
+// A strategy section written in YAML (`source` names it in errors) in place of the
+// scenario's own, read as the file's would be.
+Scenario with_strategy_yaml(const Scenario& s, const std::string& yaml, const std::string& source);
+// The model priced again at `micro_batch` samples (Scenario::price_model), the stages of
+// `pipeline: N` split again, the strategy checked again.
+Scenario with_micro_batch(const Scenario& s, int64_t micro_batch);
+// What the scenario's placement was asked as: its policy, or its device lists.
+StrategyPlacement placement_request(const Scenario& s);
 
 }  // namespace pipesim

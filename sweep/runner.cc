@@ -43,7 +43,8 @@ PointReport summarize(const Report& r) {
 }
 
 // One point, as `pipesim run --reproducible` with the same overrides would simulate it.
-SweepPoint run_point(const std::string& file, const Grid& grid, const SweepOptions& o, size_t i) {
+SweepPoint run_point(const ScenarioDocument& doc, const std::string& file, const Grid& grid,
+                     const SweepOptions& o, size_t i) {
   SweepPoint p;
   std::vector<Override> with = o.sets;
   for (Override& v : grid.overrides(i)) {
@@ -51,7 +52,7 @@ SweepPoint run_point(const std::string& file, const Grid& grid, const SweepOptio
     with.push_back(std::move(v));
   }
   try {
-    const Scenario sc = load_scenario(file, with);
+    const Scenario sc = doc.load(with);
     const TaskGraph graph = scenario_task_graph(sc, true);
     const Timeline tl = simulate(graph, sc.cluster);
     p.report = summarize(make_report(graph, sc.cluster, tl, run_info(sc, 0.0, with)));
@@ -108,7 +109,8 @@ Sweep run_sweep(const std::string& scenario_path, const std::vector<GridAxis>& a
   DistributedFor work;
   work.count = grid.size();
   work.threads = options.threads;
-  work.run = [&](size_t i) { s.points[i] = run_point(scenario_path, grid, options, i); };
+  const ScenarioDocument doc(scenario_path);  // read once, for every point
+  work.run = [&](size_t i) { s.points[i] = run_point(doc, scenario_path, grid, options, i); };
   // Between MPI ranks a point travels as its JSON form in CBOR (exact doubles); its
   // values as given come from the grid itself.
   work.save = [&](size_t i) {

@@ -89,7 +89,9 @@ struct Cluster::Impl {
   std::array<Cluster::RouteShard, kShards> shards;
 };
 
-Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
+Cluster::Cluster() : impl_(std::make_shared<Impl>()) {}
+Cluster::Cluster(const Cluster&) = default;
+Cluster& Cluster::operator=(const Cluster&) = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 Cluster::~Cluster() = default;
@@ -126,6 +128,14 @@ std::vector<int> Cluster::links_between(int vertex_a, int vertex_b) const {
   return out;
 }
 
+void Cluster::own_routes() {
+  if (impl_.use_count() == 1) return;
+  auto own = std::make_shared<Impl>();
+  own->graph = impl_->graph;
+  own->layout = impl_->layout;
+  impl_ = std::move(own);
+}
+
 void Cluster::slow_down_device(int device, double factor) {
   PIPESIM_ASSERT(slowdowns_on_, "slowdowns are added while on");
   devices_.at(static_cast<size_t>(device)).slowdown *= factor;
@@ -143,6 +153,7 @@ void Cluster::slow_down_link(int link, double share) {
 }
 
 void Cluster::set_slowdowns(bool on) {
+  own_routes();
   slowdowns_on_ = on;
   for (Device& d : devices_) d.slowdown = 1.0;
   for (size_t i = 0; i < full_bandwidth_.size(); ++i)

@@ -42,6 +42,10 @@ struct Route {
 
 class Cluster {
  public:
+  // A copy has the same devices and links, and shares the routes found so far (they depend
+  // on nothing else) until either changes its slowdowns.
+  Cluster(const Cluster&);
+  Cluster& operator=(const Cluster&);
   Cluster(Cluster&&) noexcept;
   Cluster& operator=(Cluster&&) noexcept;
   ~Cluster();
@@ -106,7 +110,9 @@ class Cluster {
   std::optional<std::vector<LinkDirection>> shorthand_hops(int src_device, int dst_device) const;
   const Route& searched_and_cached(RouteShard& shard, int64_t key, int src_device,
                                    int dst_device) const;
-  std::unique_ptr<Impl> impl_;
+  // Before a change of bandwidths: routes of its own, the shared ones left to the copies.
+  void own_routes();
+  std::shared_ptr<Impl> impl_;
   std::vector<Device> devices_;
   std::vector<Link> links_;
   std::vector<std::string> vertex_names_;

@@ -36,6 +36,11 @@ void set_optimizer_step(Model& m, const Training& t, const GpuSpec& gpu);
 // order and placement. Needs sc.cluster, sc.model and sc.training.
 void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc);
 
+class Locator;
+// The strategy's checks on values (strategy_check.cc) against sc's model, training and
+// cluster; then sc.micro_batches and sc.placement from `gpus`. Errors point where `at` says.
+void check_strategy(Scenario& sc, const StrategyPlacement& gpus, const Locator& at);
+
 // Walks `root` along a dotted path, creating mappings for missing keys, and puts `value`
 // at its end. A scalar met on the way (a preset name) becomes {preset: name}.
 void apply_override(YAML::Node& root, const Override& o);

@@ -3,6 +3,7 @@
 
 Run by ctest with PYTHONPATH set to the build tree and PIPESIM to the pipesim program.
 """
+import errno
 import json
 import os
 import subprocess
@@ -71,7 +72,8 @@ class Errors(unittest.TestCase):
             call()
         r = cli(*args)
         self.assertEqual(r.returncode, 2)
-        self.assertEqual(str(caught.exception), r.stderr.rstrip("\n"))
+        # The command line's line, without its "pipesim: error: ".
+        self.assertEqual("pipesim: error: " + str(caught.exception), r.stderr.rstrip("\n"))
         self.assertNotIn("\n", str(caught.exception))
 
     def test_bad_key_value_and_file(self):
@@ -82,11 +84,16 @@ class Errors(unittest.TestCase):
         self.check_same_line(lambda: pipesim.run(TOY, set={"strategy.vertical_sync": True}),
                              ["run", TOY, "--set", "strategy.vertical_sync=true"])
         missing = os.path.join(SOURCE, "no-such-scenario.yaml")
-        self.check_same_line(lambda: pipesim.run(missing), ["run", missing])
+        with self.assertRaises(FileNotFoundError) as caught:
+            pipesim.run(missing)
+        self.assertEqual(caught.exception.filename, missing)
+        self.assertEqual(caught.exception.errno, errno.ENOENT)
+        self.assertIn("cannot read the scenario file: No such file", str(caught.exception))
+        self.assertEqual(cli("run", missing).returncode, 2)
         # Python's own arguments are named as in Python.
         with self.assertRaises(pipesim.InputError) as caught:
             pipesim.plan(TOY, time_limit="ten")
-        self.assertEqual(str(caught.exception), "pipesim: error: pipesim.plan: time_limit: "
+        self.assertEqual(str(caught.exception), "pipesim.plan: time_limit: "
                          "'ten' is not a quantity (units: ps, ns, us, ms, s)")
 
     def test_a_path_with_a_nul_is_refused(self):
@@ -185,7 +192,7 @@ class Sweep(unittest.TestCase):
             pipesim.sweep(TOY, grid={"training.micro_batch": "8..1"})
         r = cli("sweep", TOY, "--grid", "training.micro_batch=8..1")
         self.assertEqual(r.returncode, 2)
-        self.assertEqual(str(caught.exception), r.stderr.rstrip("\n"))
+        self.assertEqual("pipesim: error: " + str(caught.exception), r.stderr.rstrip("\n"))
 
 
 class Resolve(unittest.TestCase):
@@ -234,5 +241,32 @@ class Threads(unittest.TestCase):
         self.assertEqual(out, serial)
 
 
+class Values(unittest.TestCase):
+    def test_paths_may_be_path_like(self):
+        import pathlib
+        self.assertEqual(pipesim.run(pathlib.Path(TOY), reproducible=True),
+                         pipesim.run(TOY, reproducible=True))
+        self.assertEqual(pipesim.resolve(pathlib.Path(TOY)), pipesim.resolve(TOY))
+        self.assertEqual(pipesim.run(os.fsencode(TOY), reproducible=True)["makespan_s"],
+                         pipesim.run(TOY, reproducible=True)["makespan_s"])
+
+    def test_results_read_as_objects_and_dicts(self):
+        r = pipesim.run(TOY, reproducible=True)
+        self.assertIsInstance(r, pipesim.Result)
+        self.assertIsInstance(r, dict)
+        self.assertEqual(r.makespan_s, r["makespan_s"])
+        self.assertEqual(r.devices[0].name, r["devices"][0]["name"])
+        self.assertIn("makespan_s", dir(r))
+        with self.assertRaises(AttributeError) as caught:
+            r.makespan
+        self.assertIn("no field 'makespan'", str(caught.exception))
+        plain = r.to_dict()
+        self.assertIs(type(plain), dict)
+        self.assertIs(type(plain["devices"][0]), dict)
+        self.assertEqual(plain, r)
+        self.assertEqual(json.loads(json.dumps(r)), plain)
+
+
 if __name__ == "__main__":
     unittest.main()
+
