@@ -6,7 +6,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(PIPESIM_LIBRARIES pipesim_core pipesim_topology pipesim_schedules pipesim_sim pipesim_scenario
+set(PIPESIM_LIBRARIES pipesim_core pipesim_topology pipesim_schedules pipesim_sim pipesim_costs pipesim_scenario
     pipesim_parallel pipesim_planner pipesim_sweep pipesim_api)
 foreach(lib IN LISTS PIPESIM_LIBRARIES)
   # Headers include each other as "sim/report.h": from the source tree in the build, from
@@ -20,7 +20,7 @@ install(TARGETS pipesim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${PIPESIM_LIBRARIES} EXPORT pipesimTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY core topology schedules sim scenario parallel planner sweep api
+install(DIRECTORY core topology schedules sim costs scenario parallel planner sweep api
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipesim
         FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
 install(DIRECTORY scenarios/ DESTINATION ${CMAKE_INSTALL_DATADIR}/pipesim/scenarios)

@@ -15,9 +15,9 @@
 #include "core/units.h"
 #include "scenario/internal/reader.h"
 #include "scenario/internal/sections.h"
-#include "scenario/models.h"
-#include "scenario/roofline.h"
-#include "scenario/shapes.h"
+#include "costs/models.h"
+#include "costs/roofline.h"
+#include "costs/shapes.h"
 #include "scenario/zoo.h"
 
 namespace pipesim::internal {

@@ -100,40 +100,20 @@ std::vector<int> warmup_depths(const Scenario& s) {
   }
   // Idle-route time of stage h's output to stage h + 1 and of its gradient coming back,
   // each replica pair moving its share (the bytes split over the larger replica count).
-  auto round_trip_hop = [&](int h) {
+  std::vector<Time> hops;
+  std::vector<Warmup> modes;
+  for (int h = 0; h < S; ++h) {
+    modes.push_back(s.strategy.stages[static_cast<size_t>(h)].warmup.value_or(s.strategy.warmup));
+    if (h + 1 == S) break;
     const auto& from = copy[static_cast<size_t>(h)];
     const auto& to = copy[static_cast<size_t>(h) + 1];
     const int64_t bytes = prof[static_cast<size_t>(h)].output_bytes /
                           static_cast<int64_t>(std::max(from.size(), to.size()));
-    return checked_add(Cluster::transfer_time(s.cluster.route(from[0], to[0]), bytes),
-                       Cluster::transfer_time(s.cluster.route(to[0], from[0]), bytes),
-                       "a warm-up estimate");
-  };
-  std::vector<int> out(static_cast<size_t>(S));
-  int next = 0;  // k of stage s + 1 under the auto rule
-  for (int st = S - 1; st >= 0; --st) {
-    const Warmup w = s.strategy.stages[static_cast<size_t>(st)].warmup.value_or(s.strategy.warmup);
-    const int shallow = S - st, deep = 2 * (S - st) - 1;
-    int automatic = 1;
-    if (st + 1 < S) {
-      // Stage s runs k - 1 forwards and k - 1 backwards between F(m) and B(m): (k - 1)
-      // cycles must cover stage s + 1's own (k' - 1) cycles, its F and B (one cycle) and
-      // the hop there and back, so k = k' + 1 + ceil(hop / cycle). A hop under 2 % of
-      // the cycle is left exposed rather than paid for with another micro-batch of memory.
-      const Time hop = round_trip_hop(st);
-      int64_t extra = 0;
-      if (hop * 50 > cycle) {
-        extra = cycle <= Time::zero()
-                    ? deep
-                    : hop.ps_count() / cycle.ps_count() + (hop.ps_count() % cycle.ps_count() != 0);
-      }
-      automatic = static_cast<int>(std::min<int64_t>(next + 1 + extra, deep));
-    }
-    next = automatic;
-    const int depth = w == Warmup::kDeep ? deep : w == Warmup::kAuto ? automatic : shallow;
-    out[static_cast<size_t>(st)] = std::max(1, std::min(depth, M));
+    hops.push_back(checked_add(Cluster::transfer_time(s.cluster.route(from[0], to[0]), bytes),
+                               Cluster::transfer_time(s.cluster.route(to[0], from[0]), bytes),
+                               "a warm-up estimate"));
   }
-  return out;
+  return warmup_depths(modes, cycle, hops, M);
 }
 
 GroupDegrees group_degrees(const Scenario& s) {
@@ -442,19 +422,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
 }
 
 std::vector<int> stashed_versions(const Scenario& s) {
-  const std::vector<int> r = position_replicas(s);
-  std::vector<int> out(r.size(), 0);
-  if (s.strategy.schedule == ScheduleKind::kPipeDream2BW) out.assign(r.size(), 1);
-  if (s.strategy.schedule == ScheduleKind::kPipeDream) {
-    // The runtime's warm-up depth: (ranks - 1 - ranks in earlier stages) / ranks here.
-    const int total = std::accumulate(r.begin(), r.end(), 0);
-    int before = 0;
-    for (size_t p = 0; p < r.size(); ++p) {
-      out[p] = (total - 1 - before) / r[p];
-      before += r[p];
-    }
-  }
-  return out;
+  return stashed_versions(s.strategy.schedule, position_replicas(s));
 }
 
 LinkCosts link_costs(const Cluster& c) {

@@ -6,6 +6,7 @@
 #include "schedules/lower.h"
 #include "schedules/order.h"
 #include "schedules/task_graph.h"
+#include "schedules/warmup.h"
 #include "sim/report.h"
 
 namespace pipesim {
@@ -26,11 +27,9 @@ std::vector<Recompute> recompute_modes(const Scenario& s);
 std::vector<int> stage_tensor_degrees(const Scenario& s);
 
 // Micro-batches each pipeline position has in flight at its first backward under the
-// 1F1B schedules (strategy.warmup); empty when the schedule or a hand-written order decides.
-// schedule: S - s; deep: 2(S - s) - 1; auto: k_{S-1} = 1 and k_s = k_{s+1} + 1 +
-// ceil(hop_s / cycle) (0 when hop_s < 2 % of the cycle), capped at deep, where hop_s is the
-// idle-route time of stage s's output there and its gradient back and the cycle is the
-// slowest stage's F + B + W per replica. All capped at M. See docs/schedules.md.
+// 1F1B schedules (strategy.warmup): the rule of schedules/warmup.h on the scenario's stage
+// times, launch overheads and idle routes; empty when the schedule or a hand-written order
+// decides.
 std::vector<int> warmup_depths(const Scenario& s);
 
 // What the report needs to know of the scenario beyond the timeline: names, batch, FLOPs of
@@ -43,8 +42,7 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
 // recomputation with no attention core to re-run. One warning per key.
 std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<std::string>& keys);
 
-// Extra weight versions each position keeps: PipeDream stashes one per micro-batch in
-// flight beyond the current one (S - s - 1 on a straight pipeline), 2BW keeps one.
+// Extra weight versions each position keeps (schedules/warmup.h's rule on its replicas).
 std::vector<int> stashed_versions(const Scenario& s);
 
 // The all-reduce algorithm each position's gradient group uses: strategy.allreduce, or for

@@ -194,53 +194,26 @@ StrategyPlacement read_placement(const Reader& r, const YAML::Node& pl, const Cl
   return gpus;
 }
 
-}  // namespace
-
-void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
-  r.expect_map(n, "strategy",
-               {"schedule",
-                "stages",
-                "pipeline",
-                "data",
-                "virtual_stages",
-                "placement",
-                "order",
-                "vertical_sync",
-                "allreduce",
-                "bucket",
-                "bucket_buffers",
-                "warmup",
-                "recompute",
-                "tensor",
-                "sequence_parallel",
-                "tensor_overlap",
-                "p2p_overlap",
-                "zero",
-                "overlap_param_gather",
-                "overlap_grad_reduce",
-                "context",
-                "context_comm",
-                "expert",
-                "expert_tensor",
-                "routing_imbalance",
-                "expert_dispatch"});
-  Strategy& st = sc.strategy;
-  const int num_layers = static_cast<int>(sc.model.layers.size());
-  {
-    const YAML::Node s = r.require(n, "strategy", "schedule");
-    const std::string name = r.scalar(s, "strategy.schedule", schedule_names());
-    const auto kind = parse_schedule(name);
-    if (!kind) {
-      std::vector<std::string> names;
-      std::stringstream ss(schedule_names());
-      for (std::string x; std::getline(ss, x, ',');)
-        names.push_back(x.substr(x.find_first_not_of(' ')));
-      r.fail(s, "strategy.schedule",
-             fmt::format("unknown or unavailable schedule '{}'{}", name, suggestion(name, names)),
-             schedule_names());
-    }
-    st.schedule = *kind;
+// strategy.schedule, by name, with a "did you mean" for a near miss.
+ScheduleKind read_schedule(const Reader& r, const YAML::Node& n) {
+  const YAML::Node s = r.require(n, "strategy", "schedule");
+  const std::string name = r.scalar(s, "strategy.schedule", schedule_names());
+  const auto kind = parse_schedule(name);
+  if (!kind) {
+    std::vector<std::string> names;
+    std::stringstream ss(schedule_names());
+    for (std::string x; std::getline(ss, x, ',');)
+      names.push_back(x.substr(x.find_first_not_of(' ')));
+    r.fail(s, "strategy.schedule",
+           fmt::format("unknown or unavailable schedule '{}'{}", name, suggestion(name, names)),
+           schedule_names());
   }
+  return *kind;
+}
+
+// Every option of the strategy but its stages, placement and order (their checks against
+// each other and the model: strategy_check.cc).
+void read_options(const Reader& r, const YAML::Node& n, Strategy& st) {
   if (n["virtual_stages"].IsDefined())
     st.virtual_stages =
         static_cast<int>(r.integer(n["virtual_stages"], "strategy.virtual_stages", 1, 64));
@@ -276,6 +249,43 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   st.data = n["data"].IsDefined()
                 ? static_cast<int>(r.integer(n["data"], "strategy.data", 1, 1'000'000))
                 : 1;
+  read_context_and_experts(r, n, st);
+}
+
+}  // namespace
+
+void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& training, Scenario& sc) {
+  r.expect_map(n, "strategy",
+               {"schedule",
+                "stages",
+                "pipeline",
+                "data",
+                "virtual_stages",
+                "placement",
+                "order",
+                "vertical_sync",
+                "allreduce",
+                "bucket",
+                "bucket_buffers",
+                "warmup",
+                "recompute",
+                "tensor",
+                "sequence_parallel",
+                "tensor_overlap",
+                "p2p_overlap",
+                "zero",
+                "overlap_param_gather",
+                "overlap_grad_reduce",
+                "context",
+                "context_comm",
+                "expert",
+                "expert_tensor",
+                "routing_imbalance",
+                "expert_dispatch"});
+  Strategy& st = sc.strategy;
+  const int num_layers = static_cast<int>(sc.model.layers.size());
+  st.schedule = read_schedule(r, n);
+  read_options(r, n, st);
   const bool has_stages = n["stages"].IsDefined();
   const bool has_pipeline = n["pipeline"].IsDefined();
   if (has_stages == has_pipeline) {
@@ -296,7 +306,6 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   } else {
     read_stages(r, n["stages"], num_layers, st);
   }
-  read_context_and_experts(r, n, st);
   const StrategyPlacement gpus = read_placement(r, n["placement"], sc.cluster);
   const Locator at(r, {{"strategy", n}, {"training", training}});
   check_strategy(sc, gpus, at);

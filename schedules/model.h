@@ -51,7 +51,7 @@ struct TpCollective {
   int top_k = 0, experts = 0;
 };
 
-// One tensor rank's share of a shape-described layer split t ways (scenario/shape_shards.h):
+// One tensor rank's share of a shape-described layer split t ways (costs/shape_shards.cc):
 // its times from the per-op rooflines of the sharded shapes, its activations (the part split
 // t ways, and what every rank keeps whole), and the collectives its forward and backward
 // issue, in order, each after an equal segment of the pass.
@@ -215,7 +215,7 @@ struct Model {
 };
 
 // fp32; mixed (bf16/fp16 with fp32 master weights); fp8: mixed, with the transformer's
-// weight GEMMs in fp8 as Transformer Engine runs them (scenario/models.h).
+// weight GEMMs in fp8 as Transformer Engine runs them (costs/models.h).
 enum class Precision { kFp32, kMixed, kFp8 };
 std::string_view to_string(Precision p);
 enum class Optimizer { kSgd, kMomentum, kAdam };

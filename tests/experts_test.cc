@@ -14,7 +14,7 @@
 #include "planner/search.h"
 #include "schedules/collectives_a2a.h"
 #include "schedules/lower.h"
-#include "scenario/models.h"
+#include "costs/models.h"
 #include "sim/engine.h"
 #include "tests/support.h"
 #include "topology/presets.h"

@@ -1,6 +1,6 @@
 // Generated models: parameter counts against published figures, the activation formula,
 // analytic times, and `pipesim model`.
-#include "scenario/models.h"
+#include "costs/models.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // and the model presets built from them, worked by hand.
 #include <gtest/gtest.h>
 
-#include "scenario/models.h"
+#include "costs/models.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "scenario/models.h"
+#include "costs/models.h"
 #include "schedules/lower.h"
 #include "tests/support.h"
 #include "topology/presets.h"

@@ -1,6 +1,6 @@
 // Per-op roofline costs, efficiency curves, profiles at another batch, in-place ops and the
 // optimizer step of profiles. Expected values are worked by hand in the comments.
-#include "scenario/roofline.h"
+#include "costs/roofline.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
-#include "scenario/models.h"
+#include "costs/models.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
 

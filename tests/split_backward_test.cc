@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scenario/models.h"
+#include "costs/models.h"
 #include "schedules/lower.h"
 #include "tests/support.h"
 

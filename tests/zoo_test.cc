@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "scenario/models.h"
-#include "scenario/roofline.h"
+#include "costs/models.h"
+#include "costs/roofline.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
 

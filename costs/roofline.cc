@@ -1,4 +1,4 @@
-#include "scenario/roofline.h"
+#include "costs/roofline.h"
 
 #include <fmt/format.h>
 

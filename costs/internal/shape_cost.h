@@ -1,12 +1,12 @@
-// The per-sample cost of one shape-described op, shared by scenario/shapes.cc (whole layers)
-// and scenario/shape_shards.cc (one tensor rank's share). Internal to scenario/.
+// The per-sample cost of one shape-described op, shared by costs/shapes.cc (whole layers)
+// and costs/shape_shards.cc (one tensor rank's share). Internal to scenario/.
 #pragma once
 
 #include <string_view>
 #include <vector>
 
-#include "scenario/roofline.h"
-#include "scenario/shapes.h"
+#include "costs/roofline.h"
+#include "costs/shapes.h"
 
 namespace pipesim::internal {
 

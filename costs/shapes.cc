@@ -1,4 +1,4 @@
-#include "scenario/shapes.h"
+#include "costs/shapes.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,9 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "scenario/internal/shape_cost.h"
-#include "scenario/models.h"
-#include "scenario/roofline.h"
+#include "costs/internal/shape_cost.h"
+#include "costs/models.h"
+#include "costs/roofline.h"
 
 namespace pipesim {
 namespace {

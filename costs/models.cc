@@ -1,4 +1,4 @@
-#include "scenario/models.h"
+#include "costs/models.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "scenario/roofline.h"
+#include "costs/roofline.h"
 
 namespace pipesim {
 

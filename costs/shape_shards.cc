@@ -1,11 +1,11 @@
-// Tensor parallelism of shape-described layers (scenario/shapes.h, shape_tensor_split): one
+// Tensor parallelism of shape-described layers (costs/shapes.h, shape_tensor_split): one
 // rank's share of each op from the sharded shapes, timed by the same per-op rooflines.
 #include <utility>
 #include <variant>
 
 #include "core/error.h"
-#include "scenario/internal/shape_cost.h"
-#include "scenario/shapes.h"
+#include "costs/internal/shape_cost.h"
+#include "costs/shapes.h"
 
 namespace pipesim {
 namespace {

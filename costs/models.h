@@ -1,5 +1,5 @@
 // Models generated from their shapes: per-layer FLOPs, parameters, activation and output
-// bytes, and times from per-op rooflines (scenario/roofline.h).
+// bytes, and times from per-op rooflines (costs/roofline.h).
 #pragma once
 
 #include <cstdint>
@@ -71,7 +71,7 @@ struct TransformerShape {
 //             + 2hf + f + h (MLP) + 4h (two layer norms)
 //   forward   2bsh(1 + 2r)h QKV + 2bs^2h scores + 2bs^2h values + 2bsh^2 projection + 4bshf MLP
 //             (forward_flops; the element-wise ops' FLOPs are not counted there)
-//   times     per op (scenario/roofline.h): layer norms, QKV, scores, softmax, attention
+//   times     per op (costs/roofline.h): layer norms, QKV, scores, softmax, attention
 //             dropout, values (or one fused flash-attention op), projection, dropout + residual,
 //             the two MLP GEMMs with GeLU between; GEMMs with weights take the forward's
 //             FLOPs again for B and for W, the attention GEMMs twice the forward in B.
