@@ -1,82 +1,277 @@
+// The public API (api/pipesim.h) over the library: a Scenario is the YAML document it was
+// read from (or written from a ScenarioSpec) with its settings, and the checked value the
+// loader made of them once (api/internal/scenario_impl.h); run, plan and sweep work on that
+// value.
 #include "api/pipesim.h"
 
 #include <fmt/format.h>
 
-#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
-#include "api/report_fields.h"
-#include "scenario/setup.h"
-#include "scenario/work_estimate.h"
+#include "api/internal/report_fields.h"
+#include "api/internal/scenario_impl.h"
+#include "api/internal/simulation.h"
+#include "api/internal/spec_yaml.h"
+#include "core/units.h"
+#include "planner/planner.h"
+#include "scenario/resolved.h"
+#include "sweep/sweep.h"
 
-namespace pipesim {
+namespace pipesim::api {
+
+const Scenario::Impl& impl(const Scenario& s) {
+  return *s.impl_;
+}
+
+void rethrow(const InputError& e) {
+  // A scenario built in code is text pipesim wrote, so its line and column mean nothing to
+  // the caller: the key says where.
+  Location where = e.where();
+  if (where.file == kCodeSource) where.line = where.column = 0;
+  const Error error(e.problem(), e.allowed(), e.key(), where.file, where.line, where.column);
+  if (const auto* missing = dynamic_cast<const MissingFile*>(&e))
+    throw FileNotFound(error, missing->path());
+  throw error;
+}
 
 namespace {
 
-// What the scenario's slowdowns cost: the same run without them (SPEC section 10).
-Report::Slowdowns slowdown_cost(Scenario& s, const RunInfo& info) {
-  Report::Slowdowns out;
-  for (const Cluster::Slowdown& x : s.cluster.slowdowns()) {
-    out.applied.push_back(x.link ? fmt::format("{} at {:g} of its bandwidth",
-                                               s.cluster.direction_name(2 * x.index), x.factor)
-                                 : fmt::format("{} computing {:g}x slower",
-                                               s.cluster.device(x.index).name, x.factor));
+std::string error_text(const InputError& e) {
+  return e.message();
+}
+
+std::vector<Override> overrides_of(const std::vector<Setting>& settings) {
+  std::vector<Override> out;
+  out.reserve(settings.size());
+  for (const Setting& s : settings) out.push_back({s.key, s.value});
+  return out;
+}
+
+std::shared_ptr<const Scenario::Impl> loaded(std::shared_ptr<const ScenarioDocument> document,
+                                             std::vector<Setting> settings) {
+  std::vector<Override> overrides = overrides_of(settings);
+  pipesim::Scenario value = guarded(document->source(), [&] { return document->load(overrides); });
+  return std::make_shared<const Scenario::Impl>(Scenario::Impl{
+      std::move(document), std::move(settings), std::move(overrides), std::move(value)});
+}
+
+RunSummary summary(const PointReport& p) {
+  return RunSummary{.scenario = p.scenario,
+                    .schedule = p.schedule,
+                    .makespan_s = p.makespan_s,
+                    .iteration_time_s = p.iteration_time_s,
+                    .throughput_samples_per_s = p.throughput_samples_per_s,
+                    .peak_memory_bytes = p.peak_memory_bytes,
+                    .oom = p.oom,
+                    .oom_message = p.oom_message,
+                    .bubble_fraction = p.bubble_fraction,
+                    .mfu = p.mfu,
+                    .model_tflops_per_gpu = p.model_tflops_per_gpu,
+                    .hardware_tflops_per_gpu = p.hardware_tflops_per_gpu,
+                    .tokens_per_s = p.tokens_per_s,
+                    .goodput = p.goodput,
+                    .gpus = p.gpus,
+                    .events = p.events};
+}
+
+PlanCandidate candidate(const Candidate& c) {
+  return PlanCandidate{.strategy = c.strategy.dump(),
+                       .micro_batch = c.micro_batch,
+                       .iteration_time_s = c.iteration_s,
+                       .throughput_samples_per_s = c.throughput,
+                       .peak_memory_bytes = c.peak_memory,
+                       .oom = c.oom,
+                       .simulated = !c.estimated_only};
+}
+
+[[noreturn]] void bad_option(const std::string& call, const std::string& key,
+                             const std::string& problem, const std::string& allowed) {
+  throw Error(problem, allowed, key, call);
+}
+
+pipesim::PlanOptions plan_options(const PlanOptions& o) {
+  const std::string call = "pipesim.plan";
+  if (o.top < 1) bad_option(call, "top", "top must be at least 1", "1 or more");
+  if (o.threads < 0)
+    bad_option(call, "threads", "threads must not be negative", "0 (every core) or more");
+  if (!(o.headroom >= 0 && o.headroom < 1))
+    bad_option(call, "headroom", fmt::format("headroom {} is not a share in [0, 1)", o.headroom),
+               std::string(kShareUnits));
+  if (o.tolerance != pipesim::PlanOptions{}.tolerance) {
+    if (!o.exhaustive)
+      bad_option(call, "tolerance", "tolerance applies to exhaustive plans only",
+                 "exhaustive with it");
+    if (!(o.tolerance >= 0 && o.tolerance < 1))
+      bad_option(call, "tolerance",
+                 fmt::format("tolerance {} is not a share in [0, 1)", o.tolerance),
+                 std::string(kShareUnits));
   }
-  s.cluster.set_slowdowns(false);
-  const TaskGraph graph = scenario_task_graph(s, true);
-  const Timeline timeline = simulate(graph, s.cluster, SimOptions{});
-  out.iteration_time_without = make_report(graph, s.cluster, timeline, info).iteration_time;
-  s.cluster.set_slowdowns(true);
+  if (o.reproducible && o.time_limit_s)
+    bad_option(call, "reproducible",
+               "reproducible with time_limit: what a time limit leaves simulated depends on "
+               "the machine",
+               "one of the two");
+  pipesim::PlanOptions out;
+  out.top = o.top;
+  out.threads = o.threads;
+  if (o.time_limit_s) out.time_limit_s = checked_time_limit(*o.time_limit_s, "time_limit", {call});
+  out.exhaustive = o.exhaustive;
+  out.tolerance = o.tolerance;
+  out.headroom = o.headroom;
+  out.compare = o.compare;
+  out.fix = o.fix;
+  out.progress = o.progress;
   return out;
 }
 
 }  // namespace
 
-Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& overrides,
-                             const SimulateOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!options.compact_collectives) check_work(estimate_work(scenario), Collectives::kExpanded);
-  TaskGraph graph = scenario_task_graph(scenario, options.compact_collectives);
-  SimOptions sim;
-  sim.record_memory = options.record_memory;
-  sim.record_links = options.record_links;
-  sim.exact_sharing = options.exact_sharing;
-  Timeline timeline = [&] {
-    try {
-      return simulate(graph, scenario.cluster, sim);
-    } catch (InputError& e) {
-      // Past 106 days of simulated time (the work estimate's bound is the compute alone).
-      e.set_key_if_empty("training");
-      e.set_location_if_empty({scenario.source, 0, 0});
-      throw;
+std::string version() {
+  return PIPESIM_VERSION;
+}
+
+Error::Error(const std::string& problem, const std::string& allowed, std::string key,
+             std::string file, int line, int column)
+    : std::invalid_argument(error_text(InputError(problem, allowed, key, {file, line, column}))),
+      problem_(problem),
+      allowed_(allowed),
+      key_(std::move(key)),
+      file_(std::move(file)),
+      line_(line),
+      column_(column) {}
+
+double parse_seconds(const std::string& text) {
+  return translated([&] { return parse_time(text).seconds(); });
+}
+
+Scenario::Scenario() : Scenario(load("")) {}
+
+Scenario::Scenario(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+Scenario::Scenario(const ScenarioSpec& spec)
+    : impl_(loaded(std::make_shared<const ScenarioDocument>(
+                       ScenarioDocument::of_text(spec_yaml(spec), kCodeSource)),
+                   spec.settings)) {}
+
+Scenario Scenario::load(const std::filesystem::path& file, const std::vector<Setting>& settings) {
+  const std::string path = file.string();
+  auto document = guarded(path.empty() ? "<default>" : path,
+                          [&] { return std::make_shared<const ScenarioDocument>(path); });
+  return Scenario(loaded(std::move(document), settings));
+}
+
+Scenario Scenario::parse(const std::string& yaml, const std::string& name,
+                         const std::vector<Setting>& settings) {
+  return Scenario(loaded(
+      std::make_shared<const ScenarioDocument>(ScenarioDocument::of_text(yaml, name)), settings));
+}
+
+Scenario Scenario::with(const std::vector<Setting>& settings) const {
+  std::vector<Setting> all = impl_->settings;
+  all.insert(all.end(), settings.begin(), settings.end());
+  return Scenario(loaded(impl_->document, std::move(all)));
+}
+
+Scenario Scenario::with(const std::string& key, const std::string& value) const {
+  return with(std::vector<Setting>{{key, value}});
+}
+
+const std::string& Scenario::name() const {
+  return impl_->value.name;
+}
+
+const std::string& Scenario::source() const {
+  return impl_->value.source;
+}
+
+const std::vector<Setting>& Scenario::settings() const {
+  return impl_->settings;
+}
+
+int Scenario::gpus() const {
+  return impl_->value.cluster.num_devices();
+}
+
+std::string Scenario::resolved_yaml() const {
+  return guarded(source(), [&] {
+    return resolved_scenario_yaml(impl_->value, impl_->document->text(), impl_->overrides);
+  });
+}
+
+RunResult run(const Scenario& scenario, const RunOptions& options) {
+  const Scenario::Impl& s = impl(scenario);
+  return guarded(scenario.source(), [&] {
+    SimulateOptions o;
+    o.reproducible = options.reproducible;
+    o.exact_sharing = options.exact_sharing;
+    const Simulation sim = simulate_scenario(s.value, s.overrides, o);
+    RunResult r;
+    static_cast<RunSummary&>(r) = summary(summarize(sim.report));
+    r.warnings = sim.report.info.warnings;
+    r.json = to_json(sim.report);
+    return r;
+  });
+}
+
+std::vector<Setting> PlanCandidate::settings() const {
+  std::vector<Setting> out{{"strategy", strategy}};
+  if (micro_batch) out.push_back({"training.micro_batch", std::to_string(*micro_batch)});
+  return out;
+}
+
+PlanResult plan(const Scenario& scenario, const PlanOptions& options) {
+  const Scenario::Impl& s = impl(scenario);
+  return guarded(scenario.source(), [&] {
+    Plan p = pipesim::plan(s.value, plan_options(options));
+    if (options.reproducible) p.wall_s = p.analytic_s = 0;  // the only timings it reports
+    PlanResult r;
+    for (const Candidate& c : p.candidates) r.candidates.push_back(candidate(c));
+    for (const Candidate& c : p.pareto) r.pareto.push_back(candidate(c));
+    r.lower_bound_s = p.lower_bound_s;
+    r.warnings = p.warnings;
+    nlohmann::ordered_json j = to_json(p);
+    add_version_and_overrides(j, s.overrides);
+    r.json = j.dump(2) + "\n";
+    return r;
+  });
+}
+
+Axis Axis::parse(const std::string& text) {
+  GridAxis a = translated([&] { return parse_grid_axis(text); });
+  return Axis{std::move(a.key), std::move(a.values)};
+}
+
+SweepResult sweep(const Scenario& scenario, const std::vector<Axis>& axes,
+                  const SweepOptions& options) {
+  const Scenario::Impl& s = impl(scenario);
+  if (options.threads < 0)
+    bad_option("pipesim.sweep", "threads", "threads must not be negative",
+               "0 (every core) or more");
+  return guarded(scenario.source(), [&] {
+    std::vector<GridAxis> grid;
+    for (const Axis& a : axes) grid.push_back({a.key, a.values});
+    pipesim::SweepOptions o;
+    o.sets = s.overrides;
+    o.zip = options.zip;
+    o.threads = options.threads;
+    o.progress = options.progress;
+    const Sweep w = run_sweep(*s.document, grid, o);
+    SweepResult r;
+    r.keys = w.keys;
+    for (const SweepPoint& p : w.points) {
+      r.points.push_back(
+          {p.values, p.report ? std::optional(summary(*p.report)) : std::nullopt, p.error});
     }
-  }();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const RunInfo info = run_info(scenario, options.reproducible ? 0.0 : wall, overrides);
-  Report report = make_report(graph, scenario.cluster, timeline, info);
-  if (!scenario.cluster.slowdowns().empty()) report.slowdown = slowdown_cost(scenario, info);
-  return {std::move(scenario), std::move(graph), std::move(timeline), std::move(report)};
-}
-
-nlohmann::ordered_json run_report(const std::string& path, const std::vector<Override>& overrides,
-                                  const SimulateOptions& options) {
-  return at_scenario(path, [&] {
-    const Simulation s = simulate_scenario(load_scenario(path, overrides), overrides, options);
-    return nlohmann::ordered_json::parse(to_json(s.report));
+    r.failed = w.failed;
+    r.out_of_memory = w.out_of_memory;
+    r.json = to_json(w).dump(2) + "\n";
+    std::ostringstream csv;
+    write_sweep_csv(csv, w);
+    r.csv = csv.str();
+    return r;
   });
 }
 
-nlohmann::ordered_json plan_report(const std::string& path, const std::vector<Override>& overrides,
-                                   const PlanOptions& options) {
-  return at_scenario(path, [&] {
-    nlohmann::ordered_json j = to_json(plan(path, overrides, options));
-    add_version_and_overrides(j, overrides);
-    return j;
-  });
-}
-
-nlohmann::ordered_json sweep_report(const std::string& path, const std::vector<GridAxis>& axes,
-                                    const SweepOptions& options) {
-  return at_scenario(path, [&] { return to_json(run_sweep(path, axes, options)); });
-}
-
-}  // namespace pipesim
+}  // namespace pipesim::api

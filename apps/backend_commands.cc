@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <memory>
 
-#include "api/report_fields.h"
-#include "backend/host_backend.h"
+#include "api/internal/report_fields.h"
+#include "backend/executors.h"
 #include "backend/profile.h"
-#include "backend/sweep.h"
-#include "backend/torch_backend.h"
 #include "backend/validate.h"
+#include "backend/validation_sweep.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/output_files.h"
@@ -29,32 +28,9 @@ std::vector<Override> overrides(const std::vector<std::string>& sets) {
   return o;
 }
 
-double host_scale(const std::string& text, const Scenario& s, bool torch = false) {
-  if (text == "auto") {
-    const TaskGraph g = scenario_task_graph(s, true);
-    const Time makespan = simulate(g, s.cluster).makespan;
-    return torch ? torch_auto_time_scale(g, makespan) : auto_time_scale(g, makespan);
-  }
-  double v = 0;
-  try {
-    size_t used = 0;
-    v = std::stod(text, &used);
-    if (used != text.size()) v = 0;
-  } catch (const std::exception&) {
-    v = 0;
-  }
-  if (!(v >= 1e-6 && v <= 1e3))
-    throw InputError(fmt::format("'{}' is not a time scale", text),
-                     "auto, or wall seconds per scenario second from 1e-6 to 1000", "--time-scale",
-                     {"<command line>"});
-  return v;
-}
-
 std::unique_ptr<Executor> make_executor(const std::string& backend, const std::string& scale,
                                         const Scenario& s) {
-  if (backend == "host")
-    return std::make_unique<HostExecutor>(s.cluster, HostOptions{host_scale(scale, s)});
-  if (backend == "torch") return make_torch_executor(s, TorchOptions{host_scale(scale, s, true)});
+  if (auto e = make_cpu_executor(backend, scale, s, "--time-scale", {"<command line>"})) return e;
 #ifdef PIPESIM_HAVE_CUDA
   return make_cuda_executor(s);
 #else
@@ -76,16 +52,15 @@ BackendCommands::BackendCommands(CLI::App& app) {
     c->add_option("--backend", backend_,
                   "host (CPU threads, the default), torch (PyTorch processes over gloo) or cuda")
         ->check(CLI::IsMember({"host", "torch", "cuda"}));
-    c->add_option("--set", sets_, "override a scenario key (repeatable)")
-        ->take_all()
-        ->expected(1);
+    c->add_option("--set", sets_, "override a scenario key (repeatable)")->take_all()->expected(1);
     c->add_option("--time-scale", time_scale_,
                   "host backend: wall seconds per scenario second, or auto (the median op "
                   "lasts 5 ms, the run at most 1 s)");
   }
   profile_cmd_
       ->add_option("--out", out_,
-                   "the profile to write, CSV whatever the name (model: {profile: F} reads it)")->required();
+                   "the profile to write, CSV whatever the name (model: {profile: F} reads it)")
+      ->required();
   profile_cmd_->add_option("--repeats", repeats_, "runs per layer op, median kept (default 5)")
       ->check(CLI::Range(1, 1000));
   validate_cmd_->add_option("--json", json_, "write the comparison as JSON to F ('-' for stdout)");
@@ -154,7 +129,7 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
   options.calibrate = calibrate_;
   std::string text, table;
   if (sweep_) {
-    SweepGrid grid;
+    ValidationGrid grid;
     if (!schedules_.empty()) grid.schedules = schedules_;
     if (!stages_.empty()) grid.stages = stages_;
     if (!micro_batches_.empty()) grid.micro_batches = micro_batches_;
@@ -169,14 +144,14 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
       grid.links = {first.substr(eq + 1)};
       grid.links.insert(grid.links.end(), links_.begin() + 1, links_.end());
     }
-    const SweepResult r = sweep(
+    const ValidationSweep r = validation_sweep(
         scenario_, o, grid,
         [&](const Scenario& s) { return make_executor(backend_, time_scale_, s); }, options,
         quiet_ ? nullptr : &err);
     nlohmann::ordered_json j = to_json(r);
     add_version_and_overrides(j, o);
     text = j.dump(2) + "\n";
-    table = sweep_table(r);
+    table = validation_sweep_table(r);
   } else {
     const Scenario s = load_scenario(scenario_, o);
     const std::unique_ptr<Executor> e = make_executor(backend_, time_scale_, s);

@@ -12,8 +12,8 @@
 #include <optional>
 #include <sstream>
 
-#include "api/pipesim.h"
-#include "api/report_fields.h"
+#include "api/internal/simulation.h"
+#include "api/internal/report_fields.h"
 #include "apps/backend_commands.h"
 #include "apps/cli_docs.h"
 #include "apps/sweep_command.h"

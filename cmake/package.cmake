@@ -1,18 +1,18 @@
-# `cmake --install`: the pipesim program, the libraries with their public headers, the
+# `cmake --install`: the pipesim program, the libraries with the one public header, the
 # scenarios, the Python module (python/CMakeLists.txt) and a CMake package, so that another
 # project can write
 #   find_package(pipesim 0.1 REQUIRED)
-#   target_link_libraries(app PRIVATE pipesim::pipesim)   # api/pipesim.h and all below it
+#   target_link_libraries(app PRIVATE pipesim::pipesim)   # #include <pipesim/api/pipesim.h>
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(PIPESIM_LIBRARIES pipesim_core pipesim_topology pipesim_schedules pipesim_sim pipesim_costs pipesim_scenario
+set(PIPESIM_LIBRARIES pipesim_core pipesim_topology pipesim_schedules pipesim_sim pipesim_costs pipesim_scenario pipesim_backend
     pipesim_parallel pipesim_planner pipesim_sweep pipesim_api)
 foreach(lib IN LISTS PIPESIM_LIBRARIES)
-  # Headers include each other as "sim/report.h": from the source tree in the build, from
-  # include/pipesim once installed (include/ too, for <pipesim/api/pipesim.h>).
+  # In the build, headers include each other as "sim/report.h" from the source tree; once
+  # installed only <pipesim/api/pipesim.h> is there, and it includes the standard library only.
   set_target_properties(${lib} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES
-    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>;$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/pipesim;${CMAKE_INSTALL_INCLUDEDIR}>")
+    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>;$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
 endforeach()
 set_target_properties(pipesim_api PROPERTIES EXPORT_NAME pipesim)
 
@@ -20,9 +20,7 @@ install(TARGETS pipesim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${PIPESIM_LIBRARIES} EXPORT pipesimTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY core topology schedules sim costs scenario parallel planner sweep api
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipesim
-        FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
+install(FILES api/pipesim.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipesim/api)
 install(DIRECTORY scenarios/ DESTINATION ${CMAKE_INSTALL_DATADIR}/pipesim/scenarios)
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 if(NOT CMAKE_CROSSCOMPILING)  # written after each build (apps/CMakeLists.txt)

@@ -3,6 +3,7 @@
 // that is bad input, reported as InputError, never undefined behaviour.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 
@@ -37,6 +38,15 @@ inline Time checked_mul(Time a, int64_t k, std::string_view what) {
 
 inline Time checked_add(Time a, Time b, std::string_view what) {
   return Time::ps(checked_add(a.ps_count(), b.ps_count(), what));
+}
+
+// `t` times `factor` (>= 0: a GPU's pace, a slowdown, a peak ratio), to the nearest
+// picosecond; too large past the range of Time.
+inline Time checked_scale(Time t, double factor, std::string_view what) {
+  if (factor == 1.0) return t;
+  const long double scaled = static_cast<long double>(t.ps_count()) * factor;
+  if (!(scaled < 9.2e18L)) too_large(what);
+  return Time::ps(std::llround(scaled));
 }
 
 }  // namespace pipesim

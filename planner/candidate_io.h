@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "planner/planner.h"
+#include "planner/plan.h"
 
 namespace pipesim {
 

@@ -16,7 +16,7 @@
 
 #include "core/deadline.h"
 #include "planner/cost_model.h"
-#include "planner/planner.h"
+#include "planner/plan.h"
 #include "planner/shortlist.h"
 #include "scenario/scenario.h"
 

@@ -108,7 +108,7 @@ struct NetworkCosts::Group {
     bool across_servers = false;  // the route leaves its server (through the server's NIC)
     bool operator==(const Rate&) const = default;
   };
-  int64_t n = 0, depth = 0, local = 0, servers = 0, ports = 1;  // ports: a server's NICs
+  int64_t n = 0, local = 0, servers = 0, ports = 1;  // ports: a server's NICs
   bool hierarchical = false;
   std::vector<Rate> ring, tree, intra, across;
 
@@ -125,19 +125,19 @@ struct NetworkCosts::Group {
   // `ports`: a server's network ports the hierarchical algorithm's rings spread over (1:
   // allreduce_estimate's terms, which the lowering chooses by).
   double time(AllReduceAlgo a, int64_t bytes, double share = 1, int64_t ports = 1) const {
-    if (a == AllReduceAlgo::kTree) {
-      const int64_t k = tree_chunks(bytes);
-      return step(tree, 2 * ceil_div(bytes, 2 * k), share) * double(2 * (depth + k - 1));
-    }
+    if (a == AllReduceAlgo::kTree) return on(tree, tree_allreduce_steps(n, bytes), share);
     if (a == AllReduceAlgo::kHierarchical && hierarchical) {
-      return 2 * step(intra, ceil_div(bytes, local), share) * double(local - 1) +
-             // One ring per local rank across the servers, each on its GPU's port.
-             step(across,
-                  ceil_div(bytes, local * servers) * ceil_div(local, std::max<int64_t>(1, ports)),
-                  share) *
-                 double(2 * (servers - 1));
+      const CollectiveSteps pass = ring_pass_steps(local, bytes);
+      CollectiveSteps ring_across = hierarchical_across_steps(servers, local, bytes);
+      // One ring per local rank across the servers, each on its GPU's port.
+      ring_across.chunk *= ceil_div(local, std::max<int64_t>(1, ports));
+      return 2 * step(intra, pass.chunk, share) * double(pass.count) +
+             on(across, ring_across, share);
     }
-    return step(ring, ceil_div(bytes, n), share) * double(2 * (n - 1));
+    return on(ring, ring_allreduce_steps(n, bytes), share);
+  }
+  static double on(const std::vector<Rate>& rates, CollectiveSteps steps, double share) {
+    return step(rates, steps.chunk, share) * double(steps.count);
   }
 };
 
@@ -204,7 +204,6 @@ std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>&
   grp->n = static_cast<int64_t>(devices.size());
   grp->ports = cl.nics_per_node();
   add_ring(cl, devices, grp->ring);
-  while ((int64_t{1} << (grp->depth + 1)) <= grp->n) ++grp->depth;
   for (size_t pos = 1; pos < devices.size(); ++pos)
     add_rate(cl, devices[pos], devices[(pos - 1) / 2], grp->tree);
   if (devices.empty()) return grp;

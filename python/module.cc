@@ -1,16 +1,18 @@
-// The `pipesim` Python module: the library API (api/pipesim.h) with reports as dicts.
+// The `pipesim` Python module: the public API (api/pipesim.h) with reports as dicts.
 //
 //   import pipesim
 //   r = pipesim.run("scenario.yaml", set={"training.micro_batch": 1})  # == run --json
 //   p = pipesim.plan(None, top=5)                                         # == plan --json
 //   s = pipesim.sweep(None, grid={"training.micro_batch": "1..8*2"})    # == sweep --json
+//   v = pipesim.validate("scenario.yaml", iterations=3)                   # == validate --json
 //
 // Results are pipesim.Result: the JSON object as a dict whose fields are attributes too
 // (r.makespan_s == r["makespan_s"]), nested objects alike; to_dict() gives plain dicts.
 // Scenario paths are str or os.PathLike. Bad input raises pipesim.InputError (a
 // ValueError) whose message is the line the command line prints after "pipesim: error: ";
-// a scenario file that does not exist raises FileNotFoundError. The GIL is released while pipesim
-// loads and simulates, so Python threads can run several scenarios at once.
+// a scenario file that does not exist, or a file it names, raises FileNotFoundError. The GIL
+// is released while pipesim loads and simulates, so Python threads can run several
+// scenarios at once.
 #include <fmt/format.h>
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
@@ -23,12 +25,10 @@
 #include <vector>
 
 #include "api/pipesim.h"
-#include "core/units.h"
-#include "scenario/resolved.h"
 
 namespace py = pybind11;
 
-namespace pipesim {
+namespace pipesim::api {
 namespace {
 
 // pipesim.Result, made once when the module is imported (never destroyed: a static
@@ -60,7 +60,7 @@ py::object to_python(const nlohmann::ordered_json& j) {
       return (*result_class)(out);
     }
     default:
-      throw InternalError("a JSON value of a kind reports do not hold");
+      throw std::logic_error("a JSON value of a kind reports do not hold");
   }
 }
 
@@ -74,8 +74,8 @@ std::string utf8(const py::handle& text, const std::string& what) {
   const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
   if (data == nullptr) {
     PyErr_Clear();
-    throw InputError(fmt::format("{} is not valid text: it holds a lone surrogate", what),
-                     "a str of Unicode characters", "", {"pipesim"});
+    throw Error(fmt::format("{} is not valid text: it holds a lone surrogate", what),
+                "a str of Unicode characters", "", "pipesim");
   }
   return {data, static_cast<size_t>(size)};
 }
@@ -86,8 +86,8 @@ std::string yaml_text(const py::handle& value) {
 }
 
 // set={"key": value}
-std::vector<Override> overrides(const std::optional<py::dict>& set) {
-  std::vector<Override> out;
+std::vector<Setting> settings(const std::optional<py::dict>& set) {
+  std::vector<Setting> out;
   if (!set) return out;
   for (const auto& [key, value] : *set)
     out.push_back({utf8(py::str(key), "a key of set="), yaml_text(value)});
@@ -103,26 +103,30 @@ std::string path_of(const py::object& scenario) {
     return path_of(os.attr("fsdecode")(os.attr("fspath")(scenario)));
   }
   if (!py::isinstance<py::str>(scenario))
-    throw InputError(fmt::format("the scenario is a {}, not a path",
-                                 utf8(py::str(py::type::of(scenario).attr("__name__")), "a type")),
-                     "a path (str, bytes or os.PathLike), or None for the default scenario",
-                     "scenario", {"pipesim"});
+    throw Error(fmt::format("the scenario is a {}, not a path",
+                            utf8(py::str(py::type::of(scenario).attr("__name__")), "a type")),
+                "a path (str, bytes or os.PathLike), or None for the default scenario", "scenario",
+                "pipesim");
   return utf8(scenario, "the scenario path");
+}
+
+// The scenario argument with set= applied, loaded without the GIL.
+Scenario scenario_of(const py::object& scenario, const std::optional<py::dict>& set) {
+  const std::vector<Setting> with = settings(set);
+  const std::string path = path_of(scenario);
+  const py::gil_scoped_release release;
+  return Scenario::load(path, with);
 }
 
 py::object run_py(const py::object& scenario, const std::optional<py::dict>& set, bool reproducible,
                   bool exact_sharing) {
-  const std::vector<Override> o = overrides(set);
-  SimulateOptions options;
-  options.reproducible = reproducible;
-  options.exact_sharing = exact_sharing;
-  const std::string path = path_of(scenario);
-  nlohmann::ordered_json report;
+  const Scenario s = scenario_of(scenario, set);
+  std::string json;
   {
     const py::gil_scoped_release release;
-    report = run_report(path, o, options);
+    json = run(s, {.reproducible = reproducible, .exact_sharing = exact_sharing}).json;
   }
-  return to_python(report);
+  return to_python(nlohmann::ordered_json::parse(json));
 }
 
 py::object plan_py(const py::object& scenario, const std::optional<py::dict>& set, int top,
@@ -130,76 +134,55 @@ py::object plan_py(const py::object& scenario, const std::optional<py::dict>& se
                    bool reproducible, const std::vector<std::string>& compare,
                    const std::optional<double>& tolerance, double headroom,
                    const std::vector<std::string>& fix) {
-  const std::vector<Override> o = overrides(set);
-  PlanOptions options;
-  options.top = top;
-  options.threads = threads;
-  options.exhaustive = exhaustive;
-  options.compare = compare;
-  options.fix = fix;
-  if (!(headroom >= 0 && headroom < 1))
-    throw InputError(fmt::format("headroom {} is not a share in [0, 1)", headroom),
-                     std::string(kShareUnits), "headroom", {"pipesim.plan"});
-  options.headroom = headroom;
+  PlanOptions options{.top = top,
+                      .threads = threads,
+                      .exhaustive = exhaustive,
+                      .headroom = headroom,
+                      .compare = compare,
+                      .fix = fix,
+                      .reproducible = reproducible};
   if (tolerance) {
     if (!exhaustive)
-      throw InputError("tolerance applies to exhaustive=True only", "exhaustive=True with it",
-                       "tolerance", {"pipesim.plan"});
-    if (!(*tolerance >= 0 && *tolerance < 1))
-      throw InputError(fmt::format("tolerance {} is not a share in [0, 1)", *tolerance),
-                       std::string(kShareUnits), "tolerance", {"pipesim.plan"});
+      throw Error("tolerance applies to exhaustive=True only", "exhaustive=True with it",
+                  "tolerance", "pipesim.plan");
     options.tolerance = *tolerance;
   }
-  if (top < 1) throw InputError("top must be at least 1", "1 or more", "top", {"pipesim.plan"});
-  if (threads < 0)
-    throw InputError("threads must not be negative", "0 (every core) or more", "threads",
-                     {"pipesim.plan"});
   if (time_limit && !time_limit->is_none()) {
     // Seconds as a number, or a time with its unit as on the command line ("60s").
     if (py::isinstance<py::str>(*time_limit)) {
       try {
-        options.time_limit_s = parse_time(time_limit->cast<std::string>()).seconds();
-      } catch (InputError& e) {
-        throw InputError(e.what(), std::string(kTimeUnits), "time_limit", {"pipesim.plan"});
+        options.time_limit_s = parse_seconds(utf8(*time_limit, "time_limit"));
+      } catch (const Error& e) {
+        throw Error(e.problem(), "units: ps, ns, us, ms, s", "time_limit", "pipesim.plan");
       }
     } else {
       options.time_limit_s = time_limit->cast<double>();
     }
-    checked_time_limit(options.time_limit_s, "time_limit", {"pipesim.plan"});
   }
-  if (reproducible && options.time_limit_s > 0)
-    throw InputError(
-        "reproducible with time_limit: what a time limit leaves simulated "
-        "depends on the machine",
-        "one of the two", "reproducible", {"pipesim.plan"});
-  const std::string path = path_of(scenario);
-  nlohmann::ordered_json result;
+  const Scenario s = scenario_of(scenario, set);
+  std::string json;
   {
     const py::gil_scoped_release release;
-    result = plan_report(path, o, options);
+    json = plan(s, options).json;
   }
-  if (reproducible) {  // as `plan --reproducible`
-    result["wall_s"] = 0.0;
-    result["analytic_s"] = 0.0;
-  }
-  return to_python(result);
+  return to_python(nlohmann::ordered_json::parse(json));
 }
 
 // grid={"key": values}: a str is VALUES as after --grid KEY= ("1..64*2", "a,b,c"); a list
 // or tuple gives the values one by one (each as in set=).
-std::vector<GridAxis> grid_axes(const py::dict& grid) {
-  std::vector<GridAxis> axes;
+std::vector<Axis> grid_axes(const py::dict& grid) {
+  std::vector<Axis> axes;
   for (const auto& [key, values] : grid) {
     const std::string k = utf8(py::str(key), "a key of grid=");
     if (py::isinstance<py::str>(values)) {
-      axes.push_back(parse_grid_axis(k + "=" + utf8(values, "a grid value")));
+      axes.push_back(Axis::parse(k + "=" + utf8(values, "a grid value")));
     } else if (py::isinstance<py::list>(values) || py::isinstance<py::tuple>(values)) {
-      GridAxis axis{k, {}};
+      Axis axis{k, {}};
       for (const auto& v : values) axis.values.push_back(yaml_text(v));
       axes.push_back(std::move(axis));
     } else {
-      throw InputError(fmt::format("the values of '{}' are neither a string nor a list", k),
-                       "'1..64*2', 'a,b,c' or a list of values", "grid", {"pipesim.sweep"});
+      throw Error(fmt::format("the values of '{}' are neither a string nor a list", k),
+                  "'1..64*2', 'a,b,c' or a list of values", "grid", "pipesim.sweep");
     }
   }
   return axes;
@@ -207,49 +190,60 @@ std::vector<GridAxis> grid_axes(const py::dict& grid) {
 
 py::object sweep_py(const py::object& scenario, const py::dict& grid,
                     const std::optional<py::dict>& set, bool zip, int threads) {
-  SweepOptions options;
-  options.sets = overrides(set);
-  options.zip = zip;
-  if (threads < 0)
-    throw InputError("threads must not be negative", "0 (every core) or more", "threads",
-                     {"pipesim.sweep"});
-  options.threads = threads;
-  const std::vector<GridAxis> axes = grid_axes(grid);
-  const std::string path = path_of(scenario);
-  nlohmann::ordered_json result;
+  const std::vector<Axis> axes = grid_axes(grid);
+  const Scenario s = scenario_of(scenario, set);
+  std::string json;
   {
     const py::gil_scoped_release release;
-    result = sweep_report(path, axes, options);
+    json = sweep(s, axes, {.zip = zip, .threads = threads}).json;
   }
-  return to_python(result);
+  return to_python(nlohmann::ordered_json::parse(json));
+}
+
+py::object validate_py(const py::object& scenario, const std::optional<py::dict>& set,
+                       const std::string& backend, const py::object& time_scale, int warmup,
+                       int iterations, bool calibrate) {
+  ValidateOptions options{.backend = backend,
+                          .time_scale = py::isinstance<py::str>(time_scale)
+                                            ? utf8(time_scale, "time_scale")
+                                            : utf8(py::str(time_scale), "time_scale"),
+                          .warmup = warmup,
+                          .iterations = iterations,
+                          .calibrate = calibrate};
+  const Scenario s = scenario_of(scenario, set);
+  std::string json;
+  {
+    const py::gil_scoped_release release;
+    json = validate(s, options).json;
+  }
+  return to_python(nlohmann::ordered_json::parse(json));
 }
 
 std::string resolve_py(const py::object& scenario, const std::optional<py::dict>& set) {
-  const std::vector<Override> o = overrides(set);
-  const std::string path = path_of(scenario);
+  const Scenario s = scenario_of(scenario, set);
   const py::gil_scoped_release release;
-  return at_scenario(path, [&] { return resolved_scenario_yaml(load_scenario(path, o), o); });
+  return s.resolved_yaml();
 }
 
 }  // namespace
-}  // namespace pipesim
+}  // namespace pipesim::api
 
 PYBIND11_MODULE(pipesim, m) {
   using namespace pybind11::literals;
   m.doc() = "pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training";
-  m.attr("__version__") = PIPESIM_VERSION;
+  m.attr("__version__") = pipesim::api::version();
   // Never destroyed: a static py::object would be released after the interpreter is gone.
   static auto* input_error =
-      new py::exception<pipesim::InputError>(m, "InputError", PyExc_ValueError);
+      new py::exception<pipesim::api::Error>(m, "InputError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const pipesim::MissingFile& e) {
+    } catch (const pipesim::api::FileNotFound& e) {
       const py::object error =
-          py::module_::import("builtins").attr("FileNotFoundError")(ENOENT, e.message(), e.path());
+          py::module_::import("builtins").attr("FileNotFoundError")(ENOENT, e.what(), e.path());
       PyErr_SetObject(PyExc_FileNotFoundError, error.ptr());
-    } catch (const pipesim::InputError& e) {
-      (*input_error)(e.message().c_str());
+    } catch (const pipesim::api::Error& e) {
+      (*input_error)(e.what());
     }
   });
   // A dict whose keys are attributes too: reports stay JSON-shaped (json.dumps, ==, [])
@@ -281,17 +275,17 @@ class Result(dict):
         return plain(self)
 )",
            space);
-  pipesim::result_class = new py::object(space["Result"]);
-  pipesim::result_class->attr("__module__") = "pipesim";
-  m.attr("Result") = *pipesim::result_class;
-  m.def("run", &pipesim::run_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
-        "reproducible"_a = false, "exact_sharing"_a = false,
+  pipesim::api::result_class = new py::object(space["Result"]);
+  pipesim::api::result_class->attr("__module__") = "pipesim";
+  m.attr("Result") = *pipesim::api::result_class;
+  m.def("run", &pipesim::api::run_py, "scenario"_a = py::none(), py::kw_only(),
+        "set"_a = py::none(), "reproducible"_a = false, "exact_sharing"_a = false,
         "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "
         "overrides (dotted key -> value) and returns the report of `pipesim run --json`. "
         "reproducible=True reports wall_s as 0; exact_sharing=True is `run --exact-sharing`.");
-  m.def("plan", &pipesim::plan_py, "scenario"_a = py::none(), py::kw_only(), "set"_a = py::none(),
-        "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(), "exhaustive"_a = false,
-        "reproducible"_a = false, "compare"_a = std::vector<std::string>{},
+  m.def("plan", &pipesim::api::plan_py, "scenario"_a = py::none(), py::kw_only(),
+        "set"_a = py::none(), "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(),
+        "exhaustive"_a = false, "reproducible"_a = false, "compare"_a = std::vector<std::string>{},
         "tolerance"_a = py::none(), "headroom"_a = 0.0, "fix"_a = std::vector<std::string>{},
         "Searches strategies for the scenario's cluster, model and training and returns the "
         "object of `pipesim plan --json` (best, candidates, pareto, baselines, compared, "
@@ -302,13 +296,21 @@ class Result(dict):
         "the share by which a plan left unsimulated may be faster (default 0.0001). headroom: "
         "rank only plans leaving that share of the GPUs' memory free (`--headroom`). fix: "
         "dimensions kept at the scenario's value (`--fix`, e.g. ['strategy.schedule']).");
-  m.def("sweep", &pipesim::sweep_py, "scenario"_a = py::none(), py::kw_only(), "grid"_a,
+  m.def("sweep", &pipesim::api::sweep_py, "scenario"_a = py::none(), py::kw_only(), "grid"_a,
         "set"_a = py::none(), "zip"_a = false, "threads"_a = 0,
         "Runs the scenario at every point of a grid (key -> '1..64*2', 'a,b,c' or a list of "
         "values; the product, or with zip=True the lists paired) on `threads` threads (0: "
         "every core) and returns the object of `pipesim sweep --json`. A point that fails "
         "validation carries its message in `error`.");
-  m.def("resolve", &pipesim::resolve_py, "scenario"_a = py::none(), py::kw_only(),
+  m.def("validate", &pipesim::api::validate_py, "scenario"_a = py::none(), py::kw_only(),
+        "set"_a = py::none(), "backend"_a = "host", "time_scale"_a = "auto", "warmup"_a = 1,
+        "iterations"_a = 10, "calibrate"_a = false,
+        "Runs the scenario's TaskGraph for real on a backend (host: CPU threads; torch: "
+        "PyTorch processes over gloo) and returns the comparison with its simulation, the "
+        "object of `pipesim validate --json` (measured_makespan_s, predicted_makespan_s, "
+        "predicted_error, noise_floor, peak_memory, ...). time_scale: wall seconds per scenario "
+        "second, or 'auto'.");
+  m.def("resolve", &pipesim::api::resolve_py, "scenario"_a = py::none(), py::kw_only(),
         "set"_a = py::none(),
         "The scenario as simulated (overrides applied, shorthands expanded), as the YAML text "
         "`pipesim run --resolved` writes.");

@@ -40,10 +40,16 @@ YAML::Node stage_node(const StageSpec& s) {
 
 std::string resolved_scenario_yaml(const Scenario& sc, const std::vector<Override>& overrides) {
   const bool embedded = sc.source == "<default>";
-  YAML::Node root = internal::parse_yaml(
+  return resolved_scenario_yaml(
+      sc,
       embedded ? std::string(default_scenario_yaml())
                : read_input_file(sc.source, "the scenario file", "a readable YAML file"),
-      sc.source);
+      overrides);
+}
+
+std::string resolved_scenario_yaml(const Scenario& sc, const std::string& text,
+                                   const std::vector<Override>& overrides) {
+  YAML::Node root = internal::parse_yaml(text, sc.source);
   for (const Override& o : overrides) internal::apply_override(root, o);
   root["name"] = sc.name;
   if (root["model"].IsMap()) {

@@ -14,5 +14,8 @@ namespace pipesim {
 // the files the model names made absolute, so the result runs from any directory. Loading
 // it gives the same scenario, and simulating it the same report.
 std::string resolved_scenario_yaml(const Scenario& sc, const std::vector<Override>& overrides);
+// The same from the document's text `sc` was loaded from.
+std::string resolved_scenario_yaml(const Scenario& sc, const std::string& text,
+                                   const std::vector<Override>& overrides);
 
 }  // namespace pipesim

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "scenario/default_scenario.h"
@@ -81,8 +82,7 @@ void price_gpu_kinds(Scenario& sc) {
       } else {
         const double own = precision_peak(*kinds[k], sc.training.precision);
         const double ratio = own > 0 ? precision_peak(*kinds[0], sc.training.precision) / own : 1.0;
-        times.push_back(Time::ps(static_cast<int64_t>(
-            std::min(9.2e18, std::round(static_cast<double>(time(x).ps_count()) * ratio)))));
+        times.push_back(checked_scale(time(x), ratio, "a layer's time on another kind of GPU"));
       }
     }
     sc.kind_layer_time.push_back(std::move(times));
@@ -209,6 +209,13 @@ ScenarioDocument::ScenarioDocument(const std::string& path)
     : text_(path.empty() ? default_scenario_yaml()
                          : read_input_file(path, "the scenario file", "a readable YAML file")),
       source_(path.empty() ? "<default>" : path) {}
+
+ScenarioDocument ScenarioDocument::of_text(std::string text, std::string source) {
+  ScenarioDocument d;
+  d.text_ = std::move(text);
+  d.source_ = std::move(source);
+  return d;
+}
 
 Scenario ScenarioDocument::load(const std::vector<Override>& overrides) const {
   return load_scenario_text(text_, source_, overrides);

@@ -78,9 +78,14 @@ const char* default_scenario_yaml();
 class ScenarioDocument {
  public:
   explicit ScenarioDocument(const std::string& path);
+  // YAML text; `source` names it in errors and reports as a file path would.
+  static ScenarioDocument of_text(std::string text, std::string source);
   Scenario load(const std::vector<Override>& overrides = {}) const;
+  const std::string& source() const { return source_; }
+  const std::string& text() const { return text_; }
 
  private:
+  ScenarioDocument() = default;
   std::string text_, source_;
 };
 

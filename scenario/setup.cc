@@ -57,9 +57,7 @@ double slowest_pace(const Scenario& s, const DeviceSpeed& speed, int g) {
 }
 
 Time paced(Time t, double pace) {
-  if (pace == 1.0) return t;
-  return Time::ps(static_cast<int64_t>(
-      std::min(9.2e18L, std::round(static_cast<long double>(t.ps_count()) * pace))));
+  return checked_scale(t, pace, "a stage's time at its slowest GPU's pace");
 }
 
 bool split_backward(const Model& m) {

@@ -21,10 +21,16 @@ Time slowest_step(const LinkCosts& links, const std::vector<int>& ring, int64_t 
 constexpr const char* kWhat = "a collective estimate";
 }  // namespace
 
+// `steps` on the slowest of `edges`.
+Time on_slowest(const LinkCosts& links, const std::vector<int>& ring, CollectiveSteps steps,
+                int64_t sharing = 1) {
+  return checked_mul(slowest_step(links, ring, steps.chunk, sharing), steps.count, kWhat);
+}
+
 Time ring_pass_estimate(const LinkCosts& links, const std::vector<int>& devices, int64_t bytes) {
   const auto n = static_cast<int64_t>(devices.size());
   if (n < 2 || bytes <= 0) return Time::zero();
-  return checked_mul(slowest_step(links, devices, ceil_div(bytes, n), 1), n - 1, kWhat);
+  return on_slowest(links, devices, ring_pass_steps(n, bytes));
 }
 
 Time allreduce_estimate(const LinkCosts& links, const std::vector<int>& devices, int64_t bytes,
@@ -33,23 +39,16 @@ Time allreduce_estimate(const LinkCosts& links, const std::vector<int>& devices,
   if (n < 2 || bytes <= 0) return Time::zero();
   switch (algo) {
     case AllReduceAlgo::kRing:
-      return checked_mul(ring_pass_estimate(links, devices, bytes), 2, kWhat);
+      return on_slowest(links, devices, ring_allreduce_steps(n, bytes));
     case AllReduceAlgo::kTree: {
-      // Two trees of depth D, each pipelining tree_chunks(bytes) = K chunks of bytes / (2 K) up and
-      // down; a member's links carry both trees' chunks.
-      int64_t depth = 0;
-      while ((int64_t{1} << (depth + 1)) <= n) ++depth;
+      const CollectiveSteps steps = tree_allreduce_steps(n, bytes);
       Time edge;
       for (int64_t pos = 1; pos < n; ++pos) {
         const int a = devices[static_cast<size_t>(pos)],
                   b = devices[static_cast<size_t>((pos - 1) / 2)];
-        if (a != b)
-          edge = max(
-              edge,
-              links.transfer(
-                  a, b, checked_mul(2, ceil_div(bytes, 2 * int64_t{tree_chunks(bytes)}), kWhat)));
+        if (a != b) edge = max(edge, links.transfer(a, b, steps.chunk));
       }
-      return checked_mul(edge, 2 * (depth + tree_chunks(bytes) - 1), kWhat);
+      return checked_mul(edge, steps.count, kWhat);
     }
     case AllReduceAlgo::kHierarchical: {
       std::map<int, std::vector<int>> nodes;
@@ -65,8 +64,7 @@ Time allreduce_estimate(const LinkCosts& links, const std::vector<int>& devices,
       for (const auto& [node, local] : nodes) across.push_back(local.front());
       const Time intra = ring_pass_estimate(links, nodes.begin()->second, bytes);
       // g rings (one per local rank) cross the nodes' links at once.
-      const Time inter =
-          checked_mul(slowest_step(links, across, ceil_div(bytes, g * N), g), 2 * (N - 1), kWhat);
+      const Time inter = on_slowest(links, across, hierarchical_across_steps(N, g, bytes), g);
       return checked_add(checked_mul(intra, 2, kWhat), inter, kWhat);
     }
   }

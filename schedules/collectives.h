@@ -33,6 +33,40 @@ inline int tree_chunks(int64_t bytes) {
   return static_cast<int>(k < 1 ? 1 : (k > kMaxTreeChunks ? kMaxTreeChunks : k));
 }
 
+// Each all-reduce algorithm as the steps its slowest edge takes on idle links: `count`
+// transfers of `chunk` bytes one after another, count x (alpha + chunk / beta) in the
+// alpha-beta form. allreduce_estimate (the lowering's choice of algorithm) and the planner's
+// network costs both cost an algorithm from these, each with its own view of the links.
+struct CollectiveSteps {
+  int64_t count = 0;
+  int64_t chunk = 0;
+};
+// A ring reduce-scatter or all-gather among n: n - 1 steps of bytes / n to the next member.
+inline CollectiveSteps ring_pass_steps(int64_t n, int64_t bytes) {
+  return {n - 1, ceil_div(bytes, n)};
+}
+// A ring all-reduce: the reduce-scatter, then the all-gather.
+inline CollectiveSteps ring_allreduce_steps(int64_t n, int64_t bytes) {
+  return {2 * (n - 1), ceil_div(bytes, n)};
+}
+// Levels below the root of a heap-shaped binary tree of n members.
+inline int64_t tree_depth(int64_t n) {
+  int64_t depth = 0;
+  while ((int64_t{1} << (depth + 1)) <= n) ++depth;
+  return depth;
+}
+// Two trees of depth D, each pipelining K = tree_chunks(bytes) chunks of bytes / (2 K) up
+// and down; a member's edges carry both trees' chunks.
+inline CollectiveSteps tree_allreduce_steps(int64_t n, int64_t bytes) {
+  const int64_t k = tree_chunks(bytes);
+  return {2 * (tree_depth(n) + k - 1), checked_mul(2, ceil_div(bytes, 2 * k), "a tree's chunk")};
+}
+// The hierarchical all-reduce's ring across `servers` servers of `local` members each (one
+// ring per local rank, each over bytes / local); inside the servers it is two ring passes.
+inline CollectiveSteps hierarchical_across_steps(int64_t servers, int64_t local, int64_t bytes) {
+  return {2 * (servers - 1), ceil_div(bytes, local * servers)};
+}
+
 struct CollectiveMember {
   int device = -1;
   int node = 0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/checked.h"
 #include "schedules/internal/lowering.h"
 
 namespace pipesim {
@@ -131,11 +132,8 @@ void Lowering::scale_compute() {
     if (!is_compute(op.kind) || op.duration == Time::zero()) continue;
     const double f = in_.compute_scale(op.device, op.stage);
     if (f == 1.0) continue;
-    const auto scaled = static_cast<long double>(op.duration.ps_count()) * f;
-    if (!(scaled < 9.2e18L))
-      throw InputError("a compute op's time, scaled to its GPU, exceeds 106 days",
-                       "smaller times or slowdowns");
-    b_.add_duration(id, Time::ps(std::llround(scaled)) - op.duration);
+    b_.add_duration(
+        id, checked_scale(op.duration, f, "a compute op's time at its GPU's pace") - op.duration);
   }
 }
 

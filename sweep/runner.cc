@@ -14,10 +14,6 @@
 #include "sweep/sweep.h"
 
 namespace pipesim {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
 PointReport summarize(const Report& r) {
   int64_t peak = 0;
   for (const DeviceReport& d : r.devices) peak = std::max(peak, d.peak_memory);
@@ -42,9 +38,26 @@ PointReport summarize(const Report& r) {
       .events = r.events};
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The swept keys; a report field would be written twice in a point's row.
+std::vector<std::string> swept_keys(const std::vector<GridAxis>& axes) {
+  std::vector<std::string> keys;
+  for (const GridAxis& a : axes) {
+    if (std::find(std::begin(kSweepFields), std::end(kSweepFields), a.key) !=
+        std::end(kSweepFields))
+      throw InputError(fmt::format("{}: is a report field, not a scenario key", a.key),
+                       "a dotted scenario key such as training.micro_batch", "", {"--grid"});
+    keys.push_back(a.key);
+  }
+  return keys;
+}
+
 // One point, as `pipesim run --reproducible` with the same overrides would simulate it.
-SweepPoint run_point(const ScenarioDocument& doc, const std::string& file, const Grid& grid,
-                     const SweepOptions& o, size_t i) {
+SweepPoint run_point(const ScenarioDocument& doc, const Grid& grid, const SweepOptions& o,
+                     size_t i) {
   SweepPoint p;
   std::vector<Override> with = o.sets;
   for (Override& v : grid.overrides(i)) {
@@ -57,7 +70,7 @@ SweepPoint run_point(const ScenarioDocument& doc, const std::string& file, const
     const Timeline tl = simulate(graph, sc.cluster);
     p.report = summarize(make_report(graph, sc.cluster, tl, run_info(sc, 0.0, with)));
   } catch (InputError& e) {
-    e.set_location_if_empty({file.empty() ? "<default>" : file});
+    e.set_location_if_empty({doc.source()});
     p.error = e.message();
   }
   return p;
@@ -90,27 +103,27 @@ class Progress {
 
 Sweep run_sweep(const std::string& scenario_path, const std::vector<GridAxis>& axes,
                 const SweepOptions& options) {
+  // The grid's errors before the file's.
+  const Grid grid(axes, options.zip);
+  swept_keys(axes);
+  return run_sweep(ScenarioDocument(scenario_path), axes, options);
+}
+
+Sweep run_sweep(const ScenarioDocument& doc, const std::vector<GridAxis>& axes,
+                const SweepOptions& options) {
   const Grid grid(axes, options.zip);
   Sweep s;
-  s.scenario_file = scenario_path.empty() ? "<default>" : scenario_path;
+  s.scenario_file = doc.source();
   s.zip = options.zip;
   s.sets = options.sets;
-  for (const GridAxis& a : axes) {
-    // A report field would be written twice in a point's row.
-    if (std::find(std::begin(kSweepFields), std::end(kSweepFields), a.key) !=
-        std::end(kSweepFields))
-      throw InputError(fmt::format("{}: is a report field, not a scenario key", a.key),
-                       "a dotted scenario key such as training.micro_batch", "", {"--grid"});
-    s.keys.push_back(a.key);
-  }
+  s.keys = swept_keys(axes);
   s.points.resize(grid.size());
   const JobRanks job = job_ranks();
   Progress progress(options.progress, job);
   DistributedFor work;
   work.count = grid.size();
   work.threads = options.threads;
-  const ScenarioDocument doc(scenario_path);  // read once, for every point
-  work.run = [&](size_t i) { s.points[i] = run_point(doc, scenario_path, grid, options, i); };
+  work.run = [&](size_t i) { s.points[i] = run_point(doc, grid, options, i); };
   // Between MPI ranks a point travels as its JSON form in CBOR (exact doubles); its
   // values as given come from the grid itself.
   work.save = [&](size_t i) {

@@ -13,6 +13,8 @@
 
 namespace pipesim {
 
+struct Report;
+
 struct SweepOptions {
   std::vector<Override> sets;        // fixed overrides, applied before each point's own
   bool zip = false;                  // pair the axes' lists instead of their product
@@ -55,5 +57,11 @@ struct Sweep {
 // goes on. The result is the same whatever the thread or rank count.
 Sweep run_sweep(const std::string& scenario_path, const std::vector<GridAxis>& axes,
                 const SweepOptions& options);
+// The same over a scenario document already read (its source names it).
+Sweep run_sweep(const ScenarioDocument& doc, const std::vector<GridAxis>& axes,
+                const SweepOptions& options);
+
+// A run's report as a sweep point's figures.
+PointReport summarize(const Report& report);
 
 }  // namespace pipesim

@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "api/pipesim.h"
+#include "api/internal/simulation.h"
 #include "planner/planner.h"
 #include "sim/goodput.h"
 #include "tests/support.h"

@@ -17,6 +17,11 @@ foreach(installed bin/pipesim include/pipesim/api/pipesim.h share/pipesim/scenar
     message(FATAL_ERROR "not installed: ${installed}")
   endif()
 endforeach()
+# The one public header, and no internal one beside it.
+file(GLOB_RECURSE headers RELATIVE ${prefix} ${prefix}/include/*)
+if(NOT headers STREQUAL "include/pipesim/api/pipesim.h")
+  message(FATAL_ERROR "installed headers: ${headers} (only include/pipesim/api/pipesim.h is public)")
+endif()
 file(GLOB_RECURSE config ${prefix}/*/pipesimConfig.cmake)
 file(GLOB_RECURSE version ${prefix}/*/pipesimConfigVersion.cmake)
 if(NOT config OR NOT version)

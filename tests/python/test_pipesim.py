@@ -90,6 +90,17 @@ class Errors(unittest.TestCase):
         self.assertEqual(caught.exception.errno, errno.ENOENT)
         self.assertIn("cannot read the scenario file: No such file", str(caught.exception))
         self.assertEqual(cli("run", missing).returncode, 2)
+        # A file the scenario names is missing: the same error, naming that file.
+        with tempfile.TemporaryDirectory() as d:
+            scenario = os.path.join(d, "s.yaml")
+            with open(scenario, "w") as f:
+                text = open(TOY).read()
+                f.write(text[:text.index("model:")] + "model: {include: gone.yaml}\n" +
+                        text[text.index("training:"):])
+            with self.assertRaises(FileNotFoundError) as caught:
+                pipesim.run(scenario)
+            self.assertTrue(caught.exception.filename.endswith("gone.yaml"),
+                            caught.exception.filename)
         # Python's own arguments are named as in Python.
         with self.assertRaises(pipesim.InputError) as caught:
             pipesim.plan(TOY, time_limit="ten")
@@ -193,6 +204,21 @@ class Sweep(unittest.TestCase):
         r = cli("sweep", TOY, "--grid", "training.micro_batch=8..1")
         self.assertEqual(r.returncode, 2)
         self.assertEqual("pipesim: error: " + str(caught.exception), r.stderr.rstrip("\n"))
+
+
+class Validate(unittest.TestCase):
+    def test_fields_as_the_command_line(self):
+        # Measured times differ between runs: the same fields, the same simulation.
+        got = pipesim.validate(TOY, set={"training.iterations": 1}, time_scale=0.01, warmup=0,
+                               iterations=1)
+        want = cli_json("validate", TOY, "--set", "training.iterations=1", "--time-scale",
+                        "0.01", "--warmup", "0", "--iterations", "1")
+        self.assertEqual(list(got), list(want))
+        for key in ("scenario", "schedule", "backend", "predicted_makespan_s", "overrides"):
+            self.assertEqual(got[key], want[key], key)
+        self.assertGreater(got.measured_makespan_s, 0)
+        with self.assertRaises(pipesim.InputError):
+            pipesim.validate(TOY, backend="tpu")
 
 
 class Resolve(unittest.TestCase):

@@ -1,4 +1,4 @@
-#include "backend/sweep.h"
+#include "backend/validation_sweep.h"
 
 #include <fmt/format.h>
 
@@ -16,8 +16,9 @@ namespace {
 // sweep's `pipeline`), and the ops every run executes stay within kMaxValidationOps (a
 // backend runs each op for real, about a millisecond of wall time each on the host).
 template <typename Point>
-void check_sweep_work(const ScenarioDocument& doc, const std::string& file, const SweepGrid& grid,
-                      const ValidateOptions& options, const Point& point) {
+void check_sweep_work(const ScenarioDocument& doc, const std::string& file,
+                      const ValidationGrid& grid, const ValidateOptions& options,
+                      const Point& point) {
   const double runs = 2.0 * options.iterations + options.warmup + (options.calibrate ? 1 : 0);
   double total = 0;
   for (const std::string& link : grid.links) {
@@ -51,10 +52,10 @@ void check_sweep_work(const ScenarioDocument& doc, const std::string& file, cons
 
 }  // namespace
 
-SweepResult sweep(const std::string& file, const std::vector<Override>& overrides,
-                  const SweepGrid& grid, const ExecutorFactory& make,
-                  const ValidateOptions& options, std::ostream* progress) {
-  SweepResult r;
+ValidationSweep validation_sweep(const std::string& file, const std::vector<Override>& overrides,
+                                 const ValidationGrid& grid, const ExecutorFactory& make,
+                                 const ValidateOptions& options, std::ostream* progress) {
+  ValidationSweep r;
   const ScenarioDocument doc(file);  // read once, for every point
   const Scenario base = doc.load(overrides);
   const int64_t per_micro = base.training.micro_batch * base.strategy.data;
@@ -123,7 +124,7 @@ SweepResult sweep(const std::string& file, const std::vector<Override>& override
   return r;
 }
 
-nlohmann::ordered_json to_json(const SweepResult& r) {
+nlohmann::ordered_json to_json(const ValidationSweep& r) {
   nlohmann::ordered_json j;
   j["summary"] = {{"configurations", r.points.size()},
                   {"predicted_mape", r.predicted_mape},
@@ -147,7 +148,7 @@ nlohmann::ordered_json to_json(const SweepResult& r) {
   return j;
 }
 
-std::string sweep_table(const SweepResult& r) {
+std::string validation_sweep_table(const ValidationSweep& r) {
   std::string out =
       fmt::format("{:<10} {:>2} {:>3} {:>10} {:>12} {:>10} {:>10} {:>8}\n", "schedule", "S", "M",
                   "link", "measured", "predicted", "replay", "noise");

@@ -15,7 +15,7 @@ namespace pipesim {
 // of a backend: each op really runs, about a millisecond of wall time on the host backend.
 inline constexpr double kMaxValidationOps = 5e6;
 
-struct SweepGrid {
+struct ValidationGrid {
   std::vector<std::string> schedules{"gpipe", "dapple", "pipedream"};
   std::vector<int> stages{2, 4, 8};
   std::vector<int> micro_batches{4, 8, 16};
@@ -30,7 +30,7 @@ struct ValidationPoint {
   Validation v;
 };
 
-struct SweepResult {
+struct ValidationSweep {
   std::vector<ValidationPoint> points;
   double predicted_mape = 0, predicted_max_error = 0;
   double replay_mape = 0, replay_max_error = 0;
@@ -45,11 +45,11 @@ struct SweepResult {
 // link key. `make` gives the executor for a loaded scenario. `progress` gets one line per
 // point when set.
 using ExecutorFactory = std::function<std::unique_ptr<Executor>(const Scenario&)>;
-SweepResult sweep(const std::string& file, const std::vector<Override>& overrides,
-                  const SweepGrid& grid, const ExecutorFactory& make,
-                  const ValidateOptions& options, std::ostream* progress);
+ValidationSweep validation_sweep(const std::string& file, const std::vector<Override>& overrides,
+                                 const ValidationGrid& grid, const ExecutorFactory& make,
+                                 const ValidateOptions& options, std::ostream* progress);
 
-nlohmann::ordered_json to_json(const SweepResult& r);
-std::string sweep_table(const SweepResult& r);
+nlohmann::ordered_json to_json(const ValidationSweep& r);
+std::string validation_sweep_table(const ValidationSweep& r);
 
 }  // namespace pipesim

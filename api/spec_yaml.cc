@@ -1,0 +1,108 @@
+#include "api/internal/spec_yaml.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace pipesim::api {
+namespace {
+
+// One section's "key: value" lines; a JSON string is a YAML double-quoted scalar.
+class Section {
+ public:
+  explicit Section(std::string name) : name_(std::move(name)) {}
+  void add(const char* key, const std::string& value) {
+    if (!value.empty())
+      lines_.push_back(fmt::format("  {}: {}", key, nlohmann::json(value).dump()));
+  }
+  template <typename T>
+  void add(const char* key, const std::optional<T>& value) {
+    if (value) lines_.push_back(fmt::format("  {}: {}", key, nlohmann::json(*value).dump()));
+  }
+  void add_raw(const char* key, const std::string& yaml) {
+    lines_.push_back(fmt::format("  {}: {}", key, yaml));
+  }
+  bool empty() const { return lines_.empty(); }
+  std::string text() const {
+    if (lines_.empty()) return {};
+    return fmt::format("{}:\n{}\n", name_, fmt::join(lines_, "\n"));
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string> lines_;
+};
+
+std::string cluster_yaml(const ClusterSpec& c) {
+  Section s("cluster");
+  s.add("gpu", c.gpu);
+  s.add("nodes", c.nodes);
+  s.add("gpus_per_node", c.gpus_per_node);
+  s.add("intra_node", c.intra_node);
+  if (c.nics) {  // the preset's ports, that many to a node
+    const std::string preset =
+        c.inter_node.empty() ? ""
+                             : fmt::format("preset: {}, ", nlohmann::json(c.inter_node).dump());
+    s.add_raw("inter_node", fmt::format("{{{}nics: {}}}", preset, *c.nics));
+  } else {
+    s.add("inter_node", c.inter_node);
+  }
+  return s.text();
+}
+
+std::string model_yaml(const ModelSpec& m) {
+  Section s("model");
+  s.add("include", m.include);
+  const bool shaped = m.layers || m.hidden || m.heads || m.ffn || m.sequence || m.vocab;
+  if (m.include.empty() && shaped) s.add_raw("generator", "transformer");
+  s.add("layers", m.layers);
+  s.add("hidden", m.hidden);
+  s.add("heads", m.heads);
+  s.add("ffn", m.ffn);
+  s.add("sequence", m.sequence);
+  s.add("vocab", m.vocab);
+  return s.text();
+}
+
+std::string training_yaml(const TrainingSpec& t) {
+  Section s("training");
+  s.add("global_batch", t.global_batch);
+  s.add("micro_batch", t.micro_batch);
+  s.add("precision", t.precision);
+  s.add("optimizer", t.optimizer);
+  s.add("iterations", t.iterations);
+  return s.text();
+}
+
+std::string strategy_yaml(const StrategySpec& st) {
+  Section s("strategy");
+  s.add("schedule", st.schedule);
+  s.add("pipeline", st.pipeline);
+  s.add("tensor", st.tensor);
+  s.add("context", st.context);
+  s.add("expert", st.expert);
+  s.add("data", st.data);
+  s.add("virtual_stages", st.virtual_stages);
+  s.add("zero", st.zero);
+  s.add("sequence_parallel", st.sequence_parallel);
+  s.add("recompute", st.recompute);
+  s.add("placement", st.placement);
+  return s.text();
+}
+
+}  // namespace
+
+std::string spec_yaml(const ScenarioSpec& spec) {
+  std::string out;
+  if (!spec.name.empty()) out += fmt::format("name: {}\n", nlohmann::json(spec.name).dump());
+  out += cluster_yaml(spec.cluster);
+  out += model_yaml(spec.model);
+  out += training_yaml(spec.training);
+  out += strategy_yaml(spec.strategy);
+  return out;
+}
+
+}  // namespace pipesim::api

@@ -1,0 +1,167 @@
+// The public API (api/pipesim.h): a scenario built in code is the scenario file it spells,
+// run, plan and sweep give what the command line writes, and errors carry their key.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "api/internal/simulation.h"
+#include "api/pipesim.h"
+#include "planner/planner.h"
+#include "sweep/sweep.h"
+
+namespace ps = pipesim::api;
+
+namespace {
+
+const std::string kToy = std::string(PIPESIM_SOURCE_DIR) + "/scenarios/examples/toy-gpipe.yaml";
+
+// 8 A100s behind NVSwitch training a 8-layer transformer, pipeline 2 x data 4.
+ps::ScenarioSpec small_spec() {
+  return {.name = "api-small",
+          .cluster = {.gpu = "a100-80gb", .nodes = 1, .gpus_per_node = 8, .intra_node = "nvswitch"},
+          .model = {.layers = 8, .hidden = 1024, .heads = 16, .sequence = 1024, .vocab = 50257},
+          .training = {.global_batch = 64, .micro_batch = 2, .precision = "bf16"},
+          .strategy = {.schedule = "1f1b", .pipeline = 2, .data = 4}};
+}
+
+// The same scenario as a user writes it.
+constexpr const char* kSmallYaml = R"(name: api-small
+cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch}
+model: {generator: transformer, layers: 8, hidden: 1024, heads: 16, sequence: 1024, vocab: 50257}
+training: {global_batch: 64, micro_batch: 2, precision: bf16}
+strategy: {schedule: 1f1b, pipeline: 2, data: 4}
+)";
+
+TEST(Api, ABuiltScenarioIsTheFileItSpells) {
+  const ps::Scenario built(small_spec());
+  const ps::Scenario written = ps::Scenario::parse(kSmallYaml, "<code>");
+  EXPECT_EQ(built.source(), "<code>");
+  EXPECT_EQ(built.name(), "api-small");
+  EXPECT_EQ(built.gpus(), 8);
+  const ps::RunResult a = ps::run(built, {.reproducible = true});
+  const ps::RunResult b = ps::run(written, {.reproducible = true});
+  EXPECT_EQ(a.json, b.json);
+  EXPECT_GT(a.throughput_samples_per_s, 0);
+  ASSERT_TRUE(a.mfu.has_value());
+  // The typed figures are the report's.
+  const auto j = nlohmann::json::parse(a.json);
+  EXPECT_EQ(a.iteration_time_s, j["iteration_time_s"].get<double>());
+  EXPECT_EQ(a.throughput_samples_per_s, j["throughput_samples_per_s"].get<double>());
+  EXPECT_EQ(*a.mfu, j["mfu"].get<double>());
+  EXPECT_EQ(a.gpus, 8);
+}
+
+TEST(Api, RunIsTheCommandLinesReport) {
+  // `pipesim run toy-gpipe.yaml --set training.micro_batch=2 --reproducible --json -`
+  const ps::Scenario s = ps::Scenario::load(kToy, {{"training.micro_batch", "2"}});
+  const std::vector<pipesim::Override> sets{{"training.micro_batch", "2"}};
+  pipesim::SimulateOptions o;
+  o.reproducible = true;
+  const pipesim::Simulation want =
+      pipesim::simulate_scenario(pipesim::load_scenario(kToy, sets), sets, o);
+  EXPECT_EQ(ps::run(s, {.reproducible = true}).json, pipesim::to_json(want.report));
+  // with() adds settings after the scenario's own.
+  const ps::Scenario more = s.with("strategy.schedule", "dapple");
+  ASSERT_EQ(more.settings().size(), 2u);
+  EXPECT_EQ(ps::run(more).schedule, "dapple");
+  EXPECT_EQ(ps::run(s).schedule, "gpipe");  // a value: `s` is unchanged
+}
+
+TEST(Api, ErrorsNameTheKeyAndTheSource) {
+  ps::ScenarioSpec spec = small_spec();
+  spec.strategy.schedule = "bogus";
+  try {
+    const ps::Scenario s(spec);
+    FAIL() << "accepted tensor 3";
+  } catch (const ps::Error& e) {
+    EXPECT_EQ(e.file(), "<code>");
+    EXPECT_EQ(e.line(), 0);  // text pipesim wrote: the key says where
+    EXPECT_EQ(e.key(), "strategy.schedule") << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("<code>: ", 0), 0u) << e.what();
+  }
+  try {
+    (void)ps::Scenario::load("no/such/scenario.yaml");
+    FAIL() << "loaded a missing file";
+  } catch (const ps::FileNotFound& e) {
+    EXPECT_EQ(e.path(), "no/such/scenario.yaml");
+    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+  }
+  const ps::Scenario s(small_spec());
+  EXPECT_THROW((void)s.with("strategy.schedule", "bogus"), ps::Error);
+  EXPECT_THROW((void)s.with("strategy.bogus_key", "1"), ps::Error);
+  EXPECT_THROW((void)ps::plan(s, {.top = 0}), ps::Error);
+  EXPECT_THROW((void)ps::plan(s, {.time_limit_s = -1.0}), ps::Error);
+  EXPECT_THROW((void)ps::plan(s, {.tolerance = 0.5}), ps::Error);  // not exhaustive
+  EXPECT_THROW((void)ps::Axis::parse("training.micro_batch=8..1"), ps::Error);
+  EXPECT_DOUBLE_EQ(ps::parse_seconds("250 ms"), 0.25);
+  EXPECT_THROW((void)ps::parse_seconds("ten"), ps::Error);
+}
+
+TEST(Api, PlanIsTheCommandLinesPlanAndItsBestRuns) {
+  const ps::Scenario s = ps::Scenario::load(kToy);
+  const ps::PlanResult p = ps::plan(s, {.top = 3, .threads = 2, .reproducible = true});
+  pipesim::PlanOptions o;
+  o.top = 3;
+  o.threads = 2;
+  pipesim::Plan want = pipesim::plan(pipesim::load_scenario(kToy), o);
+  want.wall_s = want.analytic_s = 0;
+  nlohmann::ordered_json j = pipesim::to_json(want);
+  j["version"] = ps::version();
+  j["overrides"] = nlohmann::ordered_json::object();
+  EXPECT_EQ(p.json, j.dump(2) + "\n");
+  ASSERT_EQ(p.candidates.size(), 3u);
+  EXPECT_LE(p.lower_bound_s, p.candidates.front().iteration_time_s);
+  // The best plan as a scenario runs at the time the planner simulated for it.
+  const ps::PlanCandidate& best = p.candidates.front();
+  const ps::RunResult r = ps::run(s.with(best.settings()));
+  EXPECT_EQ(r.iteration_time_s, best.iteration_time_s);
+  EXPECT_EQ(r.peak_memory_bytes, best.peak_memory_bytes);
+}
+
+TEST(Api, SweepIsTheCommandLinesSweep) {
+  const ps::Scenario s = ps::Scenario::load(kToy, {{"training.iterations", "1"}});
+  const ps::SweepResult got = ps::sweep(
+      s,
+      {ps::Axis::parse("training.micro_batch=1..16*2"), {"strategy.schedule", {"gpipe", "dapple"}}},
+      {.threads = 2});
+  pipesim::SweepOptions o;
+  o.sets = {{"training.iterations", "1"}};
+  o.threads = 2;
+  const pipesim::Sweep want =
+      pipesim::run_sweep(kToy,
+                         {pipesim::parse_grid_axis("training.micro_batch=1..16*2"),
+                          {"strategy.schedule", {"gpipe", "dapple"}}},
+                         o);
+  EXPECT_EQ(got.json, pipesim::to_json(want).dump(2) + "\n");
+  ASSERT_EQ(got.points.size(), 10u);
+  EXPECT_EQ(got.keys, (std::vector<std::string>{"training.micro_batch", "strategy.schedule"}));
+  EXPECT_EQ(got.failed, 0u);
+  ASSERT_TRUE(got.points[0].report.has_value());
+  EXPECT_EQ(got.points[0].values, (std::vector<std::string>{"1", "gpipe"}));
+  EXPECT_EQ(got.csv.substr(0, got.csv.find(',')), "training.micro_batch");
+}
+
+TEST(Api, ValidateRunsTheScenarioOnTheHostBackend) {
+  // Measured times vary from run to run: the figures' relations, not their values.
+  const ps::Scenario s = ps::Scenario::load(kToy, {{"training.iterations", "1"}});
+  const ps::ValidateResult v =
+      ps::validate(s, {.time_scale = "0.01", .warmup = 0, .iterations = 1});
+  EXPECT_EQ(v.backend, "host");
+  EXPECT_GT(v.measured_makespan_s, 0);
+  EXPECT_GT(v.predicted_makespan_s, 0);
+  const auto j = nlohmann::json::parse(v.json);
+  EXPECT_EQ(j["measured_makespan_s"].get<double>(), v.measured_makespan_s);
+  EXPECT_EQ(j["predicted_makespan_s"].get<double>(), v.predicted_makespan_s);
+  EXPECT_THROW((void)ps::validate(s, {.backend = "tpu"}), ps::Error);
+  EXPECT_THROW((void)ps::validate(s, {.time_scale = "fast"}), ps::Error);
+  EXPECT_THROW((void)ps::validate(s, {.iterations = 0}), ps::Error);
+}
+
+TEST(Api, TheResolvedScenarioRunsTheSame) {
+  const ps::Scenario s(small_spec());
+  const ps::Scenario again = ps::Scenario::parse(s.resolved_yaml(), "<code>");
+  EXPECT_EQ(ps::run(again, {.reproducible = true}).json, ps::run(s, {.reproducible = true}).json);
+}
+
+}  // namespace
