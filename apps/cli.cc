@@ -12,8 +12,8 @@
 #include <optional>
 #include <sstream>
 
-#include "api/internal/simulation.h"
 #include "api/internal/report_fields.h"
+#include "api/internal/simulation.h"
 #include "apps/backend_commands.h"
 #include "apps/cli_docs.h"
 #include "apps/sweep_command.h"
@@ -79,9 +79,10 @@ std::string placement_table(const Scenario& s, bool grouped) {
   for (size_t c = 0; c < copies; ++c) {
     if (elide && c > 0 && c + 1 < copies) {
       if (c == 1)
-        out += fmt::format("            ... copies 1-{} alike, each on GPUs of its own "
-                           "(--per-device lists them)\n",
-                           copies - 2);
+        out += fmt::format(
+            "            ... copies 1-{} alike, each on GPUs of its own "
+            "(--per-device lists them)\n",
+            copies - 2);
       continue;
     }
     for (int p = 0; p < positions; ++p) {
@@ -222,8 +223,8 @@ int cmd_model(const std::string& file, const std::vector<std::string>& sets,
                 "{}'s efficiency curves are borrowed from the fit to {} (none of its "
                 "own yet; docs/presets.md)",
                 gpu.name, gpu.curves)
-          : fmt::format("{}'s efficiency curves: {}{}", gpu.name,
-                        fitted ? "fitted to " : "", gpu.curves);
+          : fmt::format("{}'s efficiency curves: {}{}", gpu.name, fitted ? "fitted to " : "",
+                        gpu.curves);
   table += curves + "\n";
   // A mixture of experts: how many layers route, and the parameters a token visits.
   int moe_layers = 0;
@@ -359,9 +360,10 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
     checked_time_limit(options.time_limit_s, "--time-limit", {"<command line>"});
   }
   if (a.reproducible && !a.time_limit.empty())
-    throw InputError("--reproducible with --time-limit: what a time limit leaves simulated "
-                     "depends on the machine",
-                     "one of the two", "--reproducible", {"<command line>"});
+    throw InputError(
+        "--reproducible with --time-limit: what a time limit leaves simulated "
+        "depends on the machine",
+        "one of the two", "--reproducible", {"<command line>"});
   const std::vector<Override> overrides = parse_overrides(a.sets);
   // The output path is checked before the search; the file is written after it.
   std::string text;
@@ -396,19 +398,12 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   return kOk;
 }
 
-}  // namespace
-
-int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training",
-               "pipesim"};
-  app.set_version_flag("--version", std::string("pipesim ") + PIPESIM_VERSION);
-  app.require_subcommand(1);
-
-  RunOptions run;
+// `pipesim run`; its output options join `outputs` (an empty path is refused).
+CLI::App* add_run_command(CLI::App& app, RunOptions& run,
+                          std::vector<const CLI::Option*>& output_options) {
   auto* run_cmd =
       app.add_subcommand("run", "simulate one scenario (the embedded default without a file)");
   run_cmd->add_option("scenario", run.scenario, "scenario YAML file");
-  std::vector<const CLI::Option*> output_options;
   output_options.push_back(run_cmd->add_option(
       "--json", run.json, "write the JSON report to F ('-' for stdout instead of the table)"));
   output_options.push_back(run_cmd->add_option(
@@ -432,73 +427,115 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                     "re-rate link sharing over whole components at every flow event: "
                     "bit-identical to progressive filling, slower on large collectives");
 
-  std::string order_file;
-  std::vector<std::string> order_sets;
+  return run_cmd;
+}
+
+struct OrderArgs {
+  std::string file;
+  std::vector<std::string> sets;
+};
+
+// `pipesim order`.
+CLI::App* add_order_command(CLI::App& app, OrderArgs& a) {
   auto* order_cmd =
       app.add_subcommand("order", "print the op order of each device, one line per device");
-  order_cmd->add_option("scenario", order_file, "scenario YAML file")->required();
-  order_cmd->add_option("--set", order_sets, "override a scenario key (repeatable)")
+  order_cmd->add_option("scenario", a.file, "scenario YAML file")->required();
+  order_cmd->add_option("--set", a.sets, "override a scenario key (repeatable)")
       ->take_all()
       ->expected(1);
 
-  std::string model_file, model_json;
-  bool model_ops = false;
-  std::vector<std::string> model_sets;
+  return order_cmd;
+}
+
+struct ModelArgs {
+  std::string file, json;
+  bool ops = false;
+  std::vector<std::string> sets;
+};
+
+// `pipesim model`.
+CLI::App* add_model_command(CLI::App& app, ModelArgs& a,
+                            std::vector<const CLI::Option*>& output_options) {
   auto* model_cmd =
       app.add_subcommand("model", "print the model's per-layer costs, sizes and their sources");
-  model_cmd->add_option("scenario", model_file, "scenario YAML file")->required();
+  model_cmd->add_option("scenario", a.file, "scenario YAML file")->required();
   output_options.push_back(
-      model_cmd->add_option("--json", model_json, "write the table as JSON to F ('-' for stdout)"));
-  model_cmd->add_option("--set", model_sets, "override a scenario key (repeatable)")
+      model_cmd->add_option("--json", a.json, "write the table as JSON to F ('-' for stdout)"));
+  model_cmd->add_option("--set", a.sets, "override a scenario key (repeatable)")
       ->take_all()
       ->expected(1);
-  model_cmd->add_flag("--ops", model_ops,
+  model_cmd->add_flag("--ops", a.ops,
                       "per layer, each op: FLOPs, unit, bytes, the forward's bound, times and the "
                       "backward's bound");
 
-  PlanArgs plan_args;
+  return model_cmd;
+}
+
+// `pipesim plan`.
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& a,
+                           std::vector<const CLI::Option*>& output_options) {
   auto* plan_cmd = app.add_subcommand(
       "plan",
       "search cuts, uneven replicas, data copies, micro-batch, schedule and placement: an "
       "analytic DP, then the best simulated in full");
-  plan_cmd->add_option("scenario", plan_args.file, "scenario YAML file (the default without one)");
-  plan_cmd->add_option("--top", plan_args.top, "keep the K best candidates (default 10)")
+  plan_cmd->add_option("scenario", a.file, "scenario YAML file (the default without one)");
+  plan_cmd->add_option("--top", a.top, "keep the K best candidates (default 10)")
       ->check(CLI::Range(1, 100000));
   output_options.push_back(plan_cmd->add_option(
-      "--json", plan_args.json,
+      "--json", a.json,
       "write {best, candidates, pareto, baselines, ...} as JSON to F ('-' for stdout)"));
-  plan_cmd->add_option("--set", plan_args.sets, "override a scenario key (repeatable)")
+  plan_cmd->add_option("--set", a.sets, "override a scenario key (repeatable)")
       ->take_all()
       ->expected(1);
-  plan_cmd->add_option("--threads", plan_args.threads, "simulation threads (default: every core)")
+  plan_cmd->add_option("--threads", a.threads, "simulation threads (default: every core)")
       ->check(CLI::Range(1, 4096));
-  plan_cmd->add_option("--time-limit", plan_args.time_limit,
+  plan_cmd->add_option("--time-limit", a.time_limit,
                        "stop simulating candidates after this long, e.g. 60s");
-  plan_cmd->add_flag("--exhaustive", plan_args.exhaustive,
+  plan_cmd->add_flag("--exhaustive", a.exhaustive,
                      "go on by branch and bound until no plan of the space can beat the best");
-  plan_cmd->add_option("--tolerance", plan_args.tolerance,
+  plan_cmd->add_option("--tolerance", a.tolerance,
                        "with --exhaustive: stop when no plan left can be faster than the best by "
                        "more than this share, e.g. 1% (default 0.01%; 0: the exact optimum)");
   plan_cmd
-      ->add_option("--fix", plan_args.fix,
+      ->add_option("--fix", a.fix,
                    "keep a dimension at the scenario's value, e.g. --fix training.micro_batch "
                    "--fix strategy.schedule (repeatable; the planner and --exhaustive search "
                    "the rest)")
       ->take_all()
       ->expected(1);
-  plan_cmd->add_option("--headroom", plan_args.headroom,
+  plan_cmd->add_option("--headroom", a.headroom,
                        "rank only plans whose peak leaves this share of every GPU's memory "
                        "free, e.g. 10% (default 0)");
   plan_cmd
-      ->add_option("--compare", plan_args.compare,
+      ->add_option("--compare", a.compare,
                    "simulate your own strategy and rank it against the planner's: "
                    "--compare '{schedule: dapple, pipeline: 4, data: 2}' (repeatable)")
       ->take_all()
       ->expected(1);
-  plan_cmd->add_flag("--quiet", plan_args.quiet, "no progress lines on stderr");
-  plan_cmd->add_flag("--reproducible", plan_args.reproducible,
+  plan_cmd->add_flag("--quiet", a.quiet, "no progress lines on stderr");
+  plan_cmd->add_flag("--reproducible", a.reproducible,
                      "report wall_s and analytic_s as 0 so equal inputs give byte-identical "
                      "JSON (not with --time-limit)");
+  return plan_cmd;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training",
+               "pipesim"};
+  app.set_version_flag("--version", std::string("pipesim ") + PIPESIM_VERSION);
+  app.require_subcommand(1);
+
+  std::vector<const CLI::Option*> output_options;
+  RunOptions run;
+  CLI::App* run_cmd = add_run_command(app, run, output_options);
+  OrderArgs order;
+  CLI::App* order_cmd = add_order_command(app, order);
+  ModelArgs model;
+  CLI::App* model_cmd = add_model_command(app, model, output_options);
+  PlanArgs plan_args;
+  CLI::App* plan_cmd = add_plan_command(app, plan_args, output_options);
   SweepCommand sweep(app, output_options);
   BackendCommands backend(app);
   DocsCommands docs(app);
@@ -534,10 +571,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (docs.write(app, PIPESIM_VERSION, out)) return kOk;
     if (run_cmd->parsed()) return at_scenario(run.scenario, [&] { return cmd_run(run, out, err); });
     if (order_cmd->parsed())
-      return at_scenario(order_file, [&] { return cmd_order(order_file, order_sets, out); });
+      return at_scenario(order.file, [&] { return cmd_order(order.file, order.sets, out); });
     if (model_cmd->parsed())
-      return at_scenario(model_file, [&] {
-        return cmd_model(model_file, model_sets, model_json, model_ops, out);
+      return at_scenario(model.file, [&] {
+        return cmd_model(model.file, model.sets, model.json, model.ops, out);
       });
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });
