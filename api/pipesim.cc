@@ -83,7 +83,22 @@ PlanCandidate candidate(const Candidate& c) {
                        .throughput_samples_per_s = c.throughput,
                        .peak_memory_bytes = c.peak_memory,
                        .oom = c.oom,
-                       .simulated = !c.estimated_only};
+                       .simulated = !c.estimated_only,
+                       .tight = c.tight,
+                       .goodput = c.goodput};
+}
+
+// What `pipesim plan` exits 1 for (apps/cli.cc), or nothing.
+std::string plan_problem(const Plan& p, double headroom) {
+  if (p.candidates.empty()) return "no strategy could be simulated for this scenario";
+  if (p.candidates.front().oom)
+    return "every strategy tried runs out of memory; the least memory is ranked first";
+  if (p.candidates.front().tight)
+    return fmt::format(
+        "no strategy tried leaves {:.3g} % of the GPUs' memory free (headroom); the least "
+        "memory is ranked first",
+        100 * headroom);
+  return {};
 }
 
 [[noreturn]] void bad_option(const std::string& call, const std::string& key,
@@ -99,13 +114,13 @@ pipesim::PlanOptions plan_options(const PlanOptions& o) {
   if (!(o.headroom >= 0 && o.headroom < 1))
     bad_option(call, "headroom", fmt::format("headroom {} is not a share in [0, 1)", o.headroom),
                std::string(kShareUnits));
-  if (o.tolerance != pipesim::PlanOptions{}.tolerance) {
+  if (o.tolerance) {
     if (!o.exhaustive)
       bad_option(call, "tolerance", "tolerance applies to exhaustive plans only",
                  "exhaustive with it");
-    if (!(o.tolerance >= 0 && o.tolerance < 1))
+    if (!(*o.tolerance >= 0 && *o.tolerance < 1))
       bad_option(call, "tolerance",
-                 fmt::format("tolerance {} is not a share in [0, 1)", o.tolerance),
+                 fmt::format("tolerance {} is not a share in [0, 1)", *o.tolerance),
                  std::string(kShareUnits));
   }
   if (o.reproducible && o.time_limit_s)
@@ -118,7 +133,7 @@ pipesim::PlanOptions plan_options(const PlanOptions& o) {
   out.threads = o.threads;
   if (o.time_limit_s) out.time_limit_s = checked_time_limit(*o.time_limit_s, "time_limit", {call});
   out.exhaustive = o.exhaustive;
-  out.tolerance = o.tolerance;
+  if (o.tolerance) out.tolerance = *o.tolerance;
   out.headroom = o.headroom;
   out.compare = o.compare;
   out.fix = o.fix;
@@ -134,7 +149,7 @@ std::string version() {
 
 Error::Error(const std::string& problem, const std::string& allowed, std::string key,
              std::string file, int line, int column)
-    : std::invalid_argument(error_text(InputError(problem, allowed, key, {file, line, column}))),
+    : std::runtime_error(error_text(InputError(problem, allowed, key, {file, line, column}))),
       problem_(problem),
       allowed_(allowed),
       key_(std::move(key)),
@@ -151,8 +166,8 @@ Scenario::Scenario() : Scenario(load("")) {}
 Scenario::Scenario(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 Scenario::Scenario(const ScenarioSpec& spec)
-    : impl_(loaded(std::make_shared<const ScenarioDocument>(
-                       ScenarioDocument::of_text(spec_yaml(spec), kCodeSource)),
+    : impl_(loaded(std::make_shared<const ScenarioDocument>(ScenarioDocument::of_text(
+                       translated([&] { return spec_yaml(spec); }), kCodeSource)),
                    spec.settings)) {}
 
 Scenario Scenario::load(const std::filesystem::path& file, const std::vector<Setting>& settings) {
@@ -162,10 +177,10 @@ Scenario Scenario::load(const std::filesystem::path& file, const std::vector<Set
   return Scenario(loaded(std::move(document), settings));
 }
 
-Scenario Scenario::parse(const std::string& yaml, const std::string& name,
+Scenario Scenario::parse(const std::string& yaml, const std::string& source,
                          const std::vector<Setting>& settings) {
   return Scenario(loaded(
-      std::make_shared<const ScenarioDocument>(ScenarioDocument::of_text(yaml, name)), settings));
+      std::make_shared<const ScenarioDocument>(ScenarioDocument::of_text(yaml, source)), settings));
 }
 
 Scenario Scenario::with(const std::vector<Setting>& settings) const {
@@ -190,7 +205,7 @@ const std::vector<Setting>& Scenario::settings() const {
   return impl_->settings;
 }
 
-int Scenario::gpus() const {
+int Scenario::cluster_gpus() const {
   return impl_->value.cluster.num_devices();
 }
 
@@ -229,6 +244,7 @@ PlanResult plan(const Scenario& scenario, const PlanOptions& options) {
     PlanResult r;
     for (const Candidate& c : p.candidates) r.candidates.push_back(candidate(c));
     for (const Candidate& c : p.pareto) r.pareto.push_back(candidate(c));
+    r.problem = plan_problem(p, options.headroom);
     r.lower_bound_s = p.lower_bound_s;
     r.warnings = p.warnings;
     nlohmann::ordered_json j = to_json(p);

@@ -39,7 +39,7 @@ std::string version();
 // Bad input: a scenario file, key or value, a setting, an option. what() is the line the
 // command line prints after "pipesim: error: ":
 // "<file>:<line>:<column>: <key>: <problem> (<allowed>)", leaving out what is unknown.
-class Error : public std::invalid_argument {
+class Error : public std::runtime_error {
  public:
   Error(const std::string& problem, const std::string& allowed = {}, std::string key = {},
         std::string file = {}, int line = 0, int column = 0);
@@ -109,10 +109,10 @@ struct StrategySpec {
 
 struct ScenarioSpec {
   std::string name{};
-  ClusterSpec cluster;
-  ModelSpec model;
-  TrainingSpec training;
-  StrategySpec strategy;
+  ClusterSpec cluster{};
+  ModelSpec model{};
+  TrainingSpec training{};
+  StrategySpec strategy{};
   std::vector<Setting> settings{};  // any other key, applied after the fields above
 };
 
@@ -127,8 +127,8 @@ class Scenario {
   // `file` is empty) with `settings` applied before it is checked, as `--set` does.
   static Scenario load(const std::filesystem::path& file,
                        const std::vector<Setting>& settings = {});
-  // YAML text; `name` stands for the file in errors and reports.
-  static Scenario parse(const std::string& yaml, const std::string& name = "<text>",
+  // YAML text; `source` stands for the file in errors and reports.
+  static Scenario parse(const std::string& yaml, const std::string& source = "<text>",
                         const std::vector<Setting>& settings = {});
 
   // This scenario with more settings applied after its own, checked as `--set` is.
@@ -138,9 +138,13 @@ class Scenario {
   const std::string& name() const;               // the scenario's `name`
   const std::string& source() const;             // the file, "<default>", "<code>" or parse's name
   const std::vector<Setting>& settings() const;  // every setting applied, in order
-  int gpus() const;                              // GPUs in the cluster
+  int cluster_gpus() const;                      // GPUs in the cluster (a strategy may use fewer)
   // The scenario as simulated: settings applied, shorthands expanded (`run --resolved`).
   std::string resolved_yaml() const;
+
+  // A moved-from scenario is still the scenario: moving copies the shared pointer.
+  Scenario(const Scenario&) = default;
+  Scenario& operator=(const Scenario&) = default;
 
   struct Impl;  // internal
 
@@ -182,7 +186,7 @@ struct PlanOptions {
   int threads = 0;                       // 0: every core
   std::optional<double> time_limit_s{};  // seconds, more than 0; unset: none
   bool exhaustive = false;               // the optimum of the whole space (branch and bound)
-  double tolerance = 1e-4;               // with exhaustive: how much faster a plan left out may be
+  std::optional<double> tolerance{};     // with exhaustive: how much faster a plan left out may be
   double headroom = 0;                   // rank only plans leaving this share of GPU memory free
   std::vector<std::string> compare{};    // strategies of your own (YAML mappings), ranked too
   std::vector<std::string> fix{};        // keys kept at the scenario's value ("strategy.schedule")
@@ -196,7 +200,9 @@ struct PlanCandidate {
   double iteration_time_s = 0, throughput_samples_per_s = 0;
   int64_t peak_memory_bytes = 0;
   bool oom = false;
-  bool simulated = true;  // false: the time limit left it at the estimate
+  bool simulated = true;            // false: the time limit left it at the estimate
+  bool tight = false;               // fits, but leaves less than PlanOptions::headroom free
+  std::optional<double> goodput{};  // with training.failures: ranked by throughput x goodput
   // What makes the scenario this plan: Scenario::with(candidate.settings()).
   std::vector<Setting> settings() const;
 };
@@ -204,7 +210,10 @@ struct PlanCandidate {
 struct PlanResult {
   std::vector<PlanCandidate> candidates{};  // best first
   std::vector<PlanCandidate> pareto{};      // no other is both faster and smaller
-  double lower_bound_s = 0;                 // no plan of the space that fits is faster
+  // What the command line exits 1 for, empty when the best plan fits: no strategy could be
+  // simulated (no candidates), every one runs out of memory, or none leaves the headroom.
+  std::string problem{};
+  double lower_bound_s = 0;  // no plan of the space that fits is faster
   std::vector<std::string> warnings{};
   std::string json{};  // `pipesim plan --json -`
 };
@@ -262,6 +271,8 @@ struct ValidateResult {
   double predicted_error = 0;       // |predicted - measured| / measured
   double replay_makespan_s = 0;     // simulated with each run's measured op times
   double replay_error = 0;
+  // With calibrate: simulated with each compute op timed alone, and its error.
+  std::optional<double> calibrated_makespan_s{}, calibrated_error{};
   bool peaks_equal = true;  // every device's measured peak memory is the simulated one
   std::string json{};       // `pipesim validate --json -`
 };

@@ -7,16 +7,28 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace pipesim::api {
 namespace {
 
-// One section's "key: value" lines; a JSON string is a YAML double-quoted scalar.
+// `text` as a YAML double-quoted scalar (a JSON string is one); text that is not UTF-8 is
+// bad input naming `key`.
+std::string quoted(const std::string& text, const std::string& key) {
+  try {
+    return nlohmann::json(text).dump();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError("is not valid UTF-8 text", "UTF-8 text", key, {kCodeSource});
+  }
+}
+
+// One section's "key: value" lines.
 class Section {
  public:
   explicit Section(std::string name) : name_(std::move(name)) {}
   void add(const char* key, const std::string& value) {
     if (!value.empty())
-      lines_.push_back(fmt::format("  {}: {}", key, nlohmann::json(value).dump()));
+      lines_.push_back(fmt::format("  {}: {}", key, quoted(value, name_ + "." + key)));
   }
   template <typename T>
   void add(const char* key, const std::optional<T>& value) {
@@ -43,10 +55,11 @@ std::string cluster_yaml(const ClusterSpec& c) {
   s.add("gpus_per_node", c.gpus_per_node);
   s.add("intra_node", c.intra_node);
   if (c.nics) {  // the preset's ports, that many to a node
-    const std::string preset =
-        c.inter_node.empty() ? ""
-                             : fmt::format("preset: {}, ", nlohmann::json(c.inter_node).dump());
-    s.add_raw("inter_node", fmt::format("{{{}nics: {}}}", preset, *c.nics));
+    if (c.inter_node.empty())
+      throw InputError("nics needs inter_node, the preset of each port",
+                       "inter_node with nics, or neither", "cluster.nics", {kCodeSource});
+    s.add_raw("inter_node", fmt::format("{{preset: {}, nics: {}}}",
+                                        quoted(c.inter_node, "cluster.inter_node"), *c.nics));
   } else {
     s.add("inter_node", c.inter_node);
   }
@@ -97,12 +110,12 @@ std::string strategy_yaml(const StrategySpec& st) {
 
 std::string spec_yaml(const ScenarioSpec& spec) {
   std::string out;
-  if (!spec.name.empty()) out += fmt::format("name: {}\n", nlohmann::json(spec.name).dump());
+  if (!spec.name.empty()) out += fmt::format("name: {}\n", quoted(spec.name, "name"));
   out += cluster_yaml(spec.cluster);
   out += model_yaml(spec.model);
   out += training_yaml(spec.training);
   out += strategy_yaml(spec.strategy);
-  return out;
+  return out.empty() ? "{}\n" : out;  // every section in the settings
 }
 
 }  // namespace pipesim::api

@@ -33,15 +33,18 @@ ValidateResult validate(const Scenario& scenario, const ValidateOptions& options
     const Validation v = pipesim::validate(s.value, *e, o);
     nlohmann::ordered_json j = to_json(v);
     add_version_and_overrides(j, s.overrides);
-    return ValidateResult{.backend = v.backend,
-                          .measured_makespan_s = v.measured_s,
-                          .noise_floor = v.noise_floor,
-                          .predicted_makespan_s = v.predicted_s,
-                          .predicted_error = v.predicted_error,
-                          .replay_makespan_s = v.replay_s,
-                          .replay_error = v.replay_error,
-                          .peaks_equal = v.peaks_equal,
-                          .json = j.dump(2) + "\n"};
+    return ValidateResult{
+        .backend = v.backend,
+        .measured_makespan_s = v.measured_s,
+        .noise_floor = v.noise_floor,
+        .predicted_makespan_s = v.predicted_s,
+        .predicted_error = v.predicted_error,
+        .replay_makespan_s = v.replay_s,
+        .replay_error = v.replay_error,
+        .calibrated_makespan_s = v.calibrated ? std::optional(v.calibrated_s) : std::nullopt,
+        .calibrated_error = v.calibrated ? std::optional(v.calibrated_error) : std::nullopt,
+        .peaks_equal = v.peaks_equal,
+        .json = j.dump(2) + "\n"};
   });
 }
 

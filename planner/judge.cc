@@ -18,60 +18,69 @@
 #include "sim/report.h"
 
 namespace pipesim::planner {
-namespace {}  // namespace
+
+namespace {
+
+std::string layer_range(const StageSpec& s) {
+  return s.first_layer == s.last_layer ? fmt::format("{}", s.first_layer)
+                                       : fmt::format("{}-{}", s.first_layer, s.last_layer);
+}
+
+// Where the strategy's GPUs come from, as a scenario writes it: the policy, or the device
+// lists by name, copy by copy.
+nlohmann::ordered_json placement_json(const StrategyPlacement& gpus, const Cluster& c) {
+  if (!gpus.given_lists) return std::string(to_string(gpus.policy));
+  nlohmann::ordered_json lists = nlohmann::ordered_json::array();
+  for (const auto& stage : gpus.lists) {
+    nlohmann::ordered_json names = nlohmann::ordered_json::array();
+    for (int d : stage) names.push_back(c.device(d).name);
+    lists.push_back(std::move(names));
+  }
+  return lists;
+}
+
+// A strategy section as a scenario file writes it: what differs from the defaults, in the
+// order of SPEC sections 3, 3.1 and 9 (the loader reads it back as `st` and `gpus`).
+nlohmann::ordered_json strategy_section(const Strategy& st, const StrategyPlacement& gpus,
+                                        const Cluster& c) {
+  nlohmann::ordered_json j;
+  j["schedule"] = std::string(to_string(st.schedule));
+  j["stages"] = nlohmann::ordered_json::array();
+  for (const StageSpec& s : st.stages)
+    j["stages"].push_back({{"layers", layer_range(s)}, {"replicas", s.replicas}});
+  j["data"] = st.data;
+  if (st.tensor > 1) j["tensor"] = st.tensor;
+  if (st.context > 1) {
+    j["context"] = st.context;
+    if (st.context_comm != ContextComm::kP2p)
+      j["context_comm"] = std::string(to_string(st.context_comm));
+  }
+  if (st.expert > 1) {
+    j["expert"] = st.expert;
+    if (st.dedup_dispatch) j["expert_dispatch"] = "flex";
+  }
+  if (st.routing_imbalance != 1.0) j["routing_imbalance"] = st.routing_imbalance;
+  if (st.sequence_parallel) j["sequence_parallel"] = true;
+  if (st.zero > 0) j["zero"] = st.zero;
+  if (st.recompute != Recompute::kNone) j["recompute"] = std::string(to_string(st.recompute));
+  if (st.virtual_stages > 1) j["virtual_stages"] = st.virtual_stages;
+  if (st.warmup != Warmup::kSchedule) j["warmup"] = std::string(to_string(st.warmup));
+  j["placement"] = placement_json(gpus, c);
+  if (st.allreduce) j["allreduce"] = std::string(to_string(*st.allreduce));
+  if (st.bucket_bytes != Strategy{}.bucket_bytes)
+    j["bucket"] = fmt::format("{} B", st.bucket_bytes);
+  if (st.bucket_buffers) j["bucket_buffers"] = true;
+  if (st.tensor_overlap) j["tensor_overlap"] = "backward";
+  if (!st.p2p_overlap) j["p2p_overlap"] = false;
+  if (!st.overlap_grad_reduce) j["overlap_grad_reduce"] = false;
+  if (st.overlap_param_gather) j["overlap_param_gather"] = true;
+  return j;
+}
+
+}  // namespace
 
 nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
-  nlohmann::ordered_json st;
-  st["schedule"] = std::string(to_string(p.schedule));
-  st["stages"] = nlohmann::ordered_json::array();
-  for (const StageSpec& s : p.stages) {
-    st["stages"].push_back({{"layers", s.first_layer == s.last_layer
-                                           ? fmt::format("{}", s.first_layer)
-                                           : fmt::format("{}-{}", s.first_layer, s.last_layer)},
-                            {"replicas", s.replicas}});
-  }
-  st["data"] = p.data;
-  if (p.tensor > 1) st["tensor"] = p.tensor;
-  if (p.context > 1) {
-    st["context"] = p.context;
-    if (base.strategy.context_comm != ContextComm::kP2p)
-      st["context_comm"] = std::string(to_string(base.strategy.context_comm));
-  }
-  if (p.expert > 1) {
-    st["expert"] = p.expert;
-    if (base.strategy.dedup_dispatch) st["expert_dispatch"] = "flex";
-  }
-  if (base.strategy.routing_imbalance != 1.0)
-    st["routing_imbalance"] = base.strategy.routing_imbalance;
-  if (p.sequence_parallel && p.tensor > 1) st["sequence_parallel"] = true;
-  if (p.zero > 0) st["zero"] = p.zero;
-  if (p.recompute != Recompute::kNone && p.schedule != ScheduleKind::kGpipeRecompute)
-    st["recompute"] = std::string(to_string(p.recompute));
-  if (p.virtual_stages > 1) st["virtual_stages"] = p.virtual_stages;
-  if (p.warmup != Warmup::kSchedule) st["warmup"] = std::string(to_string(p.warmup));
-  if (p.stage_placement.empty()) {
-    st["placement"] = std::string(to_string(p.placement));
-  } else {
-    // A policy per stage is written as what it resolves to: the device lists, copy by copy.
-    st["placement"] = nlohmann::ordered_json::array();
-    for (const auto& copy : p.devices(base.cluster)) {
-      for (const auto& stage : copy) {
-        nlohmann::ordered_json names = nlohmann::ordered_json::array();
-        for (int d : stage) names.push_back(base.cluster.device(d).name);
-        st["placement"].push_back(std::move(names));
-      }
-    }
-  }
-  if (base.strategy.allreduce) st["allreduce"] = std::string(to_string(*base.strategy.allreduce));
-  if (base.strategy.bucket_bytes != Strategy{}.bucket_bytes)
-    st["bucket"] = fmt::format("{} B", base.strategy.bucket_bytes);
-  if (base.strategy.bucket_buffers) st["bucket_buffers"] = true;
-  if (base.strategy.tensor_overlap) st["tensor_overlap"] = "backward";
-  if (!base.strategy.p2p_overlap) st["p2p_overlap"] = false;
-  if (!base.strategy.overlap_grad_reduce && p.zero <= 1) st["overlap_grad_reduce"] = false;
-  if (base.strategy.overlap_param_gather && (p.zero == 1 || p.zero == 2))
-    st["overlap_param_gather"] = true;
-  return st;
+  return strategy_section(strategy_of(p, base), placement_of(p, base), base.cluster);
 }
 
 Strategy strategy_of(const PlanPoint& p, const Scenario& base) {

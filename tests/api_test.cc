@@ -38,7 +38,7 @@ TEST(Api, ABuiltScenarioIsTheFileItSpells) {
   const ps::Scenario written = ps::Scenario::parse(kSmallYaml, "<code>");
   EXPECT_EQ(built.source(), "<code>");
   EXPECT_EQ(built.name(), "api-small");
-  EXPECT_EQ(built.gpus(), 8);
+  EXPECT_EQ(built.cluster_gpus(), 8);
   const ps::RunResult a = ps::run(built, {.reproducible = true});
   const ps::RunResult b = ps::run(written, {.reproducible = true});
   EXPECT_EQ(a.json, b.json);
@@ -92,7 +92,22 @@ TEST(Api, ErrorsNameTheKeyAndTheSource) {
   EXPECT_THROW((void)s.with("strategy.bogus_key", "1"), ps::Error);
   EXPECT_THROW((void)ps::plan(s, {.top = 0}), ps::Error);
   EXPECT_THROW((void)ps::plan(s, {.time_limit_s = -1.0}), ps::Error);
-  EXPECT_THROW((void)ps::plan(s, {.tolerance = 0.5}), ps::Error);  // not exhaustive
+  EXPECT_THROW((void)ps::plan(s, {.tolerance = 1e-4}), ps::Error);  // not exhaustive
+  // Text that is no UTF-8, ports without their preset, a moved-from scenario.
+  spec = small_spec();
+  spec.name = "caf\xe9";
+  EXPECT_THROW(ps::Scenario{spec}, ps::Error);
+  spec = small_spec();
+  spec.cluster.nics = 8;
+  try {
+    const ps::Scenario bad(spec);
+    FAIL() << "accepted nics without inter_node";
+  } catch (const ps::Error& e) {
+    EXPECT_EQ(e.key(), "cluster.nics");
+  }
+  ps::Scenario moved(small_spec());
+  const ps::Scenario to = std::move(moved);
+  EXPECT_EQ(moved.name(), to.name());  // NOLINT: a moved-from scenario stays valid
   EXPECT_THROW((void)ps::Axis::parse("training.micro_batch=8..1"), ps::Error);
   EXPECT_DOUBLE_EQ(ps::parse_seconds("250 ms"), 0.25);
   EXPECT_THROW((void)ps::parse_seconds("ten"), ps::Error);
@@ -112,6 +127,7 @@ TEST(Api, PlanIsTheCommandLinesPlanAndItsBestRuns) {
   EXPECT_EQ(p.json, j.dump(2) + "\n");
   ASSERT_EQ(p.candidates.size(), 3u);
   EXPECT_LE(p.lower_bound_s, p.candidates.front().iteration_time_s);
+  EXPECT_EQ(p.problem, "");  // the best plan fits
   // The best plan as a scenario runs at the time the planner simulated for it.
   const ps::PlanCandidate& best = p.candidates.front();
   const ps::RunResult r = ps::run(s.with(best.settings()));
@@ -156,6 +172,18 @@ TEST(Api, ValidateRunsTheScenarioOnTheHostBackend) {
   EXPECT_THROW((void)ps::validate(s, {.backend = "tpu"}), ps::Error);
   EXPECT_THROW((void)ps::validate(s, {.time_scale = "fast"}), ps::Error);
   EXPECT_THROW((void)ps::validate(s, {.iterations = 0}), ps::Error);
+}
+
+TEST(Api, EverySectionInTheSettings) {
+  const ps::Scenario s(
+      ps::ScenarioSpec{.settings = {{"cluster", "{gpu: a100-80gb, nodes: 1, gpus_per_node: 2}"},
+                                    {"model",
+                                     "{generator: transformer, layers: 2, hidden: 256, heads: 4, "
+                                     "sequence: 128, vocab: 1000}"},
+                                    {"training", "{global_batch: 8, micro_batch: 2}"},
+                                    {"strategy", "{schedule: 1f1b, pipeline: 2}"}}});
+  EXPECT_EQ(s.cluster_gpus(), 2);
+  EXPECT_GT(ps::run(s).throughput_samples_per_s, 0);
 }
 
 TEST(Api, TheResolvedScenarioRunsTheSame) {
