@@ -1,4 +1,4 @@
-// The public API (api/pipesim.h) over the library: a Scenario is the YAML document it was
+// The public API (api/pipesim.h) over the library: a LoadedScenario is the YAML document it was
 // read from (or written from a ScenarioSpec) with its settings, and the checked value the
 // loader made of them once (api/internal/scenario_impl.h); run, plan and sweep work on that
 // value.
@@ -21,7 +21,7 @@
 
 namespace pipesim::api {
 
-const Scenario::Impl& impl(const Scenario& s) {
+const LoadedScenario::Impl& impl(const LoadedScenario& s) {
   return *s.impl_;
 }
 
@@ -38,10 +38,6 @@ void rethrow(const InputError& e) {
 
 namespace {
 
-std::string error_text(const InputError& e) {
-  return e.message();
-}
-
 std::vector<Override> overrides_of(const std::vector<Setting>& settings) {
   std::vector<Override> out;
   out.reserve(settings.size());
@@ -49,11 +45,11 @@ std::vector<Override> overrides_of(const std::vector<Setting>& settings) {
   return out;
 }
 
-std::shared_ptr<const Scenario::Impl> loaded(std::shared_ptr<const ScenarioDocument> document,
-                                             std::vector<Setting> settings) {
+std::shared_ptr<const LoadedScenario::Impl> loaded(std::shared_ptr<const ScenarioDocument> document,
+                                                   std::vector<Setting> settings) {
   std::vector<Override> overrides = overrides_of(settings);
   pipesim::Scenario value = guarded(document->source(), [&] { return document->load(overrides); });
-  return std::make_shared<const Scenario::Impl>(Scenario::Impl{
+  return std::make_shared<const LoadedScenario::Impl>(LoadedScenario::Impl{
       std::move(document), std::move(settings), std::move(overrides), std::move(value)});
 }
 
@@ -88,25 +84,12 @@ PlanCandidate candidate(const Candidate& c) {
                        .goodput = c.goodput};
 }
 
-// What `pipesim plan` exits 1 for (apps/cli.cc), or nothing.
-std::string plan_problem(const Plan& p, double headroom) {
-  if (p.candidates.empty()) return "no strategy could be simulated for this scenario";
-  if (p.candidates.front().oom)
-    return "every strategy tried runs out of memory; the least memory is ranked first";
-  if (p.candidates.front().tight)
-    return fmt::format(
-        "no strategy tried leaves {:.3g} % of the GPUs' memory free (headroom); the least "
-        "memory is ranked first",
-        100 * headroom);
-  return {};
-}
-
 [[noreturn]] void bad_option(const std::string& call, const std::string& key,
                              const std::string& problem, const std::string& allowed) {
   throw Error(problem, allowed, key, call);
 }
 
-pipesim::PlanOptions plan_options(const PlanOptions& o) {
+pipesim::PlanOptions plan_options(const PlanConfig& o) {
   const std::string call = "pipesim.plan";
   if (o.top < 1) bad_option(call, "top", "top must be at least 1", "1 or more");
   if (o.threads < 0)
@@ -149,7 +132,7 @@ std::string version() {
 
 Error::Error(const std::string& problem, const std::string& allowed, std::string key,
              std::string file, int line, int column)
-    : std::runtime_error(error_text(InputError(problem, allowed, key, {file, line, column}))),
+    : std::runtime_error(InputError(problem, allowed, key, {file, line, column}).message()),
       problem_(problem),
       allowed_(allowed),
       key_(std::move(key)),
@@ -161,62 +144,63 @@ double parse_seconds(const std::string& text) {
   return translated([&] { return parse_time(text).seconds(); });
 }
 
-Scenario::Scenario() : Scenario(load("")) {}
+LoadedScenario::LoadedScenario() : LoadedScenario(load("")) {}
 
-Scenario::Scenario(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+LoadedScenario::LoadedScenario(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
-Scenario::Scenario(const ScenarioSpec& spec)
+LoadedScenario::LoadedScenario(const ScenarioSpec& spec)
     : impl_(loaded(std::make_shared<const ScenarioDocument>(ScenarioDocument::of_text(
                        translated([&] { return spec_yaml(spec); }), kCodeSource)),
                    spec.settings)) {}
 
-Scenario Scenario::load(const std::filesystem::path& file, const std::vector<Setting>& settings) {
+LoadedScenario LoadedScenario::load(const std::filesystem::path& file,
+                                    const std::vector<Setting>& settings) {
   const std::string path = file.string();
   auto document = guarded(path.empty() ? "<default>" : path,
                           [&] { return std::make_shared<const ScenarioDocument>(path); });
-  return Scenario(loaded(std::move(document), settings));
+  return LoadedScenario(loaded(std::move(document), settings));
 }
 
-Scenario Scenario::parse(const std::string& yaml, const std::string& source,
-                         const std::vector<Setting>& settings) {
-  return Scenario(loaded(
+LoadedScenario LoadedScenario::parse(const std::string& yaml, const std::string& source,
+                                     const std::vector<Setting>& settings) {
+  return LoadedScenario(loaded(
       std::make_shared<const ScenarioDocument>(ScenarioDocument::of_text(yaml, source)), settings));
 }
 
-Scenario Scenario::with(const std::vector<Setting>& settings) const {
+LoadedScenario LoadedScenario::with(const std::vector<Setting>& settings) const {
   std::vector<Setting> all = impl_->settings;
   all.insert(all.end(), settings.begin(), settings.end());
-  return Scenario(loaded(impl_->document, std::move(all)));
+  return LoadedScenario(loaded(impl_->document, std::move(all)));
 }
 
-Scenario Scenario::with(const std::string& key, const std::string& value) const {
+LoadedScenario LoadedScenario::with(const std::string& key, const std::string& value) const {
   return with(std::vector<Setting>{{key, value}});
 }
 
-const std::string& Scenario::name() const {
+const std::string& LoadedScenario::name() const {
   return impl_->value.name;
 }
 
-const std::string& Scenario::source() const {
+const std::string& LoadedScenario::source() const {
   return impl_->value.source;
 }
 
-const std::vector<Setting>& Scenario::settings() const {
+const std::vector<Setting>& LoadedScenario::settings() const {
   return impl_->settings;
 }
 
-int Scenario::cluster_gpus() const {
+int LoadedScenario::cluster_gpus() const {
   return impl_->value.cluster.num_devices();
 }
 
-std::string Scenario::resolved_yaml() const {
+std::string LoadedScenario::resolved_yaml() const {
   return guarded(source(), [&] {
     return resolved_scenario_yaml(impl_->value, impl_->document->text(), impl_->overrides);
   });
 }
 
-RunResult run(const Scenario& scenario, const RunOptions& options) {
-  const Scenario::Impl& s = impl(scenario);
+RunResult run(const LoadedScenario& scenario, const RunConfig& options) {
+  const LoadedScenario::Impl& s = impl(scenario);
   return guarded(scenario.source(), [&] {
     SimulateOptions o;
     o.reproducible = options.reproducible;
@@ -236,15 +220,15 @@ std::vector<Setting> PlanCandidate::settings() const {
   return out;
 }
 
-PlanResult plan(const Scenario& scenario, const PlanOptions& options) {
-  const Scenario::Impl& s = impl(scenario);
+PlanResult plan(const LoadedScenario& scenario, const PlanConfig& options) {
+  const LoadedScenario::Impl& s = impl(scenario);
   return guarded(scenario.source(), [&] {
     Plan p = pipesim::plan(s.value, plan_options(options));
     if (options.reproducible) p.wall_s = p.analytic_s = 0;  // the only timings it reports
     PlanResult r;
     for (const Candidate& c : p.candidates) r.candidates.push_back(candidate(c));
     for (const Candidate& c : p.pareto) r.pareto.push_back(candidate(c));
-    r.problem = plan_problem(p, options.headroom);
+    r.problem = plan_problem(p, "headroom");
     r.lower_bound_s = p.lower_bound_s;
     r.warnings = p.warnings;
     nlohmann::ordered_json j = to_json(p);
@@ -259,9 +243,9 @@ Axis Axis::parse(const std::string& text) {
   return Axis{std::move(a.key), std::move(a.values)};
 }
 
-SweepResult sweep(const Scenario& scenario, const std::vector<Axis>& axes,
-                  const SweepOptions& options) {
-  const Scenario::Impl& s = impl(scenario);
+SweepResult sweep(const LoadedScenario& scenario, const std::vector<Axis>& axes,
+                  const SweepConfig& options) {
+  const LoadedScenario::Impl& s = impl(scenario);
   if (options.threads < 0)
     bad_option("pipesim.sweep", "threads", "threads must not be negative",
                "0 (every core) or more");

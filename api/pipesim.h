@@ -3,7 +3,7 @@
 // only: no other pipesim header and no third-party type.
 //
 //   namespace ps = pipesim::api;
-//   const ps::Scenario s({.cluster = {.gpu = "h100-80gb", .nodes = 2, .gpus_per_node = 8,
+//   const ps::LoadedScenario s({.cluster = {.gpu = "h100-80gb", .nodes = 2, .gpus_per_node = 8,
 //                                     .intra_node = "nvswitch", .inter_node = "ib-ndr",
 //                                     .nics = 8},
 //                         .model = {.include = "llama3-8b"},
@@ -15,7 +15,7 @@
 //   const ps::SweepResult w = ps::sweep(s, {ps::Axis::parse("training.micro_batch=1..4*2")});
 //   const ps::ValidateResult v = ps::validate(s);   // run for real on CPU threads
 //
-// A Scenario is a value, checked when it is made: a bad key or value throws Error then,
+// A LoadedScenario is a value, checked when it is made: a bad key or value throws Error then,
 // with the same message the command line prints. run, plan and sweep return plain structs
 // with the main figures, and `json`: exactly what `pipesim run|plan|sweep|validate --json`
 // writes.
@@ -117,23 +117,23 @@ struct ScenarioSpec {
 };
 
 // A loaded, checked scenario. Copies are cheap and share what they hold.
-class Scenario {
+class LoadedScenario {
  public:
   // The embedded default scenario (`pipesim run` with no file).
-  Scenario();
+  LoadedScenario();
   // Built in code; its errors name the key and "<code>".
-  explicit Scenario(const ScenarioSpec& spec);
+  explicit LoadedScenario(const ScenarioSpec& spec);
   // A YAML scenario file (FileNotFound when there is none; the embedded default when
   // `file` is empty) with `settings` applied before it is checked, as `--set` does.
-  static Scenario load(const std::filesystem::path& file,
-                       const std::vector<Setting>& settings = {});
+  static LoadedScenario load(const std::filesystem::path& file,
+                             const std::vector<Setting>& settings = {});
   // YAML text; `source` stands for the file in errors and reports.
-  static Scenario parse(const std::string& yaml, const std::string& source = "<text>",
-                        const std::vector<Setting>& settings = {});
+  static LoadedScenario parse(const std::string& yaml, const std::string& source = "<text>",
+                              const std::vector<Setting>& settings = {});
 
   // This scenario with more settings applied after its own, checked as `--set` is.
-  Scenario with(const std::vector<Setting>& settings) const;
-  Scenario with(const std::string& key, const std::string& value) const;
+  LoadedScenario with(const std::vector<Setting>& settings) const;
+  LoadedScenario with(const std::string& key, const std::string& value) const;
 
   const std::string& name() const;               // the scenario's `name`
   const std::string& source() const;             // the file, "<default>", "<code>" or parse's name
@@ -143,15 +143,15 @@ class Scenario {
   std::string resolved_yaml() const;
 
   // A moved-from scenario is still the scenario: moving copies the shared pointer.
-  Scenario(const Scenario&) = default;
-  Scenario& operator=(const Scenario&) = default;
+  LoadedScenario(const LoadedScenario&) = default;
+  LoadedScenario& operator=(const LoadedScenario&) = default;
 
   struct Impl;  // internal
 
  private:
-  explicit Scenario(std::shared_ptr<const Impl> impl);
+  explicit LoadedScenario(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
-  friend const Impl& impl(const Scenario& s);
+  friend const Impl& impl(const LoadedScenario& s);
 };
 
 // The main figures of one simulated iteration (SPEC section 5).
@@ -169,7 +169,7 @@ struct RunSummary {
   uint64_t events = 0;
 };
 
-struct RunOptions {
+struct RunConfig {
   bool reproducible = false;   // report wall_s as 0 (`--reproducible`)
   bool exact_sharing = false;  // `--exact-sharing`
 };
@@ -179,9 +179,9 @@ struct RunResult : RunSummary {
   std::string json{};  // `pipesim run --json -`
 };
 
-RunResult run(const Scenario& scenario, const RunOptions& options = {});
+RunResult run(const LoadedScenario& scenario, const RunConfig& options = {});
 
-struct PlanOptions {
+struct PlanConfig {
   int top = 10;                          // candidates kept
   int threads = 0;                       // 0: every core
   std::optional<double> time_limit_s{};  // seconds, more than 0; unset: none
@@ -201,9 +201,9 @@ struct PlanCandidate {
   int64_t peak_memory_bytes = 0;
   bool oom = false;
   bool simulated = true;            // false: the time limit left it at the estimate
-  bool tight = false;               // fits, but leaves less than PlanOptions::headroom free
+  bool tight = false;               // fits, but leaves less than PlanConfig::headroom free
   std::optional<double> goodput{};  // with training.failures: ranked by throughput x goodput
-  // What makes the scenario this plan: Scenario::with(candidate.settings()).
+  // What makes the scenario this plan: LoadedScenario::with(candidate.settings()).
   std::vector<Setting> settings() const;
 };
 
@@ -218,7 +218,7 @@ struct PlanResult {
   std::string json{};  // `pipesim plan --json -`
 };
 
-PlanResult plan(const Scenario& scenario, const PlanOptions& options = {});
+PlanResult plan(const LoadedScenario& scenario, const PlanConfig& options = {});
 
 // One swept key and its values, each as a Setting's value.
 struct Axis {
@@ -228,7 +228,7 @@ struct Axis {
   static Axis parse(const std::string& text);
 };
 
-struct SweepOptions {
+struct SweepConfig {
   bool zip = false;  // pair the axes' lists instead of their product
   int threads = 0;   // 0: every core
   std::ostream* progress = nullptr;
@@ -249,10 +249,10 @@ struct SweepResult {
 };
 
 // The scenario at every point of the grid (its own settings first).
-SweepResult sweep(const Scenario& scenario, const std::vector<Axis>& axes,
-                  const SweepOptions& options = {});
+SweepResult sweep(const LoadedScenario& scenario, const std::vector<Axis>& axes,
+                  const SweepConfig& options = {});
 
-struct ValidateOptions {
+struct ValidateConfig {
   // host (CPU threads) or torch (PyTorch processes over gloo); the CUDA backend is
   // `pipesim validate --backend cuda`.
   std::string backend = "host";
@@ -277,6 +277,6 @@ struct ValidateResult {
   std::string json{};       // `pipesim validate --json -`
 };
 
-ValidateResult validate(const Scenario& scenario, const ValidateOptions& options = {});
+ValidateResult validate(const LoadedScenario& scenario, const ValidateConfig& options = {});
 
 }  // namespace pipesim::api

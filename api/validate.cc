@@ -13,7 +13,7 @@
 
 namespace pipesim::api {
 
-ValidateResult validate(const Scenario& scenario, const ValidateOptions& options) {
+ValidateResult validate(const LoadedScenario& scenario, const ValidateConfig& options) {
   const std::string call = "pipesim.validate";
   if (!(options.warmup >= 0 && options.warmup <= 1000))
     throw Error(fmt::format("warmup {} is out of range", options.warmup), "0 to 1000", "warmup",
@@ -21,7 +21,7 @@ ValidateResult validate(const Scenario& scenario, const ValidateOptions& options
   if (!(options.iterations >= 1 && options.iterations <= 1000))
     throw Error(fmt::format("iterations {} is out of range", options.iterations), "1 to 1000",
                 "iterations", call);
-  const Scenario::Impl& s = impl(scenario);
+  const LoadedScenario::Impl& s = impl(scenario);
   return guarded(scenario.source(), [&] {
     const std::unique_ptr<Executor> e =
         make_cpu_executor(options.backend, options.time_scale, s.value, "time_scale", {call});

@@ -385,16 +385,8 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   }
   check_stdout(out);
   if (job_ranks().rank == 0) files.commit();  // every rank of an MPI job holds the plan
-  if (p.candidates.empty())
-    throw SimulationProblem("no strategy could be simulated for this scenario");
-  if (!p.candidates.front().oom && p.candidates.front().tight)
-    throw SimulationProblem(fmt::format(
-        "no strategy tried leaves {:.3g} % of the GPUs' memory free (--headroom); the least "
-        "memory is ranked first",
-        100 * options.headroom));
-  if (p.candidates.front().oom)
-    throw SimulationProblem(
-        "every strategy tried runs out of memory; the least memory is ranked first");
+  if (const std::string problem = plan_problem(p, "--headroom"); !problem.empty())
+    throw SimulationProblem(problem);
   return kOk;
 }
 

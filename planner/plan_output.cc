@@ -33,6 +33,18 @@ nlohmann::ordered_json candidate_json(const Candidate& c, double headroom = 0) {
 
 }  // namespace
 
+std::string plan_problem(const Plan& p, const std::string& headroom_option) {
+  if (p.candidates.empty()) return "no strategy could be simulated for this scenario";
+  if (p.candidates.front().oom)
+    return "every strategy tried runs out of memory; the least memory is ranked first";
+  if (p.candidates.front().tight)
+    return fmt::format(
+        "no strategy tried leaves {:.3g} % of the GPUs' memory free ({}); the least memory is "
+        "ranked first",
+        100 * p.headroom, headroom_option);
+  return {};
+}
+
 std::optional<double> optimality_gap(const Plan& p) {
   if (p.candidates.empty() || !p.candidates.front().fits() || p.lower_bound_s <= 0) return {};
   return std::max(0.0, p.candidates.front().iteration_s / p.lower_bound_s - 1);

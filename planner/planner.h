@@ -53,6 +53,11 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
 // the first ranked candidate under kHeadroom (or that none is); none under --headroom.
 std::vector<std::string> memory_warnings(const Plan& p);
 
+// What makes the plan a failure to report (`pipesim plan` exits 1 for it), or "" when its
+// best fits: no candidate, every one out of memory, or none leaving the headroom (the
+// option as `headroom_option` names it).
+std::string plan_problem(const Plan& p, const std::string& headroom_option);
+
 // The best plan's iteration time over the lower bound, less 1 (none when nothing fits).
 std::optional<double> optimality_gap(const Plan& p);
 

@@ -8,7 +8,7 @@
 //
 // Results are pipesim.Result: the JSON object as a dict whose fields are attributes too
 // (r.makespan_s == r["makespan_s"]), nested objects alike; to_dict() gives plain dicts.
-// Scenario paths are str or os.PathLike. Bad input raises pipesim.InputError (a
+// LoadedScenario paths are str or os.PathLike. Bad input raises pipesim.InputError (a
 // ValueError) whose message is the line the command line prints after "pipesim: error: ";
 // a scenario file that does not exist, or a file it names, raises FileNotFoundError. The GIL
 // is released while pipesim loads and simulates, so Python threads can run several
@@ -111,16 +111,16 @@ std::string path_of(const py::object& scenario) {
 }
 
 // The scenario argument with set= applied, loaded without the GIL.
-Scenario scenario_of(const py::object& scenario, const std::optional<py::dict>& set) {
+LoadedScenario scenario_of(const py::object& scenario, const std::optional<py::dict>& set) {
   const std::vector<Setting> with = settings(set);
   const std::string path = path_of(scenario);
   const py::gil_scoped_release release;
-  return Scenario::load(path, with);
+  return LoadedScenario::load(path, with);
 }
 
 py::object run_py(const py::object& scenario, const std::optional<py::dict>& set, bool reproducible,
                   bool exact_sharing) {
-  const Scenario s = scenario_of(scenario, set);
+  const LoadedScenario s = scenario_of(scenario, set);
   std::string json;
   {
     const py::gil_scoped_release release;
@@ -134,19 +134,14 @@ py::object plan_py(const py::object& scenario, const std::optional<py::dict>& se
                    bool reproducible, const std::vector<std::string>& compare,
                    const std::optional<double>& tolerance, double headroom,
                    const std::vector<std::string>& fix) {
-  PlanOptions options{.top = top,
-                      .threads = threads,
-                      .exhaustive = exhaustive,
-                      .headroom = headroom,
-                      .compare = compare,
-                      .fix = fix,
-                      .reproducible = reproducible};
-  if (tolerance) {
-    if (!exhaustive)
-      throw Error("tolerance applies to exhaustive=True only", "exhaustive=True with it",
-                  "tolerance", "pipesim.plan");
-    options.tolerance = *tolerance;
-  }
+  PlanConfig options{.top = top,
+                     .threads = threads,
+                     .exhaustive = exhaustive,
+                     .headroom = headroom,
+                     .compare = compare,
+                     .fix = fix,
+                     .reproducible = reproducible};
+  options.tolerance = tolerance;  // checked by plan(): exhaustive only
   if (time_limit && !time_limit->is_none()) {
     // Seconds as a number, or a time with its unit as on the command line ("60s").
     if (py::isinstance<py::str>(*time_limit)) {
@@ -159,7 +154,7 @@ py::object plan_py(const py::object& scenario, const std::optional<py::dict>& se
       options.time_limit_s = time_limit->cast<double>();
     }
   }
-  const Scenario s = scenario_of(scenario, set);
+  const LoadedScenario s = scenario_of(scenario, set);
   std::string json;
   {
     const py::gil_scoped_release release;
@@ -191,7 +186,7 @@ std::vector<Axis> grid_axes(const py::dict& grid) {
 py::object sweep_py(const py::object& scenario, const py::dict& grid,
                     const std::optional<py::dict>& set, bool zip, int threads) {
   const std::vector<Axis> axes = grid_axes(grid);
-  const Scenario s = scenario_of(scenario, set);
+  const LoadedScenario s = scenario_of(scenario, set);
   std::string json;
   {
     const py::gil_scoped_release release;
@@ -203,14 +198,14 @@ py::object sweep_py(const py::object& scenario, const py::dict& grid,
 py::object validate_py(const py::object& scenario, const std::optional<py::dict>& set,
                        const std::string& backend, const py::object& time_scale, int warmup,
                        int iterations, bool calibrate) {
-  ValidateOptions options{.backend = backend,
-                          .time_scale = py::isinstance<py::str>(time_scale)
-                                            ? utf8(time_scale, "time_scale")
-                                            : utf8(py::str(time_scale), "time_scale"),
-                          .warmup = warmup,
-                          .iterations = iterations,
-                          .calibrate = calibrate};
-  const Scenario s = scenario_of(scenario, set);
+  ValidateConfig options{.backend = backend,
+                         .time_scale = py::isinstance<py::str>(time_scale)
+                                           ? utf8(time_scale, "time_scale")
+                                           : utf8(py::str(time_scale), "time_scale"),
+                         .warmup = warmup,
+                         .iterations = iterations,
+                         .calibrate = calibrate};
+  const LoadedScenario s = scenario_of(scenario, set);
   std::string json;
   {
     const py::gil_scoped_release release;
@@ -220,7 +215,7 @@ py::object validate_py(const py::object& scenario, const std::optional<py::dict>
 }
 
 std::string resolve_py(const py::object& scenario, const std::optional<py::dict>& set) {
-  const Scenario s = scenario_of(scenario, set);
+  const LoadedScenario s = scenario_of(scenario, set);
   const py::gil_scoped_release release;
   return s.resolved_yaml();
 }

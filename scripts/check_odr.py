@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""One name per type: fails when two files define the same class, struct, union or enum
-under the same namespace with external linkage (a one-definition-rule violation: the linker
-keeps one of them and the other's users run its code).
+"""One name per type: fails when two files define a class, struct, union or enum of the
+same name with external linkage: in one namespace that is a one-definition-rule violation (the
+linker keeps one of them and the other's users run its code); in two of pipesim's it is two
+types a reader takes for one.
 
     scripts/check_odr.py [ROOT]      exit 0 when every name is defined once, else 1
 
@@ -75,8 +76,10 @@ def main() -> int:
             if path.suffix not in (".h", ".cc", ".cu", ".cuh") or not path.is_file():
                 continue
             for ns, name, line in definitions(path):
-                key = f"{ns}::{name}" if ns else name
-                where = f"{path.relative_to(root)}:{line}"
+                # One name per type across namespaces too (pipesim::X and pipesim::api::X
+                # are two types a reader takes for one).
+                key = name
+                where = f"{path.relative_to(root)}:{line} ({ns or 'global'}::{name})"
                 if key in seen and seen[key].split(":")[0] != where.split(":")[0]:
                     problems.append(f"{key} is defined in {seen[key]} and in {where}")
                 seen.setdefault(key, where)

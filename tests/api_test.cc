@@ -34,8 +34,8 @@ strategy: {schedule: 1f1b, pipeline: 2, data: 4}
 )";
 
 TEST(Api, ABuiltScenarioIsTheFileItSpells) {
-  const ps::Scenario built(small_spec());
-  const ps::Scenario written = ps::Scenario::parse(kSmallYaml, "<code>");
+  const ps::LoadedScenario built(small_spec());
+  const ps::LoadedScenario written = ps::LoadedScenario::parse(kSmallYaml, "<code>");
   EXPECT_EQ(built.source(), "<code>");
   EXPECT_EQ(built.name(), "api-small");
   EXPECT_EQ(built.cluster_gpus(), 8);
@@ -54,7 +54,7 @@ TEST(Api, ABuiltScenarioIsTheFileItSpells) {
 
 TEST(Api, RunIsTheCommandLinesReport) {
   // `pipesim run toy-gpipe.yaml --set training.micro_batch=2 --reproducible --json -`
-  const ps::Scenario s = ps::Scenario::load(kToy, {{"training.micro_batch", "2"}});
+  const ps::LoadedScenario s = ps::LoadedScenario::load(kToy, {{"training.micro_batch", "2"}});
   const std::vector<pipesim::Override> sets{{"training.micro_batch", "2"}};
   pipesim::SimulateOptions o;
   o.reproducible = true;
@@ -62,7 +62,7 @@ TEST(Api, RunIsTheCommandLinesReport) {
       pipesim::simulate_scenario(pipesim::load_scenario(kToy, sets), sets, o);
   EXPECT_EQ(ps::run(s, {.reproducible = true}).json, pipesim::to_json(want.report));
   // with() adds settings after the scenario's own.
-  const ps::Scenario more = s.with("strategy.schedule", "dapple");
+  const ps::LoadedScenario more = s.with("strategy.schedule", "dapple");
   ASSERT_EQ(more.settings().size(), 2u);
   EXPECT_EQ(ps::run(more).schedule, "dapple");
   EXPECT_EQ(ps::run(s).schedule, "gpipe");  // a value: `s` is unchanged
@@ -72,7 +72,7 @@ TEST(Api, ErrorsNameTheKeyAndTheSource) {
   ps::ScenarioSpec spec = small_spec();
   spec.strategy.schedule = "bogus";
   try {
-    const ps::Scenario s(spec);
+    const ps::LoadedScenario s(spec);
     FAIL() << "accepted tensor 3";
   } catch (const ps::Error& e) {
     EXPECT_EQ(e.file(), "<code>");
@@ -81,13 +81,13 @@ TEST(Api, ErrorsNameTheKeyAndTheSource) {
     EXPECT_EQ(std::string(e.what()).rfind("<code>: ", 0), 0u) << e.what();
   }
   try {
-    (void)ps::Scenario::load("no/such/scenario.yaml");
+    (void)ps::LoadedScenario::load("no/such/scenario.yaml");
     FAIL() << "loaded a missing file";
   } catch (const ps::FileNotFound& e) {
     EXPECT_EQ(e.path(), "no/such/scenario.yaml");
     EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
   }
-  const ps::Scenario s(small_spec());
+  const ps::LoadedScenario s(small_spec());
   EXPECT_THROW((void)s.with("strategy.schedule", "bogus"), ps::Error);
   EXPECT_THROW((void)s.with("strategy.bogus_key", "1"), ps::Error);
   EXPECT_THROW((void)ps::plan(s, {.top = 0}), ps::Error);
@@ -96,17 +96,17 @@ TEST(Api, ErrorsNameTheKeyAndTheSource) {
   // Text that is no UTF-8, ports without their preset, a moved-from scenario.
   spec = small_spec();
   spec.name = "caf\xe9";
-  EXPECT_THROW(ps::Scenario{spec}, ps::Error);
+  EXPECT_THROW(ps::LoadedScenario{spec}, ps::Error);
   spec = small_spec();
   spec.cluster.nics = 8;
   try {
-    const ps::Scenario bad(spec);
+    const ps::LoadedScenario bad(spec);
     FAIL() << "accepted nics without inter_node";
   } catch (const ps::Error& e) {
     EXPECT_EQ(e.key(), "cluster.nics");
   }
-  ps::Scenario moved(small_spec());
-  const ps::Scenario to = std::move(moved);
+  ps::LoadedScenario moved(small_spec());
+  const ps::LoadedScenario to = std::move(moved);
   EXPECT_EQ(moved.name(), to.name());  // NOLINT: a moved-from scenario stays valid
   EXPECT_THROW((void)ps::Axis::parse("training.micro_batch=8..1"), ps::Error);
   EXPECT_DOUBLE_EQ(ps::parse_seconds("250 ms"), 0.25);
@@ -114,7 +114,7 @@ TEST(Api, ErrorsNameTheKeyAndTheSource) {
 }
 
 TEST(Api, PlanIsTheCommandLinesPlanAndItsBestRuns) {
-  const ps::Scenario s = ps::Scenario::load(kToy);
+  const ps::LoadedScenario s = ps::LoadedScenario::load(kToy);
   const ps::PlanResult p = ps::plan(s, {.top = 3, .threads = 2, .reproducible = true});
   pipesim::PlanOptions o;
   o.top = 3;
@@ -136,7 +136,7 @@ TEST(Api, PlanIsTheCommandLinesPlanAndItsBestRuns) {
 }
 
 TEST(Api, SweepIsTheCommandLinesSweep) {
-  const ps::Scenario s = ps::Scenario::load(kToy, {{"training.iterations", "1"}});
+  const ps::LoadedScenario s = ps::LoadedScenario::load(kToy, {{"training.iterations", "1"}});
   const ps::SweepResult got = ps::sweep(
       s,
       {ps::Axis::parse("training.micro_batch=1..16*2"), {"strategy.schedule", {"gpipe", "dapple"}}},
@@ -160,7 +160,7 @@ TEST(Api, SweepIsTheCommandLinesSweep) {
 
 TEST(Api, ValidateRunsTheScenarioOnTheHostBackend) {
   // Measured times vary from run to run: the figures' relations, not their values.
-  const ps::Scenario s = ps::Scenario::load(kToy, {{"training.iterations", "1"}});
+  const ps::LoadedScenario s = ps::LoadedScenario::load(kToy, {{"training.iterations", "1"}});
   const ps::ValidateResult v =
       ps::validate(s, {.time_scale = "0.01", .warmup = 0, .iterations = 1});
   EXPECT_EQ(v.backend, "host");
@@ -175,7 +175,7 @@ TEST(Api, ValidateRunsTheScenarioOnTheHostBackend) {
 }
 
 TEST(Api, EverySectionInTheSettings) {
-  const ps::Scenario s(
+  const ps::LoadedScenario s(
       ps::ScenarioSpec{.settings = {{"cluster", "{gpu: a100-80gb, nodes: 1, gpus_per_node: 2}"},
                                     {"model",
                                      "{generator: transformer, layers: 2, hidden: 256, heads: 4, "
@@ -187,8 +187,8 @@ TEST(Api, EverySectionInTheSettings) {
 }
 
 TEST(Api, TheResolvedScenarioRunsTheSame) {
-  const ps::Scenario s(small_spec());
-  const ps::Scenario again = ps::Scenario::parse(s.resolved_yaml(), "<code>");
+  const ps::LoadedScenario s(small_spec());
+  const ps::LoadedScenario again = ps::LoadedScenario::parse(s.resolved_yaml(), "<code>");
   EXPECT_EQ(ps::run(again, {.reproducible = true}).json, ps::run(s, {.reproducible = true}).json);
 }
 

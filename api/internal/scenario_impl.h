@@ -1,4 +1,4 @@
-// What a pipesim::api::Scenario holds, and the library's errors as the API's: shared by
+// What a pipesim::api::LoadedScenario holds, and the library's errors as the API's: shared by
 // the API's source files. Not installed.
 #pragma once
 
@@ -16,14 +16,14 @@ namespace pipesim::api {
 
 // The document the scenario was read from (or written from a ScenarioSpec), its settings,
 // and the checked value the loader made of them.
-struct Scenario::Impl {
+struct LoadedScenario::Impl {
   std::shared_ptr<const ScenarioDocument> document;
   std::vector<Setting> settings;
   std::vector<Override> overrides;  // the same, as the loader takes them
   pipesim::Scenario value;
 };
 
-const Scenario::Impl& impl(const Scenario& s);
+const LoadedScenario::Impl& impl(const LoadedScenario& s);
 
 // The library's InputError as the API's Error (FileNotFound for a missing file).
 [[noreturn]] void rethrow(const InputError& e);

@@ -6,12 +6,11 @@
 
 int main() {
   namespace ps = pipesim::api;
-  const ps::Scenario s({.cluster = {.gpu = "a100-80gb", .nodes = 1, .gpus_per_node = 8,
-                                    .intra_node = "nvswitch"},
-                        .model = {.layers = 8, .hidden = 1024, .heads = 16, .sequence = 1024,
-                                  .vocab = 50257},
-                        .training = {.global_batch = 64, .micro_batch = 2, .precision = "bf16"},
-                        .strategy = {.schedule = "1f1b", .pipeline = 2, .data = 4}});
+  const ps::LoadedScenario s(
+      {.cluster = {.gpu = "a100-80gb", .nodes = 1, .gpus_per_node = 8, .intra_node = "nvswitch"},
+       .model = {.layers = 8, .hidden = 1024, .heads = 16, .sequence = 1024, .vocab = 50257},
+       .training = {.global_batch = 64, .micro_batch = 2, .precision = "bf16"},
+       .strategy = {.schedule = "1f1b", .pipeline = 2, .data = 4}});
   const ps::RunResult r = ps::run(s);
   const ps::PlanResult p = ps::plan(s, {.top = 3});
   const ps::RunResult best = ps::run(s.with(p.candidates.front().settings()));
