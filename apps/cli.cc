@@ -16,6 +16,7 @@
 #include "api/internal/simulation.h"
 #include "apps/backend_commands.h"
 #include "apps/cli_docs.h"
+#include "apps/model_command.h"
 #include "apps/sweep_command.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -203,121 +204,6 @@ int cmd_order(const std::string& file, const std::vector<std::string>& sets, std
   return kOk;
 }
 
-// Per-layer table of the model: FLOPs, parameters, activation and output bytes, times and
-// where they come from; totals last.
-int cmd_model(const std::string& file, const std::vector<std::string>& sets,
-              const std::string& json_path, bool with_ops, std::ostream& out) {
-  std::vector<InputIdentity> inputs;
-  const Scenario sc = load(file, sets, &inputs);
-  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  std::string table = fmt::format("model {}: {} layers, per micro-batch of {} ({})\n",
-                                  sc.model.name, sc.model.layers.size(), sc.training.micro_batch,
-                                  to_string(sc.training.precision));
-  // Where the analytic costs' efficiency curves come from (SPEC section 9: a GPU that
-  // borrows another generation's curves says so).
-  const GpuSpec& gpu = sc.cluster.device(0).gpu;
-  const bool fitted = gpu.curves.ends_with(" runs");  // a preset's fit, not the user's
-  const std::string curves =
-      gpu.curves_borrowed && fitted
-          ? fmt::format(
-                "{}'s efficiency curves are borrowed from the fit to {} (none of its "
-                "own yet; docs/presets.md)",
-                gpu.name, gpu.curves)
-          : fmt::format("{}'s efficiency curves: {}{}", gpu.name, fitted ? "fitted to " : "",
-                        gpu.curves);
-  table += curves + "\n";
-  // A mixture of experts: how many layers route, and the parameters a token visits.
-  int moe_layers = 0;
-  double all_params = 0, idle = 0;
-  const MoeFacts* moe = nullptr;
-  for (const Layer& l : sc.model.layers) {
-    all_params += static_cast<double>(l.params);
-    if (!l.moe) continue;
-    ++moe_layers;
-    moe = &*l.moe;
-    idle += static_cast<double>(l.moe->expert_params) * (l.moe->experts - l.moe->top_k) /
-            l.moe->experts;
-  }
-  if (moe != nullptr)
-    table += fmt::format(
-        "mixture of experts: {} MoE layers of {} experts, top {}; {:.4g} B parameters, {:.4g} B "
-        "active per token\n",
-        moe_layers, moe->experts, moe->top_k, all_params / 1e9, (all_params - idle) / 1e9);
-  table +=
-      fmt::format("{:<16} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "layer", "fwd FLOPs",
-                  "params", "activation", "output", "forward", "backward", "source");
-  if (with_ops)
-    table += fmt::format("  {:<14} {:>12} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", "op",
-                         "fwd FLOPs", "unit", "fwd bytes", "fwd bound", "forward", "backward",
-                         "bwd bound");
-  double flops = 0;
-  int64_t params = 0, activation = 0;
-  Time fwd, bwd;
-  for (const Layer& l : sc.model.layers) {
-    table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", l.name,
-                         l.forward_flops, l.params, format_bytes(l.activation_bytes),
-                         format_bytes(l.output_bytes), format_time(l.forward),
-                         format_time(l.backward()), l.source);
-    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-    auto bound = [](bool memory) { return memory ? "memory" : "compute"; };
-    for (const OpCost& op : with_ops ? l.ops : std::vector<OpCost>{}) {
-      table += fmt::format(
-          "  {:<14} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11} {:>14}\n", op.name, op.flops,
-          op.matrix ? "matrix" : "vector", format_bytes(static_cast<int64_t>(op.bytes)),
-          bound(op.forward_memory_bound), format_time(op.forward),
-          format_time(op.backward_input + op.backward_weight), bound(op.backward_memory_bound));
-      ops.push_back({{"name", op.name},
-                     {"unit", op.matrix ? "matrix" : "vector"},
-                     {"forward_flops", op.flops},
-                     {"forward_bytes", op.bytes},
-                     {"forward_s", op.forward.seconds()},
-                     {"backward_input_s", op.backward_input.seconds()},
-                     {"backward_weight_s", op.backward_weight.seconds()},
-                     {"forward_bound", bound(op.forward_memory_bound)},
-                     {"backward_bound", bound(op.backward_memory_bound)}});
-    }
-    layers.push_back({{"name", l.name},
-                      {"forward_flops", l.forward_flops},
-                      {"params", l.params},
-                      {"activation_bytes", l.activation_bytes},
-                      {"output_bytes", l.output_bytes},
-                      {"forward_s", l.forward.seconds()},
-                      {"backward_input_s", l.backward_input.seconds()},
-                      {"backward_weight_s", l.backward_weight.seconds()},
-                      {"source", l.source}});
-    if (with_ops) layers.back()["ops"] = ops;
-    flops += l.forward_flops;
-    params = checked_add(params, l.params, "the model's parameter count");
-    activation = checked_add(activation, l.activation_bytes, "the model's activations");
-    fwd = checked_add(fwd, l.forward, "the model's forward time");
-    bwd = checked_add(bwd, l.backward(), "the model's backward time");
-  }
-  table += fmt::format("{:<16} {:>12.4g} {:>12} {:>12} {:>12} {:>11} {:>11}\n", "total", flops,
-                       params, format_bytes(activation), "", format_time(fwd), format_time(bwd));
-  nlohmann::ordered_json j;
-  j["model"] = sc.model.name;
-  j["micro_batch"] = sc.training.micro_batch;
-  j["efficiency_curves"] = {
-      {"gpu", gpu.name}, {"fitted_to", gpu.curves}, {"borrowed", gpu.curves_borrowed}};
-  j["layers"] = layers;
-  j["total"] = {{"forward_flops", flops},
-                {"params", params},
-                {"activation_bytes", activation},
-                {"forward_s", fwd.seconds()},
-                {"backward_s", bwd.seconds()}};
-  const std::string text = j.dump(2) + "\n";
-  OutputFiles files(inputs);
-  if (json_path == "-") {
-    out << text;
-  } else {
-    if (!json_path.empty()) files.add("--json", json_path, [&](std::ostream& f) { f << text; });
-    out << table;
-  }
-  check_stdout(out);
-  files.commit();
-  return kOk;
-}
-
 struct PlanArgs {
   std::string file, json, time_limit, tolerance, headroom;
   std::vector<std::string> sets, compare, fix;
@@ -458,7 +344,7 @@ CLI::App* add_model_command(CLI::App& app, ModelArgs& a,
       ->expected(1);
   model_cmd->add_flag("--ops", a.ops,
                       "per layer, each op: FLOPs, unit, bytes, the forward's bound, times and the "
-                      "backward's bound");
+                      "backward's bound (and one rank's share where the strategy splits layers)");
 
   return model_cmd;
 }
@@ -566,7 +452,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return at_scenario(order.file, [&] { return cmd_order(order.file, order.sets, out); });
     if (model_cmd->parsed())
       return at_scenario(model.file, [&] {
-        return cmd_model(model.file, model.sets, model.json, model.ops, out);
+        std::vector<InputIdentity> inputs;
+        const Scenario sc = load(model.file, model.sets, &inputs);
+        return model_command(sc, inputs, model.json, model.ops, out);
       });
     if (plan_cmd->parsed())
       return at_scenario(plan_args.file, [&] { return cmd_plan(plan_args, out, err); });

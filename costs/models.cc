@@ -272,8 +272,9 @@ bool attention_core(const std::string& op) {
 // Sets the layer's tp_whole_* times: the sums over its ops `whole` picks.
 template <typename Pred>
 void set_whole_ops(Layer& x, Pred whole) {
-  for (const OpCost& op : x.ops) {
+  for (OpCost& op : x.ops) {
     if (!whole(op.name)) continue;
+    op.tensor_whole = true;
     x.tp_whole_forward += op.forward;
     x.tp_whole_backward_input += op.backward_input;
     x.tp_whole_backward_weight += op.backward_weight;
@@ -433,7 +434,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
         const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
                                        sbh * elem, training, gpu);
         return TensorTimes{l.forward, l.backward_input, l.backward_weight, beside(l),
-                           pieces_of(l, kinds)};
+                           pieces_of(l, kinds), l.ops};
       });
   x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
   // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on

@@ -1,6 +1,7 @@
 #include "schedules/model.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 namespace pipesim {
@@ -184,6 +185,31 @@ Layer Layer::at_tensor_degree(int t, int ep, int cp) const {
   x.tp_backward_beside = std::move(times.backward_beside);
   x.pieces = std::move(times.pieces);
   return x;
+}
+
+std::vector<OpCost> Layer::rank_ops(int t, int ep, int cp, bool sequence_parallel) const {
+  if (tensor_split && t > 1) return {};  // its shards are layers of their own (sharded())
+  std::vector<OpCost> out = ops;
+  if (tensor_retime && (t > 1 || (ep > 1 && moe) || cp > 1))
+    out = (*tensor_retime)(t, moe ? ep : 1, cp).ops;
+  PIPESIM_ASSERT(out.size() == ops.size(), "a retimed layer keeps its ops");
+  // The lowering runs a layer's time / (t cp) on each rank. Without sequence parallelism
+  // stage_profiles first adds t - 1 whole copies of each whole op (at its time on the full
+  // tokens), so such an op comes to (its time at cp + (t - 1) x its whole time) / (t cp).
+  const int64_t ranks = int64_t{t} * cp;
+  const auto share = [ranks](Time at_degree, Time whole, int64_t copies) {
+    const double ps = static_cast<double>(at_degree.ps_count()) +
+                      static_cast<double>(copies) * static_cast<double>(whole.ps_count());
+    return Time::ps(static_cast<int64_t>(std::ceil(ps / static_cast<double>(ranks))));
+  };
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t copies = ops[i].tensor_whole && !sequence_parallel ? t - 1 : 0;
+    out[i].forward = share(out[i].forward, ops[i].forward, copies);
+    out[i].backward_input = share(out[i].backward_input, ops[i].backward_input, copies);
+    out[i].backward_weight = share(out[i].backward_weight, ops[i].backward_weight, copies);
+    out[i].tensor_whole = ops[i].tensor_whole;
+  }
+  return out;
 }
 
 }  // namespace pipesim

@@ -26,6 +26,9 @@ struct OpCost {
   Time forward, backward_input, backward_weight;
   bool forward_memory_bound = false;
   bool backward_memory_bound = false;
+  // Whole on every tensor rank without sequence parallelism (norms, dropouts, residual
+  // adds: Layer::tp_whole_forward and the rest sum these).
+  bool tensor_whole = false;
 };
 
 // A collective a tensor-parallel layer issues on its tensor group: an all-reduce of
@@ -90,6 +93,7 @@ struct TensorTimes {
   Time forward, backward_input, backward_weight;
   std::vector<Time> backward_beside;  // Layer::tp_backward_beside at that degree
   std::vector<LayerPiece> pieces;     // Layer::pieces at that degree
+  std::vector<OpCost> ops;            // the ops at that degree, every rank's shards together
 };
 using TensorRetime = std::function<TensorTimes(int t, int ep, int cp)>;
 
@@ -202,6 +206,12 @@ struct Layer {
   // context group of cp) cost it: tensor_retime's times where it has one, else the layer
   // itself.
   Layer at_tensor_degree(int t, int ep = 1, int cp = 1) const;
+  // One rank's share of each op at tensor degree t, expert degree ep and context degree cp,
+  // as the lowering divides the layer (`pipesim model --ops`): the ops the tensor group
+  // splits at 1/(t cp) of their time at that degree, the ones it keeps whole at their whole
+  // time (without sequence parallelism); a layer without tensor_retime at its own
+  // efficiency. Empty for a shape-described layer split by tensor_split (t > 1).
+  std::vector<OpCost> rank_ops(int t, int ep, int cp, bool sequence_parallel) const;
 };
 
 struct Model {

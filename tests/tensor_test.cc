@@ -6,6 +6,8 @@
 
 #include <map>
 
+#include "scenario/setup.h"
+#include "schedules/lower.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -329,6 +331,44 @@ TEST(Tensor, GroupsStayInsideANodeAndDataParallelGroupsPerRank) {
     const auto& b = r.scenario.cluster.device(op.peer);
     if (a.node != b.node) {
       EXPECT_EQ(op.device % 4, op.peer % 4);
+    }
+  }
+}
+
+// `pipesim model --ops` shows one rank's share of each op (Layer::rank_ops): summed over a
+// stage's layers and ops, the shares are the time the lowering gives each rank, the stage
+// profile's time over t (each share rounded up to the picosecond, so within one ps per op).
+TEST(Tensor, RankOpsSumToWhatEachRankRuns) {
+  for (const bool sp : {false, true}) {
+    const Scenario sc =
+        load_scenario_text(gpt(8, 2, sp ? "  sequence_parallel: true\n" : ""), "<test>");
+    const std::vector<StageProfile> prof =
+        stage_profiles(sc.model, sc.strategy.stages, recompute_modes(sc), stage_tensor_degrees(sc),
+                       sc.strategy.sequence_parallel, group_degrees(sc));
+    ASSERT_EQ(prof.size(), 1u);
+    int64_t fwd = 0, bwd = 0, ops = 0;
+    for (const Layer& l : sc.model.layers) {
+      for (const OpCost& op : l.rank_ops(8, 1, 1, sp)) {
+        fwd += op.forward.ps_count();
+        bwd += (op.backward_input + op.backward_weight).ps_count();
+        ++ops;
+      }
+    }
+    const double per_rank_fwd = static_cast<double>(prof[0].forward.ps_count()) / 8;
+    const double per_rank_bwd =
+        static_cast<double>((prof[0].backward_input + prof[0].backward_weight).ps_count()) / 8;
+    EXPECT_NEAR(static_cast<double>(fwd), per_rank_fwd, static_cast<double>(ops)) << sp;
+    EXPECT_NEAR(static_cast<double>(bwd), per_rank_bwd, 2.0 * static_cast<double>(ops)) << sp;
+    // A split GEMM is cheaper per rank than whole; a norm without sequence parallelism is not.
+    const Layer& layer = sc.model.layers[1];
+    const std::vector<OpCost> rank = layer.rank_ops(8, 1, 1, sp);
+    for (size_t k = 0; k < rank.size(); ++k) {
+      if (layer.ops[k].name == "fc1") {
+        EXPECT_LT(rank[k].forward * 8, layer.ops[k].forward * 2);
+      }
+      if (layer.ops[k].name == "ln1" && !sp) {
+        EXPECT_EQ(rank[k].forward, layer.ops[k].forward);
+      }
     }
   }
 }
