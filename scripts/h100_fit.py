@@ -5,6 +5,7 @@
   scripts/h100_fit.py compare [--set K=V] [--group moe-cp]
                                          # one line per row: measured, simulated, error
   scripts/h100_fit.py table               # the same as a Markdown table (docs/validation.md)
+  scripts/h100_fit.py scan SETTINGS.json  # mean / max error per GPU set for each candidate fit
 
 Run from the repository root after building (build/pipesim). The rows and their sources
 are in scripts/h100_rows.py; docs/validation.md gives the results.
@@ -172,12 +173,39 @@ def table():
               f"{row['measured']:.0f} | {sim:.0f} | {100 * err:+.1f} % |")
 
 
+def scan(path):
+    """Each candidate of SETTINGS.json ({"label": {cluster.gpu overrides}, ...}) on every
+    H100, B200 and GB200 row (the Hopper fit's and its borrowers'), two rows at a time: the
+    mean and max absolute error per set, as in docs/presets.md's scan tables."""
+    from concurrent.futures import ThreadPoolExecutor
+    candidates = json.load(open(path))
+    # The Grok-1 rows take minutes each: `compare` runs them.
+    rows = [r for r in ROWS if not r.get("too_large") and not r["gpu"].startswith("a100")
+            and "grok" not in r["name"]]
+    for label, override in candidates.items():
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            sims = list(pool.map(lambda r: simulate(r, (), override or None)[0], rows))
+        sets = {}
+        for row, sim in zip(rows, sims):
+            tag = row.get("group") or row["gpu"].split("-")[0]
+            if tag == "h100":  # by source: nemo, dgxc, megatron, foundry, foundry-large
+                tag = "-".join(row["name"].split("-")[:2 if "large" in row["name"] else 1])
+            if row["gpu"].startswith("h100") and not row.get("group"):
+                sets.setdefault("h100", []).append(abs(sim / row["measured"] - 1))
+            sets.setdefault(tag, []).append(abs(sim / row["measured"] - 1))
+        line = "  ".join(f"{t} {100 * sum(e) / len(e):.1f}/{100 * max(e):.1f}"
+                         for t, e in sorted(sets.items()))
+        print(f"{label:28s} {line}", flush=True)
+
+
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else "compare"
     if cmd == "write":
         write()
     elif cmd == "table":
         table()
+    elif cmd == "scan":
+        scan(sys.argv[2])
     elif cmd == "compare":
         args = sys.argv[2:]
         only = None
