@@ -253,8 +253,8 @@ SweepResult sweep(const LoadedScenario& scenario, const std::vector<Axis>& axes,
                   const SweepConfig& options = {});
 
 struct ValidateConfig {
-  // host (CPU threads) or torch (PyTorch processes over gloo); the CUDA backend is
-  // `pipesim validate --backend cuda`.
+  // host (CPU threads), torch (PyTorch processes over gloo) or cuda (SM partitions of one
+  // NVIDIA GPU: the plugin libpipesim-cuda.so, where pipesim was built with nvcc).
   std::string backend = "host";
   std::string time_scale = "auto";  // wall seconds per scenario second, or auto
   int warmup = 1;                   // untimed runs first, 0 to 1000

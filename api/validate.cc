@@ -1,4 +1,4 @@
-// pipesim::api::validate: the scenario run for real on a CPU backend and compared with its
+// pipesim::api::validate: the scenario run for real on a backend and compared with its
 // simulation, as `pipesim validate` does.
 #include "backend/validate.h"
 
@@ -9,6 +9,7 @@
 #include "api/internal/report_fields.h"
 #include "api/internal/scenario_impl.h"
 #include "api/pipesim.h"
+#include "backend/cuda_plugin.h"
 #include "backend/executors.h"
 
 namespace pipesim::api {
@@ -23,11 +24,12 @@ ValidateResult validate(const LoadedScenario& scenario, const ValidateConfig& op
                 "iterations", call);
   const LoadedScenario::Impl& s = impl(scenario);
   return guarded(scenario.source(), [&] {
-    const std::unique_ptr<Executor> e =
+    std::unique_ptr<Executor> e =
         make_cpu_executor(options.backend, options.time_scale, s.value, "time_scale", {call});
+    if (!e && options.backend == "cuda") e = load_cuda_executor(s.value, "backend", {call});
     if (!e)
-      throw InputError(fmt::format("unknown backend '{}'", options.backend),
-                       "host or torch (cuda: pipesim validate --backend cuda)", "backend", {call});
+      throw InputError(fmt::format("unknown backend '{}'", options.backend), "host, torch or cuda",
+                       "backend", {call});
     pipesim::ValidateOptions o{options.warmup, options.iterations};
     o.calibrate = options.calibrate;
     const Validation v = pipesim::validate(s.value, *e, o);

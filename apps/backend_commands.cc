@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "api/internal/report_fields.h"
+#include "backend/cuda_plugin.h"
 #include "backend/executors.h"
 #include "backend/profile.h"
 #include "backend/validate.h"
@@ -15,9 +16,6 @@
 #include "core/output_files.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
-#ifdef PIPESIM_HAVE_CUDA
-#include "cuda/cuda_executor.h"
-#endif
 
 namespace pipesim {
 namespace {
@@ -31,13 +29,7 @@ std::vector<Override> overrides(const std::vector<std::string>& sets) {
 std::unique_ptr<Executor> make_executor(const std::string& backend, const std::string& scale,
                                         const Scenario& s) {
   if (auto e = make_cpu_executor(backend, scale, s, "--time-scale", {"<command line>"})) return e;
-#ifdef PIPESIM_HAVE_CUDA
-  return make_cuda_executor(s);
-#else
-  throw InputError("no CUDA device: this pipesim was built without CUDA (nvcc was not found)",
-                   "--backend host, or a build with nvcc on a machine with an NVIDIA GPU",
-                   "--backend", {"<command line>"});
-#endif
+  return load_cuda_executor(s, "--backend", {"<command line>"});
 }
 
 }  // namespace

@@ -21,6 +21,9 @@ install(TARGETS ${PIPESIM_LIBRARIES} EXPORT pipesimTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES api/pipesim.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipesim/api)
+if(TARGET pipesim_cuda_plugin)  # opened by --backend cuda (backend/cuda_plugin.cc)
+  install(TARGETS pipesim_cuda_plugin LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/pipesim)
+endif()
 install(DIRECTORY scenarios/ DESTINATION ${CMAKE_INSTALL_DATADIR}/pipesim/scenarios)
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 if(NOT CMAKE_CROSSCOMPILING)  # written after each build (apps/CMakeLists.txt)

@@ -301,7 +301,7 @@ class Result(dict):
         "set"_a = py::none(), "backend"_a = "host", "time_scale"_a = "auto", "warmup"_a = 1,
         "iterations"_a = 10, "calibrate"_a = false,
         "Runs the scenario's TaskGraph for real on a backend (host: CPU threads; torch: "
-        "PyTorch processes over gloo) and returns the comparison with its simulation, the "
+        "PyTorch processes over gloo; cuda: one NVIDIA GPU) and returns the comparison with its simulation, the "
         "object of `pipesim validate --json` (measured_makespan_s, predicted_makespan_s, "
         "predicted_error, noise_floor, peak_memory, ...). time_scale: wall seconds per scenario "
         "second, or 'auto'.");

@@ -12,8 +12,9 @@
 #
 #   scripts/gpu-validate.sh OUT_DIR
 # Environment:
-#   PIPESIM_BIN=DIR     binaries built elsewhere (DIR/pipesim and DIR/gpu_test, same CUDA
-#                       major as the GPU machine's); their libraries may sit in DIR/../lib.
+#   PIPESIM_BIN=DIR     binaries built elsewhere (DIR/pipesim, the CUDA plugin
+#                       DIR/libpipesim-cuda.so beside it, and DIR/gpu_test, same CUDA major
+#                       as the GPU machine's); their libraries may sit in DIR/../lib.
 #                       Otherwise builds in ${BUILD_DIR:-build-gpu} (needs the packages of
 #                       scripts/bootstrap.sh and nvcc).
 #   ITERATIONS=N        timed runs per set for validate and the sweep (5; two sets each)
@@ -64,7 +65,7 @@ if [ -n "${PIPESIM_BIN:-}" ]; then
   cudalib="$(dirname "$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublas.so.1*' \
     2>/dev/null | head -1)")"
   export LD_LIBRARY_PATH="$libs:$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  ldd "$bin/pipesim" | grep "not found" | tee -a "$log"
+  ldd "$bin/pipesim" "$bin/libpipesim-cuda.so" | grep "not found" | tee -a "$log"
 else
   build="${BUILD_DIR:-build-gpu}"
   step configure 300 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -2,6 +2,8 @@
 // run, plan and sweep give what the command line writes, and errors carry their key.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -172,6 +174,22 @@ TEST(Api, ValidateRunsTheScenarioOnTheHostBackend) {
   EXPECT_THROW((void)ps::validate(s, {.backend = "tpu"}), ps::Error);
   EXPECT_THROW((void)ps::validate(s, {.time_scale = "fast"}), ps::Error);
   EXPECT_THROW((void)ps::validate(s, {.iterations = 0}), ps::Error);
+}
+
+// The CUDA backend is a plugin opened on demand (backend/cuda_plugin.cc): without it, an
+// Error naming the backend, never a crash; the program itself maps no CUDA library.
+TEST(Api, CudaBackendWithoutItsPluginIsAnError) {
+  const ps::LoadedScenario s = ps::LoadedScenario::load(kToy);
+  ASSERT_EQ(setenv("PIPESIM_CUDA_PLUGIN", "/nonexistent/libpipesim-cuda.so", 1), 0);
+  try {
+    (void)ps::validate(s, {.backend = "cuda"});
+    ADD_FAILURE() << "validate on a missing plugin returned";
+  } catch (const ps::Error& e) {
+    EXPECT_EQ(e.key(), "backend");
+    EXPECT_NE(std::string(e.what()).find("CUDA backend is not available"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("PIPESIM_CUDA_PLUGIN");
 }
 
 TEST(Api, EverySectionInTheSettings) {
