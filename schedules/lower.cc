@@ -241,8 +241,8 @@ void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
   }
 }
 
-// Emits one F, R, B or W step (several ops when it is split) and returns its first op.
-OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
+// What one F, R, B or W step costs on the cursor's lane: its time and memory into `op`.
+Lowering::StepCost Lowering::cost_step(const Cursor& cur, const Step& s, Op& op) {
   const int M = in_.micro_batches_per_iteration;
   const int g = stage_of(cur.p, s.chunk);
   PIPESIM_ASSERT(g < G_ && s.micro_batch >= 0 && s.micro_batch < Mb_, "step within range");
@@ -297,34 +297,22 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     default:
       PIPESIM_ASSERT(false, "orders hold F, B, W, R and optimizer steps only");
   }
-  OpId& target = (*index)[slot(cur.c, cur.blk, g, s.micro_batch, cur.lane)];
+  return {g, work, split_w, index};
+}
+
+// Emits one F, R, B or W step (several ops when it is split) and returns its first op.
+OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
+  const StepCost c = cost_step(cur, s, op);
+  const StageProfile& sp = in_.stages[static_cast<size_t>(c.g)];
+  OpId& target = (*c.index)[slot(cur.c, cur.blk, c.g, s.micro_batch, cur.lane)];
   PIPESIM_ASSERT(target == kNone, "each step appears once per block");
   if (cur.t > 1 || sp.pieces) {
     // The tensor-parallel collectives (Megatron-LM's all-reduces, the shape-described
     // layers' all-gathers) cut the op into segments; the collectives between them are added once
     // every rank has its segments (add_tensor_collectives).
-    const auto segs = tp_segments(sp, s.kind, split_w);
+    const auto segs = tp_segments(sp, s.kind, c.split_w);
     if (segs.size() > 1 || (segs.size() == 1 && segs[0].second.bytes > 0)) {
-      // One part per segment, and a last empty one when the op ends with a collective
-      // (what follows waits for it there).
-      const size_t n = segs.size() + (segs.back().second.bytes > 0 ? 1 : 0);
-      std::vector<OpId> parts;
-      for (size_t q = 0; q < n; ++q) {
-        Op part = op;
-        part.part = static_cast<int16_t>(q);
-        part.duration = q < segs.size() ? split_time(segs[q].first, work) : Time::zero();
-        part.mem_at_start = q == 0 ? op.mem_at_start : 0;
-        part.mem_at_end = q + 1 == n ? op.mem_at_end : 0;
-        parts.push_back(b_.add(part));
-      }
-      target = parts.front();
-      if (parts.size() > 1) last_part_[target] = parts.back();
-      std::vector<TpCollective> collectives;
-      for (const auto& sg : segs) collectives.push_back(sg.second);
-      if (cur.last_grad[cur.idx - 1] && s.kind == OpKind::kBackward)
-        close_buckets_in_segments(cur, g, split_w, segs, parts);
-      tp_parts_[target] = {std::move(parts), std::move(collectives)};
-      cur.before = tail(target);
+      emit_tp_parts(cur, s, op, c, segs, target);
       return target;
     }
   }
@@ -334,28 +322,7 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
                          (s.kind == OpKind::kForward || s.kind == OpKind::kBackward ||
                           (s.kind == OpKind::kRecompute && sp.full_recompute));
   if (per_layer && !cur.last_grad[cur.idx - 1]) {
-    const bool fwd = s.kind != OpKind::kBackward;
-    const size_t L = sp.layers.size();
-    LayerParts lp;
-    for (size_t i = 0; i < L; ++i) {
-      const auto& lc = sp.layers[fwd ? i : L - 1 - i];
-      Op part = op;
-      part.part = static_cast<int16_t>(i);
-      const bool skipped = s.kind == OpKind::kRecompute && !lc.recomputed;  // kept, not re-run
-      part.duration =
-          split_time(skipped ? Time::zero()
-                     : fwd   ? lc.forward
-                           : (split_w ? lc.backward_input : lc.backward_input + lc.backward_weight),
-                     work);
-      part.mem_at_start = i == 0 ? op.mem_at_start : 0;
-      part.mem_at_end = i + 1 == L ? op.mem_at_end : 0;
-      lp.parts.push_back(b_.add(part));
-      lp.params.push_back(lc.params);
-    }
-    target = lp.parts.front();
-    last_part_[target] = lp.parts.back();
-    cur.before = lp.parts.back();
-    layer_parts_[target] = std::move(lp);
+    emit_layer_parts(cur, s, op, c, target);
     return target;
   }
   if (!cur.last_grad[cur.idx - 1] || sp.layers.empty()) {  // (no per-layer costs: one bucket)
@@ -363,12 +330,70 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     cur.before = target;
     return target;
   }
-  // The stage's last weight-gradient computation before the optimizer: one op per
-  // gradient bucket, layers in backward order, so each bucket's all-reduce can start as
-  // soon as its layers are done (under ZeRO-3 a B is one op per layer, a bucket closing
-  // with its last). Deps into the op go to the first part, deps out of it leave from the
-  // last.
-  const auto buckets = buckets_of(g);
+  emit_buckets(cur, s, op, c, per_layer, target);
+  return target;
+}
+
+// One part per segment, and a last empty one when the op ends with a collective (what
+// follows waits for it there).
+void Lowering::emit_tp_parts(Cursor& cur, const Step& s, const Op& op, const StepCost& c,
+                             const std::vector<std::pair<Time, TpCollective>>& segs, OpId& target) {
+  const size_t n = segs.size() + (segs.back().second.bytes > 0 ? 1 : 0);
+  std::vector<OpId> parts;
+  for (size_t q = 0; q < n; ++q) {
+    Op part = op;
+    part.part = static_cast<int16_t>(q);
+    part.duration = q < segs.size() ? split_time(segs[q].first, c.work) : Time::zero();
+    part.mem_at_start = q == 0 ? op.mem_at_start : 0;
+    part.mem_at_end = q + 1 == n ? op.mem_at_end : 0;
+    parts.push_back(b_.add(part));
+  }
+  target = parts.front();
+  if (parts.size() > 1) last_part_[target] = parts.back();
+  std::vector<TpCollective> collectives;
+  for (const auto& sg : segs) collectives.push_back(sg.second);
+  if (cur.last_grad[cur.idx - 1] && s.kind == OpKind::kBackward)
+    close_buckets_in_segments(cur, c.g, c.split_w, segs, parts);
+  tp_parts_[target] = {std::move(parts), std::move(collectives)};
+  cur.before = tail(target);
+}
+
+// ZeRO-3's F, full R or B: one part per layer, in the order the op runs them.
+void Lowering::emit_layer_parts(Cursor& cur, const Step& s, const Op& op, const StepCost& c,
+                                OpId& target) {
+  const StageProfile& sp = in_.stages[static_cast<size_t>(c.g)];
+  const bool fwd = s.kind != OpKind::kBackward;
+  const size_t L = sp.layers.size();
+  LayerParts lp;
+  for (size_t i = 0; i < L; ++i) {
+    const auto& lc = sp.layers[fwd ? i : L - 1 - i];
+    Op part = op;
+    part.part = static_cast<int16_t>(i);
+    const bool skipped = s.kind == OpKind::kRecompute && !lc.recomputed;  // kept, not re-run
+    part.duration =
+        split_time(skipped ? Time::zero()
+                   : fwd   ? lc.forward
+                         : (c.split_w ? lc.backward_input : lc.backward_input + lc.backward_weight),
+                   c.work);
+    part.mem_at_start = i == 0 ? op.mem_at_start : 0;
+    part.mem_at_end = i + 1 == L ? op.mem_at_end : 0;
+    lp.parts.push_back(b_.add(part));
+    lp.params.push_back(lc.params);
+  }
+  target = lp.parts.front();
+  last_part_[target] = lp.parts.back();
+  cur.before = lp.parts.back();
+  layer_parts_[target] = std::move(lp);
+}
+
+// The stage's last weight-gradient computation before the optimizer: one op per gradient
+// bucket, layers in backward order, so each bucket's all-reduce can start as soon as its
+// layers are done (under ZeRO-3 a B is one op per layer, a bucket closing with its last).
+// Deps into the op go to the first part, deps out of it leave from the last.
+void Lowering::emit_buckets(Cursor& cur, const Step& s, const Op& op, const StepCost& c,
+                            bool per_layer, OpId& target) {
+  const StageProfile& sp = in_.stages[static_cast<size_t>(c.g)];
+  const auto buckets = buckets_of(c.g);
   LayerParts lp;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (per_layer) {
@@ -378,8 +403,8 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
         experts += lc.expert_params;
         Op part = op;
         part.part = static_cast<int16_t>(lp.parts.size());
-        part.duration =
-            split_time(split_w ? lc.backward_weight : lc.backward_input + lc.backward_weight, work);
+        part.duration = split_time(
+            c.split_w ? lc.backward_weight : lc.backward_input + lc.backward_weight, c.work);
         part.mem_at_start = lp.parts.empty() ? op.mem_at_start : 0;
         part.mem_at_end = b + 1 == buckets.size() && l == buckets[b].first ? op.mem_at_end : 0;
         lp.parts.push_back(b_.add(part));
@@ -399,12 +424,12 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     for (int l = buckets[b].first; l <= buckets[b].second; ++l) {
       const auto& lc = sp.layers[static_cast<size_t>(l)];
       experts += lc.expert_params;
-      t += s.kind == OpKind::kWeightGrad || split_w ? lc.backward_weight
-                                                    : lc.backward_input + lc.backward_weight;
+      t += s.kind == OpKind::kWeightGrad || c.split_w ? lc.backward_weight
+                                                      : lc.backward_input + lc.backward_weight;
       params += lc.params;
       replicated += lc.replicated_params;
     }
-    part.duration = split_time(t, work);
+    part.duration = split_time(t, c.work);
     part.mem_at_start = b == 0 ? op.mem_at_start : 0;
     part.mem_at_end = b + 1 == buckets.size() ? op.mem_at_end : 0;
     const OpId id = b_.add(part);
@@ -419,7 +444,6 @@ OpId Lowering::emit_compute(Cursor& cur, const Step& s, Op op) {
     last_part_[target] = lp.parts.back();
     layer_parts_[target] = std::move(lp);
   }
-  return target;
 }
 
 // The gradient buckets of a backward cut into tensor-parallel segments (the stage's last

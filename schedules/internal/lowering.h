@@ -295,6 +295,22 @@ class Lowering {
 
   // Emits one F, R, B or W step (several ops when it is split) and returns its first op.
   OpId emit_compute(Cursor& cur, const Step& s, Op op);
+  // A step's stage, its share of the stage's work on the lane, whether a B leaves its
+  // weight gradients to a W of its own, and the index of such steps it goes into.
+  struct StepCost {
+    int g = 0;
+    Share work;
+    bool split_w = false;
+    std::vector<OpId>* index = nullptr;
+  };
+  StepCost cost_step(const Cursor& cur, const Step& s, Op& op);
+  // The three ways a step is cut into parts: tensor-parallel segments, ZeRO-3's layers,
+  // the last backward's gradient buckets. Each sets `target` to the first part.
+  void emit_tp_parts(Cursor& cur, const Step& s, const Op& op, const StepCost& c,
+                     const std::vector<std::pair<Time, TpCollective>>& segs, OpId& target);
+  void emit_layer_parts(Cursor& cur, const Step& s, const Op& op, const StepCost& c, OpId& target);
+  void emit_buckets(Cursor& cur, const Step& s, const Op& op, const StepCost& c, bool per_layer,
+                    OpId& target);
   void close_buckets_in_segments(Cursor& cur, int g, bool split_w,
                                  const std::vector<std::pair<Time, TpCollective>>& segs,
                                  const std::vector<OpId>& parts);
@@ -357,8 +373,8 @@ class Lowering {
   // segment of the piece's time; one after a piece is issued when it ends (a tensor
   // all-reduce of an input gradient, under `overlap`, beside the weight-gradient GEMM
   // before it, as tp_segments does).
-  static void piece_segments(const StageProfile::LayerCost& lc, bool fwd, bool has_w,
-                             bool overlap, Time& acc, bool& pending,
+  static void piece_segments(const StageProfile::LayerCost& lc, bool fwd, bool has_w, bool overlap,
+                             Time& acc, bool& pending,
                              std::vector<std::pair<Time, TpCollective>>& out) {
     const size_t n = lc.pieces.size();
     for (size_t i = 0; i < n; ++i) {
@@ -544,7 +560,7 @@ class Lowering {
     std::vector<TpCollective> collectives;
   };
   std::unordered_map<int, int> member_of_device_;  // device -> copy x lanes + lane
-  std::unordered_map<OpId, TpParts> tp_parts_;  // first part of a tensor-parallel op
+  std::unordered_map<OpId, TpParts> tp_parts_;     // first part of a tensor-parallel op
 };
 
 }  // namespace pipesim::lowering
