@@ -72,6 +72,13 @@ def layer_rows(res, pipesim, gpu):
     return rows
 
 
+def spread(values):
+    """'median (min-max)' of efficiencies, '' for none."""
+    if not values:
+        return ""
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def fmt_ms(s):
     return f"{s * 1e3:.3f}"
 
@@ -108,9 +115,7 @@ def main():
         for fl in sorted(by):
             e = [g["flops"] / g["bf16_s"] / peak for g in by[fl]]
             e8 = [g["flops"] / g["fp8_s"] / peak8 for g in by[fl] if "fp8_s" in g]
-            s8 = (f"{statistics.median(e8):.2f} ({min(e8):.2f}-{max(e8):.2f})" if e8 else "")
-            print(f"| {fl / 1e9:.1f} GFLOP | {len(e)} | {statistics.median(e):.2f} "
-                  f"({min(e):.2f}-{max(e):.2f}) | {s8} |")
+            print(f"| {fl / 1e9:.1f} GFLOP | {len(e)} | {spread(e)} | {spread(e8)} |")
     if res.get("attention"):
         print("\n| attention (causal) | FLOP fwd | fwd efficiency | bwd efficiency (2.5x FLOP) |")
         print("|---|---|---|---|")

@@ -13,7 +13,6 @@ measurement that fails records its error and the script goes on. scripts/compare
 puts the result next to `pipesim model --ops --json` for the same shapes.
 """
 import json
-import math
 import statistics
 import sys
 import time
