@@ -205,6 +205,7 @@ RunResult run(const LoadedScenario& scenario, const RunConfig& options) {
     SimulateOptions o;
     o.reproducible = options.reproducible;
     o.exact_sharing = options.exact_sharing;
+    o.fold = options.fold;
     const Simulation sim = simulate_scenario(s.value, s.overrides, o);
     RunResult r;
     static_cast<RunSummary&>(r) = summary(summarize(sim.report));

@@ -39,6 +39,7 @@ Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& ove
   sim.record_memory = options.record_memory;
   sim.record_links = options.record_links;
   sim.exact_sharing = options.exact_sharing;
+  sim.fold = options.fold;
   Timeline timeline = [&] {
     try {
       return simulate(graph, scenario.cluster, sim);

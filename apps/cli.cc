@@ -44,6 +44,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool reproducible = false;
   bool exact_sharing = false;
+  bool no_fold = false;
   bool per_device = false;
 };
 
@@ -124,6 +125,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   opts.record_links = !o.trace.empty();
   opts.reproducible = o.reproducible;
   opts.exact_sharing = o.exact_sharing;
+  opts.fold = !o.no_fold;
   // A trace and the op CSV show every collective step.
   opts.compact_collectives = o.trace.empty() && o.csv.empty();
   const std::vector<Override> overrides = parse_overrides(o.sets);
@@ -304,6 +306,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run,
   run_cmd->add_flag("--exact-sharing", run.exact_sharing,
                     "re-rate link sharing over whole components at every flow event: "
                     "bit-identical to progressive filling, slower on large collectives");
+  run_cmd->add_flag("--no-fold", run.no_fold,
+                    "run every collective step by step, never as a phase: the same "
+                    "results, more events (to check the phases against)");
 
   return run_cmd;
 }

@@ -9,8 +9,10 @@
 //   4 MB ring all-reduce over 8192 GPUs        <= 20 CPU-s, <= 2 GiB
 //   1 GiB tree all-reduce over 2048 GPUs       <= 2 CPU-s
 //   4096 GPUs, 64 stages x 1024 micro-batches x 64 copies (17 M ops)   <= 15 CPU-s, <= 2 GiB
-// Rows whose last argument is 1 keep ring collectives compact (TaskGraphBuilder::
+// Rows whose fourth argument is 1 keep ring collectives compact (TaskGraphBuilder::
 // set_compact_rings); the 8192-GPU ring row runs only compact (expanded, it is 134 M ops).
+// The last argument of the compact rows is SimOptions::fold: 1 runs symmetric rings as
+// phases, 0 step by step (`--no-fold`); the pair side by side is the phases' gain.
 // peak_rss_mib is the process's high-water mark so far (rows run in the order below).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -60,7 +62,8 @@ Cluster cluster_of(int gpus) {
 
 // range(0): GPUs; range(1): algorithm; range(2): bytes; range(3): 1 for compact rings
 // (TaskGraphBuilder::set_compact_rings), 0 for one transfer per step and member; range(4):
-// 1 for SimOptions::exact_sharing (whole-component re-rating at every flow event).
+// 1 for SimOptions::exact_sharing (whole-component re-rating at every flow event); range(5):
+// SimOptions::fold.
 void BM_AllReduce(benchmark::State& state) {
   const Cluster c = cluster_of(static_cast<int>(state.range(0)));
   const auto algo = static_cast<AllReduceAlgo>(state.range(1));
@@ -75,24 +78,30 @@ void BM_AllReduce(benchmark::State& state) {
     const TaskGraph g = std::move(b).build();
     SimOptions o;
     o.exact_sharing = state.range(4) != 0;
+    o.fold = state.range(5) != 0;
     run.note(g, simulate(g, c, o));
   }
   run.report(state);
-  state.SetLabel(fmt::format("{} {} MiB{}{}", to_string(algo), state.range(2) >> 20,
+  state.SetLabel(fmt::format("{} {} MiB{}{}{}", to_string(algo), state.range(2) >> 20,
                              state.range(3) != 0 ? " compact" : "",
-                             state.range(4) != 0 ? " exact" : ""));
+                             state.range(4) != 0 ? " exact" : "",
+                             state.range(3) != 0 && state.range(5) == 0 ? " no-fold" : ""));
 }
 constexpr int64_t kMiB = int64_t{1} << 20;
 BENCHMARK(BM_AllReduce)
-    ->ArgsProduct({{128, 512, 2048}, {0}, {4 * kMiB}, {0, 1}, {0}})
-    ->Args({8192, 0, 4 * kMiB, 1, 0})
-    ->ArgsProduct({{128, 512, 2048}, {1}, {1024 * kMiB}, {0}, {0, 1}})
-    ->ArgsProduct({{128, 512, 2048}, {2}, {1024 * kMiB}, {0, 1}, {0}})
+    ->ArgsProduct({{128, 512, 2048}, {0}, {4 * kMiB}, {0}, {0}, {1}})
+    ->ArgsProduct({{128, 512, 2048}, {0}, {4 * kMiB}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{8192}, {0}, {4 * kMiB}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{128, 512, 2048}, {1}, {1024 * kMiB}, {0}, {0, 1}, {1}})
+    ->ArgsProduct({{128, 512, 2048}, {2}, {1024 * kMiB}, {0}, {0}, {1}})
+    ->ArgsProduct({{128, 512, 2048}, {2}, {1024 * kMiB}, {1}, {0}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
-// range(0): stages; range(1): micro-batches; range(2): data-parallel copies. One DAPPLE
-// iteration with ring gradient all-reduce between the copies of each stage.
+// range(0): stages; range(1): micro-batches; range(2): data-parallel copies; range(3): compact
+// rings; range(4): SimOptions::fold; range(5): NICs per node (8: one per GPU, as DGX H100,
+// so each stage's gradient ring has a rail of its own). One DAPPLE iteration with ring
+// gradient all-reduce between the copies of each stage.
 void BM_PipelineData(benchmark::State& state) {
   const auto S = state.range(0), M = state.range(1), D = state.range(2);
   const std::string yaml = fmt::format(R"(cluster:
@@ -100,29 +109,36 @@ void BM_PipelineData(benchmark::State& state) {
   nodes: {nodes}
   gpus_per_node: 8
   intra_node: nvswitch
-  inter_node: ib-ndr
+  inter_node: {{preset: ib-ndr, nics: {nics}}}
 model:
   layers: [{{name: block, repeat: {S}, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 4 MiB, params: 1M}}]
 training: {{global_batch: {B}, micro_batch: 1}}
 strategy: {{schedule: dapple, pipeline: {S}, data: {D}, allreduce: ring}}
 )",
                                        fmt::arg("nodes", S * D / 8), fmt::arg("S", S),
-                                       fmt::arg("D", D), fmt::arg("B", M * D));
+                                       fmt::arg("D", D), fmt::arg("B", M * D),
+                                       fmt::arg("nics", state.range(5)));
   const Scenario sc = load_scenario_text(yaml, "bench.yaml");
   Run run;
   for (auto _ : state) {
     const TaskGraph g = scenario_task_graph(sc, state.range(3) != 0);
-    run.note(g, simulate(g, sc.cluster));
+    SimOptions o;
+    o.fold = state.range(4) != 0;
+    run.note(g, simulate(g, sc.cluster, o));
   }
   run.report(state);
 }
 BENCHMARK(BM_PipelineData)
-    ->Args({8, 128, 16, 0})
-    ->Args({8, 128, 128, 0})
-    ->Args({8, 128, 128, 1})
-    ->Args({64, 1024, 8, 0})
-    ->Args({64, 1024, 64, 0})
-    ->Args({64, 1024, 64, 1})
+    ->Args({8, 128, 16, 0, 1, 1})
+    ->Args({8, 128, 128, 0, 1, 1})
+    ->Args({8, 128, 128, 1, 0, 1})
+    ->Args({8, 128, 128, 1, 1, 1})
+    // 2048 -> 8192 GPUs at the same work per GPU, one NIC per GPU.
+    ->ArgsProduct({{8}, {64}, {256, 1024}, {1}, {0, 1}, {8}})
+    ->Args({64, 1024, 8, 0, 1, 1})
+    ->Args({64, 1024, 64, 0, 1, 1})
+    ->Args({64, 1024, 64, 1, 0, 1})
+    ->Args({64, 1024, 64, 1, 1, 1})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

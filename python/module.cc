@@ -119,12 +119,13 @@ LoadedScenario scenario_of(const py::object& scenario, const std::optional<py::d
 }
 
 py::object run_py(const py::object& scenario, const std::optional<py::dict>& set, bool reproducible,
-                  bool exact_sharing) {
+                  bool exact_sharing, bool fold) {
   const LoadedScenario s = scenario_of(scenario, set);
   std::string json;
   {
     const py::gil_scoped_release release;
-    json = run(s, {.reproducible = reproducible, .exact_sharing = exact_sharing}).json;
+    json = run(s, {.reproducible = reproducible, .exact_sharing = exact_sharing, .fold = fold})
+               .json;
   }
   return to_python(nlohmann::ordered_json::parse(json));
 }
@@ -274,10 +275,11 @@ class Result(dict):
   pipesim::api::result_class->attr("__module__") = "pipesim";
   m.attr("Result") = *pipesim::api::result_class;
   m.def("run", &pipesim::api::run_py, "scenario"_a = py::none(), py::kw_only(),
-        "set"_a = py::none(), "reproducible"_a = false, "exact_sharing"_a = false,
+        "set"_a = py::none(), "reproducible"_a = false, "exact_sharing"_a = false, "fold"_a = true,
         "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "
         "overrides (dotted key -> value) and returns the report of `pipesim run --json`. "
-        "reproducible=True reports wall_s as 0; exact_sharing=True is `run --exact-sharing`.");
+        "reproducible=True reports wall_s as 0; exact_sharing=True is `run --exact-sharing`; "
+        "fold=False is `run --no-fold`.");
   m.def("plan", &pipesim::api::plan_py, "scenario"_a = py::none(), py::kw_only(),
         "set"_a = py::none(), "top"_a = 10, "threads"_a = 0, "time_limit"_a = py::none(),
         "exhaustive"_a = false, "reproducible"_a = false, "compare"_a = std::vector<std::string>{},

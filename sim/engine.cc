@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/checked.h"
 #include "core/error.h"
 #include "sim/event_queue.h"
 #include "sim/network.h"
+#include "sim/phases.h"
 
 namespace pipesim {
 namespace {
@@ -16,7 +18,10 @@ enum EventKind : uint32_t {
   kOpEnd = 0,        // a compute op ends (op id)
   kLatencyDone = 1,  // a transfer's latency has elapsed: its bytes start to flow (its
                      // slot in the engine's latent_ table)
-  kFlowDone = 2,     // a flow's projected completion (stale if re-rated since)
+  kFlowDone = 2,     // a flow's projected completion (stale if re-rated since), or the end
+                     // of a ring's phase
+  kRingCheck = 3,    // the end of the moment a symmetric ring's first member became ready
+                     // (ring index): it runs as a phase or step by step
 };
 constexpr uint32_t kKindShift = 30;
 constexpr uint32_t kIdMask = (1u << kKindShift) - 1;
@@ -53,6 +58,13 @@ class Engine {
       members += r.n;
     }
     member_route_.assign(members, nullptr);
+    // Phases are exact, but they record no link samples.
+    fold_ = o.fold && !o.record_links && !g.rings().empty();
+    if (fold_) {
+      rings_.resize(g.rings().size());
+      phase_on_link_.assign(tl_.links.size(), kNoRing);
+      crossing_.assign(tl_.links.size(), 0);
+    }
   }
 
   Timeline run() {
@@ -86,8 +98,17 @@ class Engine {
           start_flow(l.id, *l.route, now);
           break;
         }
+        case kRingCheck:
+          ++tl_.events;
+          decide_ring(id, now);
+          break;
         case kFlowDone:
           if (id >= graph_.size()) --step_of(id).pending;
+          if (id >= graph_.size() && step_of(id).member == kPhase) {
+            ++tl_.events;
+            end_phase(id, now);
+            break;
+          }
           if (!network_.is_current(id, now)) {  // re-rated since; a newer event stands
             if (id >= graph_.size()) release_if_done(id);
             break;
@@ -130,6 +151,7 @@ class Engine {
     const Op& op = graph_.op(id);
     tl_.start[id] = now;
     if (const uint32_t r = ring_of(id); r != kNoRing) {
+      if (fold_ && ring_waits(r, now)) return;
       start_step(r, id - graph_.rings()[r].first, 0, now);
       return;
     }
@@ -140,7 +162,22 @@ class Engine {
   // named by an id past the graph's ops (reused once no event names it any more).
   void start_step(uint32_t ring, uint32_t member, uint32_t step, Time now) {
     const CompactRing& cr = graph_.rings()[ring];
-    const Op& op = graph_.op(cr.first + member);
+    const OpId id = new_step_id();
+    step_of(id) = {ring, member, step, 0, false};
+    start_route(id, member_route(ring, member), cr.chunk, now);
+  }
+
+  // Every step of a member crosses the same route: looked up once per member.
+  const Route& member_route(uint32_t ring, uint32_t member) {
+    const Route*& route = member_route_[ring_base_[ring] + member];
+    if (route == nullptr) {
+      const Op& op = graph_.op(graph_.rings()[ring].first + member);
+      route = &cluster_.route(op.device, op.peer);
+    }
+    return *route;
+  }
+
+  OpId new_step_id() {
     OpId id = 0;
     if (free_steps_.empty()) {
       id = static_cast<OpId>(graph_.size() + steps_.size());
@@ -150,12 +187,124 @@ class Engine {
       id = free_steps_.back();
       free_steps_.pop_back();
     }
-    step_of(id) = {ring, member, step, 0, false};
-    // Every step of a member crosses the same route: look it up once per member.
-    const Route*& route = member_route_[ring_base_[ring] + member];
-    if (route == nullptr) route = &cluster_.route(op.device, op.peer);
-    start_route(id, *route, cr.chunk, now);
+    return id;
   }
+
+  // --- Phases (SimOptions::fold, sim/phases.h) ---
+
+  // Whether the ring member that became ready at `now` waits for the ring's decision
+  // (kRingCheck, at this same moment): a symmetric ring waits to see whether all its
+  // members are ready at once.
+  bool ring_waits(uint32_t r, Time now) {
+    RingState& rs = rings_[r];
+    if (rs.mode == RingState::kUnseen) {
+      std::optional<PhasePlan> plan = plan_phase(graph_, r, cluster_, crossing_);
+      if (!plan) {
+        rs.mode = RingState::kSteps;
+        return false;
+      }
+      rs.plan = static_cast<uint32_t>(plans_.size());
+      plans_.push_back(std::move(*plan));
+      rs.mode = RingState::kWaiting;
+      push(now, r, kRingCheck);
+    }
+    return rs.mode == RingState::kWaiting;
+  }
+
+  // The end of the moment ring r's first member became ready: with every member ready and
+  // its links free of other flows and phases, it runs as a phase; otherwise step by step.
+  void decide_ring(uint32_t r, Time now) {
+    RingState& rs = rings_[r];
+    const CompactRing& cr = graph_.rings()[r];
+    const PhasePlan& plan = plans_[rs.plan];
+    bool phase = true;
+    for (uint32_t m = 0; m < cr.n && phase; ++m) phase = tl_.start[cr.first + m] != Time::max();
+    for (size_t i = 0; i < plan.links.size() && phase; ++i) {
+      const auto h = static_cast<size_t>(plan.links[i]);
+      phase = link_active_[h] == 0 && phase_on_link_[h] == kNoRing;
+    }
+    if (!phase) {
+      rs.mode = RingState::kSteps;
+      for (uint32_t m = 0; m < cr.n; ++m)
+        if (tl_.start[cr.first + m] != Time::max()) start_step(r, m, 0, now);
+      return;
+    }
+    rs.mode = RingState::kPhase;
+    rs.start = now;
+    rs.id = new_step_id();
+    step_of(rs.id) = {r, kPhase, 0, 1, false};
+    for (LinkDirection h : plan.links) phase_on_link_[static_cast<size_t>(h)] = r;
+    push(checked_add(now, plan.duration(), "the simulated time"), rs.id, kFlowDone);
+  }
+
+  // Adds to the phase's links what its first `done` steps sent (their bytes, busy time and
+  // flows) and the bytes of the `started` steps whose latency has begun.
+  void account_steps(const PhasePlan& plan, int64_t done, int64_t started) {
+    const int64_t bytes = checked_mul(plan.chunk, started, "the bytes a ring sends");
+    for (size_t i = 0; i < plan.links.size(); ++i) {
+      LinkStats& ls = tl_.links[static_cast<size_t>(plan.links[i])];
+      const int64_t k = plan.count[i];
+      ls.bytes = checked_add(ls.bytes, checked_mul(bytes, k, "the bytes a ring sends"),
+                             "the bytes a link carries");
+      ls.busy += plan.transfer * done;
+      if (done > 0) ls.peak_flows = std::max(ls.peak_flows, static_cast<int>(k));
+    }
+  }
+
+  // The phase's end: every member's last chunk has arrived, so every member's op ends.
+  void end_phase(OpId id, Time now) {
+    StepFlow& sf = step_of(id);
+    if (sf.ended) {  // split into steps since
+      release_if_done(id);
+      return;
+    }
+    sf.ended = true;
+    const uint32_t r = sf.ring;
+    release_if_done(id);
+    const PhasePlan& plan = plans_[rings_[r].plan];
+    account_steps(plan, plan.steps, plan.steps);
+    for (LinkDirection h : plan.links) phase_on_link_[static_cast<size_t>(h)] = kNoRing;
+    const CompactRing& cr = graph_.rings()[r];
+    for (uint32_t m = 1; m <= cr.n; ++m) finish(cr.first + m % cr.n, now);
+  }
+
+  // A flow is about to start on a link of ring r's phase: from here on the ring runs step
+  // by step, each member where the phase has brought it (the step it is in, waiting out
+  // the latency or sending since a known moment at the phase's rate), as the steps would
+  // have left it.
+  void split_phase(uint32_t r, Time now) {
+    RingState& rs = rings_[r];
+    const PhasePlan& plan = plans_[rs.plan];
+    const PhasePosition at = phase_position(plan, rs.start, now);
+    if (at.over) return;  // it ends at this moment; its event ends it
+    rs.mode = RingState::kSteps;
+    step_of(rs.id).ended = true;
+    release_if_done(rs.id);
+    for (LinkDirection h : plan.links) phase_on_link_[static_cast<size_t>(h)] = kNoRing;
+    account_steps(plan, at.step, at.step + 1);
+    const CompactRing& cr = graph_.rings()[r];
+    for (uint32_t m = 0; m < cr.n; ++m) {
+      const OpId id = new_step_id();
+      step_of(id) = {r, m, static_cast<uint32_t>(at.step), 0, false};
+      const Route& route = member_route(r, m);
+      if (!at.sending) {  // waiting out the step's latency
+        uint32_t slot = new_latent_slot();
+        latent_[slot] = {id, &route};
+        push(at.latency_done, slot, kLatencyDone);
+        continue;
+      }
+      for (LinkDirection h : route.hops) {
+        const auto hu = static_cast<size_t>(h);
+        if (link_active_[hu]++ == 0) link_since_[hu] = at.since;
+        tl_.links[hu].peak_flows =
+            std::max(tl_.links[hu].peak_flows, static_cast<int>(link_active_[hu]));
+      }
+      network_.add_in_flight(id, route, cr.chunk, plan.rate, at.since, at.finish);
+      ++step_of(id).pending;
+      push(at.finish, id, kFlowDone);
+    }
+  }
+
 
   // The step's chunk has arrived at the next member: it sends its next step, or, after the
   // last, the next member's op of the ring ends.
@@ -185,15 +334,7 @@ class Engine {
     }
     if (route.latency > Time::zero()) {
       // The event names the transfer's slot in latent_, which holds its id and route.
-      uint32_t slot = 0;
-      if (free_latent_.empty()) {
-        slot = static_cast<uint32_t>(latent_.size());
-        PIPESIM_ASSERT(slot <= kIdMask, "fewer than 2^30 transfers in their latency");
-        latent_.emplace_back();
-      } else {
-        slot = free_latent_.back();
-        free_latent_.pop_back();
-      }
+      const uint32_t slot = new_latent_slot();
       latent_[slot] = {id, &route};
       push(checked_add(now, route.latency, "the simulated time"), slot, kLatencyDone);
     } else {
@@ -201,7 +342,25 @@ class Engine {
     }
   }
 
+  uint32_t new_latent_slot() {
+    if (free_latent_.empty()) {
+      const auto slot = static_cast<uint32_t>(latent_.size());
+      PIPESIM_ASSERT(slot <= kIdMask, "fewer than 2^30 transfers in their latency");
+      latent_.emplace_back();
+      return slot;
+    }
+    const uint32_t slot = free_latent_.back();
+    free_latent_.pop_back();
+    return slot;
+  }
+
   void start_flow(OpId id, const Route& route, Time now) {
+    if (fold_) {
+      for (LinkDirection h : route.hops) {
+        if (const uint32_t r = phase_on_link_[static_cast<size_t>(h)]; r != kNoRing)
+          split_phase(r, now);
+      }
+    }
     for (LinkDirection h : route.hops) {
       const auto hu = static_cast<size_t>(h);
       if (link_active_[hu]++ == 0) link_since_[hu] = now;
@@ -306,7 +465,10 @@ class Engine {
       ds.peak_time = now;
     }
     const int64_t capacity = cluster_.device(d).gpu.memory_bytes;
-    if (!tl_.oom.oom && total > capacity) tl_.oom = {true, d, cause, now, total, capacity};
+    // The first crossing; of crossings at the same moment (symmetric ranks), the lowest
+    // device's, whatever order that moment's events ran in.
+    if (total > capacity && (!tl_.oom.oom || (now == tl_.oom.time && d < tl_.oom.device)))
+      tl_.oom = {true, d, cause, now, total, capacity};
   }
 
   // A step of a compact ring in flight (or ended, with completion events still queued).
@@ -316,6 +478,14 @@ class Engine {
     bool ended = false;
   };
   StepFlow& step_of(OpId id) { return steps_[id - graph_.size()]; }
+  static constexpr uint32_t kPhase = UINT32_MAX;  // StepFlow::member of a ring's phase
+  // How a compact ring runs (SimOptions::fold).
+  struct RingState {
+    enum Mode : uint8_t { kUnseen, kWaiting, kSteps, kPhase } mode = kUnseen;
+    uint32_t plan = 0;  // its PhasePlan, once found symmetric
+    Time start;         // the phase's start
+    OpId id = 0;        // the phase's StepFlow id
+  };
   static constexpr uint32_t kNoRing = UINT32_MAX;
   // The compact ring that `id` is a member of, or kNoRing (rings are sorted by first op).
   uint32_t ring_of(OpId id) const {
@@ -351,6 +521,12 @@ class Engine {
   std::vector<const Route*> member_route_;  // [ring_base + member] its route, once looked up
   std::vector<StepFlow> steps_;             // [id - graph size]
   std::vector<OpId> free_steps_;
+  // Phases (SimOptions::fold; sim/internal/phases.inc).
+  bool fold_ = false;
+  std::vector<RingState> rings_;           // [ring]
+  std::vector<PhasePlan> plans_;           // [RingState::plan]
+  std::vector<uint32_t> phase_on_link_;    // [link direction] the ring whose phase holds it
+  std::vector<uint32_t> crossing_;         // [link direction] scratch of plan_phase
 };
 
 }  // namespace

@@ -6,7 +6,8 @@
 // bytes as a flow sharing every link direction it crosses max-min fairly with the other
 // flows there (FlowNetwork). On an idle path that is latency + bytes / bottleneck.
 // A compact ring (TaskGraph::rings) runs each of its steps as such a transfer, started when
-// the chunk before it has arrived, exactly as the ring's expanded transfers would run.
+// the chunk before it has arrived, exactly as the ring's expanded transfers would run, or,
+// when its members are symmetric, as one phase (SimOptions::fold).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,8 @@ struct MemoryChange {
   bool at_end;
 };
 
+// The first time a device's memory crossed its capacity (the lowest such device at that
+// time).
 struct OomInfo {
   bool oom = false;
   int device = -1;
@@ -76,6 +79,14 @@ struct SimOptions {
   // FlowNetwork::kLocalAbove flows are re-rated on the region whose rates move, which agrees
   // with the oracle to rounding (docs/performance.md, "Local re-rating").
   bool exact_sharing = false;
+  // Symmetric collectives in phases: a compact ring whose members all become ready at the
+  // same moment, and whose steps would all run at one rate on otherwise idle links, runs
+  // as one flow for all its members and steps (the phase) instead of one per member and
+  // step; on idle links the result is the same to the picosecond. Where unrelated flows
+  // share its links, every member goes at the pace of the most loaded one
+  // (docs/performance.md, "Collectives in phases"). Off (`pipesim run --no-fold`): every
+  // step as its own flow.
+  bool fold = true;
   // Past this, the simulation stops with DeadlinePassed (its timeline lost): a caller's
   // time limit (plan --time-limit). Checked every few thousand events.
   Deadline deadline;

@@ -48,8 +48,7 @@ Time FlowNetwork::finish_time(const Flow& f, Time now) const {
                      "the simulated time");
 }
 
-void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
-                      std::vector<Update>& changed) {
+uint32_t FlowNetwork::new_flow(uint32_t id, const Route& route, int64_t bytes, Time since) {
   if (id >= slot_of_.size()) slot_of_.resize(size_t{id} + 1, kNoSlot);
   PIPESIM_ASSERT(slot_of_[id] == kNoSlot, "a flow starts once");
   uint32_t s;
@@ -66,7 +65,14 @@ void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
   f.id = id;
   f.route = &route;
   f.remaining = static_cast<double>(bytes);
-  f.updated = now;
+  f.updated = since;
+  return s;
+}
+
+void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
+                      std::vector<Update>& changed) {
+  const uint32_t s = new_flow(id, route, bytes, now);
+  Flow& f = slots_[s];
   f.rate = std::numeric_limits<double>::infinity();
   bool alone = true;
   double bottleneck = std::numeric_limits<double>::infinity();
@@ -93,6 +99,21 @@ void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
   }
   f.rate = 0;  // marks it as changed in rerate
   rerate(route, now, changed);
+}
+
+void FlowNetwork::add_in_flight(uint32_t id, const Route& route, int64_t bytes, double rate,
+                                Time since, Time finish) {
+  const uint32_t s = new_flow(id, route, bytes, since);
+  Flow& f = slots_[s];
+  f.rate = rate;
+  f.finish = finish;
+  for (LinkDirection h : route.hops) {
+    Link& l = links_[static_cast<size_t>(h)];
+    if (!l.finite) continue;
+    f.constrained = true;
+    l.flows.push_back(s);
+  }
+  PIPESIM_ASSERT(f.constrained && bytes > 0, "a flow in flight crosses a finite link");
 }
 
 void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {

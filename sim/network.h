@@ -47,6 +47,13 @@ class FlowNetwork {
   // earlier projections of those flows are stale.
   void add(uint32_t flow, const Route& route, int64_t bytes, Time now,
            std::vector<Update>& changed);
+  // A flow that has been sending alone at `rate` since `since` (its links carried no other
+  // flow, so `rate` is what max-min sharing gives it, and nobody else's rate depends on
+  // it), due to finish at `finish`: it joins in the state add() and the re-ratings since
+  // would have left it in, without a re-rating (a collective's phase turned back into
+  // steps, SimOptions::fold).
+  void add_in_flight(uint32_t flow, const Route& route, int64_t bytes, double rate, Time since,
+                     Time finish);
   // Whether a completion event for `flow` at `t` is still its current projection.
   bool is_current(uint32_t flow, Time t) const {
     if (flow >= slot_of_.size()) return false;
@@ -95,6 +102,8 @@ class FlowNetwork {
     auto operator<=>(const HeapEntry&) const = default;
   };
 
+  // A fresh flow `id` in a slot of its own, sending `bytes` from `since`; returns the slot.
+  uint32_t new_flow(uint32_t id, const Route& route, int64_t bytes, Time since);
   bool finite(LinkDirection h) const { return links_[static_cast<size_t>(h)].finite; }
   // `whole`: the whole component whatever its size (rerate_local's fallback).
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole = false);

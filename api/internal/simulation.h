@@ -30,6 +30,7 @@ struct SimulateOptions {
   // step). Off where every step must be an op of its own: traces, op CSVs, backends.
   bool compact_collectives = true;
   bool exact_sharing = false;  // SimOptions::exact_sharing (`pipesim run --exact-sharing`)
+  bool fold = true;            // SimOptions::fold (off: `pipesim run --no-fold`)
 };
 
 // Builds the TaskGraph of a loaded scenario, simulates it and makes its report; `overrides`

@@ -39,6 +39,11 @@ class Run(unittest.TestCase):
         self.assertEqual(pipesim.run(TOY, reproducible=True, exact_sharing=True),
                          cli_json("run", TOY, "--reproducible", "--exact-sharing"))
 
+    def test_fold_false_equals_no_fold(self):
+        hybrid = os.path.join(SOURCE, "scenarios", "examples", "dapple-hybrid.yaml")
+        self.assertEqual(pipesim.run(hybrid, reproducible=True, fold=False),
+                         cli_json("run", hybrid, "--reproducible", "--no-fold"))
+
     def test_overrides_equal_cli_set(self):
         # A str is YAML text as after --set KEY=; numbers and bools are written as JSON.
         sets = {"strategy.schedule": "gpipe", "training.micro_batch": 1,

@@ -1,0 +1,77 @@
+#include "sim/phases.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/units.h"
+
+namespace pipesim {
+
+std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+                                    std::vector<uint32_t>& scratch) {
+  const CompactRing& cr = graph.rings()[ring];
+  if (cr.n < 2) return std::nullopt;
+  PhasePlan p;
+  p.chunk = cr.chunk;
+  p.steps = std::max<int64_t>(cr.steps, 1);
+  std::vector<const Route*> routes(cr.n);
+  bool same_latency = true;
+  for (uint32_t m = 0; m < cr.n; ++m) {
+    const Op& op = graph.op(cr.first + m);
+    routes[m] = &cluster.route(op.device, op.peer);
+    if (m == 0) p.latency = routes[m]->latency;
+    same_latency = same_latency && routes[m]->latency == p.latency;
+    for (LinkDirection h : routes[m]->hops) {
+      if (scratch[static_cast<size_t>(h)]++ == 0) p.links.push_back(h);
+    }
+  }
+  // Progressive filling among the members' flows alone first freezes the links of least
+  // capacity per flow, at rate = capacity / flows. Every member must be frozen there, and
+  // bit for bit at that rate: its tightest link is crossed by it alone (a shared one would
+  // see its share recomputed after others froze, to rounding).
+  double rate = std::numeric_limits<double>::infinity();
+  for (LinkDirection h : p.links)
+    rate = std::min(rate, cluster.direction_bandwidth(h) / scratch[static_cast<size_t>(h)]);
+  bool every = same_latency;
+  for (uint32_t m = 0; m < cr.n && every; ++m) {
+    bool tight = std::isinf(rate);  // no finite link at all: every step is its latency
+    for (LinkDirection h : routes[m]->hops) {
+      tight =
+          tight || (scratch[static_cast<size_t>(h)] == 1 && cluster.direction_bandwidth(h) == rate);
+    }
+    every = tight;
+  }
+  // A tight link that two members share freezes them to rounding only.
+  for (LinkDirection h : p.links) {
+    const uint32_t k = scratch[static_cast<size_t>(h)];
+    if (k > 1 && cluster.direction_bandwidth(h) / k == rate) every = false;
+  }
+  p.count.reserve(p.links.size());
+  for (LinkDirection h : p.links) {
+    p.count.push_back(scratch[static_cast<size_t>(h)]);
+    scratch[static_cast<size_t>(h)] = 0;
+  }
+  if (!every) return std::nullopt;
+  p.rate = rate;
+  p.transfer =
+      p.chunk > 0 && std::isfinite(rate) ? serialization_time(p.chunk, rate) : Time::zero();
+  return p;
+}
+
+PhasePosition phase_position(const PhasePlan& plan, Time start, Time now) {
+  PhasePosition at;
+  const Time period = plan.latency + plan.transfer;
+  const Time elapsed = now - start;
+  if (period == Time::zero() || elapsed >= plan.duration()) {
+    at.over = true;
+    return at;
+  }
+  at.step = elapsed.ps_count() / period.ps_count();
+  const Time step_start = start + period * at.step;
+  at.latency_done = at.since = step_start + plan.latency;
+  at.sending = now >= at.since;
+  at.finish = at.since + plan.transfer;
+  return at;
+}
+
+}  // namespace pipesim

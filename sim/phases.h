@@ -1,0 +1,49 @@
+// Collectives in phases (SimOptions::fold). A compact ring's members are symmetric when,
+// run alone on otherwise idle links, every member's step gets one rate and one latency:
+// then every step of every member starts and ends at the same moments, and the whole ring
+// is a timer of steps x (latency + chunk / rate), with no flow in the network. The engine
+// runs it so while no other flow touches its links; the moment one does, it turns the
+// phase back into the steps exactly where they would be (phase_position) and goes on
+// step by step, so the result is the step-by-step run's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/time.h"
+#include "schedules/task_graph.h"
+#include "topology/cluster.h"
+
+namespace pipesim {
+
+struct PhasePlan {
+  std::vector<LinkDirection> links;  // every link direction a member's step crosses, once
+  std::vector<uint32_t> count;       // [links] member flows crossing it
+  Time latency;                      // of one step's route
+  Time transfer;                     // one chunk at `rate`
+  double rate = 0;                   // every member's flow's max-min rate
+  int64_t chunk = 0;
+  int64_t steps = 1;
+  Time duration() const { return (latency + transfer) * steps; }
+};
+
+// Ring `ring` of `graph` as a phase, or nothing where its members are not symmetric: their
+// routes' latencies differ, or max-min sharing among their flows alone would not give
+// every one the same rate bit for bit (a member's tightest link is not its own). `scratch`
+// holds a zero per link direction and is left so.
+std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+                                    std::vector<uint32_t>& scratch);
+
+// Where every member of a phase started at `start` is at `now`.
+struct PhasePosition {
+  bool over = false;     // its last step ends at `now` or before
+  int64_t step = 0;      // the step it is in
+  bool sending = false;  // past the step's latency, sending its chunk since `since`
+  Time latency_done;     // when the step's latency is (or was) over: `since`
+  Time since;
+  Time finish;  // when the step's chunk arrives
+};
+PhasePosition phase_position(const PhasePlan& plan, Time start, Time now);
+
+}  // namespace pipesim
