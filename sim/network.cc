@@ -116,6 +116,23 @@ void FlowNetwork::add_in_flight(uint32_t id, const Route& route, int64_t bytes, 
   PIPESIM_ASSERT(f.constrained && bytes > 0, "a flow in flight crosses a finite link");
 }
 
+Time FlowNetwork::add_copy(uint32_t id, const Route& route, uint32_t of) {
+  const Flow original = slots_[slot_of_[of]];
+  const uint32_t s = new_flow(id, route, 0, original.updated);
+  Flow& f = slots_[s];
+  f.remaining = original.remaining;
+  f.rate = original.rate;
+  f.finish = original.finish;
+  f.exact = original.exact;
+  f.constrained = original.constrained;
+  if (f.constrained) {
+    for (LinkDirection h : route.hops) {
+      if (finite(h)) links_[static_cast<size_t>(h)].flows.push_back(s);
+    }
+  }
+  return f.finish;
+}
+
 void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
   const uint32_t s = slot_of_[id];
   PIPESIM_ASSERT(s != kNoSlot, "only active flows end");

@@ -54,6 +54,12 @@ class FlowNetwork {
   // steps, SimOptions::fold).
   void add_in_flight(uint32_t flow, const Route& route, int64_t bytes, double rate, Time since,
                      Time finish);
+  // A flow over `route` in exactly the state active flow `of` is in (its bytes left, rate,
+  // projection), without a re-rating: the image of `of` on links that mirror its own and
+  // carry nothing else (a folded ring unfolded, SimOptions::fold). Returns its finish.
+  Time add_copy(uint32_t flow, const Route& route, uint32_t of);
+  // Whether `flow` is in the network (started and not yet removed).
+  bool active(uint32_t flow) const { return flow < slot_of_.size() && slot_of_[flow] != kNoSlot; }
   // Whether a completion event for `flow` at `t` is still its current projection.
   bool is_current(uint32_t flow, Time t) const {
     if (flow >= slot_of_.size()) return false;

@@ -58,6 +58,39 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
   return p;
 }
 
+std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+                                    std::vector<uint32_t>& scratch) {
+  const CompactRing& cr = graph.rings()[ring];
+  if (cr.n < 4) return std::nullopt;
+  std::vector<const Route*> routes(cr.n);
+  bool own = true;  // no link direction under two members' steps
+  for (uint32_t m = 0; m < cr.n; ++m) {
+    const Op& op = graph.op(cr.first + m);
+    routes[m] = &cluster.route(op.device, op.peer);
+    for (LinkDirection h : routes[m]->hops) own = own && scratch[static_cast<size_t>(h)]++ == 0;
+  }
+  for (uint32_t m = 0; m < cr.n; ++m) {
+    for (LinkDirection h : routes[m]->hops) scratch[static_cast<size_t>(h)] = 0;
+  }
+  if (!own) return std::nullopt;
+  const auto alike = [&](const Route& a, const Route& b) {
+    if (a.latency != b.latency || a.hops.size() != b.hops.size()) return false;
+    for (size_t i = 0; i < a.hops.size(); ++i) {
+      if (cluster.direction_bandwidth(a.hops[i]) != cluster.direction_bandwidth(b.hops[i]))
+        return false;
+    }
+    return true;
+  };
+  for (uint32_t p = 1; p <= cr.n / 2; ++p) {
+    if (cr.n % p != 0) continue;
+    bool periodic = true;
+    for (uint32_t m = 0; m + p < cr.n && periodic; ++m)
+      periodic = alike(*routes[m], *routes[m + p]);
+    if (periodic) return p;
+  }
+  return std::nullopt;
+}
+
 PhasePosition phase_position(const PhasePlan& plan, Time start, Time now) {
   PhasePosition at;
   const Time period = plan.latency + plan.transfer;

@@ -35,6 +35,16 @@ struct PhasePlan {
 std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch);
 
+// Rings that are not symmetric but periodic: member m + p's step is member m's shifted by
+// p members (the same latency, and hop by hop the same capacities: a ring over nodes of
+// p GPUs, p - 1 hops inside each node and one across), and no link direction is crossed
+// by two members. Started at one moment on idle links, member m + kp then does exactly
+// what member m does, so the engine runs members 0 .. p - 1 only, member p - 1 sending to
+// member p's GPU as the ring does, and member 0 receiving what member p - 1 sends (its
+// image). The smallest such p with at least two periods, or nothing. `scratch` as above.
+std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+                                    std::vector<uint32_t>& scratch);
+
 // Where every member of a phase started at `start` is at `now`.
 struct PhasePosition {
   bool over = false;     // its last step ends at `now` or before

@@ -132,13 +132,30 @@ TEST(Phases, AHierarchicalAllReduceIsTheSteps) {
   EXPECT_LT(phases.events * 2, steps.events);
 }
 
-// Rings that are not symmetric run step by step, so they are the steps too, event for
-// event: a ring over two nodes of four (two of its eight hops cross the network), and a
-// symmetric ring whose members become ready at different times.
+// A flat ring over nodes of 8 GPUs is not symmetric (7 of every 8 hops inside a node, one
+// across) but periodic: folded to its first 8 members, member 7 sending to member 8's GPU
+// and member 0 receiving member 7's chunks as its image would. 4 nodes: 62 steps of 2 MiB.
+TEST(Phases, AFlatRingOverNodesFoldsByItsPeriod) {
+  for (int nodes : {2, 4, 16}) {
+    SCOPED_TRACE(nodes);
+    const Cluster c = cluster(nodes, 8);
+    for (Kind k : {Kind::kRing, Kind::kReduceScatter, Kind::kAllGather}) {
+      const TaskGraph g = collective(c, all_of(c), k, int64_t{nodes} * 8 * (2 << 20));
+      const Timeline steps = run(g, c, false), folded = run(g, c, true);
+      expect_identical(steps, folded);
+      // The period's 8 members' steps instead of every member's.
+      EXPECT_LT(folded.events * (nodes * 8 / 8) / 2, steps.events);
+    }
+  }
+}
+
+// Rings neither symmetric nor periodic run step by step, event for event: a ring over
+// GPUs 0 and 1 of node 0 and GPU 0 of nodes 1 and 2 (one hop inside a node, three across),
+// and a symmetric ring whose members become ready at different times.
 TEST(Phases, AsymmetricRingsRunStepByStep) {
-  const Cluster two = cluster(2, 4);
-  const TaskGraph g = collective(two, all_of(two), Kind::kRing, 64 << 20);
-  Timeline steps = run(g, two, false), phases = run(g, two, true);
+  const Cluster three = cluster(3, 4);
+  const TaskGraph g = collective(three, {0, 1, 4, 8}, Kind::kRing, 64 << 20);
+  Timeline steps = run(g, three, false), phases = run(g, three, true);
   expect_identical(steps, phases);
   EXPECT_EQ(steps.events, phases.events);
 
@@ -181,21 +198,22 @@ strategy: {schedule: dapple, pipeline: 1, data: 4, allreduce: ring}
   }
 }
 
-// Phases among unrelated traffic: rings over every GPU but the last (symmetric where each
-// node has one GPU, or one node holds them all) while the last GPU sends transfers to
-// random members at random moments, so phases start, are cut short by a transfer and go
-// on as steps, or are refused because a transfer is already on their links. Every op
-// starts and ends at the step-by-step run's picosecond.
+// Phases and folds among unrelated traffic: rings over every GPU of all nodes but the last
+// (symmetric where each node has one GPU or one node holds them all, periodic otherwise)
+// while a GPU of the last node sends transfers to random members at random moments, so
+// phases and folds start, are cut short by a transfer and go on as steps, or are refused
+// because a transfer is already on their links. Every op starts and ends at the
+// step-by-step run's picosecond.
 TEST(Phases, AmongOtherTrafficTheyAreTheSteps) {
   const GpuSpec gpu = *find_gpu_preset("h100-80gb");
   std::mt19937 rng(7);
   int folded = 0, cases = 0;
-  for (uint32_t seed = 1; seed <= 80; ++seed) {
-    const int nodes = 1 + static_cast<int>(seed % 5), per_node = 1 + static_cast<int>(seed % 3);
-    const int ring = nodes * per_node - 1, spare = ring;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    const int nodes = 1 + static_cast<int>(seed % 5), per_node = 1 + static_cast<int>(seed % 4);
+    const int ring = nodes * per_node, spare = ring;
     if (ring < 2) continue;
-    const Cluster c = ClusterBuilder::shorthand(nodes, per_node, gpu, *find_link_preset("nvswitch"),
-                                                *find_link_preset("ib-ndr"));
+    const Cluster c = ClusterBuilder::shorthand(
+        nodes + 1, per_node, gpu, *find_link_preset("nvswitch"), *find_link_preset("ib-ndr"));
     TaskGraphBuilder b(c.num_devices());
     b.set_compact_rings(true);
     std::vector<OpId> last(static_cast<size_t>(c.num_devices()));
