@@ -200,7 +200,9 @@ void Engine::start_fold(uint32_t r, Time now) {
 // p, which is member 0's image): after the last step, every image of that member ends.
 void Engine::end_folded_step(OpId id, uint32_t r, uint32_t member, uint32_t step, Time now) {
   FoldState& f = folds_[rings_[r].plan];
-  f.live.erase(std::find(f.live.begin(), f.live.end(), id));
+  const auto it = std::find(f.live.begin(), f.live.end(), id);
+  PIPESIM_ASSERT(it != f.live.end(), "a folded step ends once");
+  f.live.erase(it);
   const CompactRing& cr = graph_.rings()[r];
   if (step + 1 < cr.steps) {
     start_step(r, (member + 1) % f.period, step + 1, now);
