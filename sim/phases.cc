@@ -6,11 +6,27 @@
 #include "core/units.h"
 
 namespace pipesim {
+namespace {
+
+// Whether some member's step has no latency (a cluster written with `latency: 0`).
+bool zero_latency(const TaskGraph& graph, const CompactRing& cr, const Cluster& cluster) {
+  for (uint32_t m = 0; m < cr.n; ++m) {
+    const Op& op = graph.op(cr.first + m);
+    if (cluster.route(op.device, op.peer).latency == Time::zero()) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch) {
   const CompactRing& cr = graph.rings()[ring];
   if (cr.n < 2) return std::nullopt;
+  // Without a latency between steps a member's next step would start in the very moment
+  // its last one ends, with that one still on the link (its end queued after): the steps
+  // would count two flows there, a phase one.
+  if (zero_latency(graph, cr, cluster)) return std::nullopt;
   PhasePlan p;
   p.chunk = cr.chunk;
   p.steps = std::max<int64_t>(cr.steps, 1);
@@ -61,7 +77,7 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
 std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch) {
   const CompactRing& cr = graph.rings()[ring];
-  if (cr.n < 4) return std::nullopt;
+  if (cr.n < 4 || zero_latency(graph, cr, cluster)) return std::nullopt;
   std::vector<const Route*> routes(cr.n);
   bool own = true;  // no link direction under two members' steps
   for (uint32_t m = 0; m < cr.n; ++m) {

@@ -4,7 +4,10 @@
 // is a timer of steps x (latency + chunk / rate), with no flow in the network. The engine
 // runs it so while no other flow touches its links; the moment one does, it turns the
 // phase back into the steps exactly where they would be (phase_position) and goes on
-// step by step, so the result is the step-by-step run's.
+// step by step, so the result is the step-by-step run's (but for a flow starting at the
+// very picosecond a step ends: within that moment the steps' events would run in the
+// order they were queued, which a phase does not keep; a link's peak flow count may then
+// differ by one; docs/performance.md).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +32,9 @@ struct PhasePlan {
 };
 
 // Ring `ring` of `graph` as a phase, or nothing where its members are not symmetric: their
-// routes' latencies differ, or max-min sharing among their flows alone would not give
-// every one the same rate bit for bit (a member's tightest link is not its own). `scratch`
+// routes' latencies differ or one is zero, or max-min sharing among their flows alone
+// would not give every one the same rate bit for bit (a member's tightest link is not its
+// own). `scratch`
 // holds a zero per link direction and is left so.
 std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch);
@@ -41,7 +45,8 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
 // by two members. Started at one moment on idle links, member m + kp then does exactly
 // what member m does, so the engine runs members 0 .. p - 1 only, member p - 1 sending to
 // member p's GPU as the ring does, and member 0 receiving what member p - 1 sends (its
-// image). The smallest such p with at least two periods, or nothing. `scratch` as above.
+// image). The smallest such p with at least two periods, or nothing (also where a route
+// has no latency). `scratch` as above.
 std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch);
 

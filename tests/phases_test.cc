@@ -168,6 +168,25 @@ TEST(Phases, AsymmetricRingsRunStepByStep) {
   EXPECT_EQ(steps.events + 1, phases.events);  // the decision that it runs step by step
 }
 
+// With no latency between steps a member's next step starts in the very moment its last
+// one ends, while that one is still on the link: step by step a link counts two flows
+// there, so such rings are never phases or folds (pipelines of test::PipeSpec, whose
+// links have no latency, with data-parallel rings among 4 and 8 copies).
+TEST(Phases, RingsWithoutLatencyRunStepByStep) {
+  for (int data : {4, 8}) {
+    test::PipeSpec p;
+    p.stages = 2;
+    p.data = data;
+    p.params = "10M";
+    const Scenario sc = load_scenario_text(test::to_yaml(p), "zero.yaml");
+    const TaskGraph g = scenario_task_graph(sc, true);
+    ASSERT_FALSE(g.rings().empty());
+    const Timeline steps = run(g, sc.cluster, false), phases = run(g, sc.cluster, true);
+    expect_identical(steps, phases);
+    EXPECT_EQ(steps.events, phases.events);
+  }
+}
+
 // Whole scenarios whose gradient rings are symmetric and alone on their links: ZeRO-1/2/3
 // reduce-scatters and all-gathers among 8 GPUs of a node, data parallelism over 4 nodes.
 TEST(Phases, ScenariosWithSymmetricRingsAreTheSteps) {
