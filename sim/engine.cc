@@ -44,7 +44,7 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   fold_ = o.fold && !o.record_links && !g.rings().empty();
   if (fold_) {
     rings_.resize(g.rings().size());
-    phase_on_link_.assign(tl_.links.size(), kNoRing);
+    held_by_.assign(tl_.links.size(), kNoRing);
     crossing_.assign(tl_.links.size(), 0);
   }
 }
@@ -87,8 +87,7 @@ Timeline Engine::run() {
       case kFlowDone:
         if (id >= graph_.size()) --step_of(id).pending;
         if (id >= graph_.size() && step_of(id).member == kPhase) {
-          ++tl_.events;
-          end_phase(id, now);
+          if (end_phase(id, now)) ++tl_.events;
           break;
         }
         if (!network_.is_current(id, now)) {  // re-rated since; a newer event stands
@@ -165,7 +164,7 @@ uint32_t Engine::new_latent_slot() {
 void Engine::start_flow(OpId id, const Route& route, Time now) {
   if (fold_) {
     for (LinkDirection h : route.hops) {
-      const uint32_t r = phase_on_link_[static_cast<size_t>(h)];
+      const uint32_t r = held_by_[static_cast<size_t>(h)];
       if (r == kNoRing || (id >= graph_.size() && step_of(id).ring == r)) continue;
       if (rings_[r].mode == RingState::kFold) {
         unfold(r);

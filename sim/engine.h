@@ -7,7 +7,7 @@
 // flows there (FlowNetwork). On an idle path that is latency + bytes / bottleneck.
 // A compact ring (TaskGraph::rings) runs each of its steps as such a transfer, started when
 // the chunk before it has arrived, exactly as the ring's expanded transfers would run, or,
-// when its members are symmetric, as one phase (SimOptions::fold).
+// when its members are symmetric or periodic, as a phase or folded (SimOptions::fold).
 #pragma once
 
 #include <cstdint>
@@ -79,13 +79,12 @@ struct SimOptions {
   // FlowNetwork::kLocalAbove flows are re-rated on the region whose rates move, which agrees
   // with the oracle to rounding (docs/performance.md, "Local re-rating").
   bool exact_sharing = false;
-  // Symmetric collectives in phases: a compact ring whose members all become ready at the
-  // same moment, and whose steps would all run at one rate on otherwise idle links, runs
-  // as one flow for all its members and steps (the phase) instead of one per member and
-  // step; on idle links the result is the same to the picosecond. Where unrelated flows
-  // share its links, every member goes at the pace of the most loaded one
-  // (docs/performance.md, "Collectives in phases"). Off (`pipesim run --no-fold`): every
-  // step as its own flow.
+  // Compact rings whose members all become ready at one moment on idle links run as a
+  // phase (symmetric members: one timer, no flow) or folded by their period (only the
+  // first period's members as flows), and turn back into steps the moment another flow
+  // needs their links: the step-by-step results with far fewer events (sim/phases.h;
+  // docs/performance.md, "Collectives in phases and folded rings"). Off
+  // (`pipesim run --no-fold`): every step as its own flow.
   bool fold = true;
   // Past this, the simulation stops with DeadlinePassed (its timeline lost): a caller's
   // time limit (plan --time-limit). Checked every few thousand events.

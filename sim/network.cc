@@ -107,13 +107,18 @@ void FlowNetwork::add_in_flight(uint32_t id, const Route& route, int64_t bytes, 
   Flow& f = slots_[s];
   f.rate = rate;
   f.finish = finish;
-  for (LinkDirection h : route.hops) {
-    Link& l = links_[static_cast<size_t>(h)];
-    if (!l.finite) continue;
-    f.constrained = true;
-    l.flows.push_back(s);
-  }
+  f.constrained = join_links(s);
   PIPESIM_ASSERT(f.constrained && bytes > 0, "a flow in flight crosses a finite link");
+}
+
+bool FlowNetwork::join_links(uint32_t s) {
+  bool any = false;
+  for (LinkDirection h : slots_[s].route->hops) {
+    if (!finite(h)) continue;
+    any = true;
+    links_[static_cast<size_t>(h)].flows.push_back(s);
+  }
+  return any;
 }
 
 Time FlowNetwork::add_copy(uint32_t id, const Route& route, uint32_t of) {
@@ -124,12 +129,8 @@ Time FlowNetwork::add_copy(uint32_t id, const Route& route, uint32_t of) {
   f.rate = original.rate;
   f.finish = original.finish;
   f.exact = original.exact;
-  f.constrained = original.constrained;
-  if (f.constrained) {
-    for (LinkDirection h : route.hops) {
-      if (finite(h)) links_[static_cast<size_t>(h)].flows.push_back(s);
-    }
-  }
+  // A flow that crosses no finite link joins none (it ends the moment it starts).
+  f.constrained = original.constrained && join_links(s);
   return f.finish;
 }
 

@@ -110,6 +110,8 @@ class FlowNetwork {
 
   // A fresh flow `id` in a slot of its own, sending `bytes` from `since`; returns the slot.
   uint32_t new_flow(uint32_t id, const Route& route, int64_t bytes, Time since);
+  // Puts slot `s` on the flow list of every finite link of its route; whether it has any.
+  bool join_links(uint32_t s);
   bool finite(LinkDirection h) const { return links_[static_cast<size_t>(h)].finite; }
   // `whole`: the whole component whatever its size (rerate_local's fallback).
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole = false);

@@ -1,5 +1,6 @@
 #include "sim/phases.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -8,13 +9,24 @@
 namespace pipesim {
 namespace {
 
-// Whether some member's step has no latency (a cluster written with `latency: 0`).
-bool zero_latency(const TaskGraph& graph, const CompactRing& cr, const Cluster& cluster) {
+// Every member's step route, in member order.
+std::vector<const Route*> member_routes(const TaskGraph& graph, const CompactRing& cr,
+                                        const Cluster& cluster) {
+  std::vector<const Route*> routes(cr.n);
   for (uint32_t m = 0; m < cr.n; ++m) {
     const Op& op = graph.op(cr.first + m);
-    if (cluster.route(op.device, op.peer).latency == Time::zero()) return true;
+    routes[m] = &cluster.route(op.device, op.peer);
   }
-  return false;
+  return routes;
+}
+
+// Whether some member's step has no latency (a cluster written with `latency: 0`): a
+// member's next step would start in the very moment its last one ends, with that one
+// still on the link (its end queued after), so the steps would count two flows there
+// where a phase or fold counts one.
+bool zero_latency(const std::vector<const Route*>& routes) {
+  return std::any_of(routes.begin(), routes.end(),
+                     [](const Route* r) { return r->latency == Time::zero(); });
 }
 
 }  // namespace
@@ -23,19 +35,14 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
                                     std::vector<uint32_t>& scratch) {
   const CompactRing& cr = graph.rings()[ring];
   if (cr.n < 2) return std::nullopt;
-  // Without a latency between steps a member's next step would start in the very moment
-  // its last one ends, with that one still on the link (its end queued after): the steps
-  // would count two flows there, a phase one.
-  if (zero_latency(graph, cr, cluster)) return std::nullopt;
+  const std::vector<const Route*> routes = member_routes(graph, cr, cluster);
+  if (zero_latency(routes)) return std::nullopt;
   PhasePlan p;
   p.chunk = cr.chunk;
   p.steps = std::max<int64_t>(cr.steps, 1);
-  std::vector<const Route*> routes(cr.n);
+  p.latency = routes[0]->latency;
   bool same_latency = true;
   for (uint32_t m = 0; m < cr.n; ++m) {
-    const Op& op = graph.op(cr.first + m);
-    routes[m] = &cluster.route(op.device, op.peer);
-    if (m == 0) p.latency = routes[m]->latency;
     same_latency = same_latency && routes[m]->latency == p.latency;
     for (LinkDirection h : routes[m]->hops) {
       if (scratch[static_cast<size_t>(h)]++ == 0) p.links.push_back(h);
@@ -77,12 +84,11 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
 std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch) {
   const CompactRing& cr = graph.rings()[ring];
-  if (cr.n < 4 || zero_latency(graph, cr, cluster)) return std::nullopt;
-  std::vector<const Route*> routes(cr.n);
+  if (cr.n < 4) return std::nullopt;
+  const std::vector<const Route*> routes = member_routes(graph, cr, cluster);
+  if (zero_latency(routes)) return std::nullopt;
   bool own = true;  // no link direction under two members' steps
   for (uint32_t m = 0; m < cr.n; ++m) {
-    const Op& op = graph.op(cr.first + m);
-    routes[m] = &cluster.route(op.device, op.peer);
     for (LinkDirection h : routes[m]->hops) own = own && scratch[static_cast<size_t>(h)]++ == 0;
   }
   for (uint32_t m = 0; m < cr.n; ++m) {
@@ -97,7 +103,7 @@ std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const
     }
     return true;
   };
-  for (uint32_t p = 1; p <= cr.n / 2; ++p) {
+  for (uint32_t p = 2; p <= cr.n / 2; ++p) {
     if (cr.n % p != 0) continue;
     bool periodic = true;
     for (uint32_t m = 0; m + p < cr.n && periodic; ++m)
@@ -117,7 +123,7 @@ PhasePosition phase_position(const PhasePlan& plan, Time start, Time now) {
   }
   at.step = elapsed.ps_count() / period.ps_count();
   const Time step_start = start + period * at.step;
-  at.latency_done = at.since = step_start + plan.latency;
+  at.since = step_start + plan.latency;
   at.sending = now >= at.since;
   at.finish = at.since + plan.transfer;
   return at;

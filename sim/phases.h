@@ -34,8 +34,7 @@ struct PhasePlan {
 // Ring `ring` of `graph` as a phase, or nothing where its members are not symmetric: their
 // routes' latencies differ or one is zero, or max-min sharing among their flows alone
 // would not give every one the same rate bit for bit (a member's tightest link is not its
-// own). `scratch`
-// holds a zero per link direction and is left so.
+// own). `scratch` holds a zero per link direction and is left so.
 std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch);
 
@@ -45,8 +44,9 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
 // by two members. Started at one moment on idle links, member m + kp then does exactly
 // what member m does, so the engine runs members 0 .. p - 1 only, member p - 1 sending to
 // member p's GPU as the ring does, and member 0 receiving what member p - 1 sends (its
-// image). The smallest such p with at least two periods, or nothing (also where a route
-// has no latency). `scratch` as above.
+// image). The smallest such p from 2 up with at least two periods, or nothing (also where
+// a route has no latency; a period of 1 is a symmetric ring, plan_phase's). `scratch` as
+// above.
 std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
                                     std::vector<uint32_t>& scratch);
 
@@ -55,9 +55,8 @@ struct PhasePosition {
   bool over = false;     // its last step ends at `now` or before
   int64_t step = 0;      // the step it is in
   bool sending = false;  // past the step's latency, sending its chunk since `since`
-  Time latency_done;     // when the step's latency is (or was) over: `since`
-  Time since;
-  Time finish;  // when the step's chunk arrives
+  Time since;            // when the step's latency is (or was) over
+  Time finish;           // when the step's chunk arrives
 };
 PhasePosition phase_position(const PhasePlan& plan, Time start, Time now);
 

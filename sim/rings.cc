@@ -79,8 +79,7 @@ void Engine::decide_ring(uint32_t r, Time now) {
   bool phase = true;
   for (uint32_t m = 0; m < cr.n && phase; ++m) phase = tl_.start[cr.first + m] != Time::max();
   const auto idle = [&](LinkDirection h) {
-    return link_active_[static_cast<size_t>(h)] == 0 &&
-           phase_on_link_[static_cast<size_t>(h)] == kNoRing;
+    return link_active_[static_cast<size_t>(h)] == 0 && held_by_[static_cast<size_t>(h)] == kNoRing;
   };
   if (rs.periodic) {
     for (uint32_t m = 0; m < cr.n && phase; ++m)
@@ -103,7 +102,7 @@ void Engine::decide_ring(uint32_t r, Time now) {
   rs.start = now;
   rs.id = new_step_id();
   step_of(rs.id) = {r, kPhase, 0, 1, false, now};
-  for (LinkDirection h : plan.links) phase_on_link_[static_cast<size_t>(h)] = r;
+  for (LinkDirection h : plan.links) held_by_[static_cast<size_t>(h)] = r;
   push(checked_add(now, plan.duration(), "the simulated time"), rs.id, kFlowDone);
 }
 
@@ -122,20 +121,21 @@ void Engine::account_steps(const PhasePlan& plan, int64_t done, int64_t started)
 }
 
 // The phase's end: every member's last chunk has arrived, so every member's op ends.
-void Engine::end_phase(OpId id, Time now) {
+bool Engine::end_phase(OpId id, Time now) {
   StepFlow& sf = step_of(id);
   if (sf.ended) {  // split into steps since
     release_if_done(id);
-    return;
+    return false;
   }
   sf.ended = true;
   const uint32_t r = sf.ring;
   release_if_done(id);
   const PhasePlan& plan = plans_[rings_[r].plan];
   account_steps(plan, plan.steps, plan.steps);
-  for (LinkDirection h : plan.links) phase_on_link_[static_cast<size_t>(h)] = kNoRing;
+  for (LinkDirection h : plan.links) held_by_[static_cast<size_t>(h)] = kNoRing;
   const CompactRing& cr = graph_.rings()[r];
   for (uint32_t m = 1; m <= cr.n; ++m) finish(cr.first + m % cr.n, now);
+  return true;
 }
 
 // A flow is about to start on a link of ring r's phase: from here on the ring runs step
@@ -150,17 +150,17 @@ void Engine::split_phase(uint32_t r, Time now) {
   rs.mode = RingState::kSteps;
   step_of(rs.id).ended = true;
   release_if_done(rs.id);
-  for (LinkDirection h : plan.links) phase_on_link_[static_cast<size_t>(h)] = kNoRing;
+  for (LinkDirection h : plan.links) held_by_[static_cast<size_t>(h)] = kNoRing;
   account_steps(plan, at.step, at.step + 1);
   const CompactRing& cr = graph_.rings()[r];
   for (uint32_t m = 0; m < cr.n; ++m) {
     const OpId id = new_step_id();
-    step_of(id) = {r, m, static_cast<uint32_t>(at.step), 0, false, at.latency_done};
+    step_of(id) = {r, m, static_cast<uint32_t>(at.step), 0, false, at.since};
     const Route& route = member_route(r, m);
     if (!at.sending) {  // waiting out the step's latency
       uint32_t slot = new_latent_slot();
       latent_[slot] = {id, &route};
-      push(at.latency_done, slot, kLatencyDone);
+      push(at.since, slot, kLatencyDone);
       continue;
     }
     for (LinkDirection h : route.hops) {
@@ -183,7 +183,7 @@ void Engine::start_fold(uint32_t r, Time now) {
   rs.mode = RingState::kFold;
   const CompactRing& cr = graph_.rings()[r];
   for (uint32_t m = 0; m < cr.n; ++m) {
-    for (LinkDirection h : member_route(r, m).hops) phase_on_link_[static_cast<size_t>(h)] = r;
+    for (LinkDirection h : member_route(r, m).hops) held_by_[static_cast<size_t>(h)] = r;
   }
   f.before.clear();
   for (uint32_t m = 0; m < f.period; ++m) {
@@ -252,8 +252,7 @@ void Engine::replicate_links(uint32_t r) {
 void Engine::release_links(uint32_t r) {
   const CompactRing& cr = graph_.rings()[r];
   for (uint32_t m = 0; m < cr.n; ++m) {
-    for (LinkDirection h : member_route(r, m).hops)
-      phase_on_link_[static_cast<size_t>(h)] = kNoRing;
+    for (LinkDirection h : member_route(r, m).hops) held_by_[static_cast<size_t>(h)] = kNoRing;
   }
 }
 

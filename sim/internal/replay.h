@@ -68,7 +68,8 @@ class Engine {
   void account_steps(const PhasePlan& plan, int64_t done, int64_t started);
 
   // The phase's end: every member's last chunk has arrived, so every member's op ends.
-  void end_phase(OpId id, Time now);
+  // False for the end of a phase split into steps since (a stale event).
+  bool end_phase(OpId id, Time now);
 
   // A flow is about to start on a link of ring r's phase: from here on the ring runs step
   // by step, each member where the phase has brought it (the step it is in, waiting out
@@ -177,7 +178,7 @@ class Engine {
   std::vector<const Route*> member_route_;  // [ring_base + member] its route, once looked up
   std::vector<StepFlow> steps_;             // [id - graph size]
   std::vector<OpId> free_steps_;
-  // Phases (SimOptions::fold; sim/internal/phases.inc).
+  // Phases and folds (SimOptions::fold; sim/rings.cc).
   bool fold_ = false;
   std::vector<RingState> rings_;  // [ring]
   std::vector<PhasePlan> plans_;  // [RingState::plan]
@@ -196,9 +197,9 @@ class Engine {
     std::vector<int64_t> started;
     uint32_t finished = 0;  // member ops ended
   };
-  std::vector<FoldState> folds_;         // [RingState::plan] where periodic
-  std::vector<uint32_t> phase_on_link_;  // [link direction] the ring whose phase holds it
-  std::vector<uint32_t> crossing_;       // [link direction] scratch of plan_phase
+  std::vector<FoldState> folds_;    // [RingState::plan] where periodic
+  std::vector<uint32_t> held_by_;   // [link direction] the ring whose phase or fold holds it
+  std::vector<uint32_t> crossing_;  // [link direction] scratch of plan_phase, fold_period
 };
 
 }  // namespace pipesim::replay
