@@ -15,6 +15,15 @@ TaskGraph Lowering::run() {
   }
   b_.reserve(static_cast<size_t>(copies_) * blocks_ * steps * 2,
              static_cast<size_t>(copies_) * blocks_ * steps * 3);
+  if (copies_ > 1) {  // copy c's devices, position by position, lane by lane
+    std::vector<std::vector<int>> devices(static_cast<size_t>(copies_));
+    for (int c = 0; c < copies_; ++c) {
+      for (const auto& pos : in_.placement[static_cast<size_t>(c)])
+        devices[static_cast<size_t>(c)].insert(devices[static_cast<size_t>(c)].end(), pos.begin(),
+                                               pos.end());
+    }
+    b_.set_copies(devices);
+  }
   add_static_memory();
   add_compute();
   scale_compute();

@@ -203,6 +203,19 @@ void TaskGraphBuilder::add_ring(const CompactRing& ring) {
   rings_.push_back(ring);
 }
 
+void TaskGraphBuilder::set_copies(const std::vector<std::vector<int>>& devices) {
+  copies_ = std::max<int>(1, static_cast<int>(devices.size()));
+  copy_devices_.clear();
+  for (const auto& copy : devices) {
+    PIPESIM_ASSERT(copy.size() == devices.front().size(), "copies of one size");
+    for (const int d : copy) {
+      PIPESIM_ASSERT(d >= 0 && d < num_devices_, "copy device out of range");
+      copy_devices_.push_back(d);
+    }
+  }
+  if (copy_devices_.empty()) copies_ = 1;
+}
+
 namespace {
 // Doubles a full vector's capacity as push_back would, with the new buffer advised onto
 // huge pages (a graph built without reserve() still gets them for its big arrays).
@@ -275,6 +288,8 @@ TaskGraph TaskGraphBuilder::build() && {
   g.ops_ = std::move(ops_);
   g.static_memory_ = std::move(static_memory_);
   g.rings_ = std::move(rings_);
+  g.copies_ = copies_;
+  g.copy_devices_ = std::move(copy_devices_);
   return g;
 }
 

@@ -122,6 +122,14 @@ class TaskGraph {
   size_t num_deps() const { return deps_.size(); }
   // Compact ring collectives, in order of their first member op.
   std::span<const CompactRing> rings() const { return rings_; }
+  // Data-parallel copies the graph was built from (TaskGraphBuilder::set_copies): device i
+  // of copy c is copy_devices(c)[i]; 1 where the builder did not say. A claim the engine
+  // checks before it simulates one copy for all (sim/copies.h), never a promise.
+  int copies() const { return copies_; }
+  std::span<const int32_t> copy_devices(int c) const {
+    const size_t n = copy_devices_.size() / static_cast<size_t>(copies_);
+    return {copy_devices_.data() + static_cast<size_t>(c) * n, n};
+  }
 
   // Checks the graph: deps in range, every compute op in exactly one stream and on its own
   // device, no transfer in a stream, and no cycle through deps and stream order (which would
@@ -140,6 +148,8 @@ class TaskGraph {
   std::vector<OpId> stream_ops_;
   std::vector<MemBreakdown> static_memory_;
   std::vector<CompactRing> rings_;
+  int copies_ = 1;
+  std::vector<int32_t> copy_devices_;  // [copy * devices per copy + i]
 };
 
 class TaskGraphBuilder {
@@ -166,12 +176,18 @@ class TaskGraphBuilder {
   bool compact_rings() const { return compact_rings_; }
   // Registers ops ring.first .. ring.first + n - 1 (just added, in member order) as a ring.
   void add_ring(const CompactRing& ring);
+  // The graph repeats one pattern on each of these device lists (data-parallel copies:
+  // [copy][i], every copy the same length), its ops added copy by copy in the same order
+  // (TaskGraph::copies).
+  void set_copies(const std::vector<std::vector<int>>& devices);
   TaskGraph build() &&;
 
  private:
   int num_devices_;
   bool compact_rings_ = false;
   std::vector<CompactRing> rings_;
+  int copies_ = 1;
+  std::vector<int32_t> copy_devices_;
   std::vector<Op> ops_;
 
   std::vector<std::pair<OpId, OpId>> edges_;  // (op, dep)

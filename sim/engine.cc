@@ -40,6 +40,18 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
     members += r.n;
   }
   member_route_.assign(members, nullptr);
+  capacity_.resize(tl_.links.size());
+  for (size_t h = 0; h < capacity_.size(); ++h)
+    capacity_[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
+  // Copies simulated once record neither memory changes nor link samples of the others.
+  if (o.fold && !o.record_links && !o.record_memory) copies_ = fold_copies(g, c);
+  if (copies_) {
+    for (size_t h = 0; h < capacity_.size(); ++h) {
+      if (copies_->share[h] <= 1) continue;
+      capacity_[h] /= copies_->share[h];
+      network_.set_capacity(static_cast<LinkDirection>(h), capacity_[h]);
+    }
+  }
   // Phases are exact, but they record no link samples.
   fold_ = o.fold && !o.record_links && !g.rings().empty();
   if (fold_) {
@@ -55,7 +67,7 @@ Timeline Engine::run() {
     note_memory(d, Time::zero(), UINT32_MAX);
   }
   for (OpId id = 0; id < graph_.size(); ++id) {
-    if (waiting_[id] == 0 && graph_.op(id).kind == OpKind::kTransfer)
+    if (waiting_[id] == 0 && graph_.op(id).kind == OpKind::kTransfer && simulated(id))
       start_transfer(id, Time::zero());
   }
   for (int d = 0; d < cluster_.num_devices(); ++d) try_start_head(d, Time::zero());
@@ -101,6 +113,7 @@ Timeline Engine::run() {
         PIPESIM_ASSERT(false, "known event kind");
     }
   }
+  if (copies_) expand(*copies_, tl_);
   // The end of the last op (stale flow projections may have been popped later).
   for (OpId id = 0; id < graph_.size(); ++id) {
     PIPESIM_ASSERT(tl_.end[id] != Time::max(), "every op of a validated TaskGraph runs");
@@ -115,7 +128,7 @@ void Engine::try_start_head(int d, Time now) {
   const auto stream = graph_.stream(d);
   if (cursor_[du] >= stream.size()) return;
   const OpId head = stream[cursor_[du]];
-  if (waiting_[head] != 0) return;
+  if (waiting_[head] != 0 || !simulated(head)) return;
   running_[du] = true;
   const Op& op = graph_.op(head);
   tl_.start[head] = now;
@@ -131,7 +144,21 @@ void Engine::start_transfer(OpId id, Time now) {
     start_step(r, id - graph_.rings()[r].first, 0, now);
     return;
   }
-  start_route(id, cluster_.route(op.device, op.peer), op.bytes, now);
+  start_route(id, route(op.device, op.peer), op.bytes, now);
+}
+
+const Route& Engine::route(int src, int dst) {
+  const Route& r = cluster_.route(src, dst);
+  if (!copies_) return r;
+  auto [it, fresh] = quotient_routes_.try_emplace(int64_t{src} * cluster_.num_devices() + dst);
+  if (fresh) {
+    it->second = std::make_unique<Route>(r);
+    for (LinkDirection& h : it->second->hops) {
+      h = copies_->rep[static_cast<size_t>(h)];
+      PIPESIM_ASSERT(h >= 0, "copy 0's routes cross mapped links");
+    }
+  }
+  return *it->second;
 }
 
 void Engine::start_route(OpId id, const Route& route, int64_t bytes, Time now) {
@@ -279,7 +306,12 @@ void Engine::note_memory(int d, Time now, OpId cause) {
   const int64_t capacity = cluster_.device(d).gpu.memory_bytes;
   // The first crossing; of crossings at the same moment (symmetric ranks), the lowest
   // device's, whatever order that moment's events ran in.
-  if (total > capacity && (!tl_.oom.oom || (now == tl_.oom.time && d < tl_.oom.device)))
+  // (Copies folded: the lowest of the device's images, which expand() reports.)
+  const auto rank = [&](int x) {
+    return copies_ ? copies_->lowest_image[static_cast<size_t>(x)] : x;
+  };
+  if (total > capacity &&
+      (!tl_.oom.oom || (now == tl_.oom.time && rank(d) < rank(tl_.oom.device))))
     tl_.oom = {true, d, cause, now, total, capacity};
 }
 

@@ -68,6 +68,7 @@ struct Timeline {
   std::vector<LinkSample> link_samples;      // only with SimOptions::record_links
   OomInfo oom;
   uint64_t events = 0;
+  int folded_copies = 1;  // data-parallel copies simulated as one (SimOptions::fold)
 };
 
 struct SimOptions {
@@ -85,6 +86,8 @@ struct SimOptions {
   // needs their links: the step-by-step results with far fewer events (sim/phases.h;
   // docs/performance.md, "Collectives in phases and folded rings"). Off
   // (`pipesim run --no-fold`): every step as its own flow.
+  // Also: a graph of identical data-parallel copies runs copy 0 alone, the others' figures
+  // copied from it (sim/copies.h), unless memory changes or link samples are recorded.
   bool fold = true;
   // Past this, the simulation stops with DeadlinePassed (its timeline lost): a caller's
   // time limit (plan --time-limit). Checked every few thousand events.

@@ -42,6 +42,12 @@ class FlowNetwork {
     Time finish;
   };
 
+  // The bandwidth a link direction offers its flows, before any flow starts (a link that
+  // stands for several with copies folded, sim/copies.h).
+  void set_capacity(LinkDirection d, double bytes_per_s) {
+    links_[static_cast<size_t>(d)].capacity = bytes_per_s;
+  }
+
   // Starts the bandwidth phase of `flow` at `now` over `route` (which must outlive it).
   // Appends to `changed` every flow whose projected finish moved (the new one included);
   // earlier projections of those flows are stale.

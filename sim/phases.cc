@@ -9,17 +9,6 @@
 namespace pipesim {
 namespace {
 
-// Every member's step route, in member order.
-std::vector<const Route*> member_routes(const TaskGraph& graph, const CompactRing& cr,
-                                        const Cluster& cluster) {
-  std::vector<const Route*> routes(cr.n);
-  for (uint32_t m = 0; m < cr.n; ++m) {
-    const Op& op = graph.op(cr.first + m);
-    routes[m] = &cluster.route(op.device, op.peer);
-  }
-  return routes;
-}
-
 // Whether some member's step has no latency (a cluster written with `latency: 0`): a
 // member's next step would start in the very moment its last one ends, with that one
 // still on the link (its end queued after), so the steps would count two flows there
@@ -31,18 +20,18 @@ bool zero_latency(const std::vector<const Route*>& routes) {
 
 }  // namespace
 
-std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+std::optional<PhasePlan> plan_phase(const RingRoutes& ring, const std::vector<double>& capacity,
                                     std::vector<uint32_t>& scratch) {
-  const CompactRing& cr = graph.rings()[ring];
-  if (cr.n < 2) return std::nullopt;
-  const std::vector<const Route*> routes = member_routes(graph, cr, cluster);
-  if (zero_latency(routes)) return std::nullopt;
+  const std::vector<const Route*>& routes = ring.routes;
+  const auto n = static_cast<uint32_t>(routes.size());
+  if (n < 1 || zero_latency(routes)) return std::nullopt;
+  const auto bandwidth = [&](LinkDirection h) { return capacity[static_cast<size_t>(h)]; };
   PhasePlan p;
-  p.chunk = cr.chunk;
-  p.steps = std::max<int64_t>(cr.steps, 1);
+  p.chunk = ring.chunk;
+  p.steps = std::max<int64_t>(ring.steps, 1);
   p.latency = routes[0]->latency;
   bool same_latency = true;
-  for (uint32_t m = 0; m < cr.n; ++m) {
+  for (uint32_t m = 0; m < n; ++m) {
     same_latency = same_latency && routes[m]->latency == p.latency;
     for (LinkDirection h : routes[m]->hops) {
       if (scratch[static_cast<size_t>(h)]++ == 0) p.links.push_back(h);
@@ -54,20 +43,19 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
   // see its share recomputed after others froze, to rounding).
   double rate = std::numeric_limits<double>::infinity();
   for (LinkDirection h : p.links)
-    rate = std::min(rate, cluster.direction_bandwidth(h) / scratch[static_cast<size_t>(h)]);
+    rate = std::min(rate, bandwidth(h) / scratch[static_cast<size_t>(h)]);
   bool every = same_latency;
-  for (uint32_t m = 0; m < cr.n && every; ++m) {
+  for (uint32_t m = 0; m < n && every; ++m) {
     bool tight = std::isinf(rate);  // no finite link at all: every step is its latency
     for (LinkDirection h : routes[m]->hops) {
-      tight =
-          tight || (scratch[static_cast<size_t>(h)] == 1 && cluster.direction_bandwidth(h) == rate);
+      tight = tight || (scratch[static_cast<size_t>(h)] == 1 && bandwidth(h) == rate);
     }
     every = tight;
   }
   // A tight link that two members share freezes them to rounding only.
   for (LinkDirection h : p.links) {
     const uint32_t k = scratch[static_cast<size_t>(h)];
-    if (k > 1 && cluster.direction_bandwidth(h) / k == rate) every = false;
+    if (k > 1 && bandwidth(h) / k == rate) every = false;
   }
   p.count.reserve(p.links.size());
   for (LinkDirection h : p.links) {
@@ -81,32 +69,31 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
   return p;
 }
 
-std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+std::optional<uint32_t> fold_period(const RingRoutes& ring, const std::vector<double>& capacity,
                                     std::vector<uint32_t>& scratch) {
-  const CompactRing& cr = graph.rings()[ring];
-  if (cr.n < 4) return std::nullopt;
-  const std::vector<const Route*> routes = member_routes(graph, cr, cluster);
-  if (zero_latency(routes)) return std::nullopt;
+  const std::vector<const Route*>& routes = ring.routes;
+  const auto n = static_cast<uint32_t>(routes.size());
+  if (n < 4 || zero_latency(routes)) return std::nullopt;
   bool own = true;  // no link direction under two members' steps
-  for (uint32_t m = 0; m < cr.n; ++m) {
+  for (uint32_t m = 0; m < n; ++m) {
     for (LinkDirection h : routes[m]->hops) own = own && scratch[static_cast<size_t>(h)]++ == 0;
   }
-  for (uint32_t m = 0; m < cr.n; ++m) {
+  for (uint32_t m = 0; m < n; ++m) {
     for (LinkDirection h : routes[m]->hops) scratch[static_cast<size_t>(h)] = 0;
   }
   if (!own) return std::nullopt;
   const auto alike = [&](const Route& a, const Route& b) {
     if (a.latency != b.latency || a.hops.size() != b.hops.size()) return false;
     for (size_t i = 0; i < a.hops.size(); ++i) {
-      if (cluster.direction_bandwidth(a.hops[i]) != cluster.direction_bandwidth(b.hops[i]))
+      if (capacity[static_cast<size_t>(a.hops[i])] != capacity[static_cast<size_t>(b.hops[i])])
         return false;
     }
     return true;
   };
-  for (uint32_t p = 2; p <= cr.n / 2; ++p) {
-    if (cr.n % p != 0) continue;
+  for (uint32_t p = 2; p <= n / 2; ++p) {
+    if (n % p != 0) continue;
     bool periodic = true;
-    for (uint32_t m = 0; m + p < cr.n && periodic; ++m)
+    for (uint32_t m = 0; m + p < n && periodic; ++m)
       periodic = alike(*routes[m], *routes[m + p]);
     if (periodic) return p;
   }

@@ -31,11 +31,21 @@ struct PhasePlan {
   Time duration() const { return (latency + transfer) * steps; }
 };
 
-// Ring `ring` of `graph` as a phase, or nothing where its members are not symmetric: their
-// routes' latencies differ or one is zero, or max-min sharing among their flows alone
-// would not give every one the same rate bit for bit (a member's tightest link is not its
-// own). `scratch` holds a zero per link direction and is left so.
-std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+// A compact ring as the engine runs it: its members' step routes in member order (the
+// members it simulates: copy 0's where the ring spans copies, sim/copies.h), each step
+// `chunk` bytes, `steps` of them; `capacity` the bandwidth of each link direction as its
+// flows see it.
+struct RingRoutes {
+  std::vector<const Route*> routes;
+  int64_t chunk = 0;
+  int64_t steps = 1;
+};
+
+// The ring as a phase, or nothing where its members are not symmetric: their routes'
+// latencies differ or one is zero, or max-min sharing among their flows alone would not
+// give every one the same rate bit for bit (a member's tightest link is not its own).
+// `scratch` holds a zero per link direction and is left so.
+std::optional<PhasePlan> plan_phase(const RingRoutes& ring, const std::vector<double>& capacity,
                                     std::vector<uint32_t>& scratch);
 
 // Rings that are not symmetric but periodic: member m + p's step is member m's shifted by
@@ -47,7 +57,7 @@ std::optional<PhasePlan> plan_phase(const TaskGraph& graph, uint32_t ring, const
 // image). The smallest such p from 2 up with at least two periods, or nothing (also where
 // a route has no latency; a period of 1 is a symmetric ring, plan_phase's). `scratch` as
 // above.
-std::optional<uint32_t> fold_period(const TaskGraph& graph, uint32_t ring, const Cluster& cluster,
+std::optional<uint32_t> fold_period(const RingRoutes& ring, const std::vector<double>& capacity,
                                     std::vector<uint32_t>& scratch);
 
 // Where every member of a phase started at `start` is at `now`.

@@ -30,9 +30,18 @@ const Route& Engine::member_route(uint32_t ring, uint32_t member) {
   const Route*& route = member_route_[ring_base_[ring] + member];
   if (route == nullptr) {
     const Op& op = graph_.op(graph_.rings()[ring].first + member);
-    route = &cluster_.route(op.device, op.peer);
+    route = &this->route(op.device, op.peer);
   }
   return *route;
+}
+
+RingRoutes Engine::ring_routes(uint32_t r) {
+  RingRoutes out;
+  const CompactRing& cr = graph_.rings()[r];
+  out.chunk = cr.chunk;
+  out.steps = cr.steps;
+  for (uint32_t m = 0; m < members(r); ++m) out.routes.push_back(&member_route(r, m));
+  return out;
 }
 
 OpId Engine::new_step_id() {
@@ -54,10 +63,10 @@ OpId Engine::new_step_id() {
 bool Engine::ring_waits(uint32_t r, Time now) {
   RingState& rs = rings_[r];
   if (rs.mode == RingState::kUnseen) {
-    if (std::optional<PhasePlan> plan = plan_phase(graph_, r, cluster_, crossing_)) {
+    if (std::optional<PhasePlan> plan = plan_phase(ring_routes(r), capacity_, crossing_)) {
       rs.plan = static_cast<uint32_t>(plans_.size());
       plans_.push_back(std::move(*plan));
-    } else if (const std::optional<uint32_t> p = fold_period(graph_, r, cluster_, crossing_)) {
+    } else if (const std::optional<uint32_t> p = fold_period(ring_routes(r), capacity_, crossing_)) {
       rs.periodic = true;
       rs.plan = static_cast<uint32_t>(folds_.size());
       folds_.push_back({*p, {}, {}, std::vector<int64_t>(*p), 0});
@@ -76,20 +85,21 @@ bool Engine::ring_waits(uint32_t r, Time now) {
 void Engine::decide_ring(uint32_t r, Time now) {
   RingState& rs = rings_[r];
   const CompactRing& cr = graph_.rings()[r];
+  const uint32_t n = members(r);
   bool phase = true;
-  for (uint32_t m = 0; m < cr.n && phase; ++m) phase = tl_.start[cr.first + m] != Time::max();
+  for (uint32_t m = 0; m < n && phase; ++m) phase = tl_.start[cr.first + m] != Time::max();
   const auto idle = [&](LinkDirection h) {
     return link_active_[static_cast<size_t>(h)] == 0 && held_by_[static_cast<size_t>(h)] == kNoRing;
   };
   if (rs.periodic) {
-    for (uint32_t m = 0; m < cr.n && phase; ++m)
+    for (uint32_t m = 0; m < n && phase; ++m)
       phase = std::all_of(member_route(r, m).hops.begin(), member_route(r, m).hops.end(), idle);
   } else {
     phase = phase && std::all_of(plans_[rs.plan].links.begin(), plans_[rs.plan].links.end(), idle);
   }
   if (!phase) {
     rs.mode = RingState::kSteps;
-    for (uint32_t m = 0; m < cr.n; ++m)
+    for (uint32_t m = 0; m < n; ++m)
       if (tl_.start[cr.first + m] != Time::max()) start_step(r, m, 0, now);
     return;
   }
@@ -134,7 +144,8 @@ bool Engine::end_phase(OpId id, Time now) {
   account_steps(plan, plan.steps, plan.steps);
   for (LinkDirection h : plan.links) held_by_[static_cast<size_t>(h)] = kNoRing;
   const CompactRing& cr = graph_.rings()[r];
-  for (uint32_t m = 1; m <= cr.n; ++m) finish(cr.first + m % cr.n, now);
+  const uint32_t n = members(r);
+  for (uint32_t m = 1; m <= n; ++m) finish(cr.first + m % n, now);
   return true;
 }
 
@@ -153,7 +164,8 @@ void Engine::split_phase(uint32_t r, Time now) {
   for (LinkDirection h : plan.links) held_by_[static_cast<size_t>(h)] = kNoRing;
   account_steps(plan, at.step, at.step + 1);
   const CompactRing& cr = graph_.rings()[r];
-  for (uint32_t m = 0; m < cr.n; ++m) {
+  const uint32_t n = members(r);
+  for (uint32_t m = 0; m < n; ++m) {
     const OpId id = new_step_id();
     step_of(id) = {r, m, static_cast<uint32_t>(at.step), 0, false, at.since};
     const Route& route = member_route(r, m);
@@ -181,8 +193,8 @@ void Engine::start_fold(uint32_t r, Time now) {
   RingState& rs = rings_[r];
   FoldState& f = folds_[rs.plan];
   rs.mode = RingState::kFold;
-  const CompactRing& cr = graph_.rings()[r];
-  for (uint32_t m = 0; m < cr.n; ++m) {
+  const uint32_t n = members(r);
+  for (uint32_t m = 0; m < n; ++m) {
     for (LinkDirection h : member_route(r, m).hops) held_by_[static_cast<size_t>(h)] = r;
   }
   f.before.clear();
@@ -204,27 +216,28 @@ void Engine::end_folded_step(OpId id, uint32_t r, uint32_t member, uint32_t step
   PIPESIM_ASSERT(it != f.live.end(), "a folded step ends once");
   f.live.erase(it);
   const CompactRing& cr = graph_.rings()[r];
+  const uint32_t n = members(r);
   if (step + 1 < cr.steps) {
     start_step(r, (member + 1) % f.period, step + 1, now);
     return;
   }
   const uint32_t period = f.period;
-  f.finished += cr.n / period;
-  const bool last = f.finished == cr.n;
+  f.finished += n / period;
+  const bool last = f.finished == n;
   if (last) {  // every step has arrived: the links are the full run's once mirrored
     replicate_links(r);
     release_links(r);
     rings_[r].mode = RingState::kSteps;
   }
-  for (uint32_t k = 0; k < cr.n / period; ++k)
-    finish(cr.first + (member + k * period + 1) % cr.n, now);
+  for (uint32_t k = 0; k < n / period; ++k)
+    finish(cr.first + (member + k * period + 1) % n, now);
 }
 
 // What the period's links carried since the fold began, carried over to every image
 // link; an image link with flows in flight gets their count and start.
 void Engine::replicate_links(uint32_t r) {
   FoldState& f = folds_[rings_[r].plan];
-  const CompactRing& cr = graph_.rings()[r];
+  const uint32_t n = members(r);
   size_t i = 0;
   for (uint32_t m = 0; m < f.period; ++m) {
     const Route& route = member_route(r, m);
@@ -236,7 +249,7 @@ void Engine::replicate_links(uint32_t r) {
       const Time busy = ls.busy - b.busy;
       const int peak = ls.peak_flows;
       ls.peak_flows = std::max(b.peak_flows, peak);
-      for (uint32_t k = 1; k < cr.n / f.period; ++k) {
+      for (uint32_t k = 1; k < n / f.period; ++k) {
         const auto g = static_cast<size_t>(member_route(r, m + k * f.period).hops[j]);
         LinkStats& image = tl_.links[g];
         image.bytes = checked_add(image.bytes, bytes, "the bytes a link carries");
@@ -250,8 +263,8 @@ void Engine::replicate_links(uint32_t r) {
 }
 
 void Engine::release_links(uint32_t r) {
-  const CompactRing& cr = graph_.rings()[r];
-  for (uint32_t m = 0; m < cr.n; ++m) {
+  const uint32_t n = members(r);
+  for (uint32_t m = 0; m < n; ++m) {
     for (LinkDirection h : member_route(r, m).hops) held_by_[static_cast<size_t>(h)] = kNoRing;
   }
 }
@@ -264,10 +277,10 @@ void Engine::unfold(uint32_t r) {
   rings_[r].mode = RingState::kSteps;
   replicate_links(r);
   release_links(r);
-  const CompactRing& cr = graph_.rings()[r];
+  const uint32_t n = members(r);
   for (const OpId id : f.live) {
     const StepFlow sf = step_of(id);
-    for (uint32_t k = 1; k < cr.n / f.period; ++k) {
+    for (uint32_t k = 1; k < n / f.period; ++k) {
       const uint32_t member = sf.member + k * f.period;
       const OpId copy = new_step_id();
       step_of(copy) = {r, member, sf.step, 0, false, sf.latency_done};
@@ -293,11 +306,12 @@ void Engine::end_step(OpId id, Time now) {
   const StepFlow done = sf;
   release_if_done(id);
   const CompactRing& cr = graph_.rings()[done.ring];
+  const uint32_t n = members(done.ring);
   if (fold_ && rings_[done.ring].mode == RingState::kFold) {
     end_folded_step(id, done.ring, done.member, done.step, now);
     return;
   }
-  const uint32_t next = (done.member + 1) % cr.n;
+  const uint32_t next = (done.member + 1) % n;
   if (done.step + 1 < cr.steps) {
     start_step(done.ring, next, done.step + 1, now);
   } else {

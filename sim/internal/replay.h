@@ -8,6 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include "sim/copies.h"
 #include "sim/engine.h"
 #include "sim/event_queue.h"
 #include "sim/network.h"
@@ -41,6 +46,9 @@ class Engine {
 
   void try_start_head(int d, Time now);
 
+  // Whether op `id` runs here (all do, but copy 0's alone where copies fold).
+  bool simulated(OpId id) const { return !copies_ || copies_->simulated[id] != 0; }
+
   void start_transfer(OpId id, Time now);
 
   // Step `step` of a compact ring: member `member` sends a chunk to the next, as a flow
@@ -49,6 +57,18 @@ class Engine {
 
   // Every step of a member crosses the same route: looked up once per member.
   const Route& member_route(uint32_t ring, uint32_t member);
+
+  // The route from src to dst as the engine's flows cross it: the cluster's, or with
+  // copies folded (sim/copies.h) each hop named by its orbit's representative.
+  const Route& route(int src, int dst);
+
+  // The members of ring r the engine runs: all, or copy 0's where the ring spans copies.
+  uint32_t members(uint32_t r) const {
+    return copies_ ? copies_->members[r] : graph_.rings()[r].n;
+  }
+
+  // The ring's member routes for plan_phase and fold_period.
+  RingRoutes ring_routes(uint32_t r);
 
   OpId new_step_id();
 
@@ -200,6 +220,11 @@ class Engine {
   std::vector<FoldState> folds_;    // [RingState::plan] where periodic
   std::vector<uint32_t> held_by_;   // [link direction] the ring whose phase or fold holds it
   std::vector<uint32_t> crossing_;  // [link direction] scratch of plan_phase, fold_period
+  std::vector<double> capacity_;    // [link direction] as the flows see it
+  // Identical copies simulated once (SimOptions::fold, sim/copies.h), and the routes of
+  // copy 0's flows over the orbits' representatives.
+  std::optional<CopyFold> copies_;
+  std::unordered_map<int64_t, std::unique_ptr<Route>> quotient_routes_;
 };
 
 }  // namespace pipesim::replay

@@ -1,0 +1,346 @@
+#include "sim/copies.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/checked.h"
+#include "sim/engine.h"
+
+namespace pipesim {
+namespace {
+
+// Where each device sits among the copies, taken `group` at a time (a copy of the fold is
+// `group` consecutive copies of the graph), and which device is its image k copies on.
+class DeviceMap {
+ public:
+  DeviceMap(const TaskGraph& g, int group)
+      : g_(g),
+        group_(group),
+        K_(g.copies() / group),
+        per_(g.copies() > 0 ? g.copy_devices(0).size() : 0),
+        copy_(static_cast<size_t>(g.num_devices()), -1),
+        pos_(copy_.size(), -1) {}
+  // False where a device is in two copies.
+  bool build() {
+    for (int c = 0; c < K_ * group_; ++c) {
+      const auto devices = g_.copy_devices(c);
+      for (size_t i = 0; i < devices.size(); ++i) {
+        const auto d = static_cast<size_t>(devices[i]);
+        if (copy_[d] != -1) return false;
+        copy_[d] = c / group_;
+        pos_[d] = static_cast<int32_t>(static_cast<size_t>(c % group_) * per_ + i);
+      }
+    }
+    return true;
+  }
+  int copies() const { return K_; }
+  int copy(int d) const { return copy_[static_cast<size_t>(d)]; }
+  // Device i of copy c (i < group x the graph's devices per copy).
+  int device(int c, size_t i) const {
+    return g_.copy_devices(c * group_ + static_cast<int>(i / per_))[i % per_];
+  }
+  size_t size() const { return per_ * static_cast<size_t>(group_); }
+  int image(int d, int k) const {
+    const auto du = static_cast<size_t>(d);
+    return device((copy_[du] + k) % K_, static_cast<size_t>(pos_[du]));
+  }
+  const std::vector<int32_t>& copies_of_devices() const { return copy_; }
+
+ private:
+  const TaskGraph& g_;
+  int group_, K_;
+  size_t per_;
+  std::vector<int32_t> copy_, pos_;
+};
+
+bool same_op(const Op& a, const Op& b) {
+  return a.kind == b.kind && a.mem_category == b.mem_category && a.comm == b.comm &&
+         a.chunk == b.chunk && a.part == b.part && a.stage == b.stage &&
+         a.micro_batch == b.micro_batch && a.iteration == b.iteration &&
+         a.duration == b.duration && a.bytes == b.bytes && a.mem_at_start == b.mem_at_start &&
+         a.mem_at_end == b.mem_at_end;
+}
+
+// The ops split by copy (their device's); `index` the position of each in its copy's list.
+// False where an op's device is in no copy or the copies differ in size.
+bool split_ops(const TaskGraph& g, const DeviceMap& m, CopyFold& f, std::vector<uint32_t>& index) {
+  const auto K = static_cast<size_t>(f.copies);
+  f.ops.assign(K, {});
+  for (auto& ops : f.ops) ops.reserve(g.size() / K + 1);
+  index.resize(g.size());
+  for (OpId id = 0; id < g.size(); ++id) {
+    const int c = m.copy(g.op(id).device);
+    if (c < 0) return false;
+    auto& ops = f.ops[static_cast<size_t>(c)];
+    index[id] = static_cast<uint32_t>(ops.size());
+    ops.push_back(id);
+  }
+  return std::all_of(f.ops.begin(), f.ops.end(),
+                     [&](const auto& ops) { return ops.size() == f.ops[0].size(); });
+}
+
+// Every op of copy k is its copy-0 counterpart moved k copies on (the same fields, its
+// devices the images, its deps the images of the counterpart's), and copy 0's ops wait
+// for copy 0's only.
+bool ops_match(const TaskGraph& g, const DeviceMap& m, const CopyFold& f,
+               const std::vector<uint32_t>& index) {
+  const int K = f.copies;
+  const auto image = [&](OpId x, int k) {
+    return f.ops[static_cast<size_t>((m.copy(g.op(x).device) + k) % K)][index[x]];
+  };
+  std::vector<uint32_t> mark(g.size(), 0);
+  uint32_t stamp = 0;
+  for (int k = 1; k < K; ++k) {
+    const auto& ops = f.ops[static_cast<size_t>(k)];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpId a = f.ops[0][i], b = ops[i];
+      const Op& oa = g.op(a);
+      const Op& ob = g.op(b);
+      if (!same_op(oa, ob) || ob.device != m.image(oa.device, k)) return false;
+      if (oa.kind == OpKind::kTransfer &&
+          (oa.peer < 0 || m.copy(oa.peer) < 0 || ob.peer != m.image(oa.peer, k)))
+        return false;
+      const auto da = g.deps(a), db = g.deps(b);
+      if (da.size() != db.size()) return false;
+      ++stamp;
+      for (const OpId x : da) mark[image(x, k)] = stamp;
+      for (const OpId y : db) {
+        if (mark[y] != stamp) return false;
+      }
+    }
+  }
+  for (const OpId a : f.ops[0]) {
+    for (const OpId x : g.deps(a)) {
+      if (m.copy(g.op(x).device) != 0) return false;
+    }
+  }
+  return true;
+}
+
+// Each device of a copy runs its counterpart's stream, holds its resident memory and has
+// its capacity.
+bool devices_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m,
+                   const CopyFold& f, const std::vector<uint32_t>& index) {
+  for (size_t i = 0; i < m.size(); ++i) {
+    const int d = m.device(0, i);
+    const auto s0 = g.stream(d);
+    for (int k = 1; k < f.copies; ++k) {
+      const int e = m.image(d, k);
+      const auto sk = g.stream(e);
+      if (sk.size() != s0.size() || g.static_memory(e) != g.static_memory(d) ||
+          cluster.device(e).gpu.memory_bytes != cluster.device(d).gpu.memory_bytes)
+        return false;
+      for (size_t j = 0; j < s0.size(); ++j) {
+        if (sk[j] != f.ops[static_cast<size_t>(k)][index[s0[j]]]) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// A ring inside one copy is the image of one of copy 0's; a ring across the copies holds r
+// consecutive members in each, copy by copy, and moving one copy on moves its members r
+// places along. Sets f.members.
+bool rings_match(const TaskGraph& g, const DeviceMap& m, CopyFold& f,
+                 const std::vector<uint32_t>& index) {
+  const auto rings = g.rings();
+  const int K = f.copies;
+  std::unordered_map<OpId, uint32_t> ring_at;
+  for (uint32_t r = 0; r < rings.size(); ++r) ring_at[rings[r].first] = r;
+  const auto image = [&](OpId x, int k) {
+    return f.ops[static_cast<size_t>((m.copy(g.op(x).device) + k) % K)][index[x]];
+  };
+  std::vector<char> seen(rings.size(), 0);
+  f.members.assign(rings.size(), 0);
+  for (uint32_t r = 0; r < rings.size(); ++r) {
+    const CompactRing& cr = rings[r];
+    const int c0 = m.copy(g.op(cr.first).device);
+    bool local = true;
+    for (uint32_t i = 0; i < cr.n && local; ++i) local = m.copy(g.op(cr.first + i).device) == c0;
+    f.members[r] = cr.n;
+    if (!local) {
+      const auto per = cr.n / static_cast<uint32_t>(K);
+      if (cr.n % static_cast<uint32_t>(K) != 0) return false;
+      for (uint32_t i = 0; i < cr.n; ++i) {
+        if (m.copy(g.op(cr.first + i).device) != static_cast<int>(i / per) ||
+            image(cr.first + i, 1) != cr.first + (i + per) % cr.n)
+          return false;
+      }
+      f.members[r] = per;
+      seen[r] = 1;
+      continue;
+    }
+    if (c0 != 0) continue;
+    seen[r] = 1;
+    for (int k = 1; k < K; ++k) {
+      const auto it = ring_at.find(image(cr.first, k));
+      if (it == ring_at.end()) return false;
+      const CompactRing& ik = rings[it->second];
+      if (ik.n != cr.n || ik.steps != cr.steps || ik.chunk != cr.chunk) return false;
+      for (uint32_t i = 0; i < cr.n; ++i) {
+        if (image(cr.first + i, k) != ik.first + i) return false;
+      }
+      seen[it->second] = 1;
+    }
+  }
+  return std::all_of(seen.begin(), seen.end(), [](char s) { return s != 0; });
+}
+
+// Moving one copy on maps the links of every route of copy 0's transfers, hop by hop, one
+// to one onto links of the same bandwidth (and the route's latency onto its own); each such
+// route crosses an orbit of that map once. Sets f.rep and f.share.
+bool links_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m, CopyFold& f) {
+  const int K = f.copies;
+  std::vector<std::pair<int, int>> pairs;
+  std::unordered_set<int64_t> known;
+  for (const OpId a : f.ops[0]) {
+    const Op& op = g.op(a);
+    if (op.kind != OpKind::kTransfer) continue;
+    if (known.insert(int64_t{op.device} * g.num_devices() + op.peer).second)
+      pairs.emplace_back(op.device, op.peer);
+  }
+  const auto L = static_cast<size_t>(cluster.num_links()) * 2;
+  std::vector<LinkDirection> next(L, -1), prev(L, -1);
+  for (const auto& [s, t] : pairs) {
+    const Route* at = &cluster.route(s, t);
+    // Without latency a transfer can start in the very moment another ends on its link, and
+    // which of the two the full run takes first is an order among copies the fold does not
+    // keep (a link's peak flow count; as phases, sim/phases.h).
+    if (at->latency == Time::zero()) return false;
+    for (int k = 0; k < K; ++k) {
+      const int kn = (k + 1) % K;
+      const Route& to = cluster.route(m.image(s, kn), m.image(t, kn));
+      if (to.latency != at->latency || to.hops.size() != at->hops.size()) return false;
+      for (size_t j = 0; j < to.hops.size(); ++j) {
+        const LinkDirection a = at->hops[j], b = to.hops[j];
+        auto& na = next[static_cast<size_t>(a)];
+        auto& pb = prev[static_cast<size_t>(b)];
+        if (na == -1 && pb == -1) {
+          na = b;
+          pb = a;
+        } else if (na != b || pb != a) {
+          return false;
+        }
+        if (cluster.direction_bandwidth(a) != cluster.direction_bandwidth(b)) return false;
+      }
+      at = &to;
+    }
+  }
+  f.rep.assign(L, -1);
+  f.share.assign(L, 1);
+  for (size_t l = 0; l < L; ++l) {
+    if (next[l] == -1 || f.rep[l] != -1) continue;
+    auto x = static_cast<LinkDirection>(l), rep = x;
+    int orbit = 0;
+    do {
+      rep = std::min(rep, x);
+      x = next[static_cast<size_t>(x)];
+      ++orbit;
+    } while (x != static_cast<LinkDirection>(l) && x != -1 && orbit <= K);
+    if (x != static_cast<LinkDirection>(l) || K % orbit != 0) return false;
+    do {
+      f.rep[static_cast<size_t>(x)] = rep;
+      f.share[static_cast<size_t>(x)] = K / orbit;
+      x = next[static_cast<size_t>(x)];
+    } while (x != static_cast<LinkDirection>(l));
+  }
+  for (const auto& [s, t] : pairs) {
+    const auto& hops = cluster.route(s, t).hops;
+    for (size_t i = 0; i < hops.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (f.rep[static_cast<size_t>(hops[i])] == f.rep[static_cast<size_t>(hops[j])])
+          return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+// The fold that moves `group` copies of the graph at a time, where it holds.
+std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, int group) {
+  DeviceMap m(graph, group);
+  if (!m.build()) return std::nullopt;
+  CopyFold f;
+  f.copies = m.copies();
+  std::vector<uint32_t> index;
+  // (The links first: where copies share a node's NIC, they fail there at little cost.)
+  if (!split_ops(graph, m, f, index) || !links_match(graph, cluster, m, f) ||
+      !rings_match(graph, m, f, index) || !ops_match(graph, m, f, index) ||
+      !devices_match(graph, cluster, m, f, index))
+    return std::nullopt;
+  f.simulated.assign(graph.size(), 0);
+  for (const OpId a : f.ops[0]) f.simulated[a] = 1;
+  f.device_copy = m.copies_of_devices();
+  f.devices.resize(static_cast<size_t>(f.copies));
+  for (int c = 0; c < f.copies; ++c) {
+    for (size_t i = 0; i < m.size(); ++i) f.devices[static_cast<size_t>(c)].push_back(m.device(c, i));
+  }
+  f.lowest_image.resize(f.device_copy.size());
+  for (size_t d = 0; d < f.device_copy.size(); ++d) f.lowest_image[d] = static_cast<int32_t>(d);
+  for (size_t i = 0; i < m.size(); ++i) {
+    int32_t low = m.device(0, i);
+    for (int c = 1; c < f.copies; ++c) low = std::min(low, static_cast<int32_t>(m.device(c, i)));
+    for (int c = 0; c < f.copies; ++c) f.lowest_image[static_cast<size_t>(m.device(c, i))] = low;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster) {
+  // Copies taken one at a time, else two, four...: copies that share a node (and its NICs)
+  // map onto each other only a node at a time.
+  const int K = graph.copies();
+  int tries = 0;
+  for (int group = 1; group <= K / 2 && tries < kFoldTries; ++group) {
+    if (K % group != 0) continue;
+    ++tries;
+    if (auto f = fold_by(graph, cluster, group)) return f;
+  }
+  return std::nullopt;
+}
+
+void expand(const CopyFold& f, Timeline& tl) {
+  tl.folded_copies = f.copies;
+  const auto& ops0 = f.ops[0];
+  for (size_t k = 1; k < f.ops.size(); ++k) {
+    for (size_t i = 0; i < ops0.size(); ++i) {
+      tl.start[f.ops[k][i]] = tl.start[ops0[i]];
+      tl.end[f.ops[k][i]] = tl.end[ops0[i]];
+    }
+  }
+  for (int c = 1; c < f.copies; ++c) {
+    const auto& devices = f.devices[static_cast<size_t>(c)];
+    for (size_t i = 0; i < devices.size(); ++i) {
+      tl.devices[static_cast<size_t>(devices[i])] =
+          tl.devices[static_cast<size_t>(f.devices[0][i])];
+    }
+  }
+  const std::vector<LinkStats> quotient = tl.links;
+  for (size_t l = 0; l < tl.links.size(); ++l) {
+    if (f.rep[l] < 0) continue;
+    LinkStats s = quotient[static_cast<size_t>(f.rep[l])];
+    s.bytes = checked_mul(s.bytes, int64_t{f.share[l]}, "the bytes a link carries");
+    s.peak_flows *= f.share[l];
+    tl.links[l] = s;
+  }
+  if (!tl.oom.oom) return;
+  const int d = tl.oom.device;
+  const int low = f.lowest_image[static_cast<size_t>(d)];
+  if (low == d) return;
+  tl.oom.device = low;
+  if (tl.oom.op == UINT32_MAX) return;
+  const auto i = static_cast<size_t>(std::lower_bound(ops0.begin(), ops0.end(), tl.oom.op) -
+                                     ops0.begin());
+  const int k = (f.device_copy[static_cast<size_t>(low)] - f.device_copy[static_cast<size_t>(d)] +
+                 f.copies) %
+                f.copies;
+  tl.oom.op = f.ops[static_cast<size_t>(k)][i];
+}
+
+}  // namespace pipesim

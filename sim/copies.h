@@ -1,0 +1,63 @@
+// Identical copies simulated once (SimOptions::fold). A graph built from K data-parallel
+// copies (TaskGraph::copies) whose copies are the same ops on the same kind of links is
+// symmetric under the map that sends copy c to copy c + 1 (mod K): the whole run is, so
+// every op of copy k starts and ends when its counterpart in copy 0 does, every device of
+// copy k peaks when its counterpart does, and every link carries what its image does. The
+// engine then simulates copy 0 alone:
+//
+// - Its links stand for their orbits under the map. A link that o of the K copies' images
+//   fall on (o divides K) carries K / o of the full run's flows for each of copy 0's, so
+//   copy 0's flows see it at 1 / (K / o) of its bandwidth (max-min sharing among K / o
+//   identical flows is one flow on a link of that share), and their routes name each
+//   orbit by one representative link.
+// - A ring that spans the copies (the gradient all-reduce over the data-parallel group,
+//   r members in each copy) runs its first r members: member r - 1 sends to member r's
+//   GPU, and member 0 receives what member r - 1 sends, as it would from member n - 1,
+//   its image.
+// - After the run, copy k's ops, devices and links take copy 0's figures (expand).
+//
+// fold_copies checks all of this on the graph and the cluster and says nothing where any
+// of it fails (a straggler, a GPU of another kind, an uneven placement, a collective
+// whose members do not rotate with the copies, links that are not images of each other):
+// there the engine simulates every copy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "schedules/task_graph.h"
+#include "topology/cluster.h"
+
+namespace pipesim {
+
+struct Timeline;
+
+struct CopyFold {
+  int copies = 1;
+  // [copy][i]: the ops of each copy in graph order; ops[k][i] is the image of ops[0][i].
+  std::vector<std::vector<OpId>> ops;
+  std::vector<char> simulated;  // [op] copy 0's
+  std::vector<int32_t> device_copy;  // [device] its copy, -1 for none
+  std::vector<std::vector<int32_t>> devices;  // [copy][i]: devices[k][i] the image of devices[0][i]
+  // [link direction]: the representative of its orbit (-1 where no flow crosses it) and
+  // how many of the full run's flows each of copy 0's stands for there (K / orbit size).
+  std::vector<LinkDirection> rep;
+  std::vector<int32_t> share;
+  // [ring]: the members copy 0 holds (its n unless the ring spans the copies).
+  std::vector<uint32_t> members;
+  // [device]: the lowest device among it and its images (the out-of-memory tie rule).
+  std::vector<int32_t> lowest_image;
+};
+
+// Copies of the graph taken one at a time, else as few at a time as make the fold hold (two
+// copies to a node of a cluster whose NICs serve nodes: copies 0 and 1 move onto 2 and 3);
+// at most kFoldTries group sizes are tried.
+inline constexpr int kFoldTries = 4;
+std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster);
+
+// Copy 0's figures onto every copy: op times, device statistics, link statistics (bytes
+// and peak flows times the link's share), the out-of-memory device (the lowest image).
+void expand(const CopyFold& fold, Timeline& tl);
+
+}  // namespace pipesim

@@ -1,0 +1,181 @@
+// Identical data-parallel copies simulated once (SimOptions::fold, sim/copies.h): where the
+// copies are the same ops on links that are images of each other, copy 0 alone runs and the
+// others take its figures; the run is the full run's to the picosecond (every op's start
+// and end, every device's and link's statistics, the out-of-memory device). Where anything
+// breaks the symmetry (a straggler, a slower link, a collective that does not rotate with
+// the copies) every copy is simulated.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "scenario/scenario.h"
+#include "scenario/setup.h"
+#include "sim/engine.h"
+
+namespace pipesim {
+namespace {
+
+struct Pair {
+  Timeline full, folded;
+};
+
+Pair both(const std::string& yaml) {
+  const Scenario sc = load_scenario_text(yaml, "copies.yaml");
+  const TaskGraph g = scenario_task_graph(sc, true);
+  SimOptions off;
+  off.fold = false;
+  return {simulate(g, sc.cluster, off), simulate(g, sc.cluster)};
+}
+
+void expect_identical(const Timeline& a, const Timeline& b) {
+  EXPECT_EQ(a.makespan, b.makespan);
+  ASSERT_EQ(a.start.size(), b.start.size());
+  size_t wrong = 0;
+  for (size_t i = 0; i < a.start.size(); ++i)
+    wrong += a.start[i] != b.start[i] || a.end[i] != b.end[i];
+  EXPECT_EQ(wrong, 0u) << "ops at another time";
+  ASSERT_EQ(a.links.size(), b.links.size());
+  for (size_t l = 0; l < a.links.size(); ++l) {
+    EXPECT_EQ(a.links[l].bytes, b.links[l].bytes) << "link " << l;
+    EXPECT_EQ(a.links[l].busy, b.links[l].busy) << "link " << l;
+    EXPECT_EQ(a.links[l].peak_flows, b.links[l].peak_flows) << "link " << l;
+  }
+  ASSERT_EQ(a.devices.size(), b.devices.size());
+  for (size_t d = 0; d < a.devices.size(); ++d) {
+    EXPECT_EQ(a.devices[d].busy, b.devices[d].busy) << "device " << d;
+    EXPECT_EQ(a.devices[d].peak_memory, b.devices[d].peak_memory) << "device " << d;
+    EXPECT_EQ(a.devices[d].peak_time, b.devices[d].peak_time) << "device " << d;
+    EXPECT_EQ(a.devices[d].at_peak, b.devices[d].at_peak) << "device " << d;
+    EXPECT_EQ(a.devices[d].ops, b.devices[d].ops) << "device " << d;
+  }
+  EXPECT_EQ(a.oom.oom, b.oom.oom);
+  EXPECT_EQ(a.oom.device, b.oom.device);
+  EXPECT_EQ(a.oom.op, b.oom.op);
+  EXPECT_EQ(a.oom.time, b.oom.time);
+  EXPECT_EQ(a.oom.bytes, b.oom.bytes);
+}
+
+// A GPT-like model of `layers` generated layers on `nodes` x 8 H100s.
+std::string scenario(int nodes, const std::string& inter, const std::string& strategy,
+                     int layers = 8, const std::string& extra_cluster = "",
+                     const std::string& gpu = "h100-80gb") {
+  return fmt::format(R"(cluster:
+  gpu: {gpu}
+  nodes: {nodes}
+  gpus_per_node: 8
+  intra_node: nvswitch
+  inter_node: {inter}
+{extra}model: {{generator: transformer, layers: {layers}, hidden: 1024, heads: 16, sequence: 1024, vocab: 32000}}
+training: {{global_batch: 64, micro_batch: 1}}
+strategy: {strategy}
+)",
+                     fmt::arg("gpu", gpu), fmt::arg("nodes", nodes), fmt::arg("inter", inter),
+                     fmt::arg("extra", extra_cluster), fmt::arg("layers", layers),
+                     fmt::arg("strategy", strategy));
+}
+
+TEST(Copies, PipelineByDataFoldsToTheFullRun) {
+  // 4 stages x 8 copies over 4 nodes, a NIC per GPU: two copies to a node, so the gradient
+  // ring's step from copy 0 to copy 1 stays inside the node and the one from copy 1 to copy
+  // 2 crosses the fabric. Moving one copy on is no symmetry, moving two (a node) is: four
+  // copies of two.
+  const Pair p = both(scenario(4, "{preset: ib-ndr, nics: 8}",
+                               "{schedule: dapple, pipeline: 4, data: 8, allreduce: ring}"));
+  EXPECT_EQ(p.folded.folded_copies, 4);
+  expect_identical(p.full, p.folded);
+  EXPECT_LE(p.folded.events * 4, p.full.events);
+}
+
+TEST(Copies, TensorPipelineDataWithOneNicPerNode) {
+  // TP 2 x PP 2 x DP 8 on 4 nodes sharing one NIC per node: two copies per node, so moving
+  // one copy on does not map a node's NIC onto one node's NIC: simulated in full, or
+  // folded where the links do map; the same run either way.
+  const Pair p = both(scenario(4, "ib-ndr",
+                               "{schedule: 1f1b, pipeline: 2, tensor: 2, data: 8, allreduce: ring}"));
+  expect_identical(p.full, p.folded);
+}
+
+TEST(Copies, InterleavedWithZeroAndTensorParallelism) {
+  const Pair p =
+      both(scenario(8, "{preset: ib-ndr, nics: 8}",
+                    "{schedule: interleaved, virtual_stages: 2, pipeline: 2, tensor: 4, data: 8, "
+                    "zero: 1, allreduce: ring}"));
+  EXPECT_EQ(p.folded.folded_copies, 8);
+  expect_identical(p.full, p.folded);
+}
+
+TEST(Copies, DataParallelAcrossNodes) {
+  // One copy per node (TP 8): the gradient ring crosses every node's NIC.
+  const Pair p = both(scenario(
+      4, "ib-ndr", "{schedule: dapple, pipeline: 1, tensor: 8, data: 4, allreduce: ring}", 4));
+  EXPECT_EQ(p.folded.folded_copies, 4);
+  expect_identical(p.full, p.folded);
+}
+
+TEST(Copies, OutOfMemoryOnTheLowestDevice) {
+  // A model too large for its GPUs: every copy crosses capacity at the same moment; the
+  // report names the lowest device, as the full run does.
+  const Pair p = both(scenario(2, "{preset: ib-ndr, nics: 8}",
+                               "{schedule: gpipe, pipeline: 2, data: 8, allreduce: ring}", 48, "",
+                               "v100-16gb"));
+  ASSERT_TRUE(p.full.oom.oom);
+  EXPECT_EQ(p.folded.folded_copies, 2);  // four copies to a node
+  expect_identical(p.full, p.folded);
+}
+
+TEST(Copies, AStragglerIsSimulatedInFull) {
+  const Pair p = both(scenario(2, "{preset: ib-ndr, nics: 8}",
+                               "{schedule: dapple, pipeline: 2, data: 8, allreduce: ring}", 8,
+                               "  slowdown: [{device: node0/gpu5, compute: 1.5}]\n"));
+  EXPECT_EQ(p.folded.folded_copies, 1);
+  expect_identical(p.full, p.folded);
+}
+
+TEST(Copies, TreeAllReduceIsSimulatedInFull) {
+  // A tree's sends do not rotate with the copies.
+  const Pair p = both(scenario(2, "{preset: ib-ndr, nics: 8}",
+                               "{schedule: dapple, pipeline: 2, data: 8, allreduce: tree}"));
+  EXPECT_EQ(p.folded.folded_copies, 1);
+  expect_identical(p.full, p.folded);
+}
+
+// Random strategies on small clusters: folded or not, the full run's figures.
+TEST(Copies, RandomStrategiesAgreeWithTheFullRun) {
+  std::mt19937 rng(29);
+  const char* schedules[] = {"gpipe", "dapple", "1f1b", "interleaved", "zb-h1"};
+  const char* inters[] = {"ib-ndr", "{{preset: ib-ndr, nics: {}}}", "{{preset: ib-ndr, nics: 2}}"};
+  int folded = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int pp = 1 << (rng() % 3), tp = 1 << (rng() % 3), dp = 2 << (rng() % 3);
+    const int gpus = pp * tp * dp;
+    const int nodes = std::max(1, gpus / 8);
+    if (nodes * 8 != gpus && gpus > 8) continue;
+    const int per_node = std::min(gpus, 8);
+    std::string sched = schedules[rng() % 5];
+    if (pp == 1) sched = "dapple";
+    std::string strategy = fmt::format(
+        "{{schedule: {}, pipeline: {}, tensor: {}, data: {}, zero: {}, allreduce: ring{}}}", sched,
+        pp, tp, dp, rng() % 3, sched == "interleaved" ? ", virtual_stages: 2" : "");
+    SCOPED_TRACE(strategy);
+    const Pair p = both(fmt::format(R"(cluster:
+  gpu: h100-80gb
+  nodes: {}
+  gpus_per_node: {}
+  intra_node: nvswitch
+  inter_node: {}
+model: {{generator: transformer, layers: 8, hidden: 512, heads: 8, sequence: 512, vocab: 8000}}
+training: {{global_batch: {}, micro_batch: 1}}
+strategy: {}
+)",
+                                    nodes, per_node,
+                                    fmt::format(fmt::runtime(inters[rng() % 3]), per_node),
+                                    dp * 4, strategy));
+    folded += p.folded.folded_copies > 1;
+    expect_identical(p.full, p.folded);
+  }
+  EXPECT_GT(folded, 4);
+}
+
+}  // namespace
+}  // namespace pipesim
