@@ -172,7 +172,7 @@ struct RunSummary {
 struct RunConfig {
   bool reproducible = false;   // report wall_s as 0 (`--reproducible`)
   bool exact_sharing = false;  // `--exact-sharing`
-  bool fold = true;            // false: `--no-fold` (every collective step by step)
+  bool fold = true;  // false: `--no-fold` (every collective step by step, every copy simulated)
 };
 
 struct RunResult : RunSummary {

@@ -307,8 +307,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run,
                     "re-rate link sharing over whole components at every flow event: "
                     "bit-identical to progressive filling, slower on large collectives");
   run_cmd->add_flag("--no-fold", run.no_fold,
-                    "run every collective step by step, never as a phase: the same "
-                    "results, more events (to check the phases against)");
+                    "run every collective step by step, never as a phase, and every "
+                    "data-parallel copy, never one for all: the same results, more events "
+                    "(to check the folds against)");
 
   return run_cmd;
 }

@@ -7,18 +7,16 @@ namespace pipesim::planner {
 
 namespace {
 
-std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch) {
-  std::vector<PlanPoint> out;
-  const size_t G = p.stages.size();
-  for (size_t g = 0; g + 1 < G; ++g) {
-    // The cut after stage g one layer earlier (stage g gives its last layer to g + 1) ...
+// The cut after each stage one layer earlier (stage g gives its last layer to g + 1) or
+// one layer later.
+void moved_cuts(const PlanPoint& p, std::vector<PlanPoint>& out) {
+  for (size_t g = 0; g + 1 < p.stages.size(); ++g) {
     if (p.stages[g].last_layer > p.stages[g].first_layer) {
       PlanPoint n = p;
       --n.stages[g].last_layer;
       --n.stages[g + 1].first_layer;
       out.push_back(std::move(n));
     }
-    // ... or one layer later.
     if (p.stages[g + 1].last_layer > p.stages[g + 1].first_layer) {
       PlanPoint n = p;
       ++n.stages[g].last_layer;
@@ -26,6 +24,10 @@ std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch)
       out.push_back(std::move(n));
     }
   }
+}
+
+// 1F1B's other warm-up, every other ZeRO stage, and data copies traded for replicas.
+void other_settings(const PlanPoint& p, int64_t global_batch, std::vector<PlanPoint>& out) {
   // 1F1B's other warm-up (the planner's two: the schedule's and auto).
   if (has_warmup(p.schedule) && p.warmup != Warmup::kDeep) {
     PlanPoint n = p;
@@ -62,28 +64,33 @@ std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch)
     for (StageSpec& s : n.stages) ok = ok && s.replicas % 2 == 0 && (s.replicas /= 2) >= 1;
     if (ok) out.push_back(std::move(n));
   }
-  if (p.virtual_stages != 1 || p.schedule == ScheduleKind::kZbV) {
-    // Chunked plans: one replica moved from a position to the position before or after it,
-    // with every chunk of both positions.
-    const int P = p.positions();
-    auto reps = [&](int q) { return p.stages[static_cast<size_t>(q)].replicas; };
-    for (int q = 0; q < P; ++q) {
-      if (reps(q) < 2) continue;
-      for (const int to : {q - 1, q + 1}) {
-        if (to < 0 || to >= P || reps(to) >= p.micro_batch) continue;
-        PlanPoint n = p;
-        for (size_t g = 0; g < G; ++g) {
-          const int at = p.position_of(static_cast<int>(g));
-          if (at == q) --n.stages[g].replicas;
-          if (at == to) ++n.stages[g].replicas;
-        }
-        out.push_back(std::move(n));
+}
+
+// Chunked plans: one replica moved from a position to the position before or after it,
+// with every chunk of both positions.
+void moved_position_replicas(const PlanPoint& p, std::vector<PlanPoint>& out) {
+  const int P = p.positions();
+  auto reps = [&](int q) { return p.stages[static_cast<size_t>(q)].replicas; };
+  for (int q = 0; q < P; ++q) {
+    if (reps(q) < 2) continue;
+    for (const int to : {q - 1, q + 1}) {
+      if (to < 0 || to >= P || reps(to) >= p.micro_batch) continue;
+      PlanPoint n = p;
+      for (size_t g = 0; g < p.stages.size(); ++g) {
+        const int at = p.position_of(static_cast<int>(g));
+        if (at == q) --n.stages[g].replicas;
+        if (at == to) ++n.stages[g].replicas;
       }
+      out.push_back(std::move(n));
     }
-    return out;
   }
-  // Two neighbouring stages merged, on the larger one's replicas (fewer GPUs) or on both
-  // (the same GPUs, when the micro-batch has the samples).
+}
+
+// Two neighbouring stages merged, on the larger one's replicas (fewer GPUs) or on both
+// (the same GPUs, when the micro-batch has the samples); one replica moved to a
+// neighbouring stage.
+void merged_and_moved(const PlanPoint& p, std::vector<PlanPoint>& out) {
+  const size_t G = p.stages.size();
   for (size_t g = 0; g + 1 < G; ++g) {
     const int a = p.stages[g].replicas, b = p.stages[g + 1].replicas;
     for (const int r : {std::max(a, b), a + b}) {
@@ -106,6 +113,17 @@ std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch)
       ++n.stages[to].replicas;
       out.push_back(std::move(n));
     }
+  }
+}
+
+std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch) {
+  std::vector<PlanPoint> out;
+  moved_cuts(p, out);
+  other_settings(p, global_batch, out);
+  if (p.virtual_stages != 1 || p.schedule == ScheduleKind::kZbV) {
+    moved_position_replicas(p, out);
+  } else {
+    merged_and_moved(p, out);
   }
   return out;
 }

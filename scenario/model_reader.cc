@@ -424,6 +424,108 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
   return m;
 }
 
+// A layer given by its shape (model.input names the input's): its op, repeated, each
+// repeat's input shape kept in `inputs` for the tensor splits.
+void read_shaped_layer(const Reader& r, const YAML::Node& l, const std::string& p,
+                       const Training& t, const GpuSpec& gpu, ShapeState& state, Model& m,
+                       std::vector<std::pair<ShapeOp, ShapeState>>& inputs) {
+  std::vector<std::string> shape_keys{"name", "repeat", "drop_carried"};
+  shape_keys.insert(shape_keys.end(), kShapeOps.begin(), kShapeOps.end());
+  r.expect_map(l, p, shape_keys);
+  std::string kind;
+  for (const auto& k : kShapeOps) {
+    if (!l[k].IsDefined()) continue;
+    if (!kind.empty())
+      r.fail(l[k], p + "." + k, fmt::format("a layer has one op, but this one also has '{}'", kind),
+             "one of: " + join(kShapeOps));
+    kind = k;
+  }
+  if (kind.empty()) r.fail(l, p, "the layer names no op", "one of: " + join(kShapeOps));
+  const ShapeOp op = read_shape_op(r, l[kind], p + "." + kind, kind);
+  const std::string base = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
+                                                 : fmt::format("layer{}", m.layers.size());
+  const int64_t repeat = read_repeat(r, l, p, m.layers.size());
+  const bool drop = read_flag(r, l["drop_carried"], p + ".drop_carried", false);
+  for (int64_t k = 0; k < repeat; ++k) {
+    inputs.emplace_back(op, state);
+    m.layers.push_back(r.at(l[kind], p + "." + kind, [&] {
+      return shape_layer(repeated_name(base, k, repeat), op, drop, state, t, gpu);
+    }));
+  }
+}
+
+// A layer given by its measured times and bytes.
+void read_timed_layer(const Reader& r, const YAML::Node& l, const std::string& p, Model& m) {
+  for (const auto& k : kShapeOps) {
+    if (l.IsMap() && l[k].IsDefined())
+      r.fail(l[k], p + "." + k, "a layer given by its shape needs the model's input shape",
+             "model.input: {image: [C, H, W]}, {tokens: N} or {sequence: [N, features]}");
+  }
+  r.expect_map(l, p,
+               {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
+                "weight_activation", "output", "params", "optimizer", "repeat"});
+  Layer layer;
+  layer.optimizer_given = true;  // SPEC section 3: no optimizer time unless a layer gives one
+  layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
+                                     : fmt::format("layer{}", m.layers.size());
+  layer.forward = r.time(r.require(l, p, "forward"), p + ".forward");
+  const bool whole = l["backward"].IsDefined();
+  const bool split = l["backward_input"].IsDefined() || l["backward_weight"].IsDefined();
+  if (whole && split)
+    r.fail(l["backward"], p + ".backward",
+           "give backward or backward_input + backward_weight, not both", "one of the two forms");
+  if (whole) {
+    layer.backward_input = r.time(l["backward"], p + ".backward");
+  } else if (split) {
+    layer.backward_input = r.time(r.require(l, p, "backward_input"), p + ".backward_input");
+    layer.backward_weight = r.time(r.require(l, p, "backward_weight"), p + ".backward_weight");
+    layer.split_backward = true;
+  } else {
+    r.fail(l, p + ".backward", "missing required key",
+           "backward, or backward_input + backward_weight");
+  }
+  if (l["activation"].IsDefined())
+    layer.activation_bytes = r.bytes(l["activation"], p + ".activation");
+  if (l["weight_activation"].IsDefined()) {
+    const YAML::Node& w = l["weight_activation"];
+    if (!split)
+      r.fail(w, p + ".weight_activation",
+             "this is what a separate weight-gradient pass keeps, but the layer's backward is "
+             "not split",
+             "weight_activation with backward_input + backward_weight");
+    layer.weight_activation = r.bytes(w, p + ".weight_activation");
+    if (*layer.weight_activation > layer.activation_bytes)
+      r.fail(w, p + ".weight_activation",
+             fmt::format("{} B is more than the layer's activation ({} B)",
+                         *layer.weight_activation, layer.activation_bytes),
+             "at most the activation: W keeps part of what F allocated");
+  }
+  if (l["output"].IsDefined()) layer.output_bytes = r.bytes(l["output"], p + ".output");
+  if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
+  if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");
+  append_repeated(m, layer, read_repeat(r, l, p, m.layers.size()));
+}
+
+// Tensor splits of shape-described layers; consecutive linears pair up as Megatron-LM's
+// column- and row-parallel halves, a linear without a partner is column-parallel with its
+// output gathered.
+void add_tensor_splits(const std::vector<std::pair<ShapeOp, ShapeState>>& inputs,
+                       const Training& t, const GpuSpec& gpu, Model& m) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto linear = [&](size_t k) {
+      return k < inputs.size() && std::holds_alternative<LinearOp>(inputs[k].first);
+    };
+    LinearSplit split = LinearSplit::kGather;
+    if (linear(i) && linear(i + 1)) split = LinearSplit::kColumn;
+    m.layers[i].tensor_split = shape_tensor_split(inputs[i].first, inputs[i].second, split, t, gpu);
+    if (split == LinearSplit::kColumn) {
+      ++i;
+      m.layers[i].tensor_split =
+          shape_tensor_split(inputs[i].first, inputs[i].second, LinearSplit::kRow, t, gpu);
+    }
+  }
+}
+
 Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const GpuSpec& gpu) {
   r.expect_map(n, "model", {"name", "layers", "input", "generator", "profile", "include"});
   Model m;
@@ -442,100 +544,15 @@ Model read_model(const Reader& r, const YAML::Node& n, const Training& t, const 
     r.fail(layers, "model.layers", "expected a non-empty list of layers",
            "e.g. '- {forward: 1 ms, backward: 2 ms}'");
   std::vector<std::pair<ShapeOp, ShapeState>> inputs;  // shape-described: each op and its input
-  std::vector<std::string> shape_keys{"name", "repeat", "drop_carried"};
-  shape_keys.insert(shape_keys.end(), kShapeOps.begin(), kShapeOps.end());
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string p = fmt::format("model.layers.{}", i);
-    const YAML::Node l = layers[i];
     if (shaped) {
-      r.expect_map(l, p, shape_keys);
-      std::string kind;
-      for (const auto& k : kShapeOps) {
-        if (!l[k].IsDefined()) continue;
-        if (!kind.empty())
-          r.fail(l[k], p + "." + k,
-                 fmt::format("a layer has one op, but this one also has '{}'", kind),
-                 "one of: " + join(kShapeOps));
-        kind = k;
-      }
-      if (kind.empty()) r.fail(l, p, "the layer names no op", "one of: " + join(kShapeOps));
-      const ShapeOp op = read_shape_op(r, l[kind], p + "." + kind, kind);
-      const std::string base = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
-                                                     : fmt::format("layer{}", m.layers.size());
-      const int64_t repeat = read_repeat(r, l, p, m.layers.size());
-      const bool drop = read_flag(r, l["drop_carried"], p + ".drop_carried", false);
-      for (int64_t k = 0; k < repeat; ++k) {
-        inputs.emplace_back(op, state);
-        m.layers.push_back(r.at(l[kind], p + "." + kind, [&] {
-          return shape_layer(repeated_name(base, k, repeat), op, drop, state, t, gpu);
-        }));
-      }
-      continue;
-    }
-    for (const auto& k : kShapeOps) {
-      if (l.IsMap() && l[k].IsDefined())
-        r.fail(l[k], p + "." + k, "a layer given by its shape needs the model's input shape",
-               "model.input: {image: [C, H, W]}, {tokens: N} or {sequence: [N, features]}");
-    }
-    r.expect_map(l, p,
-                 {"name", "forward", "backward", "backward_input", "backward_weight", "activation",
-                  "weight_activation", "output", "params", "optimizer", "repeat"});
-    Layer layer;
-    layer.optimizer_given = true;  // SPEC section 3: no optimizer time unless a layer gives one
-    layer.name = l["name"].IsDefined() ? r.scalar(l["name"], p + ".name")
-                                       : fmt::format("layer{}", m.layers.size());
-    layer.forward = r.time(r.require(l, p, "forward"), p + ".forward");
-    const bool whole = l["backward"].IsDefined();
-    const bool split = l["backward_input"].IsDefined() || l["backward_weight"].IsDefined();
-    if (whole && split)
-      r.fail(l["backward"], p + ".backward",
-             "give backward or backward_input + backward_weight, not both", "one of the two forms");
-    if (whole) {
-      layer.backward_input = r.time(l["backward"], p + ".backward");
-    } else if (split) {
-      layer.backward_input = r.time(r.require(l, p, "backward_input"), p + ".backward_input");
-      layer.backward_weight = r.time(r.require(l, p, "backward_weight"), p + ".backward_weight");
-      layer.split_backward = true;
+      read_shaped_layer(r, layers[i], p, t, gpu, state, m, inputs);
     } else {
-      r.fail(l, p + ".backward", "missing required key",
-             "backward, or backward_input + backward_weight");
-    }
-    if (l["activation"].IsDefined())
-      layer.activation_bytes = r.bytes(l["activation"], p + ".activation");
-    if (l["weight_activation"].IsDefined()) {
-      const YAML::Node& w = l["weight_activation"];
-      if (!split)
-        r.fail(w, p + ".weight_activation",
-               "this is what a separate weight-gradient pass keeps, but the layer's backward is "
-               "not split",
-               "weight_activation with backward_input + backward_weight");
-      layer.weight_activation = r.bytes(w, p + ".weight_activation");
-      if (*layer.weight_activation > layer.activation_bytes)
-        r.fail(w, p + ".weight_activation",
-               fmt::format("{} B is more than the layer's activation ({} B)",
-                           *layer.weight_activation, layer.activation_bytes),
-               "at most the activation: W keeps part of what F allocated");
-    }
-    if (l["output"].IsDefined()) layer.output_bytes = r.bytes(l["output"], p + ".output");
-    if (l["params"].IsDefined()) layer.params = r.count(l["params"], p + ".params");
-    if (l["optimizer"].IsDefined()) layer.optimizer = r.time(l["optimizer"], p + ".optimizer");
-    append_repeated(m, layer, read_repeat(r, l, p, m.layers.size()));
-  }
-  // Tensor splits; consecutive linears pair up as Megatron-LM's column- and row-parallel
-  // halves, a linear without a partner is column-parallel with its output gathered.
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto linear = [&](size_t k) {
-      return k < inputs.size() && std::holds_alternative<LinearOp>(inputs[k].first);
-    };
-    LinearSplit split = LinearSplit::kGather;
-    if (linear(i) && linear(i + 1)) split = LinearSplit::kColumn;
-    m.layers[i].tensor_split = shape_tensor_split(inputs[i].first, inputs[i].second, split, t, gpu);
-    if (split == LinearSplit::kColumn) {
-      ++i;
-      m.layers[i].tensor_split =
-          shape_tensor_split(inputs[i].first, inputs[i].second, LinearSplit::kRow, t, gpu);
+      read_timed_layer(r, layers[i], p, m);
     }
   }
+  add_tensor_splits(inputs, t, gpu, m);
   return m;
 }
 

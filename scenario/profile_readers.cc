@@ -59,14 +59,12 @@ bool is_profile_csv(const std::string& text) {
   return names_a_column(split_csv(text.substr(0, text.find('\n'))));
 }
 
-Model read_profile_csv(std::istream& in, const std::string& file) {
+namespace {
+
+// The header's columns, each known and given once, with forward and backward among them.
+std::vector<std::string> read_csv_header(const std::vector<std::pair<std::string, int>>& header,
+                                         const std::string& file) {
   const std::vector<std::string>& known = kCsvColumns;
-  std::string line;
-  int lineno = 1;
-  if (!std::getline(in, line))
-    throw InputError("the profile is empty", "a header row, then one row per layer",
-                     "model.profile", {file});
-  const auto header = split_csv(line);
   // A first line with no known column is not a profile header: it may be any file the user
   // pointed at, so it is not quoted.
   if (!names_a_column(header)) {
@@ -77,11 +75,11 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
   for (const auto& [name, col] : header) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       throw InputError(fmt::format("unknown column '{}'{}", name, suggestion(name, known)),
-                       "columns: " + join(known), "model.profile", {file, lineno, col});
+                       "columns: " + join(known), "model.profile", {file, 1, col});
     }
     if (std::find(columns.begin(), columns.end(), name) != columns.end())
       throw InputError(fmt::format("the column '{}' is given twice", name),
-                       "each column once", "model.profile", {file, lineno, col});
+                       "each column once", "model.profile", {file, 1, col});
     columns.push_back(name);
   }
   auto has = [&](const char* c) {
@@ -102,6 +100,50 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
         "weight_activation with backward_input + backward_weight",
         "model.profile.weight_activation", {file, 1, col});
   }
+  return columns;
+}
+
+// One cell into the layer (or its repeat count).
+void read_csv_cell(const std::string& c, const std::string& v, Layer& l, int64_t& repeat) {
+  if (c == "name")
+    l.name = v;
+  else if (c == "forward")
+    l.forward = parse_time(v);
+  else if (c == "backward")
+    l.backward_input = parse_time(v);
+  else if (c == "backward_input") {
+    l.backward_input = parse_time(v);
+    l.split_backward = true;
+  } else if (c == "backward_weight") {
+    l.backward_weight = parse_time(v);
+    l.split_backward = true;
+  } else if (c == "activation")
+    l.activation_bytes = parse_bytes(v);
+  else if (c == "output")
+    l.output_bytes = parse_bytes(v);
+  else if (c == "weight_activation")
+    l.weight_activation = parse_bytes(v);
+  else if (c == "params")
+    l.params = parse_count(v);
+  else if (c == "optimizer") {
+    l.optimizer = parse_time(v);
+    l.optimizer_given = true;
+  } else if (c == "repeat") {
+    repeat = parse_count(v);
+    if (repeat < 1 || repeat > 100'000)
+      throw InputError(fmt::format("repeat {} is out of range", repeat), "1 to 100000");
+  }
+}
+
+}  // namespace
+
+Model read_profile_csv(std::istream& in, const std::string& file) {
+  std::string line;
+  int lineno = 1;
+  if (!std::getline(in, line))
+    throw InputError("the profile is empty", "a header row, then one row per layer",
+                     "model.profile", {file});
+  const std::vector<std::string> columns = read_csv_header(split_csv(line), file);
   Model m;
   m.name = lossy_utf8(std::filesystem::path(file).stem().string());
   while (std::getline(in, line)) {
@@ -116,39 +158,10 @@ Model read_profile_csv(std::istream& in, const std::string& file) {
     l.name = fmt::format("layer{}", m.layers.size());
     int64_t repeat = 1;
     for (size_t k = 0; k < cells.size(); ++k) {
-      const std::string& c = columns[k];
-      const std::string& v = cells[k].first;
       try {
-        if (c == "name")
-          l.name = v;
-        else if (c == "forward")
-          l.forward = parse_time(v);
-        else if (c == "backward")
-          l.backward_input = parse_time(v);
-        else if (c == "backward_input") {
-          l.backward_input = parse_time(v);
-          l.split_backward = true;
-        } else if (c == "backward_weight") {
-          l.backward_weight = parse_time(v);
-          l.split_backward = true;
-        } else if (c == "activation")
-          l.activation_bytes = parse_bytes(v);
-        else if (c == "output")
-          l.output_bytes = parse_bytes(v);
-        else if (c == "weight_activation")
-          l.weight_activation = parse_bytes(v);
-        else if (c == "params")
-          l.params = parse_count(v);
-        else if (c == "optimizer") {
-          l.optimizer = parse_time(v);
-          l.optimizer_given = true;
-        } else if (c == "repeat") {
-          repeat = parse_count(v);
-          if (repeat < 1 || repeat > 100'000)
-            throw InputError(fmt::format("repeat {} is out of range", repeat), "1 to 100000");
-        }
+        read_csv_cell(columns[k], cells[k].first, l, repeat);
       } catch (InputError& e) {
-        e.set_key_if_empty(fmt::format("model.profile.{}", c));
+        e.set_key_if_empty(fmt::format("model.profile.{}", columns[k]));
         e.set_location_if_empty({file, lineno, cells[k].second});
         throw;
       }

@@ -58,20 +58,14 @@ constexpr double kTraceBytesPerTransfer = 2000;
 // 74 bytes a row measured on a 384-GPU run.
 constexpr double kCsvBytesPerRow = 80;
 
-}  // namespace
+void add(WorkEstimate& w, const CollectiveCount& c) {
+  w.transfers += c.transfers;
+  w.ring_steps += c.ring_steps;
+  w.ring_members += c.ring_members;
+}
 
-WorkEstimate estimate_work(const Scenario& s) {
-  WorkEstimate w;
-  auto add = [&w](const CollectiveCount& c) {
-    w.transfers += c.transfers;
-    w.ring_steps += c.ring_steps;
-    w.ring_members += c.ring_members;
-  };
-  const Strategy& st = s.strategy;
-  const double M = static_cast<double>(s.micro_batches);
-  const double data = st.copies();  // data-parallel copies x context ranks
-  const double grad_bytes = 4;      // the most bytes per gradient (fp32)
-  // The fastest GPU kind's share of the model's times (mixed GPUs), for the time bound.
+// The fastest GPU kind's share of the model's times (mixed GPUs), for the time bound.
+double fastest_share(const Scenario& s) {
   double fastest = 1.0;
   for (const auto& kind : s.kind_layer_time) {
     double own = 0, base = 0;
@@ -81,90 +75,118 @@ WorkEstimate estimate_work(const Scenario& s) {
     }
     if (base > 0) fastest = std::min(fastest, own / base);
   }
-  for (size_t g = 0; g < st.stages.size(); ++g) {
-    const StageSpec& stage = st.stages[g];
-    const double r = stage.replicas, t = std::max(1, st.tensor_of(stage));
-    double stage_s = 0;
-    for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-      const Layer& x = s.model.layers[static_cast<size_t>(l)];
-      stage_s += x.forward.seconds() + x.backward().seconds();
-    }
-    w.simulated_s = std::max(w.simulated_s,
-                             stage_s * fastest * M * s.training.iterations / (r * t * st.context));
-    const double per_mb = 3 + (st.recompute_of(stage) != Recompute::kNone ? 1 : 0);
-    w.compute_ops += data * r * t * (M * per_mb + 1);
-    if (g + 1 < st.stages.size()) {  // activations forward, gradients back
-      const StageSpec& next = st.stages[g + 1];
-      w.transfers += data * M * 2 * r * next.replicas * std::max<double>(t, st.tensor_of(next));
-    }
-    double params = 0, tp_allreduces = 0;
-    const double layers = stage.last_layer - stage.first_layer + 1;
-    const bool full_recompute = st.recompute_of(stage) == Recompute::kFull;
-    for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-      const Layer& layer = s.model.layers[static_cast<size_t>(l)];
-      const bool again = full_recompute && layer.recomputed;
-      params += static_cast<double>(layer.params);
-      // Context and expert collectives (each member sends n - 1 transfers, and each cuts its
-      // op once more): per pass, p2p's one ring (all-gather and a2a: two exchanges) and a
-      // MoE layer's dispatch and combine.
-      const double passes = (again ? 2 : 1) + 1;
-      double exchanges = 0, members = 1;
-      if (layer.attention && st.context > 1) {
-        exchanges += passes * (st.context_comm == ContextComm::kP2p ? 1 : 2);
-        members = st.context;
-      }
-      if (layer.moe && st.expert > 1) {
-        exchanges += passes * 2;
-        members = std::max<double>(members, st.expert);
-      }
-      w.transfers += data * r * t * M * exchanges * (members - 1);
-      w.compute_ops += data * r * t * M * exchanges * 2;
-      if (layer.tensor_parallel)  // a full recompute re-issues the forward's
-        tp_allreduces +=
-            layer.tp_forward_allreduces * (again ? 2 : 1) + layer.tp_backward_allreduces;
-      if (layer.tensor_split && t > 1) {
-        // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends),
-        // each also cutting the op into one more part.
-        const TensorShard shard = (*layer.tensor_split)(st.tensor_of(stage));
-        CollectiveCount collectives;
-        double parts = 0;
-        const auto count = [&](const std::vector<TpCollective>& list, double times) {
-          for (const TpCollective& c : list) {
-            CollectiveCount one = c.kind == TpCollective::Kind::kAllGather
-                                      ? ring_pass(t)
-                                      : allreduce_transfers(t, AllReduceAlgo::kRing);
-            collectives += one *= times;
-            parts += times;
-          }
-        };
-        count(shard.forward_collectives, again ? 2 : 1);  // a full recompute re-issues
-        count(shard.backward_collectives, 1);
-        add(collectives *= data * r * M);
-        w.compute_ops += data * r * t * M * parts;
-      }
-    }
-    // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
-    // stage's replicas in every copy, one group per tensor rank.
-    if (params > 0) {
-      const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
-      const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
-      add(allreduce_transfers(r * data, st.allreduce) *= t * buckets);
-      // ZeRO-2 and 3 reduce-scatter every micro-batch's gradients (half an all-reduce each;
-      // the last is half the all-reduce counted above).
-      if (st.zero >= 2 && r * data > 1 && M > 1)
-        add(allreduce_transfers(r * data, st.allreduce) *= t * buckets * (M - 1) * 0.5);
-      // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or of each
-      // layer before each F, R and B of every micro-batch (stage 3, each op then one part
-      // per layer); its reduce-scatter is half the all-reduce counted above.
-      if (st.zero > 0 && st.zero < 3) add(ring_pass(r * data) *= t);
-      if (st.zero == 3 && r * data > 1) {
-        add(ring_pass(r * data) *= t * M * per_mb * layers);
-        w.compute_ops += data * r * t * M * per_mb * (layers - 1);
-      }
-    }
-    // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
-    add(allreduce_transfers(t, AllReduceAlgo::kRing) *= data * r * M * tp_allreduces);
+  return fastest;
+}
+
+// One stage's lanes: `data` copies x r replicas x t tensor ranks, M micro-batches.
+struct StageLanes {
+  double data = 1, r = 1, t = 1, M = 1;
+};
+
+// A layer's context, expert and shape-described tensor collectives; its tensor-parallel
+// all-reduces (of generated layers) into `tp_allreduces`.
+void add_layer(const Scenario& s, const StageSpec& stage, const Layer& layer, bool again,
+               const StageLanes& x, WorkEstimate& w, double& tp_allreduces) {
+  const Strategy& st = s.strategy;
+  const double data = x.data, r = x.r, t = x.t, M = x.M;
+  // Context and expert collectives (each member sends n - 1 transfers, and each cuts its
+  // op once more): per pass, p2p's one ring (all-gather and a2a: two exchanges) and a
+  // MoE layer's dispatch and combine.
+  const double passes = (again ? 2 : 1) + 1;
+  double exchanges = 0, members = 1;
+  if (layer.attention && st.context > 1) {
+    exchanges += passes * (st.context_comm == ContextComm::kP2p ? 1 : 2);
+    members = st.context;
   }
+  if (layer.moe && st.expert > 1) {
+    exchanges += passes * 2;
+    members = std::max<double>(members, st.expert);
+  }
+  w.transfers += data * r * t * M * exchanges * (members - 1);
+  w.compute_ops += data * r * t * M * exchanges * 2;
+  if (layer.tensor_parallel)  // a full recompute re-issues the forward's
+    tp_allreduces += layer.tp_forward_allreduces * (again ? 2 : 1) + layer.tp_backward_allreduces;
+  if (!layer.tensor_split || t <= 1) return;
+  // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends), each
+  // also cutting the op into one more part.
+  const TensorShard shard = (*layer.tensor_split)(st.tensor_of(stage));
+  CollectiveCount collectives;
+  double parts = 0;
+  const auto count = [&](const std::vector<TpCollective>& list, double times) {
+    for (const TpCollective& c : list) {
+      CollectiveCount one = c.kind == TpCollective::Kind::kAllGather
+                                ? ring_pass(t)
+                                : allreduce_transfers(t, AllReduceAlgo::kRing);
+      collectives += one *= times;
+      parts += times;
+    }
+  };
+  count(shard.forward_collectives, again ? 2 : 1);  // a full recompute re-issues
+  count(shard.backward_collectives, 1);
+  add(w, collectives *= data * r * M);
+  w.compute_ops += data * r * t * M * parts;
+}
+
+// Stage g's compute ops, pipeline transfers and collectives, and its bound on the time.
+void add_stage(const Scenario& s, size_t g, double fastest, WorkEstimate& w) {
+  const Strategy& st = s.strategy;
+  const double grad_bytes = 4;  // the most bytes per gradient (fp32)
+  const StageSpec& stage = st.stages[g];
+  const StageLanes x{static_cast<double>(st.copies()),  // data-parallel copies x context ranks
+                     static_cast<double>(stage.replicas),
+                     static_cast<double>(std::max(1, st.tensor_of(stage))),
+                     static_cast<double>(s.micro_batches)};
+  const double data = x.data, r = x.r, t = x.t, M = x.M;
+  double stage_s = 0;
+  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+    const Layer& layer = s.model.layers[static_cast<size_t>(l)];
+    stage_s += layer.forward.seconds() + layer.backward().seconds();
+  }
+  w.simulated_s =
+      std::max(w.simulated_s, stage_s * fastest * M * s.training.iterations / (r * t * st.context));
+  const double per_mb = 3 + (st.recompute_of(stage) != Recompute::kNone ? 1 : 0);
+  w.compute_ops += data * r * t * (M * per_mb + 1);
+  if (g + 1 < st.stages.size()) {  // activations forward, gradients back
+    const StageSpec& next = st.stages[g + 1];
+    w.transfers += data * M * 2 * r * next.replicas * std::max<double>(t, st.tensor_of(next));
+  }
+  double params = 0, tp_allreduces = 0;
+  const double layers = stage.last_layer - stage.first_layer + 1;
+  const bool full_recompute = st.recompute_of(stage) == Recompute::kFull;
+  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+    const Layer& layer = s.model.layers[static_cast<size_t>(l)];
+    params += static_cast<double>(layer.params);
+    add_layer(s, stage, layer, full_recompute && layer.recomputed, x, w, tp_allreduces);
+  }
+  // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
+  // stage's replicas in every copy, one group per tensor rank.
+  if (params > 0) {
+    const double bucket = st.bucket_bytes > 0 ? static_cast<double>(st.bucket_bytes) : 1e300;
+    const double buckets = std::clamp(std::ceil(params * grad_bytes / bucket), 1.0, layers);
+    add(w, allreduce_transfers(r * data, st.allreduce) *= t * buckets);
+    // ZeRO-2 and 3 reduce-scatter every micro-batch's gradients (half an all-reduce each;
+    // the last is half the all-reduce counted above).
+    if (st.zero >= 2 && r * data > 1 && M > 1)
+      add(w, allreduce_transfers(r * data, st.allreduce) *= t * buckets * (M - 1) * 0.5);
+    // ZeRO: an all-gather of the weights after the optimizer (stages 1, 2), or of each
+    // layer before each F, R and B of every micro-batch (stage 3, each op then one part
+    // per layer); its reduce-scatter is half the all-reduce counted above.
+    if (st.zero > 0 && st.zero < 3) add(w, ring_pass(r * data) *= t);
+    if (st.zero == 3 && r * data > 1) {
+      add(w, ring_pass(r * data) *= t * M * per_mb * layers);
+      w.compute_ops += data * r * t * M * per_mb * (layers - 1);
+    }
+  }
+  // Tensor-parallel all-reduces of every layer and micro-batch, in every tensor group.
+  add(w, allreduce_transfers(t, AllReduceAlgo::kRing) *= data * r * M * tp_allreduces);
+}
+
+}  // namespace
+
+WorkEstimate estimate_work(const Scenario& s) {
+  WorkEstimate w;
+  const double fastest = fastest_share(s);
+  for (size_t g = 0; g < s.strategy.stages.size(); ++g) add_stage(s, g, fastest, w);
   w.compute_ops *= s.training.iterations;
   w.transfers *= s.training.iterations;
   w.ring_steps *= s.training.iterations;

@@ -244,43 +244,91 @@ std::optional<std::string> parse_steps(std::string_view line, StepList& out) {
   return std::nullopt;
 }
 
-SlotOrders build_orders(const OrderSpec& spec) {
+namespace {
+
+// PipeDream and PipeDream-2BW: no flush, one block of all iterations' micro-batches, an
+// optimizer step after every mini-batch.
+SlotOrders async_orders(const OrderSpec& spec) {
   const int P = spec.positions, M = spec.micro_batches;
   SlotOrders out;
   out.steps.resize(static_cast<size_t>(P));
-  if (is_async(spec.kind)) {
-    // No flush: one block of all iterations' micro-batches, an optimizer step after
-    // every mini-batch.
-    const int N = M * spec.iterations;
-    out.blocks = 1;
-    out.micro_batches = N;
-    const int total_ranks = std::accumulate(spec.replicas.begin(), spec.replicas.end(), 0);
-    out.round_robin =
-        spec.kind == ScheduleKind::kPipeDream &&
-        std::any_of(spec.replicas.begin(), spec.replicas.end(), [](int r) { return r > 1; });
-    int ranks_before = 0;
-    for (int p = 0; p < P; ++p) {
-      const int r = spec.replicas[static_cast<size_t>(p)];
-      for (int j = 0; j < (out.round_robin ? r : 1); ++j) {
-        std::vector<int> mbs;
-        for (int m = out.round_robin ? j : 0; m < N; m += out.round_robin ? r : 1) mbs.push_back(m);
-        // PipeDream runtime: (num_ranks - 1 - ranks in earlier stages) // ranks in this stage.
-        const int warmup = out.round_robin ? (total_ranks - 1 - ranks_before) / r : P - p - 1;
-        StepList steps = pipedream_rank_order(mbs, warmup);
-        if (spec.split_backward) steps = with_weight_grads(steps);
-        // A recompute re-runs the forward (with the stashed weights) before the backward.
-        steps = with_recomputes(steps, p, P, false, spec.recompute);
-        out.steps[static_cast<size_t>(p)].push_back(
-            with_optimizer_steps(steps, M, spec.iterations));
-      }
-      if (!out.round_robin)
-        out.steps[static_cast<size_t>(p)].resize(static_cast<size_t>(r),
-                                                 out.steps[static_cast<size_t>(p)][0]);
-      ranks_before += r;
+  const int N = M * spec.iterations;
+  out.blocks = 1;
+  out.micro_batches = N;
+  const int total_ranks = std::accumulate(spec.replicas.begin(), spec.replicas.end(), 0);
+  out.round_robin =
+      spec.kind == ScheduleKind::kPipeDream &&
+      std::any_of(spec.replicas.begin(), spec.replicas.end(), [](int r) { return r > 1; });
+  int ranks_before = 0;
+  for (int p = 0; p < P; ++p) {
+    const int r = spec.replicas[static_cast<size_t>(p)];
+    for (int j = 0; j < (out.round_robin ? r : 1); ++j) {
+      std::vector<int> mbs;
+      for (int m = out.round_robin ? j : 0; m < N; m += out.round_robin ? r : 1) mbs.push_back(m);
+      // PipeDream runtime: (num_ranks - 1 - ranks in earlier stages) // ranks in this stage.
+      const int warmup = out.round_robin ? (total_ranks - 1 - ranks_before) / r : P - p - 1;
+      StepList steps = pipedream_rank_order(mbs, warmup);
+      if (spec.split_backward) steps = with_weight_grads(steps);
+      // A recompute re-runs the forward (with the stashed weights) before the backward.
+      steps = with_recomputes(steps, p, P, false, spec.recompute);
+      out.steps[static_cast<size_t>(p)].push_back(with_optimizer_steps(steps, M, spec.iterations));
     }
-    return out;
+    if (!out.round_robin)
+      out.steps[static_cast<size_t>(p)].resize(static_cast<size_t>(r),
+                                               out.steps[static_cast<size_t>(p)][0]);
+    ranks_before += r;
   }
+  return out;
+}
 
+// A generated synchronous schedule's order; `places_w` whether it places W itself.
+ScheduleOrder generated_order(const OrderSpec& spec, bool& places_w) {
+  const int P = spec.positions, M = spec.micro_batches;
+  places_w = false;
+  switch (spec.kind) {
+    case ScheduleKind::kGpipe:
+      return gpipe_order(P, M);
+    case ScheduleKind::kGpipeRecompute:
+      return gpipe_recompute_order(P, M);
+    case ScheduleKind::kDapple:
+      return one_f_one_b_order(P, M, spec.in_flight);
+    case ScheduleKind::kInterleaved:
+      return interleaved_order(P, spec.virtual_stages, M);
+    case ScheduleKind::kZbH1:
+      places_w = true;
+      return zero_bubble_order(P, M, 1);
+    case ScheduleKind::kZbH2:
+      places_w = true;
+      return zero_bubble_order(P, M, 2);
+    case ScheduleKind::kZb1p:
+    case ScheduleKind::kZb2p:
+      PIPESIM_ASSERT(spec.costs != nullptr, "zb-1p and zb-2p order from the stage costs");
+      places_w = true;
+      return zero_bubble_auto_order(*spec.costs, M, spec.kind == ScheduleKind::kZb1p ? 1 : 2);
+    case ScheduleKind::kZbV: {
+      PIPESIM_ASSERT(spec.costs != nullptr, "zb-v orders from the stage costs");
+      auto v = zero_bubble_v_order(*spec.costs, M);
+      if (!v) {
+        throw InputError(fmt::format("zb-v cannot order {} micro-batches on {} devices", M, P),
+                         "at least as many micro-batches per iteration as devices in the pipeline",
+                         "strategy.schedule");
+      }
+      places_w = true;
+      return std::move(*v);
+    }
+    default:
+      PIPESIM_ASSERT(false, "asynchronous schedules are handled apart");
+  }
+  return {};
+}
+
+}  // namespace
+
+SlotOrders build_orders(const OrderSpec& spec) {
+  if (is_async(spec.kind)) return async_orders(spec);
+  const int P = spec.positions, M = spec.micro_batches;
+  SlotOrders out;
+  out.steps.resize(static_cast<size_t>(P));
   out.blocks = spec.iterations;
   out.micro_batches = M;
   ScheduleOrder base;
@@ -290,49 +338,7 @@ SlotOrders build_orders(const OrderSpec& spec) {
     places_w = true;  // the user decides where (and whether) W runs
     out.generated = false;
   } else {
-    switch (spec.kind) {
-      case ScheduleKind::kGpipe:
-        base = gpipe_order(P, M);
-        break;
-      case ScheduleKind::kGpipeRecompute:
-        base = gpipe_recompute_order(P, M);
-        break;
-      case ScheduleKind::kDapple:
-        base = one_f_one_b_order(P, M, spec.in_flight);
-        break;
-      case ScheduleKind::kInterleaved:
-        base = interleaved_order(P, spec.virtual_stages, M);
-        break;
-      case ScheduleKind::kZbH1:
-        base = zero_bubble_order(P, M, 1);
-        places_w = true;
-        break;
-      case ScheduleKind::kZbH2:
-        base = zero_bubble_order(P, M, 2);
-        places_w = true;
-        break;
-      case ScheduleKind::kZb1p:
-      case ScheduleKind::kZb2p:
-        PIPESIM_ASSERT(spec.costs != nullptr, "zb-1p and zb-2p order from the stage costs");
-        base = zero_bubble_auto_order(*spec.costs, M, spec.kind == ScheduleKind::kZb1p ? 1 : 2);
-        places_w = true;
-        break;
-      case ScheduleKind::kZbV: {
-        PIPESIM_ASSERT(spec.costs != nullptr, "zb-v orders from the stage costs");
-        auto v = zero_bubble_v_order(*spec.costs, M);
-        if (!v) {
-          throw InputError(
-              fmt::format("zb-v cannot order {} micro-batches on {} devices", M, P),
-              "at least as many micro-batches per iteration as devices in the pipeline",
-              "strategy.schedule");
-        }
-        base = std::move(*v);
-        places_w = true;
-        break;
-      }
-      default:
-        PIPESIM_ASSERT(false, "asynchronous schedules are handled above");
-    }
+    base = generated_order(spec, places_w);
   }
   out.early_input_grad = places_w;
   if (spec.kind == ScheduleKind::kInterleaved && spec.user == nullptr) {

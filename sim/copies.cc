@@ -85,13 +85,12 @@ bool split_ops(const TaskGraph& g, const DeviceMap& m, CopyFold& f, std::vector<
 // for copy 0's only.
 bool ops_match(const TaskGraph& g, const DeviceMap& m, const CopyFold& f,
                const std::vector<uint32_t>& index) {
-  const int K = f.copies;
-  const auto image = [&](OpId x, int k) {
-    return f.ops[static_cast<size_t>((m.copy(g.op(x).device) + k) % K)][index[x]];
-  };
-  std::vector<uint32_t> mark(g.size(), 0);
-  uint32_t stamp = 0;
-  for (int k = 1; k < K; ++k) {
+  for (const OpId a : f.ops[0]) {
+    for (const OpId x : g.deps(a)) {
+      if (m.copy(g.op(x).device) != 0) return false;
+    }
+  }
+  for (int k = 1; k < f.copies; ++k) {
     const auto& ops = f.ops[static_cast<size_t>(k)];
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpId a = f.ops[0][i], b = ops[i];
@@ -101,18 +100,14 @@ bool ops_match(const TaskGraph& g, const DeviceMap& m, const CopyFold& f,
       if (oa.kind == OpKind::kTransfer &&
           (oa.peer < 0 || m.copy(oa.peer) < 0 || ob.peer != m.image(oa.peer, k)))
         return false;
+      // Deps are few: each of b's among the images of a's (a's are copy 0's, their images
+      // at the same place in copy k's list), and as many.
       const auto da = g.deps(a), db = g.deps(b);
       if (da.size() != db.size()) return false;
-      ++stamp;
-      for (const OpId x : da) mark[image(x, k)] = stamp;
       for (const OpId y : db) {
-        if (mark[y] != stamp) return false;
+        if (std::none_of(da.begin(), da.end(), [&](OpId x) { return ops[index[x]] == y; }))
+          return false;
       }
-    }
-  }
-  for (const OpId a : f.ops[0]) {
-    for (const OpId x : g.deps(a)) {
-      if (m.copy(g.op(x).device) != 0) return false;
     }
   }
   return true;
