@@ -21,7 +21,7 @@ Report::Slowdowns slowdown_cost(Scenario& s, const RunInfo& info) {
                                                s.cluster.device(x.index).name, x.factor));
   }
   s.cluster.set_slowdowns(false);
-  const TaskGraph graph = scenario_task_graph(s, true);
+  const TaskGraph graph = folded_task_graph(s);
   const Timeline timeline = simulate(graph, s.cluster, SimOptions{});
   out.iteration_time_without = make_report(graph, s.cluster, timeline, info).iteration_time;
   s.cluster.set_slowdowns(true);
@@ -34,7 +34,11 @@ Simulation simulate_scenario(Scenario scenario, const std::vector<Override>& ove
                              const SimulateOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!options.compact_collectives) check_work(estimate_work(scenario), Collectives::kExpanded);
-  TaskGraph graph = scenario_task_graph(scenario, options.compact_collectives);
+  // Copies left implicit where they fold (nothing recorded per op of every copy).
+  const bool implicit = options.fold && options.compact_collectives && !options.record_memory &&
+                        !options.record_links;
+  TaskGraph graph = implicit ? folded_task_graph(scenario)
+                             : scenario_task_graph(scenario, options.compact_collectives);
   SimOptions sim;
   sim.record_memory = options.record_memory;
   sim.record_links = options.record_links;

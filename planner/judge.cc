@@ -224,7 +224,7 @@ void Judge::mark_tight(Candidate& c) const {
 }
 
 void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline) {
-  const TaskGraph graph = scenario_task_graph(sc, true);
+  const TaskGraph graph = folded_task_graph(sc);
   SimOptions options;
   options.deadline = deadline;
   const Timeline tl = simulate(graph, sc.cluster, options);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "scenario/device_speed.h"
 #include "schedules/lower.h"
+#include "sim/copies.h"
 
 namespace pipesim {
 
@@ -474,7 +475,8 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
   return out;
 }
 
-TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
+TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
+                              const std::function<TaskGraph(LoweringInput)>& lowerer) {
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
@@ -514,7 +516,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
     in.bucket_bytes = s.strategy.bucket_bytes;
     in.bucket_buffers = s.strategy.bucket_buffers;
     for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
-    return lower(in);
+    return lowerer ? lowerer(std::move(in)) : lower(in);
   } catch (InputError& e) {
     // A deadlocking hand-written order points at strategy.order; anything else (a total too
     // large to simulate) at the scenario file.
@@ -522,6 +524,11 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings) {
                                                         : Location{s.source, 0, 0});
     throw;
   }
+}
+
+TaskGraph folded_task_graph(const Scenario& s) {
+  return scenario_task_graph(
+      s, true, [&](LoweringInput in) { return lower_folded(std::move(in), s.cluster); });
 }
 
 }  // namespace pipesim

@@ -1,6 +1,8 @@
 // From a loaded scenario to what the backends consume: the schedule orders and the TaskGraph.
 #pragma once
 
+#include <functional>
+
 #include "scenario/scenario.h"
 #include "schedules/collective_estimates.h"
 #include "schedules/lower.h"
@@ -18,8 +20,14 @@ SlotOrders scenario_orders(const Scenario& s);
 StageCosts stage_costs(const Scenario& s);
 // The strategy's context and expert parallelism as stage_profiles takes them.
 GroupDegrees group_degrees(const Scenario& s);
-// With `compact_rings`, ring collectives are CompactRing (for the engine only).
-TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false);
+// With `compact_rings`, ring collectives are CompactRing (for the engine only). `lowerer`,
+// if given, lowers the input in place of lower() (lower_folded: copies left implicit).
+TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false,
+                              const std::function<TaskGraph(LoweringInput)>& lowerer = {});
+// The graph for the engine alone when nothing is recorded per op (no trace, no op CSV):
+// compact rings, and identical data-parallel copies left implicit where they fold
+// (sim/copies.h lower_folded); simulate() with SimOptions::fold on.
+TaskGraph folded_task_graph(const Scenario& s);
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).
 std::vector<Recompute> recompute_modes(const Scenario& s);

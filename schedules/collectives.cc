@@ -23,9 +23,12 @@ std::string_view to_string(AllReduceAlgo a) {
 namespace collective {
 
 OpId Builder::send(int from, int to, int64_t bytes, const Deps& deps, OpId extra) {
-  const OpId id =
-      b_.add(transfer_op(m_[static_cast<size_t>(from)].device, m_[static_cast<size_t>(to)].device,
-                         bytes, kind_, tag_.stage, -1, tag_.iteration));
+  return send_to(from, m_[static_cast<size_t>(to)].device, bytes, deps, extra);
+}
+
+OpId Builder::send_to(int from, int device, int64_t bytes, const Deps& deps, OpId extra) {
+  const OpId id = b_.add(transfer_op(m_[static_cast<size_t>(from)].device, device, bytes, kind_,
+                                     tag_.stage, -1, tag_.iteration));
   for (OpId d : deps) {
     if (d != kNone) b_.add_dep(id, d);
   }
@@ -36,13 +39,18 @@ OpId Builder::send(int from, int to, int64_t bytes, const Deps& deps, OpId extra
 void Builder::ring(const std::vector<int>& ranks, int steps, int64_t chunk,
                    std::vector<Deps>& incoming) {
   const size_t n = ranks.size();
-  if (n < 2 || steps < 1) return;
+  const size_t all = n * static_cast<size_t>(images_.copies);
+  if (all < 2 || steps < 1) return;
+  PIPESIM_ASSERT(images_.copies == 1 || b_.compact_rings(), "implicit copies in compact rings");
   if (b_.compact_rings()) {
     const int64_t sent = checked_mul(chunk, steps, "the bytes of a collective");
-    CompactRing ring{0, static_cast<uint32_t>(n), static_cast<uint32_t>(steps), chunk};
+    CompactRing ring{0, static_cast<uint32_t>(all), static_cast<uint32_t>(steps), chunk,
+                     images_.copies > 1 ? static_cast<uint32_t>(n) : 0};
     for (size_t i = 0; i < n; ++i) {
-      const OpId id =
-          send(ranks[i], ranks[(i + 1) % n], sent, incoming[static_cast<size_t>(ranks[i])]);
+      const Deps& deps = incoming[static_cast<size_t>(ranks[i])];
+      const OpId id = images_.copies > 1 && i + 1 == n
+                          ? send_to(ranks[i], images_.next_device, sent, deps)
+                          : send(ranks[i], ranks[(i + 1) % n], sent, deps);
       if (i == 0) ring.first = id;
     }
     b_.add_ring(ring);
@@ -150,14 +158,17 @@ void wait_for_done(TaskGraphBuilder& b, const std::vector<CollectiveMember>& mem
 
 std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
                                              const std::vector<CollectiveMember>& members,
-                                             int64_t bytes, CollectiveTag tag) {
+                                             int64_t bytes, CollectiveTag tag,
+                                             const CopyImages& images) {
   using collective::Deps;
   const int n = static_cast<int>(members.size());
+  const int all = n * images.copies;
   std::vector<Deps> incoming = collective::ready_of(members);
-  if (n >= 2 && bytes > 0) {
-    collective::Builder build(b, members, tag, CommKind::kAllReduce);
-    std::vector<int> all(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  PIPESIM_ASSERT(images.copies == 1 || algo == AllReduceAlgo::kRing, "implicit copies in rings");
+  if (all >= 2 && bytes > 0) {
+    collective::Builder build(b, members, tag, CommKind::kAllReduce, images);
+    std::vector<int> ranks(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
     std::vector<std::vector<int>> nodes;
     if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
     if (algo == AllReduceAlgo::kHierarchical && nodes.size() > 1 && nodes.front().size() > 1) {
@@ -175,7 +186,7 @@ std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo 
     } else if (algo == AllReduceAlgo::kTree) {
       build.tree(bytes, incoming);
     } else {
-      build.ring(all, 2 * (n - 1), ceil_div(bytes, n), incoming);
+      build.ring(ranks, 2 * (all - 1), ceil_div(bytes, all), incoming);
     }
   }
   collective::wait_for_done(b, members, incoming);

@@ -79,10 +79,20 @@ struct CollectiveTag {
   int iteration = 0;
 };
 
+// A collective among copies the graph leaves implicit (TaskGraph::built_copies): the
+// members given are the built copies' share of `copies` such groups, and the ring runs over
+// all of them (members x copies), the last member given sending to `next_device`, the
+// first member's GPU in the next group. Ring collectives with compact rings only.
+struct CopyImages {
+  int copies = 1;
+  int next_device = -1;
+};
+
 // Returns, per member, the transfers whose end means the member holds the result (what a
 // following collective on the same members should wait for).
 std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo algo,
                                              const std::vector<CollectiveMember>& members,
-                                             int64_t bytes, CollectiveTag tag);
+                                             int64_t bytes, CollectiveTag tag,
+                                             const CopyImages& images = {});
 
 }  // namespace pipesim

@@ -1,5 +1,6 @@
 #include "schedules/collectives_rs_ag.h"
 
+#include "core/error.h"
 #include "schedules/internal/collective_builder.h"
 
 namespace pipesim {
@@ -12,11 +13,14 @@ namespace {
 // network port); an all-gather runs the same two halves in the other order.
 std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b, AllReduceAlgo algo,
                                          const std::vector<CollectiveMember>& members,
-                                         int64_t bytes, CollectiveTag tag, CommKind kind) {
+                                         int64_t bytes, CollectiveTag tag, CommKind kind,
+                                         const CopyImages& images) {
   const int n = static_cast<int>(members.size());
+  const int total = n * images.copies;
   std::vector<collective::Deps> incoming = collective::ready_of(members);
-  if (n >= 2 && bytes > 0) {
-    collective::Builder build(b, members, tag, kind);
+  PIPESIM_ASSERT(images.copies == 1 || algo == AllReduceAlgo::kRing, "implicit copies in rings");
+  if (total >= 2 && bytes > 0) {
+    collective::Builder build(b, members, tag, kind, images);
     std::vector<std::vector<int>> nodes;
     if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
     if (nodes.size() > 1 && nodes.front().size() > 1) {
@@ -43,7 +47,7 @@ std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b, AllReduceAlgo algo
     } else {
       std::vector<int> all(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-      build.ring(all, n - 1, ceil_div(bytes, n), incoming);
+      build.ring(all, total - 1, ceil_div(bytes, total), incoming);
     }
   }
   collective::wait_for_done(b, members, incoming);
@@ -55,15 +59,15 @@ std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b, AllReduceAlgo algo
 std::vector<std::vector<OpId>> add_reduce_scatter(TaskGraphBuilder& b,
                                                   const std::vector<CollectiveMember>& members,
                                                   int64_t bytes, CollectiveTag tag,
-                                                  AllReduceAlgo algo) {
-  return ring_half(b, algo, members, bytes, tag, CommKind::kReduceScatter);
+                                                  AllReduceAlgo algo, const CopyImages& images) {
+  return ring_half(b, algo, members, bytes, tag, CommKind::kReduceScatter, images);
 }
 
 std::vector<std::vector<OpId>> add_all_gather(TaskGraphBuilder& b,
                                               const std::vector<CollectiveMember>& members,
                                               int64_t bytes, CollectiveTag tag,
-                                              AllReduceAlgo algo) {
-  return ring_half(b, algo, members, bytes, tag, CommKind::kAllGather);
+                                              AllReduceAlgo algo, const CopyImages& images) {
+  return ring_half(b, algo, members, bytes, tag, CommKind::kAllGather, images);
 }
 
 }  // namespace pipesim

@@ -26,10 +26,12 @@ namespace pipesim {
 std::vector<std::vector<OpId>> add_reduce_scatter(TaskGraphBuilder& b,
                                                   const std::vector<CollectiveMember>& members,
                                                   int64_t bytes, CollectiveTag tag,
-                                                  AllReduceAlgo algo = AllReduceAlgo::kRing);
+                                                  AllReduceAlgo algo = AllReduceAlgo::kRing,
+                                                  const CopyImages& images = {});
 std::vector<std::vector<OpId>> add_all_gather(TaskGraphBuilder& b,
                                               const std::vector<CollectiveMember>& members,
                                               int64_t bytes, CollectiveTag tag,
-                                              AllReduceAlgo algo = AllReduceAlgo::kRing);
+                                              AllReduceAlgo algo = AllReduceAlgo::kRing,
+                                              const CopyImages& images = {});
 
 }  // namespace pipesim

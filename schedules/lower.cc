@@ -13,8 +13,8 @@ TaskGraph Lowering::run() {
   for (const auto& pos : in_.orders.steps) {
     for (const auto& list : pos) steps += list.size();
   }
-  b_.reserve(static_cast<size_t>(copies_) * blocks_ * steps * 2,
-             static_cast<size_t>(copies_) * blocks_ * steps * 3);
+  b_.reserve(static_cast<size_t>(built_) * blocks_ * steps * 2,
+             static_cast<size_t>(built_) * blocks_ * steps * 3);
   if (copies_ > 1) {  // copy c's devices, position by position, lane by lane
     std::vector<std::vector<int>> devices(static_cast<size_t>(copies_));
     for (int c = 0; c < copies_; ++c) {
@@ -22,7 +22,7 @@ TaskGraph Lowering::run() {
         devices[static_cast<size_t>(c)].insert(devices[static_cast<size_t>(c)].end(), pos.begin(),
                                                pos.end());
     }
-    b_.set_copies(devices);
+    b_.set_copies(devices, built_ < copies_ ? built_ : 0);
   }
   add_static_memory();
   add_compute();
@@ -166,7 +166,7 @@ void Lowering::add_launch_overheads() {
 // device's stream order is its own steps' order.
 void Lowering::add_compute() {
   std::vector<Cursor> cursors;
-  for (int c = 0; c < copies_; ++c) {
+  for (int c = 0; c < built_; ++c) {
     for (int p = 0; p < P_; ++p) {
       for (int lane = 0; lane < lanes(p); ++lane) cursors.push_back(make_cursor(c, p, lane));
     }
@@ -502,7 +502,7 @@ OpId Lowering::gradient_source(int c, int blk, int g, int m, int j) const {
 void Lowering::add_pipeline_transfers() {
   const bool rr = in_.orders.round_robin;
   const int M = in_.micro_batches_per_iteration;
-  for (int c = 0; c < copies_; ++c) {
+  for (int c = 0; c < built_; ++c) {
     for (int blk = 0; blk < blocks_; ++blk) {
       for (int g = 0; g < G_; ++g) {
         const int r = replicas(position(g)), t = tensor(position(g));
@@ -603,6 +603,38 @@ GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool s
 
 TaskGraph lower(const LoweringInput& in) {
   return lowering::Lowering(in).run();
+}
+
+bool may_build_copies(const LoweringInput& in, int group) {
+  const auto copies = static_cast<int>(in.placement.size());
+  if (!in.compact_rings || group < 1 || copies % group != 0 || copies / group < 2 ||
+      in.context != 1 || in.expert != 1)
+    return false;
+  for (const AllReduceAlgo a : in.allreduce) {
+    if (a != AllReduceAlgo::kRing) return false;
+  }
+  // Copy c's GPUs and copy c + group's go at the same pace with the same overhead.
+  const auto stages = static_cast<int>(in.stages.size());
+  for (int c = 0; c < copies; ++c) {
+    const auto& here = in.placement[static_cast<size_t>(c)];
+    const auto& there = in.placement[static_cast<size_t>((c + group) % copies)];
+    for (size_t p = 0; p < here.size(); ++p) {
+      for (size_t lane = 0; lane < here[p].size(); ++lane) {
+        const int a = here[p][lane], b = there[p][lane];
+        if (!in.launch_overhead.empty() &&
+            in.launch_overhead[static_cast<size_t>(a)] != in.launch_overhead[static_cast<size_t>(b)])
+          return false;
+        if (!in.reserved_bytes.empty() &&
+            in.reserved_bytes[static_cast<size_t>(a)] != in.reserved_bytes[static_cast<size_t>(b)])
+          return false;
+        if (!in.compute_scale) continue;
+        for (int g = 0; g < stages; ++g) {
+          if (in.compute_scale(a, g) != in.compute_scale(b, g)) return false;
+        }
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace pipesim

@@ -174,7 +174,15 @@ struct LoweringInput {
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
   // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).
   bool compact_rings = false;
+  // The first `built_copies` copies alone, the others implicit (TaskGraph::built_copies;
+  // 0: all). Needs compact rings, ring collectives, no context or expert groups, and
+  // copies alike in their GPUs' pace and overhead (lower_copies() checks).
+  int built_copies = 0;
 };
+
+// Whether `in` may be lowered with its copies taken `group` at a time, the others implicit:
+// the conditions LoweringInput::built_copies names.
+bool may_build_copies(const LoweringInput& in, int group);
 
 TaskGraph lower(const LoweringInput& in);
 

@@ -45,7 +45,7 @@ void Lowering::add_static_memory() {
 // all-reduce (or all-gather) after each segment, and each rank's next segment waits for
 // the result.
 void Lowering::add_tensor_collectives() {
-  for (int c = 0; c < copies_; ++c) {
+  for (int c = 0; c < built_; ++c) {
     for (int p = 0; p < P_; ++p) {
       const int t = tensor(p);
       if (t == 1) continue;
@@ -167,8 +167,8 @@ void Lowering::add_allreduces() {
     // and 2 then all-gather the updated weights, which the next compute op waits for.
     const bool zero = zero_ranks(p) > 1;
     const auto reduce = [&](int64_t bytes) {
-      return zero ? add_reduce_scatter(b_, group, bytes, {p, it}, algo)
-                  : add_allreduce(b_, algo, group, bytes, {p, it});
+      return zero ? add_reduce_scatter(b_, group, bytes, {p, it}, algo, images_of(group))
+                  : add_allreduce(b_, algo, group, bytes, {p, it}, images_of(group));
     };
     if (zero && !gathers_weights(p) && in_.overlap_param_gather) {
       // Beside the iteration's first forward: the weights the previous step updated
@@ -181,14 +181,14 @@ void Lowering::add_allreduces() {
         if (previous != optimizers_.end()) ready.push_back(previous->second.at(i).op);
         during.push_back({d, node_of(d), std::move(ready), members[i].second});
       }
-      add_all_gather(b_, during, weight_bytes(p), {p, it}, algo);
+      add_all_gather(b_, during, weight_bytes(p), {p, it}, algo, images_of(during));
     } else if (zero && !gathers_weights(p)) {
       std::vector<CollectiveMember> after;
       for (const OptimizerStep& m : members) {
         const int d = b_.op(m.op).device;
         after.push_back({d, node_of(d), {m.op}, m.next});
       }
-      add_all_gather(b_, after, weight_bytes(p), {p, it}, algo);
+      add_all_gather(b_, after, weight_bytes(p), {p, it}, algo, images_of(after));
     }
     // (Experts: once per position and iteration, over every tensor rank's devices.)
     if (separate_experts(p) && std::get<1>(key) == 0) {
@@ -220,6 +220,12 @@ void Lowering::add_allreduces() {
       previous = reduce(first.bytes[b]);
     }
   }
+}
+
+int Lowering::image_device(int d) const {
+  const auto& [c, p, lane] = where_.at(d);
+  return in_.placement[static_cast<size_t>((c + built_) % copies_)][static_cast<size_t>(p)]
+                      [static_cast<size_t>(lane)];
 }
 
 // Routed experts' gradients, reduced among the devices holding the same experts (member
@@ -273,7 +279,7 @@ void Lowering::add_weight_gathers() {
                                    checked_mul(split_bytes(gather.params, tensor(p)),
                                                in_.param_bytes.weights, "a weight gather"),
                                    {g, std::get<1>(key) / in_.micro_batches_per_iteration},
-                                   allreduce_algo(p));
+                                   allreduce_algo(p), images_of(gather.members));
   }
 }
 

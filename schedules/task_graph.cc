@@ -197,14 +197,16 @@ void TaskGraphBuilder::reserve(size_t ops, size_t deps) {
 }
 
 void TaskGraphBuilder::add_ring(const CompactRing& ring) {
-  PIPESIM_ASSERT(ring.n >= 2 && ring.steps >= 1 && ring.first + ring.n == ops_.size() &&
-                     (rings_.empty() || rings_.back().first + rings_.back().n <= ring.first),
+  PIPESIM_ASSERT(ring.n >= 2 && ring.steps >= 1 && ring.members() <= ring.n &&
+                     ring.first + ring.members() == ops_.size() &&
+                     (rings_.empty() || rings_.back().first + rings_.back().members() <= ring.first),
                  "a ring's members are the last ops added");
   rings_.push_back(ring);
 }
 
-void TaskGraphBuilder::set_copies(const std::vector<std::vector<int>>& devices) {
+void TaskGraphBuilder::set_copies(const std::vector<std::vector<int>>& devices, int built) {
   copies_ = std::max<int>(1, static_cast<int>(devices.size()));
+  built_copies_ = built;
   copy_devices_.clear();
   for (const auto& copy : devices) {
     PIPESIM_ASSERT(copy.size() == devices.front().size(), "copies of one size");
@@ -214,6 +216,8 @@ void TaskGraphBuilder::set_copies(const std::vector<std::vector<int>>& devices) 
     }
   }
   if (copy_devices_.empty()) copies_ = 1;
+  PIPESIM_ASSERT(built_copies_ >= 0 && built_copies_ <= copies_ && copies_ % std::max(1, built_copies_) == 0,
+                 "whole groups of copies built");
 }
 
 namespace {
@@ -289,6 +293,7 @@ TaskGraph TaskGraphBuilder::build() && {
   g.static_memory_ = std::move(static_memory_);
   g.rings_ = std::move(rings_);
   g.copies_ = copies_;
+  g.built_copies_ = built_copies_;
   g.copy_devices_ = std::move(copy_devices_);
   return g;
 }

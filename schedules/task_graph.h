@@ -91,11 +91,17 @@ Op transfer_op(int src, int dst, int64_t bytes, CommKind comm, int stage, int mi
 // carrying all it sends (steps * chunk bytes), with the member's ready ops as deps: it
 // starts with the member's first send and ends when the member's last receive arrives.
 // The engine runs every step as its own flow, exactly as the expanded transfers would run.
+//
+// A ring among copies the graph leaves implicit (TaskGraph::built_copies) holds the ops of
+// its built copies' members only (`held` of its n; 0: all), the last of them sending to
+// the GPU of the first member's image in the next copy (sim/copies.h).
 struct CompactRing {
   OpId first = 0;
   uint32_t n = 0;
   uint32_t steps = 0;
   int64_t chunk = 0;
+  uint32_t held = 0;
+  uint32_t members() const { return held == 0 ? n : held; }
 };
 
 class TaskGraph {
@@ -126,6 +132,10 @@ class TaskGraph {
   // of copy c is copy_devices(c)[i]; 1 where the builder did not say. A claim the engine
   // checks before it simulates one copy for all (sim/copies.h), never a promise.
   int copies() const { return copies_; }
+  // The copies whose ops the graph holds: all of them, or the first few alone where the
+  // others are left implicit (the engine simulates those first copies for all; nothing
+  // else may run such a graph).
+  int built_copies() const { return built_copies_ == 0 ? copies_ : built_copies_; }
   std::span<const int32_t> copy_devices(int c) const {
     const size_t n = copy_devices_.size() / static_cast<size_t>(copies_);
     return {copy_devices_.data() + static_cast<size_t>(c) * n, n};
@@ -149,6 +159,7 @@ class TaskGraph {
   std::vector<MemBreakdown> static_memory_;
   std::vector<CompactRing> rings_;
   int copies_ = 1;
+  int built_copies_ = 0;
   std::vector<int32_t> copy_devices_;  // [copy * devices per copy + i]
 };
 
@@ -179,7 +190,7 @@ class TaskGraphBuilder {
   // The graph repeats one pattern on each of these device lists (data-parallel copies:
   // [copy][i], every copy the same length), its ops added copy by copy in the same order
   // (TaskGraph::copies).
-  void set_copies(const std::vector<std::vector<int>>& devices);
+  void set_copies(const std::vector<std::vector<int>>& devices, int built = 0);
   TaskGraph build() &&;
 
  private:
@@ -187,6 +198,7 @@ class TaskGraphBuilder {
   bool compact_rings_ = false;
   std::vector<CompactRing> rings_;
   int copies_ = 1;
+  int built_copies_ = 0;
   std::vector<int32_t> copy_devices_;
   std::vector<Op> ops_;
 

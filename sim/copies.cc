@@ -76,6 +76,9 @@ bool split_ops(const TaskGraph& g, const DeviceMap& m, CopyFold& f, std::vector<
     index[id] = static_cast<uint32_t>(ops.size());
     ops.push_back(id);
   }
+  // (Copies left implicit hold no ops.)
+  if (g.built_copies() < g.copies())
+    return std::all_of(f.ops.begin() + 1, f.ops.end(), [](const auto& ops) { return ops.empty(); });
   return std::all_of(f.ops.begin(), f.ops.end(),
                      [&](const auto& ops) { return ops.size() == f.ops[0].size(); });
 }
@@ -90,7 +93,8 @@ bool ops_match(const TaskGraph& g, const DeviceMap& m, const CopyFold& f,
       if (m.copy(g.op(x).device) != 0) return false;
     }
   }
-  for (int k = 1; k < f.copies; ++k) {
+  // (Copies left implicit are copy 0's by construction: LoweringInput::built_copies.)
+  for (int k = 1; k < f.copies && g.built_copies() == g.copies(); ++k) {
     const auto& ops = f.ops[static_cast<size_t>(k)];
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpId a = f.ops[0][i], b = ops[i];
@@ -122,10 +126,12 @@ bool devices_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& 
     const auto s0 = g.stream(d);
     for (int k = 1; k < f.copies; ++k) {
       const int e = m.image(d, k);
-      const auto sk = g.stream(e);
-      if (sk.size() != s0.size() || g.static_memory(e) != g.static_memory(d) ||
+      if (g.static_memory(e) != g.static_memory(d) ||
           cluster.device(e).gpu.memory_bytes != cluster.device(d).gpu.memory_bytes)
         return false;
+      if (g.built_copies() < g.copies()) continue;  // (no ops there)
+      const auto sk = g.stream(e);
+      if (sk.size() != s0.size()) return false;
       for (size_t j = 0; j < s0.size(); ++j) {
         if (sk[j] != f.ops[static_cast<size_t>(k)][index[s0[j]]]) return false;
       }
@@ -148,8 +154,19 @@ bool rings_match(const TaskGraph& g, const DeviceMap& m, CopyFold& f,
   };
   std::vector<char> seen(rings.size(), 0);
   f.members.assign(rings.size(), 0);
+  const bool implicit = g.built_copies() < g.copies();
   for (uint32_t r = 0; r < rings.size(); ++r) {
     const CompactRing& cr = rings[r];
+    if (implicit) {  // copy 0's members alone, the others' images by construction
+      if (cr.held != 0 && cr.held * static_cast<uint32_t>(K) != cr.n) return false;
+      for (uint32_t i = 0; i < cr.members(); ++i) {
+        if (m.copy(g.op(cr.first + i).device) != 0) return false;
+      }
+      f.members[r] = cr.members();
+      seen[r] = 1;
+      continue;
+    }
+    if (cr.held != 0) return false;
     const int c0 = m.copy(g.op(cr.first).device);
     bool local = true;
     for (uint32_t i = 0; i < cr.n && local; ++i) local = m.copy(g.op(cr.first + i).device) == c0;
@@ -291,6 +308,7 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
   // Copies taken one at a time, else two, four...: copies that share a node (and its NICs)
   // map onto each other only a node at a time.
   const int K = graph.copies();
+  if (graph.built_copies() < K) return fold_by(graph, cluster, graph.built_copies());
   int tries = 0;
   for (int group = 1; group <= K / 2 && tries < kFoldTries; ++group) {
     if (K % group != 0) continue;
@@ -300,20 +318,42 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
   return std::nullopt;
 }
 
+TaskGraph lower_folded(LoweringInput in, const Cluster& cluster) {
+  const auto K = static_cast<int>(in.placement.size());
+  int tries = 0;
+  for (int group = 1; group <= K / 2 && tries < kFoldTries; ++group) {
+    if (K % group != 0) continue;
+    ++tries;
+    if (!may_build_copies(in, group)) continue;
+    in.built_copies = group;
+    TaskGraph g = lower(in);
+    if (fold_copies(g, cluster)) return g;
+  }
+  in.built_copies = 0;
+  return lower(in);
+}
+
 void expand(const CopyFold& f, Timeline& tl) {
   tl.folded_copies = f.copies;
   const auto& ops0 = f.ops[0];
-  for (size_t k = 1; k < f.ops.size(); ++k) {
+  const bool implicit = std::all_of(f.ops.begin() + 1, f.ops.end(),
+                                    [](const auto& ops) { return ops.empty(); });
+  for (size_t k = 1; k < f.ops.size() && !implicit; ++k) {
     for (size_t i = 0; i < ops0.size(); ++i) {
       tl.start[f.ops[k][i]] = tl.start[ops0[i]];
       tl.end[f.ops[k][i]] = tl.end[ops0[i]];
     }
+  }
+  if (implicit) {
+    tl.figures_of.resize(tl.devices.size());
+    for (size_t d = 0; d < tl.figures_of.size(); ++d) tl.figures_of[d] = static_cast<int32_t>(d);
   }
   for (int c = 1; c < f.copies; ++c) {
     const auto& devices = f.devices[static_cast<size_t>(c)];
     for (size_t i = 0; i < devices.size(); ++i) {
       tl.devices[static_cast<size_t>(devices[i])] =
           tl.devices[static_cast<size_t>(f.devices[0][i])];
+      if (implicit) tl.figures_of[static_cast<size_t>(devices[i])] = f.devices[0][i];
     }
   }
   const std::vector<LinkStats> quotient = tl.links;
@@ -329,7 +369,8 @@ void expand(const CopyFold& f, Timeline& tl) {
   const int low = f.lowest_image[static_cast<size_t>(d)];
   if (low == d) return;
   tl.oom.device = low;
-  if (tl.oom.op == UINT32_MAX) return;
+  // (Copies left implicit hold no ops: the op is copy 0's, its image by its fields.)
+  if (tl.oom.op == UINT32_MAX || implicit) return;
   const auto i = static_cast<size_t>(std::lower_bound(ops0.begin(), ops0.end(), tl.oom.op) -
                                      ops0.begin());
   const int k = (f.device_copy[static_cast<size_t>(low)] - f.device_copy[static_cast<size_t>(d)] +

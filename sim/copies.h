@@ -26,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "schedules/lower.h"
 #include "schedules/task_graph.h"
 #include "topology/cluster.h"
 
@@ -55,6 +56,11 @@ struct CopyFold {
 // at most kFoldTries group sizes are tried.
 inline constexpr int kFoldTries = 4;
 std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster);
+
+// The graph of `in` with its copies left implicit, taken as few at a time as make the fold
+// hold (LoweringInput::built_copies, may_build_copies), or in full where none does: what
+// the engine alone runs, at the cost of one group of copies instead of all.
+TaskGraph lower_folded(LoweringInput in, const Cluster& cluster);
 
 // Copy 0's figures onto every copy: op times, device statistics, link statistics (bytes
 // and peak flows times the link's share), the out-of-memory device (the lowest image).

@@ -69,6 +69,10 @@ struct Timeline {
   OomInfo oom;
   uint64_t events = 0;
   int folded_copies = 1;  // data-parallel copies simulated as one (SimOptions::fold)
+  // [device] where the graph leaves copies implicit (TaskGraph::built_copies): the built
+  // device whose figures this one has (itself if built); empty otherwise. Such devices run
+  // no op of the graph: make_report takes their per-op figures from this one.
+  std::vector<int32_t> figures_of;
 };
 
 struct SimOptions {

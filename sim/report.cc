@@ -99,8 +99,15 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
 
   double busy_pipeline = 0;
   int pipeline_devices = 0;
+  // Devices of copies the graph leaves implicit take their built image's figures.
+  const auto& figures_of = timeline.figures_of;
+  const auto shown_by = [&](int d) {
+    return figures_of.empty() ? d : figures_of[static_cast<size_t>(d)];
+  };
+  r.devices.resize(static_cast<size_t>(cluster.num_devices()));
   for (int d = 0; d < cluster.num_devices(); ++d) {
-    DeviceReport dr;
+    if (shown_by(d) != d) continue;
+    DeviceReport& dr = r.devices[static_cast<size_t>(d)];
     dr.name = cluster.device(d).name;
     for (OpId id : graph.stream(d)) {
       const Op& op = graph.op(id);
@@ -117,11 +124,17 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
     dr.peak_time = ds.peak_time;
     dr.at_peak = ds.at_peak;
     dr.capacity = cluster.device(d).gpu.memory_bytes;
+  }
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    DeviceReport& dr = r.devices[static_cast<size_t>(d)];
+    if (shown_by(d) != d) {
+      dr = r.devices[static_cast<size_t>(shown_by(d))];
+      dr.name = cluster.device(d).name;
+    }
     if (!dr.stages.empty()) {
       ++pipeline_devices;
-      busy_pipeline += ds.busy.seconds();
+      busy_pipeline += timeline.devices[static_cast<size_t>(d)].busy.seconds();
     }
-    r.devices.push_back(std::move(dr));
   }
   if (pipeline_devices > 0 && seconds > 0) {
     r.bubble_fraction = 1.0 - busy_pipeline / (pipeline_devices * seconds);

@@ -66,7 +66,7 @@ SweepPoint run_point(const ScenarioDocument& doc, const Grid& grid, const SweepO
   }
   try {
     const Scenario sc = doc.load(with);
-    const TaskGraph graph = scenario_task_graph(sc, true);
+    const TaskGraph graph = folded_task_graph(sc);
     const Timeline tl = simulate(graph, sc.cluster);
     p.report = summarize(make_report(graph, sc.cluster, tl, run_info(sc, 0.0, with)));
   } catch (InputError& e) {

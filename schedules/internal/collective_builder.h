@@ -14,17 +14,20 @@ using Deps = std::vector<OpId>;
 class Builder {
  public:
   Builder(TaskGraphBuilder& b, const std::vector<CollectiveMember>& m, CollectiveTag tag,
-          CommKind kind)
-      : b_(b), m_(m), tag_(tag), kind_(kind) {}
+          CommKind kind, const CopyImages& images = {})
+      : b_(b), m_(m), tag_(tag), kind_(kind), images_(images) {}
 
   // A transfer between members `from` and `to` (indices) after `deps` and `extra`, skipping
   // kNone.
   OpId send(int from, int to, int64_t bytes, const Deps& deps, OpId extra = kNone);
+  // The same to a GPU outside the members (CopyImages::next_device).
+  OpId send_to(int from, int device, int64_t bytes, const Deps& deps, OpId extra = kNone);
 
   // `steps` rounds around the ring `ranks` (member indices), each member sending `chunk`
   // bytes to the next once it has received the previous round's. incoming[r] (indexed by
   // member) is what the member's first send waits for; on return, the last transfer into it
-  // (with compact rings, the member's op of the CompactRing, which ends then).
+  // (with compact rings, the member's op of the CompactRing, which ends then). With images
+  // (CopyImages) the ring runs over every copy's members, `ranks` being the built ones.
   void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<Deps>& incoming);
 
   // NCCL's double binary tree over all members, pipelined in tree_chunks(bytes) chunks.
@@ -38,6 +41,7 @@ class Builder {
   const std::vector<CollectiveMember>& m_;
   CollectiveTag tag_;
   CommKind kind_;
+  CopyImages images_;
 };
 
 // Each member's `ready` ops, the starting point of `incoming`.

@@ -86,6 +86,7 @@ class Lowering {
       : in_(in),
         b_(in.num_devices),
         copies_(static_cast<int>(in.placement.size())),
+        built_(in.built_copies > 0 ? in.built_copies : copies_),
         P_(copies_ > 0 ? static_cast<int>(in.placement[0].size()) : 0),
         G_(static_cast<int>(in.stages.size())),
         Mb_(in.orders.micro_batches),
@@ -94,13 +95,18 @@ class Lowering {
     PIPESIM_ASSERT(copies_ > 0 && P_ > 0 && G_ % P_ == 0, "stages are a multiple of positions");
     PIPESIM_ASSERT(static_cast<int>(in.orders.steps.size()) == P_, "one order list per position");
     for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
-    const size_t slots = static_cast<size_t>(copies_) * blocks_ * G_ * Mb_ * max_r_;
+    PIPESIM_ASSERT(copies_ % built_ == 0, "whole groups of copies built");
+    const size_t slots = static_cast<size_t>(built_) * blocks_ * G_ * Mb_ * max_r_;
     for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
     for (int c = 0; c < copies_; ++c) {
-      for (const auto& pos : in.placement[static_cast<size_t>(c)]) {
-        const auto L = static_cast<int>(pos.size());
-        for (int lane = 0; lane < L; ++lane)
-          member_of_device_[pos[static_cast<size_t>(lane)]] = c * L + lane;
+      const auto& copy = in.placement[static_cast<size_t>(c)];
+      for (size_t p = 0; p < copy.size(); ++p) {
+        const auto L = static_cast<int>(copy[p].size());
+        for (int lane = 0; lane < L; ++lane) {
+          member_of_device_[copy[p][static_cast<size_t>(lane)]] = c * L + lane;
+          if (built_ < copies_)
+            where_[copy[p][static_cast<size_t>(lane)]] = {c, static_cast<int>(p), lane};
+        }
       }
     }
   }
@@ -435,6 +441,16 @@ class Lowering {
     return out;
   }
 
+  // A collective among the copies' devices of a position, its members the built copies':
+  // the implicit copies' in its ring (CopyImages), the first member's GPU in the next
+  // group of built copies receiving from the last member.
+  CopyImages images_of(const std::vector<CollectiveMember>& members) const {
+    if (built_ == copies_ || members.empty()) return {};
+    return {copies_ / built_, image_device(members.front().device)};
+  }
+  // The device that holds what `d` holds in the next group of built copies.
+  int image_device(int d) const;
+
   OpId add_transfer(OpId from, int src, int dst, int g, int mb, int it, int64_t bytes,
                     CommKind kind) {
     const OpId id = b_.add(transfer_op(src, dst, bytes, kind, g, mb, it));
@@ -476,7 +492,7 @@ class Lowering {
       for (size_t i = 1; i < s.size(); ++i) stream_next_[s[i - 1]] = s[i];
     }
     if (in_.orders.pair_from.empty()) return;
-    for (int c = 0; c < copies_; ++c) {
+    for (int c = 0; c < built_; ++c) {
       for (int p = 0; p < P_; ++p) {
         for (const int d : in_.placement[static_cast<size_t>(c)][static_cast<size_t>(p)])
           pair_steps(b_.stream(d), in_.orders.pair_from[static_cast<size_t>(p)]);
@@ -529,7 +545,8 @@ class Lowering {
 
   const LoweringInput& in_;
   TaskGraphBuilder b_;
-  int copies_, P_, G_, Mb_, blocks_;
+  // Copies, and the first ones built (the others implicit, LoweringInput::built_copies).
+  int copies_, built_, P_, G_, Mb_, blocks_;
   int max_r_ = 1;
   std::vector<OpId> fwd_, bwd_, wgt_, rec_;
   // (position, tensor rank, iteration) -> the optimizer steps of its devices (the rank's
@@ -560,6 +577,8 @@ class Lowering {
     std::vector<TpCollective> collectives;
   };
   std::unordered_map<int, int> member_of_device_;  // device -> copy x lanes + lane
+  // With copies implicit: device -> (copy, position, lane).
+  std::unordered_map<int, std::tuple<int, int, int>> where_;
   std::unordered_map<OpId, TpParts> tp_parts_;     // first part of a tensor-parallel op
 };
 

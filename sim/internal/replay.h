@@ -64,7 +64,7 @@ class Engine {
 
   // The members of ring r the engine runs: all, or copy 0's where the ring spans copies.
   uint32_t members(uint32_t r) const {
-    return copies_ ? copies_->members[r] : graph_.rings()[r].n;
+    return copies_ ? copies_->members[r] : graph_.rings()[r].members();
   }
 
   // The ring's member routes for plan_phase and fold_period.
@@ -171,7 +171,8 @@ class Engine {
                                         [](OpId v, const CompactRing& r) { return v < r.first; });
     if (after == rings.begin()) return kNoRing;
     const CompactRing& r = *(after - 1);
-    return id < r.first + r.n ? static_cast<uint32_t>(after - 1 - rings.begin()) : kNoRing;
+    return id < r.first + r.members() ? static_cast<uint32_t>(after - 1 - rings.begin())
+                                      : kNoRing;
   }
   // A transfer waiting out its route's latency.
   struct Latent {
