@@ -593,6 +593,22 @@ const std::vector<StageSpec>& CostModel::balanced(int stages) const {
 }
 
 double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
+  // Identical copies are lowered and simulated once (sim/copies.h) where nothing tells
+  // them apart: one kind of GPU, no slowdown, ring all-reduces (or the choice of one), no
+  // context or expert groups across copies. (Where the fold does not hold after all, the
+  // simulation costs the copies' multiple of this.)
+  // Copies smaller than a server share its NICs, and their all-reduce is hierarchical where
+  // the choice is the simulator's: taken as not folding.
+  int per_copy = 0, per_node = 0;
+  for (const StageSpec& st : p.stages) per_copy += st.replicas * t_;
+  for (const Device& d : s_.cluster.devices()) per_node += d.node == 0;
+  const bool folds = p.data > 1 && s_.kind_layer_time.empty() && s_.cluster.slowdowns().empty() &&
+                     p.context == 1 && p.expert == 1 && per_copy >= per_node &&
+                     (!s_.strategy.allreduce || *s_.strategy.allreduce == AllReduceAlgo::kRing);
+  return simulation_work_per_copy(p, M) / (folds ? p.data : 1);
+}
+
+double CostModel::simulation_work_per_copy(const PlanPoint& p, int64_t M) const {
   double work = 0;
   for (int g = 0; g < static_cast<int>(p.stages.size()); ++g) {
     const StageSpec& st = p.stages[u(g)];

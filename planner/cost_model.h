@@ -141,6 +141,8 @@ class CostModel {
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
   // by their group size, which sets how many flows share each re-rating).
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
+  // The same with every copy simulated.
+  double simulation_work_per_copy(const PlanPoint& p, int64_t micro_batches) const;
   // The compute-balanced cut into `stages` (schedules/partition.h), computed once.
   const std::vector<StageSpec>& balanced(int stages) const;
 

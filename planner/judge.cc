@@ -170,7 +170,7 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   c.estimated_memory = estimate.peak_memory;
   try {
     const Scenario sc = scenario_of(p);
-    simulate_scenario(sc, c, deadline_);
+    simulate_scenario(sc, c, deadline_, opt_.max_sim_work);
     if (!DeviceSpeed(sc).uniform()) speed_balanced(sc, c);
   } catch (const InputError&) {
     return std::nullopt;
@@ -223,8 +223,15 @@ void Judge::mark_tight(Candidate& c) const {
   c.tight = static_cast<double>(c.peak_memory) > (1 - opt_.headroom) * static_cast<double>(least);
 }
 
-void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline) {
+void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline,
+                              double max_ops) {
   const TaskGraph graph = folded_task_graph(sc);
+  // Copies that do not fold after all (an all-reduce chosen as a tree, two copies' traffic on
+  // one NIC...) would cost every copy's simulation.
+  if (graph.built_copies() == graph.copies() && graph.copies() > 1 &&
+      static_cast<double>(graph.size()) > max_ops)
+    throw InputError(fmt::format("{} ops: its copies do not fold", graph.size()),
+                     "a plan small enough to simulate");
   SimOptions options;
   options.deadline = deadline;
   const Timeline tl = simulate(graph, sc.cluster, options);

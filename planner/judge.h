@@ -4,6 +4,8 @@
 // planner reports was loaded and simulated like a scenario given to `pipesim run`.
 #pragma once
 
+#include <limits>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -79,8 +81,12 @@ class Judge {
   // (Candidate::estimated_only): the answer when not even the best estimate's simulation
   // could finish.
   Candidate estimated_only(const Costed& c) const;
-  // A loaded scenario simulated in full into `c`'s times, memory and what bounds it.
-  static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {});
+  // A loaded scenario simulated in full into `c`'s times, memory and what bounds it. Its
+  // estimated work counts its data-parallel copies once (CostModel::simulation_work); where
+  // they turn out not to fold and the graph of them all holds more than `max_ops` ops, an
+  // InputError instead of a long simulation.
+  static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {},
+                                double max_ops = std::numeric_limits<double>::infinity());
   // Candidate::tight for a simulated plan under the options' headroom.
   void mark_tight(Candidate& c) const;
   // On GPUs of different speeds: the plan with its layers split by each stage's slowest

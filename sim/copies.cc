@@ -304,26 +304,27 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
 
 }  // namespace
 
+std::vector<int> fold_groups(int copies) {
+  std::vector<int> out;
+  for (int group = 1; group <= kFoldLargestGroup && group <= copies / 2; group *= 2) {
+    if (copies % group == 0) out.push_back(group);
+  }
+  return out;
+}
+
 std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster) {
   // Copies taken one at a time, else two, four...: copies that share a node (and its NICs)
   // map onto each other only a node at a time.
   const int K = graph.copies();
   if (graph.built_copies() < K) return fold_by(graph, cluster, graph.built_copies());
-  int tries = 0;
-  for (int group = 1; group <= K / 2 && tries < kFoldTries; ++group) {
-    if (K % group != 0) continue;
-    ++tries;
+  for (const int group : fold_groups(K)) {
     if (auto f = fold_by(graph, cluster, group)) return f;
   }
   return std::nullopt;
 }
 
 TaskGraph lower_folded(LoweringInput in, const Cluster& cluster) {
-  const auto K = static_cast<int>(in.placement.size());
-  int tries = 0;
-  for (int group = 1; group <= K / 2 && tries < kFoldTries; ++group) {
-    if (K % group != 0) continue;
-    ++tries;
+  for (const int group : fold_groups(static_cast<int>(in.placement.size()))) {
     if (!may_build_copies(in, group)) continue;
     in.built_copies = group;
     TaskGraph g = lower(in);

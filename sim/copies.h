@@ -52,9 +52,10 @@ struct CopyFold {
 };
 
 // Copies of the graph taken one at a time, else as few at a time as make the fold hold (two
-// copies to a node of a cluster whose NICs serve nodes: copies 0 and 1 move onto 2 and 3);
-// at most kFoldTries group sizes are tried.
-inline constexpr int kFoldTries = 4;
+// copies to a node of a cluster whose NICs serve nodes: copies 0 and 1 move onto 2 and 3):
+// fold_groups' sizes, powers of two up to kFoldLargestGroup that divide the copies.
+inline constexpr int kFoldLargestGroup = 32;
+std::vector<int> fold_groups(int copies);
 std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster);
 
 // The graph of `in` with its copies left implicit, taken as few at a time as make the fold
