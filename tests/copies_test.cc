@@ -9,9 +9,13 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
+#include "sim/copies.h"
 #include "sim/engine.h"
+#include "sim/report.h"
 
 namespace pipesim {
 namespace {
@@ -140,12 +144,79 @@ TEST(Copies, TreeAllReduceIsSimulatedInFull) {
   expect_identical(p.full, p.folded);
 }
 
+// The report of the graph with copies left implicit (folded_task_graph) against the full
+// graph's run step by step, every field but the event count.
+struct Reports {
+  nlohmann::json implicit, full;
+  int built = 0, copies = 0;
+};
+Reports reports(const std::string& yaml) {
+  const Scenario sc = load_scenario_text(yaml, "copies.yaml");
+  const RunInfo info = run_info(sc, 0.0);
+  const TaskGraph folded = folded_task_graph(sc);
+  const TaskGraph full = scenario_task_graph(sc, true);
+  SimOptions off;
+  off.fold = false;
+  Reports r;
+  r.implicit = nlohmann::json::parse(
+      to_json(make_report(folded, sc.cluster, simulate(folded, sc.cluster), info)));
+  r.full = nlohmann::json::parse(
+      to_json(make_report(full, sc.cluster, simulate(full, sc.cluster, off), info)));
+  r.implicit.erase("events");
+  r.full.erase("events");
+  r.built = folded.built_copies();
+  r.copies = folded.copies();
+  return r;
+}
+
+TEST(Copies, ImplicitCopiesReportTheFullRun) {
+  // Pipeline x data with a NIC per GPU (copies one at a time), ZeRO-1 and interleaving
+  // across nodes of one NIC (copies a node at a time), DAPPLE's stage replicas in each
+  // copy, ZeRO-3's weight gathers, and copies out of memory.
+  const std::vector<std::string> yamls = {
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, data: 8, allreduce: ring}"),
+      scenario(8, "ib-ndr",
+               "{schedule: interleaved, virtual_stages: 2, pipeline: 2, tensor: 4, data: 8, "
+               "zero: 1, allreduce: ring}"),
+      R"(cluster: {gpu: h100-80gb, nodes: 4, gpus_per_node: 8, intra_node: nvswitch, inter_node: ib-ndr}
+model: {generator: transformer, layers: 8, hidden: 1024, heads: 16, sequence: 1024, vocab: 32000}
+training: {global_batch: 64, micro_batch: 2}
+strategy: {schedule: dapple, stages: [{layers: 0-4, replicas: 2}, {layers: 5-9, replicas: 2}], data: 8, allreduce: ring}
+)",
+      scenario(2, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 2, data: 8, zero: 3, allreduce: ring}"),
+      scenario(2, "{preset: ib-ndr, nics: 8}",
+               "{schedule: gpipe, pipeline: 2, data: 8, allreduce: ring}", 48, "", "v100-16gb"),
+  };
+  for (const std::string& yaml : yamls) {
+    SCOPED_TRACE(yaml);
+    const Reports r = reports(yaml);
+    EXPECT_LT(r.built, r.copies);
+    EXPECT_EQ(r.implicit, r.full);
+  }
+}
+
+TEST(Copies, CopiesThatDoNotFoldAreBuiltInFull) {
+  // A straggler, and a tree all-reduce: every copy built and simulated.
+  for (const std::string& yaml :
+       {scenario(2, "{preset: ib-ndr, nics: 8}",
+                 "{schedule: dapple, pipeline: 2, data: 8, allreduce: ring}", 8,
+                 "  slowdown: [{device: node0/gpu5, compute: 1.5}]\n"),
+        scenario(2, "{preset: ib-ndr, nics: 8}",
+                 "{schedule: dapple, pipeline: 2, data: 8, allreduce: tree}")}) {
+    const Reports r = reports(yaml);
+    EXPECT_EQ(r.built, r.copies);
+    EXPECT_EQ(r.implicit, r.full);
+  }
+}
+
 // Random strategies on small clusters: folded or not, the full run's figures.
 TEST(Copies, RandomStrategiesAgreeWithTheFullRun) {
   std::mt19937 rng(29);
   const char* schedules[] = {"gpipe", "dapple", "1f1b", "interleaved", "zb-h1"};
   const char* inters[] = {"ib-ndr", "{{preset: ib-ndr, nics: {}}}", "{{preset: ib-ndr, nics: 2}}"};
-  int folded = 0;
+  int folded = 0, implicit = 0;
   for (int trial = 0; trial < 24; ++trial) {
     const int pp = 1 << (rng() % 3), tp = 1 << (rng() % 3), dp = 2 << (rng() % 3);
     const int gpus = pp * tp * dp;
@@ -158,7 +229,7 @@ TEST(Copies, RandomStrategiesAgreeWithTheFullRun) {
         "{{schedule: {}, pipeline: {}, tensor: {}, data: {}, zero: {}, allreduce: ring{}}}", sched,
         pp, tp, dp, rng() % 3, sched == "interleaved" ? ", virtual_stages: 2" : "");
     SCOPED_TRACE(strategy);
-    const Pair p = both(fmt::format(R"(cluster:
+    const std::string yaml = fmt::format(R"(cluster:
   gpu: h100-80gb
   nodes: {}
   gpus_per_node: {}
@@ -170,11 +241,16 @@ strategy: {}
 )",
                                     nodes, per_node,
                                     fmt::format(fmt::runtime(inters[rng() % 3]), per_node),
-                                    dp * 4, strategy));
+                                    dp * 4, strategy);
+    const Pair p = both(yaml);
     folded += p.folded.folded_copies > 1;
     expect_identical(p.full, p.folded);
+    const Reports r = reports(yaml);  // copies left implicit where they fold
+    implicit += r.built < r.copies;
+    EXPECT_EQ(r.implicit, r.full);
   }
   EXPECT_GT(folded, 4);
+  EXPECT_GT(implicit, 4);
 }
 
 }  // namespace
