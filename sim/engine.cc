@@ -45,8 +45,8 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
     capacity_[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
   // Copies simulated once record neither memory changes nor link samples of the others.
   if (o.fold && !o.record_links && !o.record_memory) copies_ = fold_copies(g, c);
-  // A graph that leaves copies implicit is only ever run folded (scenario_task_graph
-  // checked the fold before it built one).
+  // A graph that leaves copies implicit is only ever run folded (lower_folded checked the
+  // fold before it kept one).
   if (g.built_copies() < g.copies()) {
     PIPESIM_ASSERT(!o.record_links && !o.record_memory, "implicit copies record nothing per op");
     if (!copies_) copies_ = fold_copies(g, c);

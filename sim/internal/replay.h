@@ -6,11 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
-
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "sim/copies.h"
 #include "sim/engine.h"
