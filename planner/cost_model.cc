@@ -34,7 +34,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   };
   // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
   // of them away, over the network where the group outgrows a server (one rail port).
-  int per_node = 0;
+  int& per_node = per_node_;
   for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
   const auto all_to_all = [&](int64_t bytes) {
     if (expert < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
@@ -599,11 +599,10 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
   // simulation costs the copies' multiple of this.)
   // Copies smaller than a server share its NICs, and their all-reduce is hierarchical where
   // the choice is the simulator's: taken as not folding.
-  int per_copy = 0, per_node = 0;
+  int per_copy = 0;
   for (const StageSpec& st : p.stages) per_copy += st.replicas * t_;
-  for (const Device& d : s_.cluster.devices()) per_node += d.node == 0;
   const bool folds = p.data > 1 && s_.kind_layer_time.empty() && s_.cluster.slowdowns().empty() &&
-                     p.context == 1 && p.expert == 1 && per_copy >= per_node &&
+                     p.context == 1 && p.expert == 1 && per_copy >= per_node_ &&
                      (!s_.strategy.allreduce || *s_.strategy.allreduce == AllReduceAlgo::kRing);
   return simulation_work_per_copy(p, M) / (folds ? p.data : 1);
 }

@@ -149,6 +149,7 @@ class CostModel {
  private:
   const Scenario& s_;
   int t_ = 1;
+  int per_node_ = 0;  // GPUs of server 0
   std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).

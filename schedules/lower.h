@@ -176,7 +176,7 @@ struct LoweringInput {
   bool compact_rings = false;
   // The first `built_copies` copies alone, the others implicit (TaskGraph::built_copies;
   // 0: all). Needs compact rings, ring collectives, no context or expert groups, and
-  // copies alike in their GPUs' pace and overhead (lower_copies() checks).
+  // copies alike in their GPUs' pace and overhead (may_build_copies checks).
   int built_copies = 0;
 };
 
