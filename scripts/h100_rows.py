@@ -94,14 +94,19 @@ for prec, t175, t15, t340 in (("bf16", 8.309, 2.812, 4.61), ("fp8", 5.626, 2.039
 # NVIDIA/Megatron-LM README.md, "Training Speed and Scalability" @ f2e5db40 (Megatron-Core
 # r0.8.0, H100, BF16, seq 4096, vocab 131072, DP 48, global batch 192): rows without a
 # pipeline (the pipelined rows' virtual stages are not published). Per-GPU TFLOP/s as
-# printed, turned into tokens/s with Megatron-LM's own FLOP count. Micro-batch 1 assumed.
+# printed, turned into tokens/s with Megatron-LM's own FLOP count. The micro-batch is not
+# published: a throughput benchmark without a pipeline runs the largest one that fits,
+# here the whole 192 / 48 = 4 sequences of each data-parallel rank in one micro-batch
+# (pipesim peaks at 18-46 GiB of the 80; with micro-batch 1 the fp32 gradient
+# reduce-scatter, 16 GB per GPU at TP 8 over one port, has one micro-batch's backward
+# to hide behind instead of the whole step's).
 MLM = "Megatron-LM README H100 table (NVIDIA/Megatron-LM README.md @ f2e5db40)"
 for size, heads, hidden, layers, tp, tflops in (("1.7b", 16, 2048, 24, 1, 408.8),
                                                ("7.1b", 32, 4096, 30, 2, 465.9),
                                                ("16b", 48, 6144, 32, 4, 489.1),
                                                ("32b", 56, 7168, 48, 8, 459.6)):
     m = dict(layers=layers, hidden=hidden, heads=heads, ffn=4 * hidden, vocab=131072)
-    ROWS.append(nemo(f"megatron-h100-{size}-bf16", MLM, m, 4096, 48 * tp, 192, 1, tp, 1, 1,
+    ROWS.append(nemo(f"megatron-h100-{size}-bf16", MLM, m, 4096, 48 * tp, 192, 4, tp, 1, 1,
                      "bf16", tflops * 1e12 / megatron_flops_per_token(m, 4096),
                      f"{tflops} TFLOP/s/GPU", gradients="fp32"))
 
