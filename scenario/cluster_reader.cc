@@ -29,6 +29,17 @@ double read_share(const Reader& r, const YAML::Node& v, const std::string& path)
   return share;
 }
 
+// A share of the compute speed lost while communicating: a plain number in [0, 0.9].
+double read_interference(const Reader& r, const YAML::Node& v, const std::string& path) {
+  const std::string e = r.scalar(v, path, "a number in [0, 0.9]");
+  char* end = nullptr;
+  const double share = std::strtod(e.c_str(), &end);
+  if (end == e.c_str() || *end != '\0' || !(share >= 0 && share <= 0.9))
+    r.fail(v, path, fmt::format("'{}' is not a share of the compute speed", e),
+           "a number in [0, 0.9], e.g. 0.15 (0: communication takes nothing from compute)");
+  return share;
+}
+
 // The FLOPs of one operation: a number with FLOP, KFLOP, MFLOP, GFLOP, TFLOP or PFLOP.
 double read_flop_amount(const Reader& r, const YAML::Node& v, const std::string& path) {
   const std::string allowed =
@@ -89,7 +100,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
       n, path,
       {"preset", "like", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
        "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
-       "vector_efficiency", "memory_efficiency", "fp8_efficiency", "attention_efficiency"});
+       "vector_efficiency", "memory_efficiency", "fp8_efficiency", "attention_efficiency",
+       "comm_interference"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined()) {
     if (n["like"].IsDefined())
@@ -128,6 +140,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.launch_overhead = r.time(v, child_path(path, "launch_overhead"));
   if (const auto v = n["efficiency"]; v.IsDefined())
     g.efficiency = read_share(r, v, child_path(path, "efficiency"));
+  if (const auto v = n["comm_interference"]; v.IsDefined())
+    g.comm_interference = read_interference(r, v, child_path(path, "comm_interference"));
   if (const auto v = n["matrix_efficiency"]; v.IsDefined())
     g.matrix_efficiency = read_curve(r, v, child_path(path, "matrix_efficiency"), true);
   if (const auto v = n["vector_efficiency"]; v.IsDefined())

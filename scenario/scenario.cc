@@ -38,7 +38,7 @@ bool same_speed(const GpuSpec& a, const GpuSpec& b) {
          a.peak_fp32_flops == b.peak_fp32_flops && a.vector_flops == b.vector_flops &&
          a.fp8_flops == b.fp8_flops && a.hbm_bytes_per_s == b.hbm_bytes_per_s &&
          a.efficiency == b.efficiency && a.curves == b.curves &&
-         a.launch_overhead == b.launch_overhead;
+         a.launch_overhead == b.launch_overhead && a.comm_interference == b.comm_interference;
 }
 
 double precision_peak(const GpuSpec& g, Precision p) {

@@ -276,12 +276,14 @@ std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<s
       count([](const Layer& l) {
         return l.attention_core_bytes > 0 || l.attention_core_forward > Time::zero();
       }) == 0;
-  // GPU keys that change compute (not memory, reserved bytes or the per-op overhead).
+  // GPU keys that change compute (not memory, reserved bytes, the per-op overhead or the
+  // share communication takes, which act on given times too).
   const auto gpu_compute = [](const std::string& k) {
     if (k == "cluster.gpu") return true;
     if (!k.starts_with("cluster.gpu.")) return false;
     const std::string leaf = k.substr(12);
-    return leaf != "memory" && leaf != "reserved" && leaf != "launch_overhead" && leaf != "name";
+    return leaf != "memory" && leaf != "reserved" && leaf != "launch_overhead" && leaf != "name" &&
+           leaf != "comm_interference";
   };
   std::vector<std::string> out;
   const auto add = [&](std::string w) {

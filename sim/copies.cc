@@ -127,7 +127,8 @@ bool devices_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& 
     for (int k = 1; k < f.copies; ++k) {
       const int e = m.image(d, k);
       if (g.static_memory(e) != g.static_memory(d) ||
-          cluster.device(e).gpu.memory_bytes != cluster.device(d).gpu.memory_bytes)
+          cluster.device(e).gpu.memory_bytes != cluster.device(d).gpu.memory_bytes ||
+          cluster.device(e).gpu.comm_interference != cluster.device(d).gpu.comm_interference)
         return false;
       if (g.built_copies() < g.copies()) continue;  // (no ops there)
       const auto sk = g.stream(e);

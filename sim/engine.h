@@ -8,6 +8,10 @@
 // A compact ring (TaskGraph::rings) runs each of its steps as such a transfer, started when
 // the chunk before it has arrived, exactly as the ring's expanded transfers would run, or,
 // when its members are symmetric or periodic, as a phase or folded (SimOptions::fold).
+// While a GPU sends a transfer of its own, its compute op runs slower by the GPU's
+// GpuSpec::comm_interference (the SMs and memory bandwidth the communication kernel takes):
+// the op's remaining work is re-timed whenever its GPU's first transfer starts or its
+// last one ends, in integer picoseconds.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +25,7 @@
 namespace pipesim {
 
 struct DeviceStats {
-  Time busy;  // total compute-stream time
+  Time busy;  // total compute-stream time (longer than the ops' durations where slowed)
   int64_t peak_memory = 0;
   MemBreakdown at_peak{};  // breakdown at the moment of the peak
   Time peak_time;

@@ -117,6 +117,25 @@ TEST(Copies, DataParallelAcrossNodes) {
   expect_identical(p.full, p.folded);
 }
 
+TEST(Copies, CommunicationSlowingComputeFoldsToTheFullRun) {
+  // comm_interference re-times compute whenever a GPU's sends start or end: the copies
+  // stay images of each other (each GPU counts its own sends), so the fold holds.
+  const Pair p = both(scenario(
+      8, "{preset: ib-ndr, nics: 8}",
+      "{schedule: interleaved, virtual_stages: 2, pipeline: 2, tensor: 4, data: 8, zero: 1, "
+      "allreduce: ring, tensor_overlap: backward, sequence_parallel: true}",
+      8, "", "{preset: h100-80gb, comm_interference: 0.25}"));
+  EXPECT_EQ(p.folded.folded_copies, 8);
+  expect_identical(p.full, p.folded);
+  // Slowed: longer than the same run without the share.
+  const Pair plain =
+      both(scenario(8, "{preset: ib-ndr, nics: 8}",
+                    "{schedule: interleaved, virtual_stages: 2, pipeline: 2, tensor: 4, data: 8, "
+                    "zero: 1, allreduce: ring, tensor_overlap: backward, sequence_parallel: true}"));
+  EXPECT_GT(p.full.makespan, plain.full.makespan);
+  EXPECT_GT(p.full.devices[0].busy, plain.full.devices[0].busy);
+}
+
 TEST(Copies, OutOfMemoryOnTheLowestDevice) {
   // A model too large for its GPUs: every copy crosses capacity at the same moment; the
   // report names the lowest device, as the full run does.

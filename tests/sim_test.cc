@@ -78,18 +78,23 @@ TEST(ClosedForm, GpipeWithLinkLatencyAndBandwidth) {
   }
 }
 
-TEST(HandWorked, OneFOneBWithCommunication) {
-  // S = 2, M = 3, t_f = t_b = 1 ms, c = 0.5 ms per transfer.
-  //   dev0: F0 [0,1] F1 [1,2] B0 [4,5] F2 [5,6] B1 [6,7] B2 [9,10]
-  //   dev1: F0 [1.5,2.5] B0 [2.5,3.5] F1 [3.5,4.5] B1 [4.5,5.5] F2 [6.5,7.5] B2 [7.5,8.5]
-  // dev0's B0 waits for dev1's B0 (3.5) + c = 4; dev1's F2 for dev0's F2 (6) + c = 6.5.
+// S = 2, M = 3, t_f = t_b = 1 ms, c = 100 us + 4 MB / 10 GB/s = 0.5 ms per transfer.
+PipeSpec two_stages_with_transfers() {
   PipeSpec p;
   p.stages = 2;
   p.micro_batches = 3;
   p.output = "4 MB";
   p.bandwidth = "10 GB/s";
   p.latency = "100 us";
-  const SimRun r = test::run_pipe(p);
+  return p;
+}
+
+TEST(HandWorked, OneFOneBWithCommunication) {
+  // S = 2, M = 3, t_f = t_b = 1 ms, c = 0.5 ms per transfer.
+  //   dev0: F0 [0,1] F1 [1,2] B0 [4,5] F2 [5,6] B1 [6,7] B2 [9,10]
+  //   dev1: F0 [1.5,2.5] B0 [2.5,3.5] F1 [3.5,4.5] B1 [4.5,5.5] F2 [6.5,7.5] B2 [7.5,8.5]
+  // dev0's B0 waits for dev1's B0 (3.5) + c = 4; dev1's F2 for dev0's F2 (6) + c = 6.5.
+  const SimRun r = test::run_pipe(two_stages_with_transfers());
   EXPECT_EQ(r.timeline.makespan, Time::ms(10));
   EXPECT_EQ(test::device_finish(r, 1), ms(8.5));
   std::vector<std::pair<double, double>> dev0;
@@ -111,6 +116,51 @@ TEST(HandWorked, OneFOneBWithCommunication) {
     EXPECT_NEAR(dev0[i].first, want[i].first, 1e-9);
     EXPECT_NEAR(dev0[i].second, want[i].second, 1e-9);
   }
+}
+
+TEST(HandWorked, CommunicationSlowsTheComputeItOverlaps) {
+  // The run above with comm_interference 0.5: a GPU computes at half speed while a
+  // transfer it sends is in flight (its 0.5 ms, latency included).
+  //   dev0: F0 [0,1]; T(F0) [1,1.5] halves F1's first 0.5 ms (0.25 ms of work), so F1
+  //         [1,2.25]; B0 [4,5] (dev1's gradient, sent 3.5, arrives 4); F2 [5,6];
+  //         T(F2) [6,6.5] halves B1 [6.25,7.375] for 0.25 ms (0.125 of work); B2 [9,10].
+  //   dev1: F0 [1.5,2.5] B0 [2.5,3.5]; T(B0) [3.5,4] halves F1 [3.5,4.75]; B1 [4.75,5.75];
+  //         F2 [6.5,7.5] (T(F2) arrives 6.5) B2 [7.5,8.5]; T(B2) [8.5,9].
+  // The makespan stays 10 ms; busy time grows by the slowed stretches: dev0 6 + 0.25 +
+  // 0.125 = 6.375 ms, dev1 6 + 0.25 = 6.25 ms.
+  PipeSpec p = two_stages_with_transfers();
+  p.gpu = "{preset: a100-80gb, comm_interference: 0.5}";
+  const SimRun r = test::run_pipe(p);
+  EXPECT_EQ(r.timeline.makespan, Time::ms(10));
+  const auto spans = [&](int d) {
+    std::vector<std::pair<Time, Time>> out;
+    for (OpId id : r.graph.stream(d)) {
+      if (r.graph.op(id).kind != OpKind::kOptimizer)
+        out.emplace_back(r.timeline.start[id], r.timeline.end[id]);
+    }
+    return out;
+  };
+  const auto us = [](int64_t v) { return Time::us(v); };
+  const std::vector<std::pair<Time, Time>> dev0{{us(0), us(1000)},    {us(1000), us(2250)},
+                                                {us(4000), us(5000)}, {us(5000), us(6000)},
+                                                {us(6250), us(7375)}, {us(9000), us(10000)}};
+  const std::vector<std::pair<Time, Time>> dev1{{us(1500), us(2500)}, {us(2500), us(3500)},
+                                                {us(3500), us(4750)}, {us(4750), us(5750)},
+                                                {us(6500), us(7500)}, {us(7500), us(8500)}};
+  EXPECT_EQ(spans(0), dev0);
+  EXPECT_EQ(spans(1), dev1);
+  EXPECT_EQ(r.timeline.devices[0].busy, us(6375));
+  EXPECT_EQ(r.timeline.devices[1].busy, us(6250));
+}
+
+TEST(HandWorked, CommunicationInterferenceIsAShareOfTheSpeed) {
+  PipeSpec p;
+  p.gpu = "{preset: a100-80gb, comm_interference: 0.95}";
+  const test::CliResult r =
+      test::cli({"run", test::write_temp("interference.yaml", test::to_yaml(p))});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cluster.gpu.comm_interference"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[0, 0.9]"), std::string::npos) << r.err;
 }
 
 TEST(Reference, HeterogeneousStagesOneFOneB) {

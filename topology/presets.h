@@ -36,6 +36,10 @@ struct GpuSpec {
   EfficiencyCurve attention_efficiency = EfficiencyCurve::constant(0.5);
   // cluster.gpu.efficiency: one share for every op and size, replacing the three curves.
   std::optional<double> efficiency;
+  // The share of its compute speed a GPU loses while it sends a transfer of its own (the
+  // SMs and memory bandwidth a communication kernel takes from the compute it overlaps;
+  // cluster.gpu.comm_interference, fitted with the curves per generation).
+  double comm_interference = 0;
   // Which runs the curves were fitted to (docs/presets.md), and whether this GPU borrows
   // them from another generation (pipesim model says so).
   std::string curves = "A100 runs";
@@ -47,6 +51,7 @@ struct GpuSpec {
     memory_efficiency = from.memory_efficiency;
     fp8_efficiency = from.fp8_efficiency;
     attention_efficiency = from.attention_efficiency;
+    comm_interference = from.comm_interference;
     curves = from.curves;
   }
 };

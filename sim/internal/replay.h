@@ -141,6 +141,19 @@ class Engine {
   // recorded theirs) and compute ops.
   void finish(OpId id, Time now, const Route* route = nullptr);
 
+  // --- Communication slowing compute (GpuSpec::comm_interference) ---
+
+  // Pushes the end of device d's running compute op from its remaining work at the pace
+  // it has now.
+  void push_compute_end(int d, OpId id, Time now);
+
+  // A transfer sent by device d starts (+1) or ends (-1): the first and the last re-time
+  // the compute op running there.
+  void note_sending(OpId id, int d, int delta, Time now);
+
+  // Whether a kOpEnd event of compute op `id` is its current end (not one re-timed since).
+  bool is_current_end(OpId id, Time now) const;
+
   void apply_memory(OpId id, int64_t delta, Time now, bool at_end);
 
   void note_memory(int d, Time now, OpId cause);
@@ -188,6 +201,14 @@ class Engine {
   std::vector<uint32_t> waiting_;  // deps not yet ended, per op
   std::vector<uint32_t> cursor_;   // next op of each device's stream
   std::vector<bool> running_;
+  // Compute slowed by communication (empty where no GPU has comm_interference): per
+  // device, its transfers in flight, its compute speed under them as num / kPaceDen, and
+  // the running op's work left (full-speed picoseconds) as of `since`, and its end.
+  static constexpr int64_t kPaceDen = 1'000'000;
+  std::vector<uint32_t> sending_;
+  std::vector<int64_t> slowed_num_;
+  std::vector<Time> work_left_, since_, due_;
+  std::vector<bool> counted_;  // [op] a transfer that raised its sender's count
   std::vector<MemBreakdown> memory_;
   std::vector<Latent> latent_;  // [slot] named by kLatencyDone events
   std::vector<uint32_t> free_latent_;
