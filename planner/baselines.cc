@@ -286,50 +286,68 @@ struct DapplePlan {
 
 // compute_plan_sync: prefixes 0..j on m + 1 units, each unit rp GPUs. Stages of more units
 // than micro_batch samples are left out (our loader's rule). `straight`: one unit a stage.
-std::optional<DapplePlan> dapple_dp(const Chain& c, const DappleNet& net, int units, int rp,
-                                    bool straight, int64_t micro_batch) {
-  struct Cell {
-    double time;
-    int split = -1, rest = -1, units = 1;
-  };
-  const int L = c.size();
-  std::vector<std::optional<Cell>> A(static_cast<size_t>(L) * static_cast<size_t>(units));
-  auto at = [&](int j, int m) -> std::optional<Cell>& {
-    return A[static_cast<size_t>(j) * static_cast<size_t>(units) + static_cast<size_t>(m)];
-  };
-  const int widest = straight ? 1 : static_cast<int>(std::min<int64_t>(units, micro_batch));
-  // One stage: the code leaves its all-reduce to the latency estimate.
-  for (int j = 0; j < L; ++j)
-    for (int m = 0; m < widest; ++m) at(j, m) = Cell{c.time(0, j) / ((m + 1) * rp), -1, -1, m + 1};
-  for (int m = 1; m < units; ++m) {
-    for (int j = 1; j < L; ++j) {
-      std::optional<Cell>& cell = at(j, m);
-      for (int k = 0; k < j; ++k) {
-        for (int mp = 1; mp <= std::min(m, widest); ++mp) {
-          const std::optional<Cell>& prev = at(k, m - mp);
-          if (!prev) continue;
-          const int start = m - mp + 1;  // units before the new stage
-          // Activations and gradients of the whole batch, not overlapped away.
-          const double comm = net.transfer((start - prev->units) * rp, start * rp, start * rp,
-                                           (start + mp) * rp, 2 * c.out(k));
-          const double t = std::max({prev->time, c.time(k + 1, j) / (mp * rp), comm});
-          if (!cell || t < cell->time) cell = Cell{t, k, m - mp, mp};
+// No cell looks at the number of units in all, so the table for the most units of an rp
+// holds the one for every fewer (a stage of more units than the run has is one the smaller
+// run's cells never reach), and one table serves every unit count of that rp.
+class DappleTable {
+ public:
+  DappleTable(const Chain& c, const DappleNet& net, int units, int rp, bool straight,
+              int64_t micro_batch)
+      : L_(c.size()), units_(units), rp_(rp),
+        cells_(static_cast<size_t>(L_) * static_cast<size_t>(units)) {
+    const int widest = straight ? 1 : static_cast<int>(std::min<int64_t>(units, micro_batch));
+    // One stage: the code leaves its all-reduce to the latency estimate.
+    for (int j = 0; j < L_; ++j)
+      for (int m = 0; m < widest; ++m)
+        at(j, m) = Cell{c.time(0, j) / ((m + 1) * rp), -1, -1, m + 1};
+    for (int m = 1; m < units; ++m) {
+      for (int j = 1; j < L_; ++j) {
+        std::optional<Cell>& cell = at(j, m);
+        for (int k = 0; k < j; ++k) {
+          for (int mp = 1; mp <= std::min(m, widest); ++mp) {
+            const std::optional<Cell>& prev = at(k, m - mp);
+            if (!prev) continue;
+            const int start = m - mp + 1;  // units before the new stage
+            // Activations and gradients of the whole batch, not overlapped away.
+            const double comm = net.transfer((start - prev->units) * rp, start * rp, start * rp,
+                                             (start + mp) * rp, 2 * c.out(k));
+            const double t = std::max({prev->time, c.time(k + 1, j) / (mp * rp), comm});
+            if (!cell || t < cell->time) cell = Cell{t, k, m - mp, mp};
+          }
         }
       }
     }
   }
-  const std::optional<Cell>& end = at(L - 1, units - 1);
-  if (!end) return std::nullopt;
-  DapplePlan p{{}, rp, end->time};
-  int last = L - 1;
-  for (const Cell* e = &*end;; e = &at(last, e->rest).value()) {
-    p.stages.push_back({e->split + 1, last, e->units});
-    if (e->split < 0) break;
-    last = e->split;
+
+  // The best pipeline of every layer on `units` units (at most the table's).
+  std::optional<DapplePlan> plan(int units) const {
+    const std::optional<Cell>& end = at(L_ - 1, units - 1);
+    if (!end) return std::nullopt;
+    DapplePlan p{{}, rp_, end->time};
+    int last = L_ - 1;
+    for (const Cell* e = &*end;; e = &at(last, e->rest).value()) {
+      p.stages.push_back({e->split + 1, last, e->units});
+      if (e->split < 0) break;
+      last = e->split;
+    }
+    std::reverse(p.stages.begin(), p.stages.end());
+    return p;
   }
-  std::reverse(p.stages.begin(), p.stages.end());
-  return p;
-}
+
+ private:
+  struct Cell {
+    double time;
+    int split = -1, rest = -1, units = 1;
+  };
+  std::optional<Cell>& at(int j, int m) {
+    return cells_[static_cast<size_t>(j) * static_cast<size_t>(units_) + static_cast<size_t>(m)];
+  }
+  const std::optional<Cell>& at(int j, int m) const {
+    return cells_[static_cast<size_t>(j) * static_cast<size_t>(units_) + static_cast<size_t>(m)];
+  }
+  int L_, units_, rp_;
+  std::vector<std::optional<Cell>> cells_;
+};
 
 // sync_pipeline_speedup_analytical: (M-1) blocks of the bottleneck stage, one micro-batch
 // through every stage, one forward transfer per cut, and the all-reduce that the drain of
@@ -434,11 +452,17 @@ StagePlan dapple_baseline(const Scenario& s, const Deadline& deadline) {
   // i units of floor(N / i) GPUs each; copies that do not divide the batch are not tried.
   // Every i is searched: the code's occupancy check (bitsets of length N against i * rp)
   // drops the multi-stage plans of an i that does not divide N, a mismatch not copied.
+  // The i of one rp share one table, built for the largest of them (N / rp).
+  std::map<std::pair<int, bool>, DappleTable> tables;
   auto plan_for = [&](int units, bool straight) {
     const int rp = N / units;
     if (gb % (mb * rp) != 0) return;
     check(deadline);
-    consider(dapple_dp(c, net, units, rp, straight, mb),
+    auto it = tables.find({rp, straight});
+    if (it == tables.end())
+      it = tables.try_emplace({rp, straight}, c, net, N / rp, rp, straight, mb)
+               .first;
+    consider(it->second.plan(units),
              fmt::format("{}DP over {} units", straight ? "straight " : "", units));
   };
   for (int i = 2; i <= N; ++i) plan_for(i, false);
