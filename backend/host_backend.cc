@@ -115,27 +115,25 @@ Time HostExecutor::time_op(const Op& op, const ExecWork&) {
   return time_from_seconds(wall / options_.time_scale);
 }
 
-Measurement HostExecutor::run(const TaskGraph& g, const std::vector<ExecWork>&) {
-  const size_t n = g.size();
-  const int devices = g.num_devices();
-  Measurement m;
-  m.start.assign(n, Time::zero());
-  m.end.assign(n, Time::zero());
-  m.peak_memory.assign(static_cast<size_t>(devices), 0);
+namespace {
 
-  std::vector<std::atomic<uint32_t>> waiting(n);
-  for (OpId id = 0; id < n; ++id)
-    waiting[id].store(static_cast<uint32_t>(g.deps(id).size()), std::memory_order_relaxed);
-  struct Wake {
-    std::mutex mu;
-    std::condition_variable cv;
-  };
-  std::vector<Wake> wake(static_cast<size_t>(devices));
+// One run's state shared by the device threads and the link emulator: each op's deps not
+// yet ended, a wake-up per device, the clock and the start signal.
+struct HostRun {
+  HostRun(const TaskGraph& graph, double time_scale)
+      : g(graph),
+        waiting(graph.size()),
+        wake(static_cast<size_t>(graph.num_devices())),
+        clock{std::chrono::steady_clock::now(), time_scale} {
+    for (OpId id = 0; id < g.size(); ++id)
+      waiting[id].store(static_cast<uint32_t>(g.deps(id).size()), std::memory_order_relaxed);
+    m.start.assign(g.size(), Time::zero());
+    m.end.assign(g.size(), Time::zero());
+    m.peak_memory.assign(static_cast<size_t>(g.num_devices()), 0);
+  }
 
-  ScaledClock clock{std::chrono::steady_clock::now(), options_.time_scale};
-  std::unique_ptr<LinkEmulator> links;
   // An op has ended: release its successors (any thread).
-  auto complete = [&](OpId id, Time at) {
+  void complete(OpId id, Time at) {
     for (OpId s : g.successors(id)) {
       if (waiting[s].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
       const Op& next = g.op(s);
@@ -147,64 +145,90 @@ Measurement HostExecutor::run(const TaskGraph& g, const std::vector<ExecWork>&) 
         w.cv.notify_one();
       }
     }
-  };
-  links = std::make_unique<LinkEmulator>(g, cluster_, clock, [&](OpId id, Time s, Time e) {
-    m.start[id] = s;
-    m.end[id] = e;
-    complete(id, e);
-  });
+  }
 
+  void wait_for_start() {
+    std::unique_lock lk(go_mu);
+    go_cv.wait(lk, [&] { return go; });
+  }
+
+  // Starts the clock once every thread is made.
+  void start() {
+    {
+      const std::lock_guard lk(go_mu);
+      clock.origin = std::chrono::steady_clock::now();
+      go = true;
+    }
+    go_cv.notify_all();
+  }
+
+  // Blocks device d's thread until op `id`'s deps have ended.
+  void wait_ready(int d, OpId id) {
+    Wake& w = wake[static_cast<size_t>(d)];
+    std::unique_lock lk(w.mu);
+    w.cv.wait(lk, [&] { return waiting[id].load(std::memory_order_acquire) == 0; });
+  }
+
+  struct Wake {
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  const TaskGraph& g;
+  Measurement m;
+  std::vector<std::atomic<uint32_t>> waiting;
+  std::vector<Wake> wake;
+  ScaledClock clock;
+  std::unique_ptr<LinkEmulator> links;
   std::mutex go_mu;
   std::condition_variable go_cv;
   bool go = false;
+};
+
+}  // namespace
+
+Measurement HostExecutor::run(const TaskGraph& g, const std::vector<ExecWork>&) {
+  HostRun r(g, options_.time_scale);
+  Measurement& m = r.m;
+  r.links = std::make_unique<LinkEmulator>(g, cluster_, r.clock, [&](OpId id, Time s, Time e) {
+    m.start[id] = s;
+    m.end[id] = e;
+    r.complete(id, e);
+  });
   auto device_thread = [&](int d) {
     lower_priority();
-    {
-      std::unique_lock lk(go_mu);
-      go_cv.wait(lk, [&] { return go; });
-    }
+    r.wait_for_start();
     Arena arena(g.static_memory(d));
     TileKernel kernel;
-    Wake& w = wake[static_cast<size_t>(d)];
     for (OpId id : g.stream(d)) {
-      {
-        std::unique_lock lk(w.mu);
-        w.cv.wait(lk, [&] { return waiting[id].load(std::memory_order_acquire) == 0; });
-      }
+      r.wait_ready(d, id);
       const Op& op = g.op(id);
-      m.start[id] = clock.now();
+      m.start[id] = r.clock.now();
       arena.apply(op.mem_at_start);
       kernel.run(tiles_for(op.duration));
       arena.apply(op.mem_at_end);
-      m.end[id] = clock.now();
-      complete(id, m.end[id]);
+      m.end[id] = r.clock.now();
+      r.complete(id, m.end[id]);
     }
     m.peak_memory[static_cast<size_t>(d)] = arena.peak();
     g_sink.store(kernel.checksum(), std::memory_order_relaxed);
   };
 
   std::vector<std::thread> threads;
-  for (int d = 0; d < devices; ++d) {
+  for (int d = 0; d < g.num_devices(); ++d) {
     if (g.stream(d).empty()) {
       m.peak_memory[static_cast<size_t>(d)] = Arena(g.static_memory(d)).peak();
       continue;
     }
     threads.emplace_back(device_thread, d);
   }
-  // Every thread is made before the clock starts.
-  {
-    const std::lock_guard lk(go_mu);
-    clock.origin = std::chrono::steady_clock::now();
-    go = true;
+  r.start();
+  for (OpId id = 0; id < g.size(); ++id) {
+    if (g.op(id).kind == OpKind::kTransfer && g.deps(id).empty()) r.links->submit(id, Time::zero());
   }
-  go_cv.notify_all();
-  for (OpId id = 0; id < n; ++id) {
-    if (g.op(id).kind == OpKind::kTransfer && g.deps(id).empty()) links->submit(id, Time::zero());
-  }
-  links->run();
+  r.links->run();
   for (std::thread& t : threads) t.join();
-  for (OpId id = 0; id < n; ++id) m.makespan = max(m.makespan, m.end[id]);
-  return m;
+  for (OpId id = 0; id < g.size(); ++id) m.makespan = max(m.makespan, m.end[id]);
+  return std::move(m);
 }
 
 }  // namespace pipesim

@@ -88,6 +88,67 @@ std::vector<Time> op_times_alone(const TaskGraph& g, const std::vector<ExecWork>
   return d;
 }
 
+// Per-op medians over the runs: the op error against the TaskGraph's durations and the
+// bubble of a timeline laid out from the median starts. Returns the median durations.
+std::vector<Time> add_op_medians(const TaskGraph& g, const std::vector<Measurement>& runs,
+                                 Validation& v) {
+  std::vector<Time> durations(g.size()), start(g.size()), end(g.size());
+  std::vector<double> op_errors;
+  for (OpId id = 0; id < g.size(); ++id) {
+    std::vector<double> d, st;
+    for (const Measurement& m : runs) {
+      d.push_back((m.end[id] - m.start[id]).seconds());
+      st.push_back(m.start[id].seconds());
+    }
+    durations[id] = time_from_seconds(median(d));
+    start[id] = time_from_seconds(median(st));
+    end[id] = start[id] + durations[id];
+    if (is_compute(g.op(id).kind) && median(d) > 0)
+      op_errors.push_back(relative_error(g.op(id).duration.seconds(), median(d)));
+  }
+  v.op_error_median = median(op_errors);
+  v.op_error_p90 = quantile(op_errors, 0.9);
+  v.measured_bubble = bubble_fraction(g, start, end);
+  return durations;
+}
+
+// Replay: each timed run simulated again with that run's own op times, so what is left is
+// what the executor adds beyond the TaskGraph (dispatch, wake-ups, link pacing).
+void add_replays(const TaskGraph& g, const Cluster& cluster, const std::vector<Measurement>& runs,
+                 Validation& v) {
+  std::vector<double> replays, replay_errors;
+  for (const Measurement& m : runs) {
+    std::vector<Time> d(g.size());
+    for (OpId id = 0; id < g.size(); ++id) d[id] = m.end[id] - m.start[id];
+    const double r = simulate(with_durations(g, d), cluster).makespan.seconds();
+    replays.push_back(r);
+    replay_errors.push_back(relative_error(r, m.makespan.seconds()));
+  }
+  v.replay_s = median(replays);
+  v.replay_error = median(replay_errors);
+  v.replay_error_max = quantile(replay_errors, 1.0);
+}
+
+// Each device's simulated peak against the highest the runs measured.
+void add_peaks(const TaskGraph& g, const Timeline& predicted,
+               const std::vector<Measurement>& runs, Validation& v) {
+  for (int d = 0; d < g.num_devices(); ++d) {
+    if (g.stream(d).empty()) continue;
+    DevicePeak p;
+    p.simulated = predicted.devices[static_cast<size_t>(d)].peak_memory;
+    for (const Measurement& m : runs)
+      p.measured = std::max(p.measured, m.peak_memory[static_cast<size_t>(d)]);
+    v.peaks_equal &= p.measured == p.simulated;
+    v.peaks.push_back(p);
+    if (!runs.front().tensor_peak.empty()) {
+      int64_t most = 0;
+      for (const Measurement& m : runs)
+        most = std::max(most, m.tensor_peak.at(static_cast<size_t>(d)));
+      v.tensor_peaks.push_back(most);
+    }
+  }
+}
+
 }  // namespace
 
 Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
@@ -120,41 +181,11 @@ Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
   v.measured_s = median(all);
   v.noise_floor = v.measured_s > 0 ? std::abs(median(first) - median(second)) / v.measured_s : 0;
 
-  // Per-op medians: durations, and a timeline laid out from the median starts.
-  std::vector<Time> durations(g.size()), start(g.size()), end(g.size());
-  std::vector<double> op_errors;
-  for (OpId id = 0; id < g.size(); ++id) {
-    std::vector<double> d, st;
-    for (const Measurement& m : runs) {
-      d.push_back((m.end[id] - m.start[id]).seconds());
-      st.push_back(m.start[id].seconds());
-    }
-    durations[id] = time_from_seconds(median(d));
-    start[id] = time_from_seconds(median(st));
-    end[id] = start[id] + durations[id];
-    if (is_compute(g.op(id).kind) && median(d) > 0)
-      op_errors.push_back(relative_error(g.op(id).duration.seconds(), median(d)));
-  }
-  v.op_error_median = median(op_errors);
-  v.op_error_p90 = quantile(op_errors, 0.9);
-  v.measured_bubble = bubble_fraction(g, start, end);
-
+  const std::vector<Time> durations = add_op_medians(g, runs, v);
   const Timeline predicted = simulate(g, s.cluster);
   v.predicted_s = predicted.makespan.seconds();
   v.predicted_bubble = bubble_fraction(g, predicted.start, predicted.end);
-  // Replay: each timed run simulated again with that run's own op times, so what is left
-  // is what the executor adds beyond the TaskGraph (dispatch, wake-ups, link pacing).
-  std::vector<double> replays, replay_errors;
-  for (const Measurement& m : runs) {
-    std::vector<Time> d(g.size());
-    for (OpId id = 0; id < g.size(); ++id) d[id] = m.end[id] - m.start[id];
-    const double r = simulate(with_durations(g, d), s.cluster).makespan.seconds();
-    replays.push_back(r);
-    replay_errors.push_back(relative_error(r, m.makespan.seconds()));
-  }
-  v.replay_s = median(replays);
-  v.replay_error = median(replay_errors);
-  v.replay_error_max = quantile(replay_errors, 1.0);
+  add_replays(g, s.cluster, runs, v);
   const TaskGraph replayed = with_durations(g, durations);
   const Timeline replay = simulate(replayed, s.cluster);
   v.replay_median_ops_s = replay.makespan.seconds();
@@ -167,21 +198,7 @@ Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
     v.calibrated_error = relative_error(v.calibrated_s, v.measured_s);
   }
 
-  for (int d = 0; d < g.num_devices(); ++d) {
-    if (g.stream(d).empty()) continue;
-    DevicePeak p;
-    p.simulated = predicted.devices[static_cast<size_t>(d)].peak_memory;
-    for (const Measurement& m : runs)
-      p.measured = std::max(p.measured, m.peak_memory[static_cast<size_t>(d)]);
-    v.peaks_equal &= p.measured == p.simulated;
-    v.peaks.push_back(p);
-    if (!runs.front().tensor_peak.empty()) {
-      int64_t most = 0;
-      for (const Measurement& m : runs)
-        most = std::max(most, m.tensor_peak.at(static_cast<size_t>(d)));
-      v.tensor_peaks.push_back(most);
-    }
-  }
+  add_peaks(g, predicted, runs, v);
   return v;
 }
 

@@ -199,15 +199,21 @@ void OrderReplay::prepare(const CostModel& cm, const PlanPoint& p) {
 }
 
 double OrderReplay::bound(const CostModel& cm, const PlanPoint& p, int assigned) const {
+  if (assigned < 0) assigned = static_cast<int>(p.stages.size());
+  thread_local StageTimes t;
+  stage_times(cm, p, assigned, t);
+  return replay(t, static_cast<int>(p.stages.size()));
+}
+
+void OrderReplay::stage_times(const CostModel& cm, const PlanPoint& p, int assigned,
+                              StageTimes& t) const {
   const int P = positions_, G = static_cast<int>(p.stages.size());
-  if (assigned < 0) assigned = G;
   const ScheduleTraits tr = traits(p);
   // Per global stage, one micro-batch on one replica: F, B (with W when folded), W, R; a
   // stage not yet cut takes at least the least of any one layer left (prepare()).
-  thread_local std::vector<double> f, b, w, r;
-  f.assign(static_cast<size_t>(G), 0);
-  b = w = r = f;
-  std::vector<double> opt(static_cast<size_t>(P), 0.0);
+  t.f.assign(static_cast<size_t>(G), 0);
+  t.b = t.w = t.r = t.f;
+  t.opt.assign(static_cast<size_t>(P), 0.0);
   const int rest = assigned == 0 ? 0 : p.stages[static_cast<size_t>(assigned) - 1].last_layer + 1;
   const bool known = !least_.empty() && rest < static_cast<int>(least_.size());
   for (int g = 0; g < G; ++g) {
@@ -216,25 +222,24 @@ double OrderReplay::bound(const CostModel& cm, const PlanPoint& p, int assigned)
     if (g >= assigned) {
       if (!known) continue;
       const Steps& least = least_[static_cast<size_t>(rest)];
-      f[k] = least.f / s.replicas;
-      b[k] = least.b / s.replicas;
-      w[k] = least.w / s.replicas;
-      r[k] = least.r / s.replicas;
+      t.f[k] = least.f / s.replicas;
+      t.b[k] = least.b / s.replicas;
+      t.w[k] = least.w / s.replicas;
+      t.r[k] = least.r / s.replicas;
       continue;
     }
-    const Steps t = step_times(cm, p, s.first_layer, s.last_layer, s.replicas);
-    f[k] = t.f;
-    b[k] = t.b;
-    w[k] = t.w;
-    r[k] = t.r;
+    const Steps st = step_times(cm, p, s.first_layer, s.last_layer, s.replicas);
+    t.f[k] = st.f;
+    t.b[k] = st.b;
+    t.w[k] = st.w;
+    t.r[k] = st.r;
     const int ranks = tr.zero > 0 ? s.replicas * tr.data : 1;
-    opt[static_cast<size_t>(p.position_of(g))] +=
+    t.opt[static_cast<size_t>(p.position_of(g))] +=
         cm.optimizer_time(s.first_layer, s.last_layer, ranks);
   }
   // Per edge g -> g + 1: the least time of its transfer (none on one GPU); an edge out of a
   // stage not yet cut moves at least the least output of a layer left.
-  thread_local std::vector<double> hop;
-  hop.assign(static_cast<size_t>(std::max(0, G - 1)), 0.0);
+  t.hop.assign(static_cast<size_t>(std::max(0, G - 1)), 0.0);
   for (int g = 0; g + 1 < G; ++g) {
     if (p.position_of(g) == p.position_of(g + 1)) continue;
     const int lanes = std::max(p.stages[static_cast<size_t>(g)].replicas,
@@ -246,8 +251,12 @@ double OrderReplay::bound(const CostModel& cm, const PlanPoint& p, int assigned)
     } else if (known) {
       bytes = least_[static_cast<size_t>(rest)].bytes;
     }
-    hop[static_cast<size_t>(g)] = hop_.latency_s + bytes / lanes / hop_.bytes_per_s;
+    t.hop[static_cast<size_t>(g)] = hop_.latency_s + bytes / lanes / hop_.bytes_per_s;
   }
+}
+
+double OrderReplay::replay(const StageTimes& t, int G) const {
+  const int P = positions_;
   // End times per (micro-batch of the run, global stage); -1 until run.
   const int runs = micro_batches_ * iterations_;
   thread_local std::vector<double> f_end, b_end;
@@ -267,12 +276,12 @@ double OrderReplay::bound(const CostModel& cm, const PlanPoint& p, int assigned)
     for (int q = 0; q < P; ++q) {
       const StepList& list = orders_.steps[static_cast<size_t>(q)][0];
       size_t& i = next[static_cast<size_t>(q)];
-      double& t = free[static_cast<size_t>(q)];
+      double& now = free[static_cast<size_t>(q)];
       for (; i < list.size() * static_cast<size_t>(iterations_); ++i) {
         const Step& st = list[i % list.size()];
         const int block = static_cast<int>(i / list.size());
         if (st.kind == OpKind::kOptimizer) {
-          t += opt[static_cast<size_t>(q)];
+          now += t.opt[static_cast<size_t>(q)];
           ++done;
           moved = true;
           continue;
@@ -284,25 +293,25 @@ double OrderReplay::bound(const CostModel& cm, const PlanPoint& p, int assigned)
         if (st.kind == OpKind::kForward) {
           if (g > 0) {
             if ((ready = f_end[at(m, g - 1)]) < 0) break;
-            ready += hop[k - 1];
+            ready += t.hop[k - 1];
           }
-          t = std::max(t, ready) + f[k];
-          f_end[at(m, g)] = t;
+          now = std::max(now, ready) + t.f[k];
+          f_end[at(m, g)] = now;
         } else if (st.kind == OpKind::kBackward) {
           if ((ready = f_end[at(m, g)]) < 0) break;
           if (g + 1 < G) {
             const double after = b_end[at(m, g + 1)];
             if (after < 0) break;
-            ready = std::max(ready, after + hop[k]);
+            ready = std::max(ready, after + t.hop[k]);
           }
-          t = std::max(t, ready) + b[k];
-          b_end[at(m, g)] = t;
+          now = std::max(now, ready) + t.b[k];
+          b_end[at(m, g)] = now;
         } else if (st.kind == OpKind::kWeightGrad) {
           if (b_end[at(m, g)] < 0) break;
-          t = std::max(t, b_end[at(m, g)]) + w[k];
+          now = std::max(now, b_end[at(m, g)]) + t.w[k];
         } else {  // kRecompute: after its forward
           if ((ready = f_end[at(m, g)]) < 0) break;
-          t = std::max(t, ready) + r[k];
+          now = std::max(now, ready) + t.r[k];
         }
         ++done;
         moved = true;

@@ -88,6 +88,16 @@ class OrderReplay {
   };
   Steps step_times(const CostModel& cm, const PlanPoint& p, int first, int last,
                    int replicas) const;
+  // Per global stage, one micro-batch on one replica (a stage not yet cut: the least of
+  // any one layer left), the optimizer step per position, and per edge g -> g + 1 the
+  // least time of its transfer.
+  struct StageTimes {
+    std::vector<double> f, b, w, r, opt, hop;
+  };
+  void stage_times(const CostModel& cm, const PlanPoint& p, int assigned, StageTimes& t) const;
+  // Walks every position's order with the times `t`: the iteration time, or 0 where the
+  // order cannot be followed.
+  double replay(const StageTimes& t, int stages) const;
   std::vector<Steps> least_;  // [layer]: the least of one layer from there on, replicas 1
   SlotOrders orders_;
   int positions_ = 1, micro_batches_ = 1, iterations_ = 1;

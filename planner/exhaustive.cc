@@ -212,6 +212,33 @@ void Exhaustive::keep(double bound, int64_t floor, Costed c) {
   }
 }
 
+void Exhaustive::warn_incomplete(const Outcome& out, double best, bool capped,
+                                 double too_large, Plan& result) const {
+  std::vector<std::string> why;
+  if (result.timed_out) why.push_back("the time limit was reached");
+  if (capped)
+    why.push_back(
+        fmt::format("more plans were below the best than it simulates ({}, or "
+                    "{} times the planner's simulation budget)",
+                    kExhaustiveSimulations, kExhaustiveWork));
+  if (unfinished_ > 0)
+    why.push_back(
+        fmt::format("{} pipeline shapes had too many cuts below the best to walk "
+                    "(deep interleaving on few micro-batches)",
+                    unfinished_));
+  if (std::isfinite(too_large)) why.push_back("some plans were too large to simulate");
+  if (std::isfinite(dropped_)) why.push_back("more plans were below the best than it keeps");
+  if (faults_ > 0) why.push_back("a plan simulated below its bounds");
+  std::string reasons;
+  for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
+  const double gap = std::isfinite(best) && out.lower_bound > 0 ? best / out.lower_bound - 1 : 0;
+  result.warnings.push_back(fmt::format(
+      "--exhaustive did not cover the whole space ({}); no plan of it is faster than the "
+      "best by more than {:.2f} %; --tolerance {:.2g}% or --fix narrows the search",
+      reasons.empty() ? "nothing fits to bound it" : reasons, 100 * gap,
+      std::ceil(1000 * gap) / 10));
+}
+
 Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result) {
   result.timed_out = result.timed_out || timed_out_;
   std::sort(kept_.begin(), kept_.end(), heap_order);
@@ -272,31 +299,7 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
       "simulated; {}",
       bounded_, walked_, simulated,
       out.complete ? "no plan left can be faster" : "the space was not covered"));
-  if (!out.complete) {
-    std::vector<std::string> why;
-    if (result.timed_out) why.push_back("the time limit was reached");
-    if (capped)
-      why.push_back(
-          fmt::format("more plans were below the best than it simulates ({}, or "
-                      "{} times the planner's simulation budget)",
-                      kExhaustiveSimulations, kExhaustiveWork));
-    if (unfinished_ > 0)
-      why.push_back(
-          fmt::format("{} pipeline shapes had too many cuts below the best to walk "
-                      "(deep interleaving on few micro-batches)",
-                      unfinished_));
-    if (std::isfinite(too_large)) why.push_back("some plans were too large to simulate");
-    if (std::isfinite(dropped_)) why.push_back("more plans were below the best than it keeps");
-    if (faults_ > 0) why.push_back("a plan simulated below its bounds");
-    std::string reasons;
-    for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
-    const double gap = std::isfinite(best) && out.lower_bound > 0 ? best / out.lower_bound - 1 : 0;
-    result.warnings.push_back(fmt::format(
-        "--exhaustive did not cover the whole space ({}); no plan of it is faster than the "
-        "best by more than {:.2f} %; --tolerance {:.2g}% or --fix narrows the search",
-        reasons.empty() ? "nothing fits to bound it" : reasons, 100 * gap,
-        std::ceil(1000 * gap) / 10));
-  }
+  if (!out.complete) warn_incomplete(out, best, capped, too_large, result);
   return out;
 }
 

@@ -85,6 +85,10 @@ class Exhaustive {
   };
   static bool heap_order(const Kept& a, const Kept& b);
   void keep(double bound, int64_t floor, Costed c);
+  // solve()'s warning when the walk did not cover the space, with every reason and the gap
+  // to the lower bound.
+  void warn_incomplete(const Outcome& out, double best, bool capped, double too_large,
+                       Plan& result) const;
   // Plans bounded at or past this are not simulated: no faster than `best` by more than the
   // options' tolerance.
   double cutoff(double best) const { return best * (1 - opt_.tolerance); }

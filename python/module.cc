@@ -221,13 +221,8 @@ std::string resolve_py(const py::object& scenario, const std::optional<py::dict>
   return s.resolved_yaml();
 }
 
-}  // namespace
-}  // namespace pipesim::api
-
-PYBIND11_MODULE(pipesim, m) {
-  using namespace pybind11::literals;
-  m.doc() = "pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training";
-  m.attr("__version__") = pipesim::api::version();
+// pipesim.InputError (a ValueError) and FileNotFoundError from the API's errors.
+void register_errors(py::module_& m) {
   // Never destroyed: a static py::object would be released after the interpreter is gone.
   static auto* input_error =
       new py::exception<pipesim::api::Error>(m, "InputError", PyExc_ValueError);
@@ -242,6 +237,10 @@ PYBIND11_MODULE(pipesim, m) {
       (*input_error)(e.what());
     }
   });
+}
+
+// pipesim.Result: the class of every result.
+void define_result(py::module_& m) {
   // A dict whose keys are attributes too: reports stay JSON-shaped (json.dumps, ==, [])
   // and read as objects.
   py::dict space;
@@ -271,9 +270,20 @@ class Result(dict):
         return plain(self)
 )",
            space);
-  pipesim::api::result_class = new py::object(space["Result"]);
-  pipesim::api::result_class->attr("__module__") = "pipesim";
-  m.attr("Result") = *pipesim::api::result_class;
+  result_class = new py::object(space["Result"]);
+  result_class->attr("__module__") = "pipesim";
+  m.attr("Result") = *result_class;
+}
+
+}  // namespace
+}  // namespace pipesim::api
+
+PYBIND11_MODULE(pipesim, m) {
+  using namespace pybind11::literals;
+  m.doc() = "pipesim: a discrete-event simulator of pipeline- and data-parallel DNN training";
+  m.attr("__version__") = pipesim::api::version();
+  pipesim::api::register_errors(m);
+  pipesim::api::define_result(m);
   m.def("run", &pipesim::api::run_py, "scenario"_a = py::none(), py::kw_only(),
         "set"_a = py::none(), "reproducible"_a = false, "exact_sharing"_a = false, "fold"_a = true,
         "Simulates a scenario (a YAML file, or the embedded default for None) with `set` "

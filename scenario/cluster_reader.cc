@@ -84,6 +84,31 @@ EfficiencyCurve read_curve(const Reader& r, const YAML::Node& n, const std::stri
   return c;
 }
 
+// The curves a GPU mapping gives: a custom GPU's GEMM curve serves its fp8 GEMMs and fused
+// attention unless given apart, and GpuSpec::curves says whose the curves are.
+void note_curves(const YAML::Node& n, GpuSpec& g) {
+  const bool custom = !n["preset"].IsDefined() && !n["like"].IsDefined();
+  const auto given = [&](const char* k) { return n[k].IsDefined(); };
+  if (custom && given("matrix_efficiency")) {
+    if (!given("fp8_efficiency")) g.fp8_efficiency = g.matrix_efficiency;
+    if (!given("attention_efficiency")) g.attention_efficiency = g.matrix_efficiency;
+  }
+  // Curves the scenario gives are its own: all of them (a GPU without preset or like
+  // needs only the three, its matrix curve serving fp8 and attention), or some of them on a
+  // GPU that would otherwise run at the flat 0.5.
+  const bool three =
+      given("matrix_efficiency") && given("vector_efficiency") && given("memory_efficiency");
+  if (given("efficiency") ||
+      (three && (custom || (given("attention_efficiency") && given("fp8_efficiency"))))) {
+    g.curves = "the scenario's";
+    g.curves_borrowed = false;
+  } else if (custom && (given("matrix_efficiency") || given("vector_efficiency") ||
+                        given("memory_efficiency") || given("attention_efficiency") ||
+                        given("fp8_efficiency"))) {
+    g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
+  }
+}
+
 GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) {
   const std::string allowed = "a preset (" + join(gpu_preset_names()) +
                               ") or a mapping {name, memory, peak, hbm_bandwidth}";
@@ -154,27 +179,7 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.memory_efficiency = read_curve(r, v, child_path(path, "memory_efficiency"), false);
   if (g.memory_bytes <= 0)
     r.fail(n, child_path(path, "memory"), "GPU memory must be positive", "e.g. '32 GiB'");
-  // A custom GPU's GEMM curve serves its fp8 GEMMs and fused attention unless given apart.
-  if (!n["preset"].IsDefined() && !n["like"].IsDefined() && n["matrix_efficiency"].IsDefined()) {
-    if (!n["fp8_efficiency"].IsDefined()) g.fp8_efficiency = g.matrix_efficiency;
-    if (!n["attention_efficiency"].IsDefined()) g.attention_efficiency = g.matrix_efficiency;
-  }
-  // Curves the scenario gives are its own: all of them (a GPU without preset or like
-  // needs only the three, its matrix curve serving fp8 and attention), or some of them on a
-  // GPU that would otherwise run at the flat 0.5.
-  const bool custom = !n["preset"].IsDefined() && !n["like"].IsDefined();
-  const auto given = [&](const char* k) { return n[k].IsDefined(); };
-  const bool three =
-      given("matrix_efficiency") && given("vector_efficiency") && given("memory_efficiency");
-  if (given("efficiency") ||
-      (three && (custom || (given("attention_efficiency") && given("fp8_efficiency"))))) {
-    g.curves = "the scenario's";
-    g.curves_borrowed = false;
-  } else if (custom && (given("matrix_efficiency") || given("vector_efficiency") ||
-                        given("memory_efficiency") || given("attention_efficiency") ||
-                        given("fp8_efficiency"))) {
-    g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
-  }
+  note_curves(n, g);
   return g;
 }
 
@@ -475,6 +480,33 @@ void read_slowdown(const Reader& r, const YAML::Node& list, Cluster& c) {
   }
 }
 
+// cluster.links.i of an explicit graph, between two devices or switches `b` has.
+void add_graph_link(const Reader& r, const YAML::Node& l, const std::string& p,
+                    ClusterBuilder& b) {
+  r.expect_map(l, p, {"between", "preset", "kind", "bandwidth", "latency"});
+  const YAML::Node between = r.require(l, p, "between");
+  if (!between.IsSequence() || between.size() != 2)
+    r.fail(between, p + ".between", "expected two endpoint names", "e.g. '[g0, sw0]'");
+  int ends[2];
+  for (size_t e = 0; e < 2; ++e) {
+    const std::string name = r.scalar(between[e], fmt::format("{}.between.{}", p, e));
+    ends[e] = b.vertex_of(name);
+    if (ends[e] < 0)
+      r.fail(between[e], fmt::format("{}.between.{}", p, e),
+             fmt::format("no device or switch named '{}'", name),
+             "a name from cluster.devices or cluster.switches");
+  }
+  if (ends[0] == ends[1])
+    r.fail(between, p + ".between", "a link must join two different endpoints",
+           "two different names");
+  if (!l["preset"].IsDefined() && !l["kind"].IsDefined())
+    r.fail(l, p + ".kind", "missing required key", "a link kind or preset");
+  // The link's own node (a copy into a new node would merge yaml-cpp's memory with the
+  // whole document's, once per link: quadratic in the links).
+  const LinkSpec ls = r.at(l, p, [&] { return read_link(r, l, p, kAllKinds, "between"); });
+  b.add_link(ends[0], ends[1], ls);
+}
+
 // cluster.devices, switches and links: an explicit graph.
 Cluster read_graph(const Reader& r, const YAML::Node& n) {
   const std::string path = "cluster";
@@ -535,32 +567,8 @@ Cluster read_graph(const Reader& r, const YAML::Node& n) {
                  s["latency"].IsDefined() ? r.time(s["latency"], p + ".latency") : Time::zero());
   }
   const YAML::Node links = list("links");
-  for (size_t i = 0; links.IsDefined() && i < links.size(); ++i) {
-    const std::string p = fmt::format("cluster.links.{}", i);
-    const YAML::Node l = links[i];
-    r.expect_map(l, p, {"between", "preset", "kind", "bandwidth", "latency"});
-    const YAML::Node between = r.require(l, p, "between");
-    if (!between.IsSequence() || between.size() != 2)
-      r.fail(between, p + ".between", "expected two endpoint names", "e.g. '[g0, sw0]'");
-    int ends[2];
-    for (size_t e = 0; e < 2; ++e) {
-      const std::string name = r.scalar(between[e], fmt::format("{}.between.{}", p, e));
-      ends[e] = b.vertex_of(name);
-      if (ends[e] < 0)
-        r.fail(between[e], fmt::format("{}.between.{}", p, e),
-               fmt::format("no device or switch named '{}'", name),
-               "a name from cluster.devices or cluster.switches");
-    }
-    if (ends[0] == ends[1])
-      r.fail(between, p + ".between", "a link must join two different endpoints",
-             "two different names");
-    if (!l["preset"].IsDefined() && !l["kind"].IsDefined())
-      r.fail(l, p + ".kind", "missing required key", "a link kind or preset");
-    // The link's own node (a copy into a new node would merge yaml-cpp's memory with the
-    // whole document's, once per link: quadratic in the links).
-    const LinkSpec ls = r.at(l, p, [&] { return read_link(r, l, p, kAllKinds, "between"); });
-    b.add_link(ends[0], ends[1], ls);
-  }
+  for (size_t i = 0; links.IsDefined() && i < links.size(); ++i)
+    add_graph_link(r, links[i], fmt::format("cluster.links.{}", i), b);
   return r.at(n, path, [&] { return b.build(); });
 }
 

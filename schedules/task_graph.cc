@@ -97,8 +97,38 @@ std::string TaskGraph::describe(OpId id) const {
 
 std::optional<std::string> TaskGraph::validate() const {
   const size_t n = ops_.size();
-  std::vector<bool> in_stream(n, false);
   std::vector<OpId> stream_next;  // the op after each compute op in its stream
+  if (auto problem = check_ops(stream_next)) return problem;
+  // Kahn's algorithm over deps plus stream order.
+  std::vector<uint32_t> indeg;
+  reserve_huge(indeg, n);
+  indeg.assign(n, 0);
+  for (OpId id = 0; id < n; ++id) {
+    indeg[id] += static_cast<uint32_t>(deps(id).size());
+    if (stream_next[id] != UINT32_MAX) ++indeg[stream_next[id]];
+  }
+  std::vector<OpId> ready;
+  for (OpId id = 0; id < n; ++id) {
+    if (indeg[id] == 0) ready.push_back(id);
+  }
+  size_t done = 0;
+  while (!ready.empty()) {
+    const OpId id = ready.back();
+    ready.pop_back();
+    ++done;
+    for (OpId s : successors(id)) {
+      if (--indeg[s] == 0) ready.push_back(s);
+    }
+    if (stream_next[id] != UINT32_MAX && --indeg[stream_next[id]] == 0)
+      ready.push_back(stream_next[id]);
+  }
+  if (done == n) return std::nullopt;
+  return deadlock(stream_next, indeg);
+}
+
+std::optional<std::string> TaskGraph::check_ops(std::vector<OpId>& stream_next) const {
+  const size_t n = ops_.size();
+  std::vector<bool> in_stream(n, false);
   reserve_huge(stream_next, n);
   stream_next.assign(n, UINT32_MAX);
   for (int d = 0; d < num_devices(); ++d) {
@@ -129,33 +159,14 @@ std::optional<std::string> TaskGraph::validate() const {
         return fmt::format("{} has a bad dependency {}", describe(id), dep);
     }
   }
-  // Kahn's algorithm over deps plus stream order.
-  std::vector<uint32_t> indeg;
-  reserve_huge(indeg, n);
-  indeg.assign(n, 0);
-  for (OpId id = 0; id < n; ++id) {
-    indeg[id] += static_cast<uint32_t>(deps(id).size());
-    if (stream_next[id] != UINT32_MAX) ++indeg[stream_next[id]];
-  }
-  std::vector<OpId> ready;
-  for (OpId id = 0; id < n; ++id) {
-    if (indeg[id] == 0) ready.push_back(id);
-  }
-  size_t done = 0;
-  while (!ready.empty()) {
-    const OpId id = ready.back();
-    ready.pop_back();
-    ++done;
-    for (OpId s : successors(id)) {
-      if (--indeg[s] == 0) ready.push_back(s);
-    }
-    if (stream_next[id] != UINT32_MAX && --indeg[stream_next[id]] == 0)
-      ready.push_back(stream_next[id]);
-  }
-  if (done == n) return std::nullopt;
+  return std::nullopt;
+}
 
-  // A deadlock: walk "waits for" edges among the ops that never became ready until one
-  // repeats; that loop is the cycle to show.
+// A deadlock: walk "waits for" edges among the ops that never became ready until one
+// repeats; that loop is the cycle to show.
+std::string TaskGraph::deadlock(const std::vector<OpId>& stream_next,
+                                const std::vector<uint32_t>& indeg) const {
+  const size_t n = ops_.size();
   std::vector<OpId> stream_prev(n, UINT32_MAX);
   for (OpId id = 0; id < n; ++id) {
     if (stream_next[id] != UINT32_MAX) stream_prev[stream_next[id]] = id;

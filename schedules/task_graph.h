@@ -150,6 +150,13 @@ class TaskGraph {
   std::string describe(OpId id) const;
 
  private:
+  // validate()'s parts: the streams and every op's fields (filling, per compute op, the op
+  // after it in its stream); and, where Kahn's algorithm left ops with `indeg` > 0, one
+  // cycle among them.
+  std::optional<std::string> check_ops(std::vector<OpId>& stream_next) const;
+  std::string deadlock(const std::vector<OpId>& stream_next,
+                       const std::vector<uint32_t>& indeg) const;
+
   friend class TaskGraphBuilder;
   std::vector<Op> ops_;
   std::vector<uint32_t> dep_begin_{0}, succ_begin_{0};

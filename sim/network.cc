@@ -239,12 +239,18 @@ void FlowNetwork::catch_up(Flow& f, Time now) {
 // that stayed within kSame of their rates keep them exactly (and their projections);
 // the rest are brought up to date at their old rates and re-projected. Against the
 // whole-component filling the rates agree to rounding.
+namespace {
+
+// A re-rated flow whose rate stayed within this share of its old one keeps it exactly.
+constexpr double kSame = 1e-10;
+bool same_rate(double a, double old) {
+  return old > 0 && std::abs(a - old) <= kSame * old;
+}
+
+}  // namespace
+
 void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>& changed) {
-  constexpr double kSame = 1e-10;
   constexpr int kMaxRounds = 8;
-  const auto same = [](double a, double old) {
-    return old > 0 && std::abs(a - old) <= kSame * old;
-  };
   const uint64_t region = ++region_epoch_;
   region_links_.clear();
   const auto enter = [&](LinkDirection h) {
@@ -262,59 +268,7 @@ void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>
       rerate(seeds, now, changed, true);
       return;
     }
-    ++epoch_;
-    comp_links_.clear();
-    comp_flows_.clear();
-    for (LinkDirection h : region_links_) take_flows(h);
-    old_rate_.resize(comp_flows_.size());
-    for (size_t i = 0; i < comp_flows_.size(); ++i) {
-      Flow& f = slots_[comp_flows_[i]];
-      old_rate_[i] = f.rate;
-      f.rate = -1;  // unfrozen
-    }
-    for (size_t i = 0; i < comp_links_.size(); ++i) {
-      Link& l = links_[static_cast<size_t>(comp_links_[i])];
-      l.left = l.capacity;
-      l.unfrozen = 0;
-      l.pos = static_cast<uint32_t>(i);
-      for (uint32_t s : l.flows) {
-        const Flow& f = slots_[s];
-        if (f.mark == epoch_) {
-          ++l.unfrozen;
-        } else {
-          l.left -= f.rate;  // outside F: fixed
-        }
-      }
-    }
-    const uint64_t in_f = epoch_;  // the flows of F carry this mark
-    if (filling_ == Filling::kScan) {
-      fill_by_scan();
-    } else {
-      fill_by_heap();
-    }
-    // Links that must join the region (each once).
-    ++epoch_;
-    expand_.clear();
-    const auto grow = [&](LinkDirection h) {
-      Link& l = links_[static_cast<size_t>(h)];
-      if (l.region == region || l.mark == epoch_) return;
-      l.mark = epoch_;
-      expand_.push_back(h);
-    };
-    for (size_t i = 0; i < comp_flows_.size(); ++i) {
-      const Flow& f = slots_[comp_flows_[i]];
-      if (!same(f.rate, old_rate_[i])) {
-        for (LinkDirection h : f.route->hops)
-          if (finite(h)) grow(h);
-      } else if (links_[static_cast<size_t>(f.bottleneck)].region != region) {
-        double top = 0;
-        for (uint32_t t : links_[static_cast<size_t>(f.bottleneck)].flows) {
-          const Flow& g = slots_[t];
-          if (g.mark != in_f) top = std::max(top, g.rate);
-        }
-        if (f.rate < top * (1 - kSame)) grow(f.bottleneck);
-      }
-    }
+    links_to_join(region, fill_region());
     if (expand_.empty()) break;
     for (size_t i = 0; i < comp_flows_.size(); ++i) slots_[comp_flows_[i]].rate = old_rate_[i];
     for (LinkDirection h : expand_) enter(h);
@@ -323,12 +277,72 @@ void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>
     Flow& f = slots_[comp_flows_[i]];
     const double rate = f.rate;
     f.rate = old_rate_[i];
-    if (same(rate, old_rate_[i])) continue;  // projection unchanged
+    if (same_rate(rate, old_rate_[i])) continue;  // projection unchanged
     catch_up(f, now);
     PIPESIM_ASSERT(rate > 0, "max-min shares are positive");
     f.rate = rate;
     f.finish = finish_time(f, now);
     changed.push_back({f.id, f.finish});
+  }
+}
+
+uint64_t FlowNetwork::fill_region() {
+  ++epoch_;
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (LinkDirection h : region_links_) take_flows(h);
+  old_rate_.resize(comp_flows_.size());
+  for (size_t i = 0; i < comp_flows_.size(); ++i) {
+    Flow& f = slots_[comp_flows_[i]];
+    old_rate_[i] = f.rate;
+    f.rate = -1;  // unfrozen
+  }
+  for (size_t i = 0; i < comp_links_.size(); ++i) {
+    Link& l = links_[static_cast<size_t>(comp_links_[i])];
+    l.left = l.capacity;
+    l.unfrozen = 0;
+    l.pos = static_cast<uint32_t>(i);
+    for (uint32_t s : l.flows) {
+      const Flow& f = slots_[s];
+      if (f.mark == epoch_) {
+        ++l.unfrozen;
+      } else {
+        l.left -= f.rate;  // outside F: fixed
+      }
+    }
+  }
+  const uint64_t in_f = epoch_;  // the flows of F carry this mark
+  if (filling_ == Filling::kScan) {
+    fill_by_scan();
+  } else {
+    fill_by_heap();
+  }
+  return in_f;
+}
+
+void FlowNetwork::links_to_join(uint64_t region, uint64_t in_f) {
+  // Each link once.
+  ++epoch_;
+  expand_.clear();
+  const auto grow = [&](LinkDirection h) {
+    Link& l = links_[static_cast<size_t>(h)];
+    if (l.region == region || l.mark == epoch_) return;
+    l.mark = epoch_;
+    expand_.push_back(h);
+  };
+  for (size_t i = 0; i < comp_flows_.size(); ++i) {
+    const Flow& f = slots_[comp_flows_[i]];
+    if (!same_rate(f.rate, old_rate_[i])) {
+      for (LinkDirection h : f.route->hops)
+        if (finite(h)) grow(h);
+    } else if (links_[static_cast<size_t>(f.bottleneck)].region != region) {
+      double top = 0;
+      for (uint32_t t : links_[static_cast<size_t>(f.bottleneck)].flows) {
+        const Flow& g = slots_[t];
+        if (g.mark != in_f) top = std::max(top, g.rate);
+      }
+      if (f.rate < top * (1 - kSame)) grow(f.bottleneck);
+    }
   }
 }
 

@@ -122,6 +122,11 @@ class FlowNetwork {
   // `whole`: the whole component whatever its size (rerate_local's fallback).
   void rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole = false);
   void rerate_local(const Route& seeds, Time now, std::vector<Update>& changed);
+  // rerate_local's rounds: fills the flows F of the region's links (their old rates kept
+  // in old_rate_, the other flows on their links fixed) and returns F's mark; then puts in
+  // expand_ the links that must join the region `region` (none: the filling stands).
+  uint64_t fill_region();
+  void links_to_join(uint64_t region, uint64_t in_f);
   // Adds finite link h to comp_links_, once per epoch_.
   void visit_link(LinkDirection h);
   // Adds the flows of link h not yet in comp_flows_ this epoch_, and their links.

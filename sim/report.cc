@@ -227,6 +227,67 @@ std::string bound_line(const Report& r) {
   return out;
 }
 
+namespace {
+
+using nlohmann::ordered_json;
+
+// SPEC section 10: the share of wall time that makes progress, and what it costs.
+void add_goodput(const Report& r, ordered_json& j) {
+  const Goodput& g = *r.goodput;
+  const FailureModel& f = *r.info.failures;
+  j["goodput"] = g.goodput;
+  j["goodput_samples_per_s"] = r.throughput * g.goodput;
+  j["checkpoint_every_optimal"] = g.checkpoint_every_optimal_s;  // SPEC's name, in seconds
+  j["checkpoint_every_optimal_s"] = g.checkpoint_every_optimal_s;
+  j["failures"] = {{"cluster_mtbf_s", f.cluster_mtbf_s},
+                   {"checkpoint_s", f.checkpoint_s},
+                   {"restart_s", f.restart_s},
+                   {"checkpoint_every_s", g.checkpoint_every_s},
+                   {"checkpoint_every_optimal_s", g.checkpoint_every_optimal_s},
+                   {"goodput_at_optimal", g.goodput_at_optimal},
+                   {"failures_per_day", g.failures_per_day},
+                   {"lost_hours_per_day", g.lost_hours_per_day},
+                   {"checkpoint_hours_per_day", g.checkpoint_hours_per_day},
+                   {"failure_hours_per_day", g.failure_hours_per_day}};
+}
+
+ordered_json oom_json(const Report& r) {
+  ordered_json o;
+  o["device"] = r.devices[static_cast<size_t>(r.oom.device)].name;
+  o["op"] = r.oom_op;
+  o["time_s"] = r.oom.time.seconds();
+  o["bytes"] = r.oom.bytes;
+  o["capacity_bytes"] = r.oom.capacity;
+  o["over_by_bytes"] = r.oom.bytes - r.oom.capacity;
+  o["message"] = r.oom_message;
+  return o;
+}
+
+ordered_json device_json(const DeviceReport& d) {
+  ordered_json dj;
+  dj["name"] = d.name;
+  dj["stage"] = d.stage >= 0 ? ordered_json(d.stage) : ordered_json(nullptr);
+  dj["stages"] = d.stages;
+  dj["busy_s"] = d.busy.seconds();
+  dj["exposed_comm_s"] = {{"pipeline", d.exposed_pipeline_comm.seconds()},
+                          {"allreduce", d.exposed_allreduce.seconds()}};
+  // (All-to-alls, where a run has them: MoE dispatch and combine, Ulysses attention.)
+  if (d.exposed_all_to_all > Time::zero())
+    dj["exposed_comm_s"]["all_to_all"] = d.exposed_all_to_all.seconds();
+  dj["exposed_comm_s"]["total"] =
+      (d.exposed_pipeline_comm + d.exposed_allreduce + d.exposed_all_to_all).seconds();
+  dj["peak_memory_bytes"] = d.peak_memory;
+  dj["peak_time_s"] = d.peak_time.seconds();
+  dj["capacity_bytes"] = d.capacity;
+  ordered_json mem;
+  for (int c = 0; c < kMemCategories; ++c)
+    mem[to_string(static_cast<MemCategory>(c))] = d.at_peak[static_cast<size_t>(c)];
+  dj["memory"] = mem;
+  return dj;
+}
+
+}  // namespace
+
 std::string to_json(const Report& r) {
   using nlohmann::ordered_json;
   ordered_json j;
@@ -255,25 +316,7 @@ std::string to_json(const Report& r) {
   j["hardware_tflops_per_gpu"] = maybe(r.hardware_tflops_per_gpu);
   j["mfu"] = maybe(r.mfu);
   j["tokens_per_s"] = maybe(r.tokens_per_s);
-  if (r.goodput) {
-    // SPEC section 10: the share of wall time that makes progress, and what it costs.
-    const Goodput& g = *r.goodput;
-    const FailureModel& f = *r.info.failures;
-    j["goodput"] = g.goodput;
-    j["goodput_samples_per_s"] = r.throughput * g.goodput;
-    j["checkpoint_every_optimal"] = g.checkpoint_every_optimal_s;  // SPEC's name, in seconds
-    j["checkpoint_every_optimal_s"] = g.checkpoint_every_optimal_s;
-    j["failures"] = {{"cluster_mtbf_s", f.cluster_mtbf_s},
-                     {"checkpoint_s", f.checkpoint_s},
-                     {"restart_s", f.restart_s},
-                     {"checkpoint_every_s", g.checkpoint_every_s},
-                     {"checkpoint_every_optimal_s", g.checkpoint_every_optimal_s},
-                     {"goodput_at_optimal", g.goodput_at_optimal},
-                     {"failures_per_day", g.failures_per_day},
-                     {"lost_hours_per_day", g.lost_hours_per_day},
-                     {"checkpoint_hours_per_day", g.checkpoint_hours_per_day},
-                     {"failure_hours_per_day", g.failure_hours_per_day}};
-  }
+  if (r.goodput) add_goodput(r, j);
   j["why"] = bound_line(r);
   if (r.slowdown) {
     const double without = r.slowdown->iteration_time_without.seconds();
@@ -284,42 +327,11 @@ std::string to_json(const Report& r) {
                      {"cost_share", without > 0 ? cost / without : 0.0}};
   }
   j["oom"] = r.oom.oom;
-  if (r.oom.oom) {
-    ordered_json o;
-    o["device"] = r.devices[static_cast<size_t>(r.oom.device)].name;
-    o["op"] = r.oom_op;
-    o["time_s"] = r.oom.time.seconds();
-    o["bytes"] = r.oom.bytes;
-    o["capacity_bytes"] = r.oom.capacity;
-    o["over_by_bytes"] = r.oom.bytes - r.oom.capacity;
-    o["message"] = r.oom_message;
-    j["oom_detail"] = o;
-  }
+  if (r.oom.oom) j["oom_detail"] = oom_json(r);
   j["iterations"] = r.info.iterations;
   j["samples_per_iteration"] = r.info.samples_per_iteration;
   ordered_json devices = ordered_json::array();
-  for (const DeviceReport& d : r.devices) {
-    ordered_json dj;
-    dj["name"] = d.name;
-    dj["stage"] = d.stage >= 0 ? ordered_json(d.stage) : ordered_json(nullptr);
-    dj["stages"] = d.stages;
-    dj["busy_s"] = d.busy.seconds();
-    dj["exposed_comm_s"] = {{"pipeline", d.exposed_pipeline_comm.seconds()},
-                            {"allreduce", d.exposed_allreduce.seconds()}};
-    // (All-to-alls, where a run has them: MoE dispatch and combine, Ulysses attention.)
-    if (d.exposed_all_to_all > Time::zero())
-      dj["exposed_comm_s"]["all_to_all"] = d.exposed_all_to_all.seconds();
-    dj["exposed_comm_s"]["total"] =
-        (d.exposed_pipeline_comm + d.exposed_allreduce + d.exposed_all_to_all).seconds();
-    dj["peak_memory_bytes"] = d.peak_memory;
-    dj["peak_time_s"] = d.peak_time.seconds();
-    dj["capacity_bytes"] = d.capacity;
-    ordered_json mem;
-    for (int c = 0; c < kMemCategories; ++c)
-      mem[to_string(static_cast<MemCategory>(c))] = d.at_peak[static_cast<size_t>(c)];
-    dj["memory"] = mem;
-    devices.push_back(dj);
-  }
+  for (const DeviceReport& d : r.devices) devices.push_back(device_json(d));
   j["devices"] = devices;
   ordered_json links = ordered_json::array();
   for (const LinkReport& l : r.links) {
