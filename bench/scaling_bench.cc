@@ -11,7 +11,7 @@
 //   4096 GPUs, 64 stages x 1024 micro-batches x 64 copies (17 M ops)   <= 15 CPU-s, <= 2 GiB
 //   4 MB ring over 8192 GPUs, default against no-fold: <= 0.1x the events (0.001x)
 //   pipeline 8 x 64 x data 256 -> data 1024 (2048 -> 8192 GPUs, a NIC per GPU), default:
-//   <= 1.5x the CPU (4.3x, at 34 ms for 8192 GPUs: copies are built and simulated once,
+//   <= 1.5x the CPU (4.3x, at 20 ms for 8192 GPUs: copies are built and simulated once,
 //   sim/copies.h; what grows is the cluster's per-device and per-link tables and checking
 //   copy 0's routes in every copy; 11.6x with --no-fold)
 // Rows whose fourth argument is 1 keep ring collectives compact (TaskGraphBuilder::

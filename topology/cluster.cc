@@ -80,7 +80,13 @@ struct ShorthandLayout {
 struct Cluster::RouteShard {
   std::mutex mutex;
   std::unordered_map<int64_t, Route> routes;
-  std::unordered_map<int, std::vector<Graph::vertex_descriptor>> predecessors;
+  // Per source: its Dijkstra tree, and the node whose GPUs alone it is exact for (-1: the
+  // whole graph).
+  struct Tree {
+    std::vector<Graph::vertex_descriptor> pred;
+    int node = -1;
+  };
+  std::unordered_map<int, Tree> predecessors;
 };
 
 struct Cluster::Impl {
@@ -174,16 +180,42 @@ void Cluster::set_slowdowns(bool on) {
 
 namespace {
 
-std::vector<Graph::vertex_descriptor> dijkstra_tree(const Graph& g, int src) {
+// Thrown by SettleVisitor once every target vertex is settled.
+struct AllSettled {};
+
+// Stops Dijkstra once the vertices [first, end) are all settled: their distances and
+// predecessors (and those of every vertex on their paths, settled before them) are final
+// then, as in the whole run, since a settled vertex's predecessor never changes.
+struct SettleVisitor : boost::default_dijkstra_visitor {
+  int first = 0, end = 0;
+  int* left = nullptr;
+  void finish_vertex(Graph::vertex_descriptor v, const Graph&) const {
+    const int x = static_cast<int>(v);
+    if (x >= first && x < end && --*left == 0) throw AllSettled{};
+  }
+};
+
+// Dijkstra's tree from `src`: over the whole graph, or (targets) until the vertices
+// [first, end) are settled.
+std::vector<Graph::vertex_descriptor> dijkstra_tree(const Graph& g, int src,
+                                                    std::optional<std::pair<int, int>> targets = {}) {
   std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
   std::vector<int64_t> dist(boost::num_vertices(g));
-  boost::dijkstra_shortest_paths(
-      g, static_cast<Graph::vertex_descriptor>(src),
-      boost::predecessor_map(pred.data())
-          .distance_map(dist.data())
-          .weight_map(boost::get(&EdgeProps::weight, g))
-          .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
-          .distance_inf(kUnreached));
+  int left = targets ? targets->second - targets->first : 0;
+  SettleVisitor visitor;
+  if (targets) visitor = {{}, targets->first, targets->second, &left};
+  try {
+    boost::dijkstra_shortest_paths(
+        g, static_cast<Graph::vertex_descriptor>(src),
+        boost::predecessor_map(pred.data())
+            .distance_map(dist.data())
+            .weight_map(boost::get(&EdgeProps::weight, g))
+            .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
+            .distance_inf(kUnreached)
+            .visitor(visitor));
+  } catch (const AllSettled&) {
+    // The targets' paths are final.
+  }
   return pred;
 }
 
@@ -316,10 +348,24 @@ const Route& Cluster::route(int src_device, int dst_device) const {
 const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int src_device,
                                           int dst_device) const {
   const int src = devices_[static_cast<size_t>(src_device)].vertex;
-  auto& pred = shard.predecessors[src];
-  if (pred.empty()) pred = dijkstra_tree(impl_->graph, src);
-  Route r = make_route(
-      tree_hops(impl_->graph, links_, pred, src, devices_[static_cast<size_t>(dst_device)].vertex));
+  auto& tree = shard.predecessors[src];
+  // A shorthand cluster searches routes inside a node only (routes between nodes have a
+  // closed form): Dijkstra stops once that node's GPUs (consecutive vertices) are settled,
+  // before the rest of a large cluster.
+  const int node = devices_[static_cast<size_t>(src_device)].node;
+  const bool inside = impl_->layout && node == devices_[static_cast<size_t>(dst_device)].node;
+  if (tree.pred.empty() || (tree.node >= 0 && !(inside && tree.node == node))) {
+    std::optional<std::pair<int, int>> targets;
+    if (inside) {
+      const auto& first = impl_->layout->first_device;
+      const auto vertex = [&](int d) { return devices_[static_cast<size_t>(d)].vertex; };
+      const int lo = first[static_cast<size_t>(node)], hi = first[static_cast<size_t>(node) + 1];
+      if (vertex(hi - 1) + 1 - vertex(lo) == hi - lo) targets = {vertex(lo), vertex(hi - 1) + 1};
+    }
+    tree = {dijkstra_tree(impl_->graph, src, targets), targets ? node : -1};
+  }
+  Route r = make_route(tree_hops(impl_->graph, links_, tree.pred, src,
+                                 devices_[static_cast<size_t>(dst_device)].vertex));
   return shard.routes.emplace(key, std::move(r)).first->second;
 }
 
