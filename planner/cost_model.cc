@@ -613,12 +613,15 @@ double CostModel::simulation_work_per_copy(const PlanPoint& p, int64_t M) const 
     const StageSpec& st = p.stages[u(g)];
     const double n = static_cast<double>(st.replicas) * p.data;
     // F, B, W per micro-batch on each GPU, the transfers to the next stage, and the tensor
-    // groups' ring all-reduces (2(t - 1) t transfers each).
+    // groups' ring collectives. The judge simulates with phases (SimOptions::fold): a
+    // tensor group's members become ready at one moment on their node's idle links, so
+    // each ring runs as one phase, t member ops and its timer (step by step it would be
+    // 2(t - 1) t transfers).
     work += 4.0 * static_cast<double>(M) * n * t_;
     if (t_ > 1) {
       const auto rings =
           static_cast<double>(rings_[u(st.last_layer) + 1] - rings_[u(st.first_layer)]);
-      work += static_cast<double>(M) * n * rings * 2.0 * (t_ - 1) * t_;
+      work += static_cast<double>(M) * n * rings * (t_ + 2.0);
     }
     if (n < 2) continue;
     const double bytes = static_cast<double>(params(st.first_layer, st.last_layer)) *
