@@ -226,8 +226,8 @@ std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>&
 
 double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, double share) const {
   if (g.n < 2) return 0;
-  // The lowering's choice (scenario/setup.cc's allreduce_algorithms): the scenario's, else
-  // the fastest all-reduce of the group alone.
+  // The lowering's choice (schedules/collective_estimates.h's fastest_allreduce): the
+  // scenario's, else the fastest all-reduce of the group alone.
   AllReduceAlgo chosen = AllReduceAlgo::kRing;
   double alone = std::numeric_limits<double>::infinity();
   for (AllReduceAlgo a :

@@ -463,16 +463,9 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
           s.model.stage_params(s.strategy.stages[g].first_layer, s.strategy.stages[g].last_layer),
           "a gradient all-reduce");
     }
-    Time best = Time::max();
-    for (AllReduceAlgo a :
-         {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
-      const Time est = allreduce_estimate(
-          s.cluster, devices, checked_mul(params / t, pb.gradients, "a gradient all-reduce"), a);
-      if (est < best) {
-        best = est;
-        out[static_cast<size_t>(p)] = a;
-      }
-    }
+    out[static_cast<size_t>(p)] = fastest_allreduce(
+        link_costs(s.cluster), devices,
+        checked_mul(params / t, pb.gradients, "a gradient all-reduce"));
   }
   return out;
 }

@@ -71,4 +71,18 @@ Time allreduce_estimate(const LinkCosts& links, const std::vector<int>& devices,
   return Time::zero();
 }
 
+AllReduceAlgo fastest_allreduce(const LinkCosts& links, const std::vector<int>& devices,
+                                int64_t bytes) {
+  AllReduceAlgo out = AllReduceAlgo::kRing;
+  Time best = Time::max();
+  for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
+    const Time est = allreduce_estimate(links, devices, bytes, a);
+    if (est < best) {
+      best = est;
+      out = a;
+    }
+  }
+  return out;
+}
+
 }  // namespace pipesim

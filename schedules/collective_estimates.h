@@ -34,6 +34,11 @@ struct LinkCosts {
 Time allreduce_estimate(const LinkCosts& links, const std::vector<int>& devices, int64_t bytes,
                         AllReduceAlgo algo);
 
+// `strategy.allreduce: auto`'s rule: of ring, tree and hierarchical, the all-reduce with the
+// least estimated time on idle links for that group and size (the first of equals).
+AllReduceAlgo fastest_allreduce(const LinkCosts& links, const std::vector<int>& devices,
+                                int64_t bytes);
+
 // A ring reduce-scatter or all-gather of `bytes` (the whole buffer; each member holds or
 // receives bytes / n of it) among `devices`, in ring order.
 Time ring_pass_estimate(const LinkCosts& links, const std::vector<int>& devices, int64_t bytes);
