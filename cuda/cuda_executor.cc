@@ -410,10 +410,11 @@ void CudaExecutor::launch(const Op& op, const ExecWork& w, Partition& p, cudaStr
   }
 }
 
-Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<ExecWork>& work) {
+namespace {
+
+// Issue order: deps and each stream's order, so every event waited on is recorded first.
+std::vector<OpId> issue_order(const TaskGraph& g) {
   const size_t n = g.size();
-  ensure_stamps(2 * n + 1);
-  // Issue order: deps and each stream's order, so every event waited on is recorded first.
   std::vector<uint32_t> indeg(n, 0);
   std::vector<OpId> next_in_stream(n, UINT32_MAX);
   for (OpId id = 0; id < n; ++id) indeg[id] = static_cast<uint32_t>(g.deps(id).size());
@@ -438,6 +439,15 @@ Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<ExecWork>& w
     if (next_in_stream[id] != UINT32_MAX) release(next_in_stream[id]);
   }
   PIPESIM_ASSERT(order.size() == n, "a validated TaskGraph has no cycle");
+  return order;
+}
+
+}  // namespace
+
+Measurement CudaExecutor::run(const TaskGraph& g, const std::vector<ExecWork>& work) {
+  const size_t n = g.size();
+  ensure_stamps(2 * n + 1);
+  const std::vector<OpId> order = issue_order(g);
 
   std::vector<Arena> arenas;
   for (int d = 0; d < g.num_devices(); ++d) arenas.emplace_back(g.static_memory(d));
