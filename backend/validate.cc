@@ -112,6 +112,13 @@ std::vector<Time> add_op_medians(const TaskGraph& g, const std::vector<Measureme
   return durations;
 }
 
+// Measured op times hold whatever slowed them already (cluster.gpu.comm_interference).
+SimOptions measured_times() {
+  SimOptions o;
+  o.comm_interference = false;
+  return o;
+}
+
 // Replay: each timed run simulated again with that run's own op times, so what is left is
 // what the executor adds beyond the TaskGraph (dispatch, wake-ups, link pacing).
 void add_replays(const TaskGraph& g, const Cluster& cluster, const std::vector<Measurement>& runs,
@@ -120,7 +127,8 @@ void add_replays(const TaskGraph& g, const Cluster& cluster, const std::vector<M
   for (const Measurement& m : runs) {
     std::vector<Time> d(g.size());
     for (OpId id = 0; id < g.size(); ++id) d[id] = m.end[id] - m.start[id];
-    const double r = simulate(with_durations(g, d), cluster).makespan.seconds();
+    const double r =
+        simulate(with_durations(g, d), cluster, measured_times()).makespan.seconds();
     replays.push_back(r);
     replay_errors.push_back(relative_error(r, m.makespan.seconds()));
   }
@@ -187,7 +195,7 @@ Validation validate(const Scenario& s, Executor& e, const ValidateOptions& o) {
   v.predicted_bubble = bubble_fraction(g, predicted.start, predicted.end);
   add_replays(g, s.cluster, runs, v);
   const TaskGraph replayed = with_durations(g, durations);
-  const Timeline replay = simulate(replayed, s.cluster);
+  const Timeline replay = simulate(replayed, s.cluster, measured_times());
   v.replay_median_ops_s = replay.makespan.seconds();
   v.replay_bubble = bubble_fraction(replayed, replay.start, replay.end);
   v.predicted_error = relative_error(v.predicted_s, v.measured_s);

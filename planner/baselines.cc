@@ -286,9 +286,10 @@ struct DapplePlan {
 
 // compute_plan_sync: prefixes 0..j on m + 1 units, each unit rp GPUs. Stages of more units
 // than micro_batch samples are left out (our loader's rule). `straight`: one unit a stage.
-// No cell looks at the number of units in all, so the table for the most units of an rp
-// holds the one for every fewer (a stage of more units than the run has is one the smaller
-// run's cells never reach), and one table serves every unit count of that rp.
+// No cell looks at the number of units in all: cell (j, m) reads cells of fewer units and
+// stages of at most min(m, widest) units, and widest = min(units, micro_batch) only caps
+// stages that cells below `units` could not hold anyway. So the table for the most units
+// of an rp holds the table of every fewer, and one serves every unit count of that rp.
 class DappleTable {
  public:
   DappleTable(const Chain& c, const DappleNet& net, int units, int rp, bool straight,

@@ -34,15 +34,14 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   };
   // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
   // of them away, over the network where the group outgrows a server (one rail port).
-  int& per_node = per_node_;
-  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  per_node_ = s.cluster.gpus_of_node(0);
   const auto all_to_all = [&](int64_t bytes) {
     if (expert < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
     const int span = expert * std::max(1, t_);
-    const bool across = span > per_node && s.cluster.num_devices() > per_node;
-    const Route& r = s.cluster.route(0, across ? per_node : 1);
+    const bool across = span > per_node_ && s.cluster.num_devices() > per_node_;
+    const Route& r = s.cluster.route(0, across ? per_node_ : 1);
     const double away =
-        across ? 1.0 - static_cast<double>(per_node) / span : (expert - 1.0) / expert;
+        across ? 1.0 - static_cast<double>(per_node_) / span : (expert - 1.0) / expert;
     return r.latency.seconds() + static_cast<double>(bytes) * away / r.bottleneck_bytes_per_s;
   };
   for (size_t l = 0; l < L; ++l) {

@@ -417,8 +417,7 @@ std::vector<int64_t> micro_batch_sizes(const Scenario& s) {
 std::vector<int> tensor_degrees(const Scenario& s) {
   const bool splittable = std::all_of(s.model.layers.begin(), s.model.layers.end(),
                                       [](const Layer& l) { return l.tensor_parallel; });
-  int per_node = 0;
-  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  const int per_node = s.cluster.gpus_of_node(0);
   std::vector<int> out{1};
   for (int t = 2; splittable && t <= per_node; t *= 2) out.push_back(t);
   return out;
@@ -439,8 +438,7 @@ std::vector<int> expert_degrees(const Scenario& s) {
   for (const Layer& l : s.model.layers)
     if (l.moe) experts = std::max(experts, l.moe->experts);
   std::vector<int> out{1};
-  int per_node = 0;
-  for (const Device& d : s.cluster.devices()) per_node += d.node == 0;
+  const int per_node = s.cluster.gpus_of_node(0);
   for (const int cap : {per_node, 64}) {
     int best = 1;
     for (int e = 2; e <= std::min(experts, cap); ++e)

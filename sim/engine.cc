@@ -60,22 +60,14 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
     }
   }
   // Communication slowing compute: only where some GPU says so (otherwise no state).
-  bool slowed = false;
-  slowed_num_.resize(static_cast<size_t>(c.num_devices()));
-  for (int d = 0; d < c.num_devices(); ++d) {
-    const double x = c.device(d).gpu.comm_interference;
-    slowed_num_[static_cast<size_t>(d)] =
-        kPaceDen - static_cast<int64_t>(std::llround(x * static_cast<double>(kPaceDen)));
-    slowed = slowed || x > 0;
-  }
-  if (slowed) {
-    sending_.assign(static_cast<size_t>(c.num_devices()), 0);
-    work_left_.assign(sending_.size(), Time::zero());
-    since_.assign(sending_.size(), Time::zero());
-    due_.assign(sending_.size(), Time::zero());
-    counted_.assign(n, false);
-  } else {
-    slowed_num_.clear();
+  const auto slowed = [&](const Device& d) { return d.gpu.comm_interference > 0; };
+  if (o.comm_interference && std::any_of(c.devices().begin(), c.devices().end(), slowed)) {
+    pace_.resize(static_cast<size_t>(c.num_devices()));
+    for (int d = 0; d < c.num_devices(); ++d) {
+      const double x = c.device(d).gpu.comm_interference;
+      pace_[static_cast<size_t>(d)].num =
+          kPaceDen - static_cast<int64_t>(std::llround(x * static_cast<double>(kPaceDen)));
+    }
   }
   // Phases are exact, but they record no link samples.
   fold_ = o.fold && !o.record_links && !g.rings().empty();
@@ -159,55 +151,55 @@ void Engine::try_start_head(int d, Time now) {
   const Op& op = graph_.op(head);
   tl_.start[head] = now;
   apply_memory(head, op.mem_at_start, now, false);
-  if (sending_.empty()) {
+  if (pace_.empty()) {
     push(checked_add(now, op.duration, "the simulated time"), head, kOpEnd);
     return;
   }
-  work_left_[du] = op.duration;
-  since_[du] = now;
+  pace_[du].work_left = op.duration;
+  pace_[du].since = now;
   push_compute_end(d, head, now);
 }
 
 void Engine::push_compute_end(int d, OpId id, Time now) {
-  const auto du = static_cast<size_t>(d);
-  Time left = work_left_[du];
-  if (sending_[du] > 0 && slowed_num_[du] < kPaceDen) {
+  Pace& p = pace_[static_cast<size_t>(d)];
+  Time left = p.work_left;
+  if (p.sending > 0 && p.num < kPaceDen) {
     // ceil(work x den / num), the op never ending before its work is done; split so that
     // no product leaves 64 bits (r x den < num x den = 10^12).
-    const int64_t num = slowed_num_[du], w = left.ps_count();
-    const int64_t whole = checked_mul(w / num, kPaceDen, "the simulated time");
-    left = Time::ps(checked_add(whole, ceil_div(w % num * kPaceDen, num), "the simulated time"));
+    const int64_t w = left.ps_count();
+    const int64_t whole = checked_mul(w / p.num, kPaceDen, "the simulated time");
+    left = Time::ps(checked_add(whole, ceil_div(w % p.num * kPaceDen, p.num), "the simulated time"));
   }
-  due_[du] = checked_add(now, left, "the simulated time");
-  push(due_[du], id, kOpEnd);
+  p.due = checked_add(now, left, "the simulated time");
+  push(p.due, id, kOpEnd);
 }
 
-void Engine::note_sending(OpId id, int d, int delta, Time now) {
+void Engine::note_sending(int d, int delta, Time now) {
   const auto du = static_cast<size_t>(d);
-  const bool was = sending_[du] > 0;
-  sending_[du] = static_cast<uint32_t>(static_cast<int64_t>(sending_[du]) + delta);
-  counted_[id] = delta > 0;
-  if (was == (sending_[du] > 0) || !running_[du] || slowed_num_[du] == kPaceDen) return;
+  Pace& p = pace_[du];
+  const bool was = p.sending > 0;
+  PIPESIM_ASSERT(delta > 0 || was, "a transfer ends only after it started");
+  p.sending = static_cast<uint32_t>(static_cast<int64_t>(p.sending) + delta);
+  if (was == (p.sending > 0) || !running_[du] || p.num == kPaceDen) return;
   // The running op's work done since `since`, at the pace it had.
-  const int64_t elapsed = (now - since_[du]).ps_count();
-  const int64_t num = slowed_num_[du];
+  const int64_t elapsed = (now - p.since).ps_count();
   const int64_t done =
-      was ? elapsed / kPaceDen * num + elapsed % kPaceDen * num / kPaceDen : elapsed;
-  work_left_[du] = Time::ps(std::max<int64_t>(work_left_[du].ps_count() - done, 0));
-  since_[du] = now;
+      was ? elapsed / kPaceDen * p.num + elapsed % kPaceDen * p.num / kPaceDen : elapsed;
+  p.work_left = Time::ps(std::max<int64_t>(p.work_left.ps_count() - done, 0));
+  p.since = now;
   push_compute_end(d, graph_.stream(d)[cursor_[du]], now);
 }
 
 bool Engine::is_current_end(OpId id, Time now) const {
-  if (sending_.empty()) return true;
-  const auto du = static_cast<size_t>(graph_.op(id).device);
-  return tl_.end[id] == Time::max() && now == due_[du];
+  if (pace_.empty()) return true;
+  return tl_.end[id] == Time::max() &&
+         now == pace_[static_cast<size_t>(graph_.op(id).device)].due;
 }
 
 void Engine::start_transfer(OpId id, Time now) {
   const Op& op = graph_.op(id);
   tl_.start[id] = now;
-  if (!sending_.empty()) note_sending(id, op.device, +1, now);
+  if (!pace_.empty()) note_sending(op.device, +1, now);
   if (const uint32_t r = ring_of(id); r != kNoRing) {
     if (fold_ && ring_waits(r, now)) return;
     start_step(r, id - graph_.rings()[r].first, 0, now);
@@ -330,7 +322,8 @@ void Engine::finish(OpId id, Time now, const Route* route) {
     if (options_.record_links && route != nullptr) {
       for (LinkDirection h : route->hops) record_link(h, now);
     }
-    if (!sending_.empty() && counted_[id]) note_sending(id, op.device, -1, now);
+    // (Every transfer that ends started in start_transfer, which counted it.)
+    if (!pace_.empty()) note_sending(op.device, -1, now);
   } else {
     const auto d = static_cast<size_t>(op.device);
     apply_memory(id, op.mem_at_end, now, true);

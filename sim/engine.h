@@ -97,6 +97,9 @@ struct SimOptions {
   // Also: a graph of identical data-parallel copies runs copy 0 alone, the others' figures
   // copied from it (sim/copies.h), unless memory changes or link samples are recorded.
   bool fold = true;
+  // GpuSpec::comm_interference slows compute while its GPU sends. Off for replays of
+  // measured op times, which hold the slowing already (backend/validate.cc).
+  bool comm_interference = true;
   // Past this, the simulation stops with DeadlinePassed (its timeline lost): a caller's
   // time limit (plan --time-limit). Checked every few thousand events.
   Deadline deadline;

@@ -80,11 +80,11 @@ struct ShorthandLayout {
 struct Cluster::RouteShard {
   std::mutex mutex;
   std::unordered_map<int64_t, Route> routes;
-  // Per source: its Dijkstra tree, and the node whose GPUs alone it is exact for (-1: the
-  // whole graph).
+  // Per source: its Dijkstra tree, exact for the whole graph or (partial) for the GPUs of
+  // the source's node alone.
   struct Tree {
     std::vector<Graph::vertex_descriptor> pred;
-    int node = -1;
+    bool partial = false;
   };
   std::unordered_map<int, Tree> predecessors;
 };
@@ -312,6 +312,11 @@ int Cluster::nics_per_node() const {
   return impl_->layout ? std::max(1, impl_->layout->nics) : 1;
 }
 
+int Cluster::gpus_of_node(int node) const {
+  return static_cast<int>(std::count_if(devices_.begin(), devices_.end(),
+                                        [&](const Device& d) { return d.node == node; }));
+}
+
 int Cluster::nic_of(int device) const {
   const Device& d = this->device(device);
   if (!impl_->layout) return d.node;
@@ -354,7 +359,7 @@ const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int sr
   // before the rest of a large cluster.
   const int node = devices_[static_cast<size_t>(src_device)].node;
   const bool inside = impl_->layout && node == devices_[static_cast<size_t>(dst_device)].node;
-  if (tree.pred.empty() || (tree.node >= 0 && !(inside && tree.node == node))) {
+  if (tree.pred.empty() || (tree.partial && !inside)) {
     std::optional<std::pair<int, int>> targets;
     if (inside) {
       const auto& first = impl_->layout->first_device;
@@ -362,7 +367,7 @@ const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int sr
       const int lo = first[static_cast<size_t>(node)], hi = first[static_cast<size_t>(node) + 1];
       if (vertex(hi - 1) + 1 - vertex(lo) == hi - lo) targets = {vertex(lo), vertex(hi - 1) + 1};
     }
-    tree = {dijkstra_tree(impl_->graph, src, targets), targets ? node : -1};
+    tree = {dijkstra_tree(impl_->graph, src, targets), targets.has_value()};
   }
   Route r = make_route(tree_hops(impl_->graph, links_, tree.pred, src,
                                  devices_[static_cast<size_t>(dst_device)].vertex));

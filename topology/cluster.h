@@ -87,6 +87,8 @@ class Cluster {
   // explicit graph.
   int nics_per_node() const;
   int nic_of(int device) const;
+  // GPUs of node `node` (node 0's: a server's, as the planner sizes groups).
+  int gpus_of_node(int node) const;
 
   // Route between two GPUs: fewest hops, then least latency; host attachments (GPU to
   // NIC) are used only when nothing else reaches. Computed on first use and cached; safe

@@ -149,7 +149,7 @@ class Engine {
 
   // A transfer sent by device d starts (+1) or ends (-1): the first and the last re-time
   // the compute op running there.
-  void note_sending(OpId id, int d, int delta, Time now);
+  void note_sending(int d, int delta, Time now);
 
   // Whether a kOpEnd event of compute op `id` is its current end (not one re-timed since).
   bool is_current_end(OpId id, Time now) const;
@@ -201,14 +201,16 @@ class Engine {
   std::vector<uint32_t> waiting_;  // deps not yet ended, per op
   std::vector<uint32_t> cursor_;   // next op of each device's stream
   std::vector<bool> running_;
-  // Compute slowed by communication (empty where no GPU has comm_interference): per
-  // device, its transfers in flight, its compute speed under them as num / kPaceDen, and
-  // the running op's work left (full-speed picoseconds) as of `since`, and its end.
+  // Compute slowed by communication, per device (empty where no GPU has
+  // comm_interference, or SimOptions::comm_interference is off).
   static constexpr int64_t kPaceDen = 1'000'000;
-  std::vector<uint32_t> sending_;
-  std::vector<int64_t> slowed_num_;
-  std::vector<Time> work_left_, since_, due_;
-  std::vector<bool> counted_;  // [op] a transfer that raised its sender's count
+  struct Pace {
+    int64_t num = kPaceDen;  // compute speed while sending, over kPaceDen
+    uint32_t sending = 0;    // its transfers in flight
+    Time work_left, since;   // the running op's full-speed work left as of `since`
+    Time due;                // and its end
+  };
+  std::vector<Pace> pace_;
   std::vector<MemBreakdown> memory_;
   std::vector<Latent> latent_;  // [slot] named by kLatencyDone events
   std::vector<uint32_t> free_latent_;
