@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "schedules/collectives.h"
+#include "schedules/collective_estimates.h"
 
 namespace pipesim::planner {
 namespace {
@@ -100,16 +100,16 @@ double NetworkCosts::cut_load(const std::vector<Cut>& cuts) const {
 // allreduce_estimate (schedules/collective_estimates.h) takes the slowest of many
 // transfers of the same size; those depend on a route only through its latency and
 // bandwidth, so a group is kept as the few distinct (latency, bandwidth) pairs of each
-// algorithm's steps and costed for any size from them (the same alpha-beta terms, to
-// within a picosecond's rounding).
+// set of edges and costed for any size from them by the same formula (alpha_beta_allreduce; the
+// same alpha-beta terms, to within a picosecond's rounding).
 struct NetworkCosts::Group {
   struct Rate {
     double latency, per_byte;
     bool across_servers = false;  // the route leaves its server (through the server's NIC)
     bool operator==(const Rate&) const = default;
   };
-  int64_t n = 0, local = 0, servers = 0, ports = 1;  // ports: a server's NICs
-  bool hierarchical = false;
+  GroupShape shape;
+  int64_t ports = 1;  // a server's NICs
   std::vector<Rate> ring, tree, intra, across;
 
   // `share` copies of the collective run at once on neighbouring GPUs (the ranks of a
@@ -122,22 +122,25 @@ struct NetworkCosts::Group {
     }
     return worst;
   }
+  const std::vector<Rate>& rates(StepEdges e) const {
+    switch (e) {
+      case StepEdges::kTree:
+        return tree;
+      case StepEdges::kIntra:
+        return intra;
+      case StepEdges::kAcross:
+        return across;
+      case StepEdges::kRing:
+        break;
+    }
+    return ring;
+  }
   // `ports`: a server's network ports the hierarchical algorithm's rings spread over (1:
   // allreduce_estimate's terms, which the lowering chooses by).
   double time(AllReduceAlgo a, int64_t bytes, double share = 1, int64_t ports = 1) const {
-    if (a == AllReduceAlgo::kTree) return on(tree, tree_allreduce_steps(n, bytes), share);
-    if (a == AllReduceAlgo::kHierarchical && hierarchical) {
-      const CollectiveSteps pass = ring_pass_steps(local, bytes);
-      CollectiveSteps ring_across = hierarchical_across_steps(servers, local, bytes);
-      // One ring per local rank across the servers, each on its GPU's port.
-      ring_across.chunk *= ceil_div(local, std::max<int64_t>(1, ports));
-      return 2 * step(intra, pass.chunk, share) * double(pass.count) +
-             on(across, ring_across, share);
-    }
-    return on(ring, ring_allreduce_steps(n, bytes), share);
-  }
-  static double on(const std::vector<Rate>& rates, CollectiveSteps steps, double share) {
-    return step(rates, steps.chunk, share) * double(steps.count);
+    return alpha_beta_allreduce(a, shape, bytes, ports, [&](StepEdges e, int64_t chunk) {
+      return step(rates(e), chunk, share);
+    });
   }
 };
 
@@ -201,31 +204,20 @@ const NetworkCosts::Group& NetworkCosts::shared(const std::vector<int>& devices)
 std::unique_ptr<NetworkCosts::Group> NetworkCosts::group(const std::vector<int>& devices) const {
   const Cluster& cl = s_.cluster;
   auto grp = std::make_unique<Group>();
-  grp->n = static_cast<int64_t>(devices.size());
+  grp->shape = group_shape(devices, [&cl](int d) { return cl.device(d).node; });
   grp->ports = cl.nics_per_node();
   add_ring(cl, devices, grp->ring);
   for (size_t pos = 1; pos < devices.size(); ++pos)
     add_rate(cl, devices[pos], devices[(pos - 1) / 2], grp->tree);
-  if (devices.empty()) return grp;
-  std::map<int, std::vector<int>> nodes;
-  for (int d : devices) nodes[cl.device(d).node].push_back(d);
-  grp->servers = static_cast<int64_t>(nodes.size());
-  grp->local = static_cast<int64_t>(nodes.begin()->second.size());
-  bool even = true;
-  for (const auto& [node, local] : nodes)
-    even = even && static_cast<int64_t>(local.size()) == grp->local;
-  grp->hierarchical = even && grp->servers >= 2 && grp->local >= 2;
-  if (grp->hierarchical) {
-    std::vector<int> across;
-    for (const auto& [node, local] : nodes) across.push_back(local.front());
-    add_ring(cl, nodes.begin()->second, grp->intra);
-    add_ring(cl, across, grp->across);
+  if (grp->shape.hierarchical) {
+    add_ring(cl, grp->shape.intra, grp->intra);
+    add_ring(cl, grp->shape.across, grp->across);
   }
   return grp;
 }
 
 double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, double share) const {
-  if (g.n < 2) return 0;
+  if (g.shape.n < 2) return 0;
   // The lowering's choice (schedules/collective_estimates.h's fastest_allreduce): the
   // scenario's, else the fastest all-reduce of the group alone.
   AllReduceAlgo chosen = AllReduceAlgo::kRing;
@@ -234,7 +226,8 @@ double NetworkCosts::cheapest(const Group& g, int64_t bytes, bool ring, double s
        {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     if (s_.strategy.allreduce && *s_.strategy.allreduce != a) continue;
     // Without even servers the hierarchical algorithm is the ring again.
-    if (a == AllReduceAlgo::kHierarchical && !g.hierarchical && !s_.strategy.allreduce) continue;
+    if (a == AllReduceAlgo::kHierarchical && !g.shape.hierarchical && !s_.strategy.allreduce)
+      continue;
     const double t = g.time(a, bytes);  // as allreduce_estimate costs it
     if (t < alone) {
       alone = t;

@@ -13,6 +13,10 @@
 //                    per local rank, sharing each node's links), all-gather in each node
 // clang-format on
 //
+// Each algorithm's formula is written once, in alpha_beta_allreduce: the lowering (Time, from the
+// routes' transfer times) and the planner (seconds, from its per-group step rates,
+// planner/network_costs.cc) differ only in how they time one step on a set of edges.
+//
 // The network is seen through two functions, so this folder needs no cluster type: the time
 // of a transfer between two devices on their idle route, and each device's server.
 #pragma once
@@ -21,10 +25,60 @@
 #include <functional>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/time.h"
 #include "schedules/collectives.h"
 
 namespace pipesim {
+
+// The edges whose slowest transfer paces a step: the ring over every member, the heap-shaped
+// tree (member pos to (pos - 1) / 2), the ring inside the first server, the ring over each
+// server's first member.
+enum class StepEdges { kRing, kTree, kIntra, kAcross };
+
+// A group as the algorithms see it. The hierarchical algorithm needs `servers` >= 2 servers
+// holding `local` >= 2 members each; without that it is the ring.
+struct GroupShape {
+  int64_t n = 0, local = 0, servers = 0;
+  bool hierarchical = false;
+  std::vector<int> intra;   // the first server's members, in order
+  std::vector<int> across;  // each server's first member, servers in index order
+};
+GroupShape group_shape(const std::vector<int>& devices, const std::function<int(int)>& node);
+
+namespace estimate_detail {
+inline Time times(Time t, int64_t k) { return checked_mul(t, k, "a collective estimate"); }
+inline double times(double t, int64_t k) { return t * static_cast<double>(k); }
+inline Time plus(Time a, Time b) { return checked_add(a, b, "a collective estimate"); }
+inline double plus(double a, double b) { return a + b; }
+}  // namespace estimate_detail
+
+// `steps` on the edges `e`: count times the step's time.
+template <class Step>
+auto steps_time(StepEdges e, CollectiveSteps steps, const Step& step) {
+  return estimate_detail::times(step(e, steps.chunk), steps.count);
+}
+
+// The all-reduce `a` of `bytes` on a group of shape `g`, with `step(edges, chunk)` the time
+// of one step in which every edge of `edges` carries `chunk` bytes (Time or seconds).
+// `ports`: a server's network ports, over which the hierarchical algorithm's `local` rings
+// across the servers spread (1: every ring through one port, as the lowering chooses by).
+template <class Step>
+auto alpha_beta_allreduce(AllReduceAlgo a, const GroupShape& g, int64_t bytes, int64_t ports,
+                    const Step& step) {
+  using estimate_detail::plus;
+  using estimate_detail::times;
+  if (a == AllReduceAlgo::kTree) return steps_time(StepEdges::kTree, tree_allreduce_steps(g.n, bytes), step);
+  if (a == AllReduceAlgo::kHierarchical && g.hierarchical) {
+    const auto intra = steps_time(StepEdges::kIntra, ring_pass_steps(g.local, bytes), step);
+    CollectiveSteps across = hierarchical_across_steps(g.servers, g.local, bytes);
+    // One ring per local rank across the servers, `ports` of them at a time side by side.
+    across.chunk = checked_mul(across.chunk, ceil_div(g.local, ports < 1 ? 1 : ports),
+                               "a collective estimate");
+    return plus(times(intra, 2), steps_time(StepEdges::kAcross, across, step));
+  }
+  return steps_time(StepEdges::kRing, ring_allreduce_steps(g.n, bytes), step);
+}
 
 struct LinkCosts {
   std::function<Time(int from, int to, int64_t bytes)> transfer;

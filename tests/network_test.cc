@@ -5,6 +5,7 @@
 
 #include "core/units.h"
 #include "scenario/setup.h"
+#include "schedules/collective_estimates.h"
 #include "schedules/collectives.h"
 #include "sim/engine.h"
 #include "tests/support.h"
@@ -170,6 +171,34 @@ TEST(AllReduce, HierarchicalClosedForm) {
   EXPECT_EQ(carried, sent);
   // The estimate auto uses agrees with the simulation on idle links.
   EXPECT_EQ(allreduce_estimate(c, devs, 80'000'000, AllReduceAlgo::kHierarchical), rs + ar + rs);
+}
+
+TEST(AllReduce, OneAlphaBetaFormulaPerAlgorithm) {
+  // The formula the lowering's estimate and the planner share, with a step of alpha = 1 s
+  // plus 1 s per byte on every edge but the across-server ring's (2 s per byte). A group of
+  // 2 servers x 4 members, 800 bytes:
+  //   ring          2(8 - 1) steps of 800 / 8 = 100 bytes:              14 x 101 = 1414
+  //   tree          depth 3 (member 7 -> 3 -> 1 -> 0), one chunk (800 < 4 MiB):
+  //                 2(3 + 1 - 1) = 6 steps of 800 bytes: 6 x 801 = 4806
+  //   hierarchical  two passes of 3 steps of 200 bytes in a server, 2 x 3 x 201 = 1206, and
+  //                 2(2 - 1) = 2 steps of 800 / 8 = 100 bytes across, the 4 rings through
+  //                 one port (x 4): 2 x (1 + 2 x 400) = 1602; through 2 ports (x 2): 802
+  const GroupShape g = group_shape({0, 1, 2, 3, 4, 5, 6, 7}, [](int d) { return d / 4; });
+  ASSERT_TRUE(g.hierarchical);
+  EXPECT_EQ(g.intra, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(g.across, (std::vector<int>{0, 4}));
+  const auto step = [](StepEdges e, int64_t chunk) {
+    return 1.0 + (e == StepEdges::kAcross ? 2.0 : 1.0) * static_cast<double>(chunk);
+  };
+  EXPECT_EQ(alpha_beta_allreduce(AllReduceAlgo::kRing, g, 800, 1, step), 1414.0);
+  EXPECT_EQ(alpha_beta_allreduce(AllReduceAlgo::kTree, g, 800, 1, step), 4806.0);
+  EXPECT_EQ(alpha_beta_allreduce(AllReduceAlgo::kHierarchical, g, 800, 1, step), 1206.0 + 1602.0);
+  EXPECT_EQ(alpha_beta_allreduce(AllReduceAlgo::kHierarchical, g, 800, 2, step), 1206.0 + 802.0);
+  // Uneven servers (3 + 1): no hierarchical form, the ring instead.
+  const GroupShape uneven = group_shape({0, 1, 2, 4}, [](int d) { return d / 4; });
+  EXPECT_FALSE(uneven.hierarchical);
+  EXPECT_EQ(alpha_beta_allreduce(AllReduceAlgo::kHierarchical, uneven, 800, 1, step),
+            alpha_beta_allreduce(AllReduceAlgo::kRing, uneven, 800, 1, step));
 }
 
 TEST(AllReduce, TreeBeatsRingWhenLatencyDominates) {
