@@ -87,6 +87,12 @@ void LinkEmulator::start_flow(OpId id, Time t) {
   copies_.push_back({id, std::min(op.bytes, kCopyCap), 0, t, t});
   changed_.clear();
   network_.add(id, cluster_.route(op.device, op.peer), op.bytes, t, changed_);
+  project(t);
+}
+
+// Each start and end is re-rated at once (the copies run in real time).
+void LinkEmulator::project(Time t) {
+  network_.commit(t, changed_);
   for (const FlowNetwork::Update& u : changed_) {
     events_.push_back({u.finish, seq_++, u.flow, false});
     std::push_heap(events_.begin(), events_.end(), std::greater<>());
@@ -98,14 +104,8 @@ void LinkEmulator::start_flow(OpId id, Time t) {
 
 void LinkEmulator::end_flow(OpId id, Time t) {
   changed_.clear();
-  network_.remove(id, t, changed_);
-  for (const FlowNetwork::Update& u : changed_) {
-    events_.push_back({u.finish, seq_++, u.flow, false});
-    std::push_heap(events_.begin(), events_.end(), std::greater<>());
-    for (Copy& c : copies_) {
-      if (c.op == u.flow) c.finish = u.finish;
-    }
-  }
+  network_.remove(id);
+  project(t);
   const auto it =
       std::find_if(copies_.begin(), copies_.end(), [&](const Copy& c) { return c.op == id; });
   if (it != copies_.end()) {

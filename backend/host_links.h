@@ -67,6 +67,8 @@ class LinkEmulator {
   void start(OpId id, Time ready);
   void start_flow(OpId id, Time t);
   void end_flow(OpId id, Time t);
+  // Re-rates the start or end just made and pushes the projections that moved.
+  void project(Time t);
   void pace(Time now);
   void due(Time t);
 

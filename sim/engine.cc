@@ -91,7 +91,10 @@ Timeline Engine::run() {
 
   Time now = Time::zero();
   uint32_t popped = 0;
-  while (!queue_.empty()) {
+  for (;;) {
+    // The flows started and ended at this moment are re-rated together before time moves.
+    if (network_.pending() && (queue_.empty() || queue_.top_time() > now)) commit_rates(now);
+    if (queue_.empty()) break;
     if (options_.deadline && (++popped & 0x3FFFu) == 0) check(options_.deadline);
     const Event e = queue_.pop();
     PIPESIM_ASSERT(e.time >= now, "time never goes backwards");
@@ -254,6 +257,8 @@ void Engine::start_flow(OpId id, const Route& route, Time now) {
     for (LinkDirection h : route.hops) {
       const uint32_t r = held_by_[static_cast<size_t>(h)];
       if (r == kNoRing || (id >= graph_.size() && step_of(id).ring == r)) continue;
+      // The ring's flows join (or copy) the network as the rates stand now.
+      commit_rates(now);
       if (rings_[r].mode == RingState::kFold) {
         unfold(r);
       } else {
@@ -274,13 +279,11 @@ void Engine::start_flow(OpId id, const Route& route, Time now) {
 
 void Engine::end_flow(OpId id, Time now) {
   const Route& route = network_.route(id);
-  changed_.clear();
-  network_.remove(id, now, changed_);
+  network_.remove(id);
   for (LinkDirection h : route.hops) {
     const auto hu = static_cast<size_t>(h);
     if (--link_active_[hu] == 0) tl_.links[hu].busy += now - link_since_[hu];
   }
-  after_rerate(now);
   if (id >= graph_.size()) {
     if (options_.record_links) {
       for (LinkDirection h : route.hops) record_link(h, now);
@@ -294,6 +297,13 @@ void Engine::end_flow(OpId id, Time now) {
 int64_t Engine::flow_bytes(OpId id) const {
   if (id < graph_.size()) return graph_.op(id).bytes;
   return graph_.rings()[steps_[id - graph_.size()].ring].chunk;
+}
+
+void Engine::commit_rates(Time now) {
+  if (!network_.pending()) return;
+  changed_.clear();
+  network_.commit(now, changed_);
+  after_rerate(now);
 }
 
 void Engine::after_rerate(Time now) {

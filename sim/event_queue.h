@@ -60,6 +60,8 @@ class EventQueue {
   }
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
+  // The earliest event's time (the queue must not be empty).
+  Time top_time() const { return heap_.front().time; }
 
   // Times must be >= 0 (simulated time starts at zero and never goes back).
   void push(Time time, uint32_t payload) {

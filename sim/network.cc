@@ -98,7 +98,42 @@ void FlowNetwork::add(uint32_t id, const Route& route, int64_t bytes, Time now,
     return;
   }
   f.rate = 0;  // marks it as changed in rerate
-  rerate(route, now, changed);
+  note_pending(route);
+}
+
+void FlowNetwork::note_pending(const Route& route) {
+  for (LinkDirection h : route.hops) {
+    Link& l = links_[static_cast<size_t>(h)];
+    if (!l.finite || l.pending) continue;
+    l.pending = true;
+    pending_.push_back(h);
+  }
+}
+
+// Each small component among the seeds' is filled whole once; the first component past
+// local_above_ is re-rated locally from every seed not yet covered (a region may hold
+// several components: the local rounds need no connection between its links).
+void FlowNetwork::commit(Time now, std::vector<Update>& changed) {
+  if (pending_.empty()) return;
+  seeds_.swap(pending_);
+  pending_.clear();
+  for (LinkDirection h : seeds_) links_[static_cast<size_t>(h)].pending = false;
+  const uint64_t stamp = ++commit_epoch_;
+  for (size_t i = 0; i < seeds_.size(); ++i) {
+    if (links_[static_cast<size_t>(seeds_[i])].covered == stamp) continue;
+    if (rerate({&seeds_[i], 1}, now, changed)) {
+      for (LinkDirection h : comp_links_) links_[static_cast<size_t>(h)].covered = stamp;
+      continue;
+    }
+    // Past local_above_: one local re-rating from the seeds left.
+    seeds_.erase(std::remove_if(seeds_.begin() + static_cast<std::ptrdiff_t>(i), seeds_.end(),
+                                [&](LinkDirection h) {
+                                  return links_[static_cast<size_t>(h)].covered == stamp;
+                                }),
+                 seeds_.end());
+    rerate_local(std::span<const LinkDirection>(seeds_).subspan(i), now, changed);
+    return;
+  }
 }
 
 void FlowNetwork::add_in_flight(uint32_t id, const Route& route, int64_t bytes, double rate,
@@ -134,7 +169,7 @@ Time FlowNetwork::add_copy(uint32_t id, const Route& route, uint32_t of) {
   return f.finish;
 }
 
-void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
+void FlowNetwork::remove(uint32_t id) {
   const uint32_t s = slot_of_[id];
   PIPESIM_ASSERT(s != kNoSlot, "only active flows end");
   slot_of_[id] = kNoSlot;
@@ -148,7 +183,7 @@ void FlowNetwork::remove(uint32_t id, Time now, std::vector<Update>& changed) {
     v.erase(std::find(v.begin(), v.end(), s));
     others = others || !v.empty();
   }
-  if (others) rerate(*f.route, now, changed);
+  if (others) note_pending(*f.route);
 }
 
 inline void FlowNetwork::visit_link(LinkDirection h) {
@@ -173,17 +208,15 @@ inline void FlowNetwork::take_flows(LinkDirection h) {
 // through shared links: repeatedly take the link whose remaining capacity per unfrozen
 // flow is smallest, fix its unfrozen flows at that share, and take their rate off every
 // link they cross.
-void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole) {
+bool FlowNetwork::rerate(std::span<const LinkDirection> seeds, Time now,
+                         std::vector<Update>& changed, bool whole) {
   ++epoch_;
   comp_links_.clear();
   comp_flows_.clear();
-  for (LinkDirection h : seeds.hops) visit_link(h);
+  for (LinkDirection h : seeds) visit_link(h);
   for (size_t i = 0; i < comp_links_.size(); ++i) {
     take_flows(comp_links_[i]);
-    if (!whole && comp_flows_.size() > local_above_) {
-      rerate_local(seeds, now, changed);
-      return;
-    }
+    if (!whole && comp_flows_.size() > local_above_) return false;
   }
   // Bring every flow of the component up to date at the old rates.
   old_rate_.resize(comp_flows_.size());
@@ -211,6 +244,7 @@ void FlowNetwork::rerate(const Route& seeds, Time now, std::vector<Update>& chan
     f.finish = finish_time(f, now);
     changed.push_back({f.id, f.finish});
   }
+  return true;
 }
 
 void FlowNetwork::catch_up(Flow& f, Time now) {
@@ -249,7 +283,8 @@ bool same_rate(double a, double old) {
 
 }  // namespace
 
-void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>& changed) {
+void FlowNetwork::rerate_local(std::span<const LinkDirection> seeds, Time now,
+                               std::vector<Update>& changed) {
   constexpr int kMaxRounds = 8;
   const uint64_t region = ++region_epoch_;
   region_links_.clear();
@@ -260,7 +295,7 @@ void FlowNetwork::rerate_local(const Route& seeds, Time now, std::vector<Update>
       region_links_.push_back(h);
     }
   };
-  for (LinkDirection h : seeds.hops) enter(h);
+  for (LinkDirection h : seeds) enter(h);
   for (int round = 0;; ++round) {
     // A change that keeps spreading (a chain of links) would cost a filling per round:
     // past kMaxRounds the whole component is cheaper (F's rates are restored by now).

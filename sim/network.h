@@ -1,8 +1,10 @@
 // Flow-level network: transfers that share a link direction share its bandwidth max-min
-// fairly (progressive filling), recomputed when a flow starts or ends. A change re-rates
-// only the flows connected to it through shared links (its component), so disjoint
-// traffic costs nothing; in a large component (a tree all-reduce over the whole cluster)
-// only the region whose rates really move (rerate_local).
+// fairly (progressive filling), recomputed when flows start or end. The starts and ends of
+// one moment are re-rated together (commit): a ring step that starts n flows at once costs
+// one filling, not n. A change re-rates only the flows connected to it through shared
+// links (its component), so disjoint traffic costs nothing; in a large component (a tree
+// all-reduce over the whole cluster) only the region whose rates really move
+// (rerate_local).
 //
 // Flows are named by the engine's op ids and live in a pool of slots, so memory follows
 // the number of flows in flight, not the number of transfers. Links of unlimited bandwidth
@@ -15,6 +17,7 @@
 #include <compare>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "core/time.h"
@@ -49,8 +52,10 @@ class FlowNetwork {
   }
 
   // Starts the bandwidth phase of `flow` at `now` over `route` (which must outlive it).
-  // Appends to `changed` every flow whose projected finish moved (the new one included);
-  // earlier projections of those flows are stale.
+  // A flow that shares no link with another (or crosses no finite link, or carries no
+  // bytes) is projected at once and appended to `changed`; otherwise its projection, and
+  // the moves of the flows it slows, wait for commit(), which must come before time
+  // passes `now`.
   void add(uint32_t flow, const Route& route, int64_t bytes, Time now,
            std::vector<Update>& changed);
   // A flow that has been sending alone at `rate` since `since` (its links carried no other
@@ -74,8 +79,17 @@ class FlowNetwork {
   }
   // The route of an active flow.
   const Route& route(uint32_t flow) const { return *slots_[slot_of_[flow]].route; }
-  // Ends `flow` (its last byte is through) and re-rates its component.
-  void remove(uint32_t flow, Time now, std::vector<Update>& changed);
+  // Ends `flow` (its last byte is through); the flows it leaves more room to are re-rated
+  // by the next commit().
+  void remove(uint32_t flow);
+  // Whether starts or ends wait for commit().
+  bool pending() const { return !pending_.empty(); }
+  // Re-rates, in one filling, the components of every flow started or ended since the last
+  // commit, all at `now`; appends to `changed` every flow whose projected finish moved
+  // (earlier projections of those flows are stale). Max-min sharing depends only on the
+  // flows present, so this is the allocation the starts and ends re-rated one at a time
+  // would leave (to rounding); no byte moves in between, as they share one moment.
+  void commit(Time now, std::vector<Update>& changed);
 
   // Sum of the rates of the flows on a link direction (bytes per second).
   double load(LinkDirection d) const;
@@ -106,6 +120,8 @@ class FlowNetwork {
     uint32_t pos = 0;  // position in comp_links_
     uint64_t mark = 0;
     uint64_t region = 0;  // rerate_local's region stamp
+    bool pending = false;  // in pending_
+    uint64_t covered = 0;  // commit's stamp: re-rated by this commit already
     double share() const { return std::max(0.0, left) / unfrozen; }
   };
   struct HeapEntry {
@@ -119,9 +135,14 @@ class FlowNetwork {
   // Puts slot `s` on the flow list of every finite link of its route; whether it has any.
   bool join_links(uint32_t s);
   bool finite(LinkDirection h) const { return links_[static_cast<size_t>(h)].finite; }
-  // `whole`: the whole component whatever its size (rerate_local's fallback).
-  void rerate(const Route& seeds, Time now, std::vector<Update>& changed, bool whole = false);
-  void rerate_local(const Route& seeds, Time now, std::vector<Update>& changed);
+  // Adds the finite links of `route` to pending_ (each once).
+  void note_pending(const Route& route);
+  // Re-rates the components of the `seeds` links. `whole`: the whole component whatever
+  // its size (rerate_local's fallback). Returns false, doing nothing, when the component
+  // is larger than local_above_ and `whole` is not set: the caller re-rates locally.
+  bool rerate(std::span<const LinkDirection> seeds, Time now, std::vector<Update>& changed,
+              bool whole = false);
+  void rerate_local(std::span<const LinkDirection> seeds, Time now, std::vector<Update>& changed);
   // rerate_local's rounds: fills the flows F of the region's links (their old rates kept
   // in old_rate_, the other flows on their links fixed) and returns F's mark; then puts in
   // expand_ the links that must join the region `region` (none: the filling stands).
@@ -143,7 +164,7 @@ class FlowNetwork {
   std::vector<uint32_t> free_;
   std::vector<uint32_t> slot_of_;  // [op id]
   std::vector<Link> links_;
-  uint64_t epoch_ = 0, region_epoch_ = 0;
+  uint64_t epoch_ = 0, region_epoch_ = 0, commit_epoch_ = 0;
   Filling filling_;
   size_t local_above_;
   // scratch
@@ -153,6 +174,8 @@ class FlowNetwork {
   std::vector<HeapEntry> heap_;
   std::vector<Link*> touched_;
   std::vector<LinkDirection> region_links_, expand_;
+  std::vector<LinkDirection> pending_;  // links whose flows changed since the last commit
+  std::vector<LinkDirection> seeds_;    // the links a re-rating starts from
   // Recent serialization_time(bytes, rate) results: a collective sends the same chunk at
   // the same rate at every step, and the exact 128-bit division is not cheap.
   struct Serialization {

@@ -134,6 +134,9 @@ class Engine {
   int64_t flow_bytes(OpId id) const;
 
   void after_rerate(Time now);
+  // Re-rates the flows started and ended at `now` (FlowNetwork::commit) and pushes the
+  // projections that moved.
+  void commit_rates(Time now);
 
   void record_link(LinkDirection h, Time now);
 
