@@ -257,11 +257,13 @@ void Engine::start_flow(OpId id, const Route& route, Time now) {
     for (LinkDirection h : route.hops) {
       const uint32_t r = held_by_[static_cast<size_t>(h)];
       if (r == kNoRing || (id >= graph_.size() && step_of(id).ring == r)) continue;
-      // The ring's flows join (or copy) the network as the rates stand now.
-      commit_rates(now);
       if (rings_[r].mode == RingState::kFold) {
+        // The images copy their originals' states: those must be re-rated first.
+        commit_rates(now);
         unfold(r);
       } else {
+        // The phase's flows join as they stand (their links carry no other flow, so no
+        // change waiting for the commit touches them).
         split_phase(r, now);
       }
     }
