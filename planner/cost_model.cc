@@ -7,6 +7,7 @@
 
 #include "planner/copy_layout.h"
 #include "scenario/setup.h"
+#include "schedules/collective_estimates.h"
 #include "schedules/partition.h"
 #include "schedules/zero.h"
 
@@ -25,12 +26,18 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
     v->assign(L + 1, 0);
-  // A ring all-reduce on a tensor group inside one server: 2(t - 1) steps of bytes / t.
+  // A ring all-reduce on a tensor group inside one server (alpha_beta_allreduce's ring:
+  // 2(t - 1) steps of bytes / t), each step on the route between two of its GPUs.
   auto tp_allreduce = [&](int64_t bytes) {
     if (t_ < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
     const Route& r = s.cluster.route(0, 1);
-    return 2.0 * (t_ - 1) *
-           (r.latency.seconds() + static_cast<double>(bytes) / t_ / r.bottleneck_bytes_per_s);
+    GroupShape ring;
+    ring.n = t_;
+    return alpha_beta_allreduce(AllReduceAlgo::kRing, ring, bytes, 1,
+                                [&](StepEdges, int64_t chunk) {
+                                  return r.latency.seconds() +
+                                         static_cast<double>(chunk) / r.bottleneck_bytes_per_s;
+                                });
   };
   // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
   // of them away, over the network where the group outgrows a server (one rail port).
