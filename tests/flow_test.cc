@@ -12,6 +12,7 @@
 #include "schedules/collectives.h"
 #include "sim/engine.h"
 #include "sim/network.h"
+#include "tests/support.h"
 #include "topology/cluster.h"
 
 namespace pipesim {
@@ -102,7 +103,7 @@ void drive(std::mt19937_64& rng, const Cluster& c, FlowNetwork& x, FlowNetwork& 
 }
 
 TEST(MaxMinHeap, BitIdenticalToTheScanOnRandomTopologies) {
-  for (uint64_t seed = 1; seed <= 300; ++seed) {
+  for (uint64_t seed = 1; seed <= test::random_cases(300); ++seed) {
     std::mt19937_64 rng(seed);
     const Cluster c = random_cluster(rng);
     FlowNetwork heap(c, kFlows, FlowNetwork::Filling::kHeap);
@@ -132,7 +133,7 @@ TEST(MaxMinLocal, AgreesWithTheWholeComponentOnRandomTopologies) {
   // link's load agree to rounding (relative 1e-9), and a flow's projected finish within a
   // picosecond per microsecond of transfer left.
   const auto near = [](double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(x, y); };
-  for (uint64_t seed = 1; seed <= 300; ++seed) {
+  for (uint64_t seed = 1; seed <= test::random_cases(300); ++seed) {
     std::mt19937_64 rng(seed);
     const Cluster c = random_cluster(rng);
     FlowNetwork local(c, kFlows, FlowNetwork::Filling::kHeap, 0);
@@ -169,7 +170,7 @@ TEST(MaxMinBatch, OneCommitPerMomentAgreesWithOneCommitPerChange) {
   const auto near = [](double x, double y) {
     return x == y || std::abs(x - y) <= 1e-9 * std::max(x, y);
   };
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  for (uint64_t seed = 1; seed <= test::random_cases(200); ++seed) {
     std::mt19937_64 rng(seed);
     const Cluster c = random_cluster(rng);
     // Batched: the heap, local re-rating for components past 4 flows; one by one: the scan.

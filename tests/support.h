@@ -1,6 +1,7 @@
 // Helpers shared by the test suites: scenarios written in code, run in-process.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,24 @@
 #include "sim/engine.h"
 #include "sim/report.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PIPESIM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PIPESIM_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef PIPESIM_TEST_SANITIZED
+#define PIPESIM_TEST_SANITIZED 0
+#endif
+
 namespace pipesim::test {
+
+// How many of `n` random cases a property test runs: all of them in the Release suite, a
+// fifth under the sanitizers, whose instrumentation slows the inner loops of max-min
+// filling 10-30x (the sanitizers look for memory and undefined-behaviour faults, which
+// the same code paths on fewer cases still reach).
+constexpr uint64_t random_cases(uint64_t n) { return PIPESIM_TEST_SANITIZED ? n / 5 : n; }
 
 // A pipeline, one layer per stage (chunk), on one node of as many GPUs as it needs, joined
 // by an NVLink mesh. Times are in milliseconds; equal times per stage unless lists are given.
