@@ -52,6 +52,10 @@ Cluster random_cluster(std::mt19937_64& rng) {
 
 constexpr size_t kFlows = 400;
 
+// Two rates (or loads) equal to rounding: within a relative 1e-9 (a flow over unlimited
+// links only has an infinite rate, equal to itself).
+bool near(double x, double y) { return x == y || std::abs(x - y) <= 1e-9 * std::max(x, y); }
+
 // Drives `x` and the reference `ref` in lockstep, like the engine does: flows start at
 // random times over random routes and end at the reference's current projections (each
 // network is told of both). After every start and end, `check(now, finish, a, b)` gets the
@@ -132,7 +136,6 @@ TEST(MaxMinLocal, AgreesWithTheWholeComponentOnRandomTopologies) {
   // whole-component scan: after every start and end each active flow's rate and each
   // link's load agree to rounding (relative 1e-9), and a flow's projected finish within a
   // picosecond per microsecond of transfer left.
-  const auto near = [](double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(x, y); };
   for (uint64_t seed = 1; seed <= test::random_cases(300); ++seed) {
     std::mt19937_64 rng(seed);
     const Cluster c = random_cluster(rng);
@@ -165,11 +168,7 @@ TEST(MaxMinBatch, OneCommitPerMomentAgreesWithOneCommitPerChange) {
   // sharing depends only on the flows present, so one commit per moment must leave every
   // flow the rate one commit per change leaves it, to rounding, and project it to within a
   // picosecond per microsecond of transfer left. Moments here bring 1 to 12 changes: new
-  // flows over random routes and the ends of flows due then. (A flow over unlimited links
-  // only has an infinite rate.)
-  const auto near = [](double x, double y) {
-    return x == y || std::abs(x - y) <= 1e-9 * std::max(x, y);
-  };
+  // flows over random routes and the ends of flows due then.
   for (uint64_t seed = 1; seed <= test::random_cases(200); ++seed) {
     std::mt19937_64 rng(seed);
     const Cluster c = random_cluster(rng);
