@@ -96,5 +96,28 @@ BENCHMARK(BM_LoadChainGraph)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// An explicit graph of N GPUs on one switch, data-parallel over all of them: read, placed
+// (one "server" of N GPUs: each pick once scanned every free count, N^2), and every route of
+// its ring found (Dijkstra from each GPU, its tree kept in 4 bytes a vertex).
+void BM_LoadStarGraphRing(benchmark::State& state) {
+  const auto n = static_cast<int>(state.range(0));
+  std::string yaml = "cluster:\n  gpu: a100-40gb\n  devices:\n";
+  for (int i = 0; i < n; ++i) yaml += fmt::format("    - {{name: g{}}}\n", i);
+  yaml += "  switches: [{name: sw}]\n  links:\n";
+  for (int i = 0; i < n; ++i) yaml += fmt::format("    - {{between: [g{}, sw], preset: pcie4}}\n", i);
+  yaml += fmt::format(
+      "model:\n  layers: [{{name: a, repeat: 2, forward: 1 ms, backward: 2 ms, params: 1M}}]\n"
+      "training: {{global_batch: {}, micro_batch: 1}}\nstrategy: {{schedule: dapple, pipeline: 1, data: {}}}\n",
+      n, n);
+  for (auto _ : state) {
+    const Scenario s = load_scenario_text(yaml, "star.yaml");
+    Time sum;
+    for (int i = 0; i < n; ++i) sum += s.cluster.route(i, (i + 1) % n).latency;
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["peak_rss_mib"] = peak_rss_mib();
+}
+BENCHMARK(BM_LoadStarGraphRing)->Arg(3000)->Arg(10000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace pipesim

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "schedules/collectives.h"
+#include "topology/route_length.h"
 
 namespace pipesim {
 namespace {
@@ -20,16 +21,19 @@ struct CollectiveCount {
   double ring_steps = 0;
   double ring_members = 0;  // the ops compact rings keep instead (n per ring, 3 rings in a
                             // hierarchical all-reduce)
+  double flow_pairs = 0;    // each transfer times the n members' flows in flight with it
   CollectiveCount& operator+=(const CollectiveCount& o) {
     transfers += o.transfers;
     ring_steps += o.ring_steps;
     ring_members += o.ring_members;
+    flow_pairs += o.flow_pairs;
     return *this;
   }
   CollectiveCount& operator*=(double k) {
     transfers *= k;
     ring_steps *= k;
     ring_members *= k;
+    flow_pairs *= k;
     return *this;
   }
 };
@@ -38,16 +42,17 @@ CollectiveCount allreduce_transfers(double n, std::optional<AllReduceAlgo> algo)
   if (n < 2) return {};
   const double ring = 2 * (n - 1) * n;
   const double tree = 2 * 2 * 8 * (n - 1);
-  if (algo == AllReduceAlgo::kTree) return {tree, 0, 0};
-  if (algo == AllReduceAlgo::kRing) return {ring, ring, n};
-  if (algo == AllReduceAlgo::kHierarchical) return {ring, ring, 3 * n};
-  return ring >= tree ? CollectiveCount{ring, ring, 3 * n} : CollectiveCount{tree, 0, 0};
+  if (algo == AllReduceAlgo::kTree) return {tree, 0, 0, tree * n};
+  if (algo == AllReduceAlgo::kRing) return {ring, ring, n, ring * n};
+  if (algo == AllReduceAlgo::kHierarchical) return {ring, ring, 3 * n, ring * n};
+  return ring >= tree ? CollectiveCount{ring, ring, 3 * n, ring * n}
+                      : CollectiveCount{tree, 0, 0, tree * n};
 }
 
 // One ring pass (a reduce-scatter or an all-gather) among n members.
 CollectiveCount ring_pass(double n) {
   if (n < 2) return {};
-  return {(n - 1) * n, (n - 1) * n, n};
+  return {(n - 1) * n, (n - 1) * n, n, (n - 1) * n * n};
 }
 
 // Bytes per event in the trace: a compute slice and its memory counter changes; a
@@ -62,6 +67,7 @@ void add(WorkEstimate& w, const CollectiveCount& c) {
   w.transfers += c.transfers;
   w.ring_steps += c.ring_steps;
   w.ring_members += c.ring_members;
+  w.flow_pairs += c.flow_pairs;
 }
 
 // The fastest GPU kind's share of the model's times (mixed GPUs), for the time bound.
@@ -103,6 +109,7 @@ void add_layer(const Scenario& s, const StageSpec& stage, const Layer& layer, bo
     members = std::max<double>(members, st.expert);
   }
   w.transfers += data * r * t * M * exchanges * (members - 1);
+  w.flow_pairs += data * r * t * M * exchanges * (members - 1) * members;
   w.compute_ops += data * r * t * M * exchanges * 2;
   if (layer.tensor_parallel)  // a full recompute re-issues the forward's
     tp_allreduces += layer.tp_forward_allreduces * (again ? 2 : 1) + layer.tp_backward_allreduces;
@@ -146,6 +153,7 @@ void add_stage(const Scenario& s, size_t g, double fastest, WorkEstimate& w) {
       std::max(w.simulated_s, stage_s * fastest * M * s.training.iterations / (r * t * st.context));
   const double per_mb = 3 + (st.recompute_of(stage) != Recompute::kNone ? 1 : 0);
   w.compute_ops += data * r * t * (M * per_mb + 1);
+  w.gpus_used += data * r * t;
   if (g + 1 < st.stages.size()) {  // activations forward, gradients back
     const StageSpec& next = st.stages[g + 1];
     w.transfers += data * M * 2 * r * next.replicas * std::max<double>(t, st.tensor_of(next));
@@ -191,6 +199,12 @@ WorkEstimate estimate_work(const Scenario& s) {
   w.transfers *= s.training.iterations;
   w.ring_steps *= s.training.iterations;
   w.ring_members *= s.training.iterations;
+  w.flow_pairs *= s.training.iterations;
+  w.route_hops = longest_route_hops(s.cluster);
+  if (!s.cluster.shorthand()) {
+    w.graph_vertices = s.cluster.num_vertices();
+    w.graph_links = s.cluster.num_links();
+  }
   w.devices = s.cluster.num_devices();
   w.trace_bytes = w.compute_ops * kTraceBytesPerComputeOp + w.transfers * kTraceBytesPerTransfer;
   w.csv_bytes = w.ops() * kCsvBytesPerRow;
@@ -213,6 +227,29 @@ void check_work(const WorkEstimate& w, Collectives form) {
                     ops, w.compute_ops, ops - w.compute_ops,
                     compact ? "of rings kept compact" : "included"),
         fmt::format("at most {:.3g}; {}", kMaxSimulatedOps, lower), "strategy");
+  }
+  if (w.route_search() > kMaxRouteSearch) {
+    throw InputError(
+        fmt::format("finding this run's routes would search about {:.3g} vertices and links "
+                    "(Dijkstra from each of {:.0f} GPUs over the {:.0f} vertices and {:.0f} links "
+                    "of the cluster's graph)",
+                    w.route_search(), std::min(w.gpus_used, w.devices), w.graph_vertices,
+                    w.graph_links),
+        fmt::format("at most {:.3g}; fewer GPUs, or a shorthand cluster (nodes, gpus_per_node), "
+                    "whose routes have closed forms",
+                    kMaxRouteSearch),
+        "cluster");
+  }
+  if (w.route_hops > kShortRoute && w.flow_hops() > kMaxFlowHops) {
+    throw InputError(
+        fmt::format("this run's collectives would move about {:.3g} flow-links through the "
+                    "max-min sharing ({:.3g} transfers, each in flight with its group's "
+                    "others, over routes of up to {:.0f} links)",
+                    w.flow_hops(), w.transfers, w.route_hops),
+        fmt::format("at most {:.3g}; fewer or smaller data-parallel groups, or a cluster whose "
+                    "GPUs are fewer links apart",
+                    kMaxFlowHops),
+        "strategy");
   }
   if (compact && w.transfers > kMaxFlowSteps) {
     throw InputError(

@@ -11,6 +11,7 @@
 // of large batches, replicas and copies overflow 64 bits.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -25,12 +26,30 @@ struct WorkEstimate {
   // they store instead.
   double ring_steps = 0;
   double ring_members = 0;
+  // Of the transfers, the collectives' ones times their group's members (the flows in
+  // flight with each, which its start and end re-rate).
+  double flow_pairs = 0;
+  // The longest route between two GPUs, in links (topology/route_length.h).
+  double route_hops = 0;
+  double gpus_used = 0;  // GPUs the strategy puts work on
+  // A cluster given as a graph, link by link (shorthand clusters: 0, their routes have
+  // closed forms).
+  double graph_vertices = 0;  // GPUs and switches
+  double graph_links = 0;
   double devices = 0;
   double trace_bytes = 0;
   double csv_bytes = 0;  // the op CSV (--csv): one row per op, collective steps expanded
   // A lower bound on the simulated time (seconds): the busiest stage's compute on one of
   // its GPUs, every micro-batch of every iteration, at the fastest GPU's pace.
   double simulated_s = 0;
+  // What the max-min sharing moves: every collective flow re-rates the flows in flight with
+  // it, each along its route.
+  double flow_hops() const { return flow_pairs * route_hops; }
+  // Routing a graph: Dijkstra from each GPU used, over every vertex and link (its tree kept
+  // for that GPU's other routes).
+  double route_search() const {
+    return std::min(gpus_used, devices) * (graph_vertices + graph_links);
+  }
   // Ops stored with every collective step expanded.
   double ops() const { return compute_ops + transfers; }
   // Ops stored with compact rings.
@@ -40,6 +59,16 @@ struct WorkEstimate {
 inline constexpr double kMaxSimulatedOps = 50e6;  // about 9 GB of host memory, minutes
 // Flow steps of a run with compact rings: about 250 ns each, minutes at the limit.
 inline constexpr double kMaxFlowSteps = 500e6;
+// Routes of up to this many links (a GPU through its node's switch and NIC, leaf, spine and
+// core and down again) are what the flow steps' limit was measured on. Longer ones (a chain
+// or a torus given as a graph) are limited by the flow-links their sharing moves: an upper
+// estimate (`auto` is counted as the larger of ring and tree), 2-6 ps each measured on
+// chains of 500 to 2,000 GPUs, about a minute at the limit.
+inline constexpr double kShortRoute = 8;
+inline constexpr double kMaxFlowHops = 2e13;
+// Dijkstra's vertices and links: about 25 ns each, and 4 bytes of kept trees; half a
+// minute and 4 GB at the limit.
+inline constexpr double kMaxRouteSearch = 1e9;
 inline constexpr double kMaxDevices = 65536;
 // Simulated time is kept in picoseconds in 64 bits: 106 days.
 inline constexpr double kMaxSimulatedSeconds = 9.2e6;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "topology/cluster.h"
+#include "topology/route_length.h"
 
 namespace pipesim {
 namespace {
@@ -126,6 +127,62 @@ TEST(Routing, ThreadsShareOneCluster) {
     for (int t = 1; t < 4; ++t) ASSERT_EQ(got[t][i], got[0][i]);  // one cached route
     expect_same(*got[0][i], c.searched_route(i / n, i % n), i / n, i % n);
   }
+}
+
+// A chain of n GPUs (g0 - g1 - ... - g(n-1)), or a ring when `closed`.
+Cluster gpu_chain(int n, bool closed) {
+  ClusterBuilder b;
+  for (int i = 0; i < n; ++i) b.add_gpu(fmt::format("g{}", i), *find_gpu_preset("a100-80gb"));
+  const LinkSpec nvlink = *find_link_preset("nvlink3");
+  for (int i = 0; i + 1 < n; ++i) b.add_link(b.gpu_vertex(i), b.gpu_vertex(i + 1), nvlink);
+  if (closed) b.add_link(b.gpu_vertex(n - 1), b.gpu_vertex(0), nvlink);
+  return b.build();
+}
+
+TEST(Routing, LongestRouteOfChainsRingsAndShorthandClusters) {
+  // Worked by hand: a chain of 7 GPUs is 6 links end to end; a ring of 8 is 4 links to the
+  // GPU opposite (the double sweep finds it: 0's farthest is 4, and 4's is 0); one GPU has
+  // no route.
+  EXPECT_EQ(longest_route_hops(gpu_chain(7, false)), 6);
+  EXPECT_EQ(longest_route_hops(gpu_chain(8, true)), 4);
+  EXPECT_EQ(longest_route_hops(gpu_chain(1, false)), 0);
+  // Shorthand clusters: the longest searched route over every pair, which the double sweep
+  // may undercount at most by half (cycles through switches).
+  for (const auto& [nodes, intra, topo] :
+       {std::tuple{1, "nvswitch", Topo::kSwitch}, std::tuple{3, "nvlink3", Topo::kMesh},
+        std::tuple{4, "nvlink2", Topo::kHybridCubeMesh}, std::tuple{5, "pcie4", Topo::kTree}}) {
+    ClusterBuilder::ShorthandOptions o;
+    o.intra = topo;
+    o.nodes_per_leaf = 2;
+    const Cluster c = ClusterBuilder::shorthand(nodes, 8, *find_gpu_preset("a100-80gb"),
+                                                *find_link_preset(intra),
+                                                *find_link_preset("ib-hdr"), o);
+    size_t longest = 0;
+    for (int s = 0; s < c.num_devices(); ++s)
+      for (int d = 0; d < c.num_devices(); ++d)
+        if (s != d) longest = std::max(longest, c.searched_route(s, d).hops.size());
+    const int got = longest_route_hops(c);
+    EXPECT_LE(got, static_cast<int>(longest)) << intra;
+    EXPECT_GE(2 * got, static_cast<int>(longest)) << intra;
+  }
+}
+
+TEST(Routing, NamesAreFoundByLookUp) {
+  // Names map to their vertex and device in the built cluster and its copies; a switch's
+  // name is a vertex but no device; a missing name is -1.
+  const Cluster c = ClusterBuilder::shorthand(2, 4, *find_gpu_preset("a100-80gb"),
+                                              *find_link_preset("nvswitch"),
+                                              *find_link_preset("ib-hdr"));
+  const Cluster copy = c;
+  for (int d = 0; d < c.num_devices(); ++d) {
+    EXPECT_EQ(copy.device_index(c.device(d).name), d);
+    EXPECT_EQ(copy.vertex_index(c.device(d).name), c.device(d).vertex);
+  }
+  EXPECT_EQ(c.device_index("node1/gpu3"), 7);
+  EXPECT_GE(c.vertex_index("node0/nvswitch"), 0);
+  EXPECT_EQ(c.device_index("node0/nvswitch"), -1);
+  EXPECT_EQ(c.vertex_index("node9/gpu0"), -1);
+  EXPECT_EQ(c.device_index("node9/gpu0"), -1);
 }
 
 }  // namespace

@@ -485,6 +485,49 @@ TEST(WorkEstimate, CountsEveryKindOfWork) {
             "--csv: the op CSV will be about 1.6 GB (2e+07 rows, one per op and collective step)");
 }
 
+// A chain of n GPUs (g0 - g1 - ... - g(n-1)), one data-parallel copy of two 1M-parameter
+// layers on each, one micro-batch per copy.
+std::string chain_yaml(int n) {
+  std::string y = "cluster:\n  devices:\n";
+  for (int i = 0; i < n; ++i) y += fmt::format("    - {{name: g{}, gpu: a100-80gb}}\n", i);
+  y += "  links:\n";
+  for (int i = 0; i + 1 < n; ++i)
+    y += fmt::format("    - {{between: [g{}, g{}], kind: nvlink, bandwidth: 100 GB/s}}\n", i,
+                     i + 1);
+  return y + fmt::format(R"(model:
+  layers:
+    - {{name: a, forward: 1 ms, backward: 2 ms, params: 1M}}
+    - {{name: b, forward: 1 ms, backward: 2 ms, params: 1M}}
+training: {{global_batch: {}, micro_batch: 1}}
+strategy: {{schedule: dapple, pipeline: 1, data: {}}}
+)",
+                         n, n);
+}
+
+TEST(WorkEstimate, LongRoutesCountTheFlowLinksTheirSharingMoves) {
+  // A chain of 12 GPUs, one copy each: one bucket (8 MB of fp32 gradients) all-reduced
+  // among 12, counted as the larger of ring (2 x 11 x 12 = 264) and tree (2 x 2 x 8 x 11 =
+  // 352) transfers, each in flight with the 12 members' flows: 4,224 flow pairs, over
+  // routes of up to 11 links: 46,464 flow-links.
+  const WorkEstimate w = estimate_work(load_scenario_text(chain_yaml(12), "chain.yaml"));
+  EXPECT_EQ(w.flow_pairs, 352 * 12);
+  EXPECT_EQ(w.route_hops, 11);
+  EXPECT_EQ(w.flow_hops(), 46464);
+  // 2,000 GPUs: rings are larger, 2 x 1999 x 2000 transfers x 2000 members x 1999 links =
+  // 3.2e13 flow-links, past the limit (the run would take minutes); the same job on a
+  // shorthand cluster (routes of a few links) is counted by its flow steps instead.
+  const Dir d("chain");
+  const auto r = test::cli({"run", d.write("chain.yaml", chain_yaml(2000))});
+  expect_one_line_error(r, "strategy: this run's collectives would move about 3.2e+13 flow-links");
+  EXPECT_NE(r.err.find("routes of up to 1999 links"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at most 2e+13"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chain.yaml:"), std::string::npos) << r.err;
+  // Half the chain is accepted: 2 x 999 x 1000 x 1000 x 999 = 2e12.
+  const WorkEstimate half = estimate_work(load_scenario_text(chain_yaml(1000), "half.yaml"));
+  EXPECT_NEAR(half.flow_hops(), 2.0 * 999 * 1000 * 1000 * 999, 1e3);
+  EXPECT_NO_THROW(check_work(half));
+}
+
 // ---- overflow ----
 
 TEST(Overflow, HugeModelsAndLatenciesAreBadInputNotUndefinedBehaviour) {

@@ -83,7 +83,7 @@ struct Cluster::RouteShard {
   // Per source: its Dijkstra tree, exact for the whole graph or (partial) for the GPUs of
   // the source's node alone.
   struct Tree {
-    std::vector<Graph::vertex_descriptor> pred;
+    std::vector<int32_t> pred;  // 4 bytes a vertex: 10,000 sources of 10,000 vertices, 400 MB
     bool partial = false;
   };
   std::unordered_map<int, Tree> predecessors;
@@ -92,6 +92,8 @@ struct Cluster::RouteShard {
 struct Cluster::Impl {
   Graph graph;
   std::optional<ShorthandLayout> layout;
+  std::unordered_map<std::string, int> vertex_by_name;  // names never change
+  std::vector<int> device_of_vertex;                    // -1: a switch or NIC
   std::array<Cluster::RouteShard, kShards> shards;
 };
 
@@ -110,18 +112,16 @@ std::string Cluster::direction_name(LinkDirection d) const {
                      vertex_names_[static_cast<size_t>(to)]);
 }
 
+bool Cluster::shorthand() const { return impl_->layout.has_value(); }
+
 int Cluster::device_index(const std::string& name) const {
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    if (devices_[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
+  const int v = vertex_index(name);
+  return v < 0 ? -1 : impl_->device_of_vertex[static_cast<size_t>(v)];
 }
 
 int Cluster::vertex_index(const std::string& name) const {
-  for (size_t i = 0; i < vertex_names_.size(); ++i) {
-    if (vertex_names_[i] == name) return static_cast<int>(i);
-  }
-  return -1;
+  const auto it = impl_->vertex_by_name.find(name);
+  return it == impl_->vertex_by_name.end() ? -1 : it->second;
 }
 
 std::vector<int> Cluster::links_between(int vertex_a, int vertex_b) const {
@@ -139,6 +139,8 @@ void Cluster::own_routes() {
   auto own = std::make_shared<Impl>();
   own->graph = impl_->graph;
   own->layout = impl_->layout;
+  own->vertex_by_name = impl_->vertex_by_name;
+  own->device_of_vertex = impl_->device_of_vertex;
   impl_ = std::move(own);
 }
 
@@ -197,8 +199,8 @@ struct SettleVisitor : boost::default_dijkstra_visitor {
 
 // Dijkstra's tree from `src`: over the whole graph, or (targets) until the vertices
 // [first, end) are settled.
-std::vector<Graph::vertex_descriptor> dijkstra_tree(const Graph& g, int src,
-                                                    std::optional<std::pair<int, int>> targets = {}) {
+std::vector<int32_t> dijkstra_tree(const Graph& g, int src,
+                                   std::optional<std::pair<int, int>> targets = {}) {
   std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
   std::vector<int64_t> dist(boost::num_vertices(g));
   int left = targets ? targets->second - targets->first : 0;
@@ -216,16 +218,16 @@ std::vector<Graph::vertex_descriptor> dijkstra_tree(const Graph& g, int src,
   } catch (const AllSettled&) {
     // The targets' paths are final.
   }
-  return pred;
+  return {pred.begin(), pred.end()};  // vertex indices fit int (ClusterBuilder's)
 }
 
 // The link directions from `src` to `dst` along a Dijkstra tree rooted at `src`.
 std::vector<LinkDirection> tree_hops(const Graph& g, const std::vector<Link>& links,
-                                     const std::vector<Graph::vertex_descriptor>& pred, int src,
+                                     const std::vector<int32_t>& pred, int src,
                                      int dst) {
   std::vector<LinkDirection> hops;
   for (int v = dst; v != src;) {
-    const int u = static_cast<int>(pred[static_cast<size_t>(v)]);
+    const int u = pred[static_cast<size_t>(v)];
     PIPESIM_ASSERT(u != v, "cluster build guarantees connectivity");
     // Among parallel edges u-v take the cheapest, as Dijkstra did.
     int best_link = -1;
@@ -387,6 +389,7 @@ Time Cluster::transfer_time(const Route& r, int64_t bytes) {
 
 int ClusterBuilder::add_gpu(std::string name, GpuSpec gpu, int node) {
   const int device = static_cast<int>(devices_.size());
+  vertex_by_name_.emplace(name, static_cast<int>(vertices_.size()));
   vertices_.push_back({name, device, Time::zero()});
   devices_.push_back(
       {std::move(name), std::move(gpu), node, static_cast<int>(vertices_.size()) - 1});
@@ -394,15 +397,14 @@ int ClusterBuilder::add_gpu(std::string name, GpuSpec gpu, int node) {
 }
 
 int ClusterBuilder::add_switch(std::string name, Time latency) {
+  vertex_by_name_.emplace(name, static_cast<int>(vertices_.size()));
   vertices_.push_back({std::move(name), -1, latency});
   return static_cast<int>(vertices_.size()) - 1;
 }
 
 int ClusterBuilder::vertex_of(const std::string& name) const {
-  for (size_t i = 0; i < vertices_.size(); ++i) {
-    if (vertices_[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
+  const auto it = vertex_by_name_.find(name);  // the first vertex of that name
+  return it == vertex_by_name_.end() ? -1 : it->second;
 }
 
 void ClusterBuilder::add_link(int vertex_a, int vertex_b, LinkSpec spec) {
@@ -449,6 +451,8 @@ Cluster ClusterBuilder::build() {
   }
   c.devices_ = devices_;
   c.links_ = links_;
+  c.impl_->vertex_by_name = vertex_by_name_;
+  for (const Vertex& v : vertices_) c.impl_->device_of_vertex.push_back(v.device);
   for (const Vertex& v : vertices_) {
     c.vertex_names_.push_back(v.name);
     c.vertex_latency_.push_back(v.latency);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/time.h"
@@ -55,6 +56,9 @@ class Cluster {
   const std::vector<Device>& devices() const { return devices_; }
   int num_nodes() const { return num_nodes_; }
   int num_links() const { return static_cast<int>(links_.size()); }
+  int num_vertices() const { return static_cast<int>(vertex_names_.size()); }  // GPUs, switches
+  // Built by the shorthand (routes in closed form), not given as a graph (Dijkstra's).
+  bool shorthand() const;
   const Link& link(int i) const { return links_.at(static_cast<size_t>(i)); }
   const std::string& vertex_name(int v) const { return vertex_names_.at(static_cast<size_t>(v)); }
   std::string direction_name(LinkDirection d) const;  // "node0/gpu0->node0/gpu1"
@@ -196,6 +200,7 @@ class ClusterBuilder {
                   const std::vector<std::vector<int>>& gpu_vertices,
                   const std::vector<int>& host_bridge, ShorthandLayout& layout);
   std::vector<Vertex> vertices_;
+  std::unordered_map<std::string, int> vertex_by_name_;  // the first vertex of each name
   std::vector<Device> devices_;
   std::vector<Link> links_;
 };
