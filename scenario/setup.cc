@@ -514,9 +514,12 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     return lowerer ? lowerer(std::move(in)) : lower(in);
   } catch (InputError& e) {
     // A deadlocking hand-written order points at strategy.order; anything else (a total too
-    // large to simulate) at the scenario file.
+    // large to simulate) at the scenario file, and at the cluster: the model's times, bytes
+    // and parameters and the compute's simulated time were bounded when it was loaded, so
+    // what overflows here is a transfer's time (a link's latency or bandwidth).
     e.set_location_if_empty(e.key() == "strategy.order" ? s.user_order_at
                                                         : Location{s.source, 0, 0});
+    e.set_key_if_empty("cluster");
     throw;
   }
 }

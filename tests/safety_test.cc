@@ -513,6 +513,21 @@ TEST(WorkEstimate, LongRoutesCountTheFlowLinksTheirSharingMoves) {
   EXPECT_EQ(w.flow_pairs, 352 * 12);
   EXPECT_EQ(w.route_hops, 11);
   EXPECT_EQ(w.flow_hops(), 46464);
+  // Routing the graph: Dijkstra from each of the 12 GPUs over its 12 vertices and 11 links.
+  EXPECT_EQ(w.route_search(), 12 * (12 + 11));
+  WorkEstimate wide = w;  // 40,000 GPUs on one switch: 4e4 x 8e4 = 3.2e9, past 1e9
+  wide.gpus_used = wide.devices = 40000;
+  wide.graph_vertices = 40001;
+  wide.graph_links = 40000;
+  try {
+    check_work(wide);
+    ADD_FAILURE() << "not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("finding this run's routes would search about 3.2e+09"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.key(), "cluster");
+  }
   // 2,000 GPUs: rings are larger, 2 x 1999 x 2000 transfers x 2000 members x 1999 links =
   // 3.2e13 flow-links, past the limit (the run would take minutes); the same job on a
   // shorthand cluster (routes of a few links) is counted by its flow steps instead.
@@ -547,6 +562,15 @@ TEST(Overflow, HugeModelsAndLatenciesAreBadInputNotUndefinedBehaviour) {
     if (r.code == 2) {
       EXPECT_TRUE(r.err.starts_with("pipesim: error: <default>")) << r.err;
     }
+  }
+  // A link too slow or too late for its transfers names the cluster (the model's totals
+  // were bounded at load, so a transfer's time is what overflows).
+  for (const char* set : {"cluster.inter_node.latency=3000000 s",
+                          "cluster.inter_node.bandwidth=0.000001 B/s",
+                          "cluster.intra_node.bandwidth=0.000001 B/s"}) {
+    const auto r = test::cli({"run", "--set", set});
+    expect_one_line_error(r, "is too large to simulate");
+    EXPECT_TRUE(r.err.starts_with("pipesim: error: <default>: cluster: ")) << set << r.err;
   }
 }
 
