@@ -29,7 +29,9 @@ struct WorkEstimate {
   // Of the transfers, the collectives' ones times their group's members (the flows in
   // flight with each, which its start and end re-rate).
   double flow_pairs = 0;
-  // The longest route between two GPUs, in links (topology/route_length.h).
+  // The longest route between two GPUs, in links (topology/route_length.h), of a cluster
+  // given as a graph (shorthand clusters: 0; their routes are a few links by design and
+  // their symmetric collectives run in phases).
   double route_hops = 0;
   double gpus_used = 0;  // GPUs the strategy puts work on
   // A cluster given as a graph, link by link (shorthand clusters: 0, their routes have
@@ -59,11 +61,11 @@ struct WorkEstimate {
 inline constexpr double kMaxSimulatedOps = 50e6;  // about 9 GB of host memory, minutes
 // Flow steps of a run with compact rings: about 250 ns each, minutes at the limit.
 inline constexpr double kMaxFlowSteps = 500e6;
-// Routes of up to this many links (a GPU through its node's switch and NIC, leaf, spine and
-// core and down again) are what the flow steps' limit was measured on. Longer ones (a chain
-// or a torus given as a graph) are limited by the flow-links their sharing moves: an upper
-// estimate (`auto` is counted as the larger of ring and tree), 2-6 ps each measured on
-// chains of 500 to 2,000 GPUs, about a minute at the limit.
+// A graph's routes of up to this many links (a GPU through its node's switch and NIC,
+// leaf, spine and core and down again) are what the flow steps' limit was measured on.
+// Longer ones (a chain or a torus given as a graph) are limited by the flow-links their
+// sharing moves: an upper estimate (`auto` is counted as the larger of ring and tree), 2-6
+// ps each measured on chains of 500 to 2,000 GPUs, about a minute at the limit.
 inline constexpr double kShortRoute = 8;
 inline constexpr double kMaxFlowHops = 2e13;
 // Dijkstra's vertices and links: about 25 ns each, and 4 bytes of kept trees; half a
