@@ -132,8 +132,8 @@ PieceKind piece_of(const std::string& op, bool moe) {
   if (in(post)) return PieceKind::kPostAttention;
   if (!moe) return PieceKind::kMlp;
   if (op == "ln2" || op.starts_with("router") || op == "permute") return PieceKind::kPreExperts;
-  if (op.find("expert_") != std::string::npos && op.find("shared_") == std::string::npos)
-    return PieceKind::kExperts;
+  if (op.find("shared_") != std::string::npos) return PieceKind::kSharedExperts;
+  if (op.find("expert_") != std::string::npos) return PieceKind::kExperts;
   return PieceKind::kPostExperts;
 }
 

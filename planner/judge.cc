@@ -58,6 +58,7 @@ nlohmann::ordered_json strategy_section(const Strategy& st, const StrategyPlacem
   if (st.expert > 1) {
     j["expert"] = st.expert;
     if (st.dedup_dispatch) j["expert_dispatch"] = "flex";
+    if (st.shared_expert_overlap) j["shared_expert_overlap"] = true;
   }
   if (st.routing_imbalance != 1.0) j["routing_imbalance"] = st.routing_imbalance;
   if (st.sequence_parallel) j["sequence_parallel"] = true;
@@ -95,7 +96,10 @@ Strategy strategy_of(const PlanPoint& p, const Scenario& base) {
   st.context = p.context;
   if (p.context > 1) st.context_comm = b.context_comm;
   st.expert = p.expert;
-  if (p.expert > 1) st.dedup_dispatch = b.dedup_dispatch;
+  if (p.expert > 1) {
+    st.dedup_dispatch = b.dedup_dispatch;
+    st.shared_expert_overlap = b.shared_expert_overlap;
+  }
   st.routing_imbalance = b.routing_imbalance;
   st.sequence_parallel = p.sequence_parallel && p.tensor > 1;
   st.zero = p.zero;

@@ -117,7 +117,8 @@ std::vector<int> warmup_depths(const Scenario& s) {
 
 GroupDegrees group_degrees(const Scenario& s) {
   const Strategy& st = s.strategy;
-  return {st.context, st.expert, st.context_comm, st.routing_imbalance, st.dedup_dispatch};
+  return {st.context,           st.expert,         st.context_comm,
+          st.routing_imbalance, st.dedup_dispatch, st.shared_expert_overlap};
 }
 
 StageCosts stage_costs(const Scenario& s) {
@@ -252,6 +253,20 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
     out.push_back("strategy.context_comm: no effect: strategy.context is 1");
   if (s.strategy.expert == 1 && s.strategy.dedup_dispatch)
     out.push_back("strategy.expert_dispatch: no effect: strategy.expert is 1 (no token exchange)");
+  if (s.strategy.shared_expert_overlap) {
+    const bool shared = std::any_of(s.model.layers.begin(), s.model.layers.end(), [](const Layer& l) {
+      return l.moe && std::any_of(l.pieces.begin(), l.pieces.end(), [](const LayerPiece& p) {
+               return p.kind == PieceKind::kSharedExperts;
+             });
+    });
+    if (s.strategy.expert == 1)
+      out.push_back(
+          "strategy.shared_expert_overlap: no effect: strategy.expert is 1 (no token exchange)");
+    else if (!shared)
+      out.push_back(
+          "strategy.shared_expert_overlap: no effect: the model's MoE layers have no shared "
+          "experts");
+  }
   if (s.strategy.overlap_param_gather && !zero_applies)
     out.push_back(
         "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");

@@ -109,7 +109,7 @@ Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string
 }
 
 // strategy.context, context_comm, expert, expert_tensor, routing_imbalance and
-// expert_dispatch (SPEC section 9).
+// expert_dispatch (SPEC section 9), and shared_expert_overlap.
 void read_context_and_experts(const Reader& r, const YAML::Node& n, Strategy& st) {
   if (n["context"].IsDefined())
     st.context = static_cast<int>(r.integer(n["context"], "strategy.context", 1, 4096));
@@ -129,6 +129,8 @@ void read_context_and_experts(const Reader& r, const YAML::Node& n, Strategy& st
                                       {{"alltoall", 0}, {"flex", 1}}) == 1;
   if (n["routing_imbalance"].IsDefined())
     st.routing_imbalance = r.real(n["routing_imbalance"], "strategy.routing_imbalance", 1, 1000);
+  st.shared_expert_overlap =
+      read_flag(r, n["shared_expert_overlap"], "strategy.shared_expert_overlap", false);
 }
 
 // strategy.stages: layer ranges (their coverage is checked with the rest), replicas and
@@ -281,7 +283,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                 "expert",
                 "expert_tensor",
                 "routing_imbalance",
-                "expert_dispatch"});
+                "expert_dispatch",
+                "shared_expert_overlap"});
   Strategy& st = sc.strategy;
   const int num_layers = static_cast<int>(sc.model.layers.size());
   st.schedule = read_schedule(r, n);

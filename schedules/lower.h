@@ -104,7 +104,8 @@ struct GroupDegrees {
   int context = 1, expert = 1;
   ContextComm context_comm = ContextComm::kP2p;
   double routing_imbalance = 1.0;
-  bool dedup_dispatch = false;  // Strategy::dedup_dispatch
+  bool dedup_dispatch = false;         // Strategy::dedup_dispatch
+  bool shared_expert_overlap = false;  // Strategy::shared_expert_overlap
 };
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},

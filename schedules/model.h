@@ -78,7 +78,8 @@ enum class PieceKind : uint8_t {
   kMlp,
   kPreExperts,
   kExperts,
-  kPostExperts
+  kPostExperts,
+  kSharedExperts  // a MoE layer's shared experts, after the un-permutation
 };
 struct LayerPiece {
   PieceKind kind = PieceKind::kMlp;
@@ -394,6 +395,9 @@ struct Strategy {
   // GPU, and once across the network to each node, holding any of its experts).
   bool dedup_dispatch = false;
   double routing_imbalance = 1.0;
+  // Megatron-Core's --moe-shared-expert-overlap: the shared experts compute while the token
+  // dispatch's all-to-all is in flight (forward), and while its gradients' is (backward).
+  bool shared_expert_overlap = false;
   // Pipeline copies of each stage: data-parallel copies times context ranks.
   int copies() const { return data * context; }
   int tensor_of(const StageSpec& s) const { return s.tensor.value_or(tensor); }

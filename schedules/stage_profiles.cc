@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "core/checked.h"
 #include "schedules/lower.h"
@@ -70,6 +71,37 @@ void stretch_experts(Layer& x, double imbalance) {
   }
 }
 
+// A MoE layer's shared experts (its last piece, as the ops run). With the overlap on and
+// tokens exchanged (EP > 1) they move to just after the router and permutation: the
+// dispatch all-to-all runs beside them (issued when they start; the routed experts wait for
+// both), and in the backward the dispatch's gradients travel beside their backward.
+// Otherwise they join the piece before them (the un-permutation): one piece, as without
+// shared experts.
+void place_shared_experts(const Layer& x, const GroupDegrees& g,
+                          std::vector<StageProfile::LayerCost::Piece>& pieces) {
+  const auto kind = [&](PieceKind k) {
+    for (size_t i = 0; i < x.pieces.size(); ++i)
+      if (x.pieces[i].kind == k) return i;
+    return x.pieces.size();
+  };
+  const size_t shared = kind(PieceKind::kSharedExperts), pre = kind(PieceKind::kPreExperts),
+               experts = kind(PieceKind::kExperts);
+  if (shared == x.pieces.size() || shared == 0) return;
+  if (!g.shared_expert_overlap || g.expert <= 1 || pre + 1 != experts || experts >= shared) {
+    auto& before = pieces[shared - 1];
+    before.forward += pieces[shared].forward;
+    before.backward_input += pieces[shared].backward_input;
+    before.backward_weight += pieces[shared].backward_weight;
+    pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(shared));
+    return;
+  }
+  auto moved = pieces[shared];
+  moved.forward_beside = std::exchange(pieces[pre].forward_after, TpCollective{});
+  moved.backward_beside = std::exchange(pieces[experts].backward_after, TpCollective{});
+  pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(shared));
+  pieces.insert(pieces.begin() + static_cast<std::ptrdiff_t>(experts), moved);
+}
+
 // The collectives of a layer's pieces (LayerCost::Piece) at tensor degree t, for one rank of
 // one micro-batch:
 //   tensor   the all-reduce after the attention block (forward: after the projection;
@@ -135,6 +167,8 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
           p.backward_after = tp_ar(beside.size() > 1 ? beside.front() : Time{});
         }
         break;
+      case PieceKind::kSharedExperts:  // beside the dispatch or after the rest (below)
+        break;
       case PieceKind::kPreExperts:
       case PieceKind::kExperts:
       case PieceKind::kPostExperts:
@@ -152,6 +186,7 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
     }
     result.push_back(p);
   }
+  place_shared_experts(x, g, result);
   return result;
 }
 

@@ -479,7 +479,8 @@ namespace pipesim {
 namespace {
 
 // Random small MoE transformers under random tensor x context x pipeline x data layouts,
-// expert degrees, context exchanges, dispatchers and schedules: every device's busy time
+// expert degrees, context exchanges, dispatchers, shared experts beside the dispatch or not
+// and schedules: every device's busy time
 // within the makespan, activations back to zero with none negative on the way, bytes sent
 // = bytes the links carried, and the same input the same report.
 TEST(Experts, RandomLayoutsKeepTheInvariants) {
@@ -498,14 +499,15 @@ TEST(Experts, RandomLayoutsKeepTheInvariants) {
         "          inter_node: {{preset: ib-ndr, nics: {}}}}}\n"
         "model: {{generator: transformer, layers: 4, hidden: 256, heads: 4, sequence: 256,\n"
         "        vocab: 1000, experts: 8, top_k: 2, expert_ffn: 512, mlp: swiglu, norm: rmsnorm,\n"
-        "        position: rotary, flash_attention: true, moe_every: {}}}\n"
+        "        position: rotary, flash_attention: true, moe_every: {}, shared_experts: {}}}\n"
         "training: {{global_batch: {}, micro_batch: 1, precision: bf16, optimizer: adam}}\n"
         "strategy: {{schedule: {}, pipeline: {}, {}tensor: {}, sequence_parallel: {}, "
         "context: {}, context_comm: {}, data: {}, expert: {}, expert_dispatch: {}, "
-        "zero: {}, routing_imbalance: {}}}\n",
-        pick({1, 8}), pick({1, 2}), 4 * d * pp, schedule, pp,
+        "zero: {}, routing_imbalance: {}, shared_expert_overlap: {}}}\n",
+        pick({1, 8}), pick({1, 2}), trial % 4 == 0 ? 0 : 1, 4 * d * pp, schedule, pp,
         schedule == "interleaved" ? "virtual_stages: 2, " : "", t, t > 1 ? "true" : "false", cp,
-        comm, d, ep, trial % 2 ? "flex" : "alltoall", pick({0, 1}), pick({1, 2}) == 1 ? 1.0 : 1.3);
+        comm, d, ep, trial % 2 ? "flex" : "alltoall", pick({0, 1}), pick({1, 2}) == 1 ? 1.0 : 1.3,
+        trial % 3 != 2);
     const test::SimRun r = test::run_yaml(yaml, true);
     const Time makespan = r.timeline.makespan;
     for (const DeviceReport& dev : r.report.devices) EXPECT_LE(dev.busy, makespan) << yaml;
