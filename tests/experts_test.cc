@@ -276,14 +276,8 @@ TEST(Experts, DeduplicatingDispatchSendsATokenOncePerNode) {
 //     backward 2 + 6 + 2 = 10 ms: 15 ms, of which 1 + 2 = 3 ms exposed communication.
 //   K = 100 MB: 1 ms and 2 ms, hidden: 4 + 8 = 12 ms.
 Time ring_attention_makespan(int64_t kv) {
-  LoweringInput in;
-  OrderSpec spec;
-  spec.kind = ScheduleKind::kGpipe;
-  spec.replicas = {1};
-  in.orders = build_orders(spec);
-  in.placement = {{{0}}, {{1}}};
+  LoweringInput in = test::two_copies_gpipe();
   in.context = 2;
-  in.num_devices = 2;
   StageProfile p;
   p.pieces = true;
   StageProfile::LayerCost lc;
@@ -304,10 +298,7 @@ Time ring_attention_makespan(int64_t kv) {
   p.forward = lc.forward;
   p.backward_input = lc.backward_input;
   in.stages = {p};
-  const Cluster c = ClusterBuilder::shorthand(
-      1, 2, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvLink, kIn, Time::zero()},
-      {"custom", LinkKind::kInfiniBand, kNet, Time::zero()});
-  return simulate(lower(in), c).makespan;
+  return simulate(lower(in), test::two_gpus(kIn)).makespan;
 }
 
 TEST(Experts, RingAttentionExposesWhatTheCoreCannotHide) {

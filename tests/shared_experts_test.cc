@@ -41,19 +41,10 @@ StageProfile moe_stage(bool overlap) {
 
 // One micro-batch under GPipe on the 2 expert ranks (2 data-parallel copies, one GPU each).
 Time moe_makespan(bool overlap) {
-  LoweringInput in;
-  OrderSpec spec;
-  spec.kind = ScheduleKind::kGpipe;
-  spec.replicas = {1};
-  in.orders = build_orders(spec);
-  in.placement = {{{0}}, {{1}}};
+  LoweringInput in = test::two_copies_gpipe();
   in.expert = 2;
-  in.num_devices = 2;
   in.stages = {moe_stage(overlap)};
-  const Cluster c = ClusterBuilder::shorthand(
-      1, 2, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvLink, 100e9, Time::zero()},
-      {"custom", LinkKind::kInfiniBand, 10e9, Time::zero()});
-  return simulate(lower(in), c).makespan;
+  return simulate(lower(in), test::two_gpus(100e9)).makespan;
 }
 
 TEST(SharedExperts, PiecesBesideTheDispatchOrAfterTheRest) {

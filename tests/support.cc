@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "apps/cli.h"
+#include "schedules/order.h"
+#include "topology/presets.h"
 
 namespace pipesim::test {
 
@@ -118,6 +120,24 @@ int64_t peak_activation_bytes(const SimRun& r, int device) {
     peak = std::max(peak, cur);
   }
   return peak;
+}
+
+LoweringInput two_copies_gpipe() {
+  LoweringInput in;
+  OrderSpec spec;
+  spec.kind = ScheduleKind::kGpipe;
+  spec.replicas = {1};
+  in.orders = build_orders(spec);
+  in.placement = {{{0}}, {{1}}};
+  in.num_devices = 2;
+  return in;
+}
+
+Cluster two_gpus(double bytes_per_s) {
+  return ClusterBuilder::shorthand(
+      1, 2, *find_gpu_preset("h100-80gb"),
+      {"custom", LinkKind::kNvLink, bytes_per_s, Time::zero()},
+      {"custom", LinkKind::kInfiniBand, bytes_per_s, Time::zero()});
 }
 
 CliResult cli(const std::vector<std::string>& args) {

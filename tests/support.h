@@ -7,6 +7,7 @@
 
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
+#include "schedules/lower.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 
@@ -80,6 +81,12 @@ SimRun run_pipe(const PipeSpec& p);
 Time device_finish(const SimRun& r, int device);
 // Most activation bytes a device held at once (replayed from the recorded memory changes).
 int64_t peak_activation_bytes(const SimRun& r, int device);
+
+// One stage under GPipe, one micro-batch, on two GPUs as two copies (a context or expert
+// group of 2 once the caller sets its degree and stage): the lowering's input; and the two
+// GPUs, joined by NVLink of `bytes_per_s` without latency.
+LoweringInput two_copies_gpipe();
+Cluster two_gpus(double bytes_per_s);
 
 // The CLI in-process: exit code, stdout and stderr.
 struct CliResult {
