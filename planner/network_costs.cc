@@ -97,16 +97,20 @@ double NetworkCosts::cut_load(const std::vector<Cut>& cuts) const {
   return loads.busiest();
 }
 
-// allreduce_estimate (schedules/collective_estimates.h) takes the slowest of many
-// transfers of the same size; those depend on a route only through its latency and
-// bandwidth, so a group is kept as the few distinct (latency, bandwidth) pairs of each
-// set of edges and costed for any size from them by the same formula (alpha_beta_allreduce; the
-// same alpha-beta terms, to within a picosecond's rounding).
+// allreduce_estimate (schedules/collective_estimates.h) times a step from many transfers of
+// the same size (a ring's: their mean, or the slowest serialization; a tree's: the
+// slowest); those depend on a route only through its latency and bandwidth, so a group is
+// kept as the few distinct (latency, bandwidth) pairs of each set of edges, each with how
+// many edges have it, and costed for any size from them by the same formula
+// (alpha_beta_allreduce; the same alpha-beta terms, to within a picosecond's rounding).
 struct NetworkCosts::Group {
   struct Rate {
     double latency, per_byte;
     bool across_servers = false;  // the route leaves its server (through the server's NIC)
-    bool operator==(const Rate&) const = default;
+    int64_t edges = 1;            // how many of the set's edges have this rate
+    bool same_route(const Rate& o) const {
+      return latency == o.latency && per_byte == o.per_byte && across_servers == o.across_servers;
+    }
   };
   GroupShape shape;
   int64_t ports = 1;  // a server's NICs
@@ -114,13 +118,20 @@ struct NetworkCosts::Group {
 
   // `share` copies of the collective run at once on neighbouring GPUs (the ranks of a
   // tensor group), so a step that leaves a server shares its NIC `share` ways.
-  static double step(const std::vector<Rate>& rates, int64_t bytes, double share) {
-    double worst = 0;
+  // A tree's step: its slowest edge. A ring's (`mean`): the edges' mean transfer time, or
+  // the slowest serialization where that is longer.
+  static double step(const std::vector<Rate>& rates, int64_t bytes, double share, bool mean) {
+    double worst = 0, serial = 0, sum = 0;
+    int64_t edges = 0;
     for (const Rate& r : rates) {
       const double ways = r.across_servers ? share : 1;
-      worst = std::max(worst, r.latency + r.per_byte * double(bytes) * ways);
+      const double wire = r.per_byte * double(bytes) * ways;
+      worst = std::max(worst, r.latency + wire);
+      serial = std::max(serial, wire);
+      sum += double(r.edges) * (r.latency + wire);
+      edges += r.edges;
     }
-    return worst;
+    return mean && edges > 0 ? std::max(serial, sum / double(edges)) : worst;
   }
   const std::vector<Rate>& rates(StepEdges e) const {
     switch (e) {
@@ -139,7 +150,7 @@ struct NetworkCosts::Group {
   // allreduce_estimate's terms, which the lowering chooses by).
   double time(AllReduceAlgo a, int64_t bytes, double share = 1, int64_t ports = 1) const {
     return alpha_beta_allreduce(a, shape, bytes, ports, [&](StepEdges e, int64_t chunk) {
-      return step(rates(e), chunk, share);
+      return step(rates(e), chunk, share, e != StepEdges::kTree);
     });
   }
 };
@@ -152,7 +163,12 @@ void add_rate(const Cluster& c, int a, int b, std::vector<NetworkCosts::Group::R
       r.latency.seconds(),
       std::isinf(r.bottleneck_bytes_per_s) ? 0.0 : 1.0 / r.bottleneck_bytes_per_s,
       c.device(a).node != c.device(b).node};
-  if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  const auto same = std::find_if(out.begin(), out.end(),
+                                 [&x](const NetworkCosts::Group::Rate& y) { return y.same_route(x); });
+  if (same == out.end())
+    out.push_back(x);
+  else
+    ++same->edges;
 }
 void add_ring(const Cluster& c, const std::vector<int>& ring,
               std::vector<NetworkCosts::Group::Rate>& out) {

@@ -24,15 +24,24 @@ GroupShape group_shape(const std::vector<int>& devices, const std::function<int(
 }
 
 namespace {
-// One step in which every member of `ring` sends `chunk` bytes to the next, as slow as its
-// slowest pair.
+// One step of a pipelined ring in which every member of `ring` sends `chunk` bytes to the
+// next. A member's next step waits for its predecessor's chunk, so the dependency chain
+// goes round the ring: in the steady state a step takes the mean of the edges' transfer
+// times (latency + chunk / bandwidth), or the slowest edge's serialization where that is
+// longer (its link cannot carry more). Equal edges give each edge's transfer time; a ring
+// with one long edge (a chain's wrap-around) pays its latency once a round, not every step.
 Time slowest_step(const LinkCosts& links, const std::vector<int>& ring, int64_t chunk) {
-  Time worst;
+  Time sum, serial;
+  int64_t edges = 0;
   for (size_t i = 0; i < ring.size(); ++i) {
     const int a = ring[i], b = ring[(i + 1) % ring.size()];
-    if (a != b) worst = max(worst, links.transfer(a, b, chunk));
+    if (a == b) continue;
+    const Time t = links.transfer(a, b, chunk);
+    sum = checked_add(sum, t, "a collective estimate");
+    serial = max(serial, t - links.transfer(a, b, 0));
+    ++edges;
   }
-  return worst;
+  return edges == 0 ? Time::zero() : max(serial, Time::ps(ceil_div(sum.ps_count(), edges)));
 }
 // The same on the heap-shaped tree's edges.
 Time slowest_tree_step(const LinkCosts& links, const std::vector<int>& devices, int64_t chunk) {

@@ -13,6 +13,9 @@
 //                    per local rank, sharing each node's links), all-gather in each node
 // clang-format on
 //
+// A ring's step on unequal edges is their mean transfer time (the waits go round the ring),
+// or its slowest edge's serialization where that is longer; a tree's, its slowest edge.
+//
 // Each algorithm's formula is written once, in alpha_beta_allreduce: the lowering (Time, from the
 // routes' transfer times) and the planner (seconds, from its per-group step rates,
 // planner/network_costs.cc) differ only in how they time one step on a set of edges.

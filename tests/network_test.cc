@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/units.h"
 #include "scenario/setup.h"
 #include "schedules/collective_estimates.h"
@@ -199,6 +201,53 @@ TEST(AllReduce, OneAlphaBetaFormulaPerAlgorithm) {
   EXPECT_FALSE(uneven.hierarchical);
   EXPECT_EQ(alpha_beta_allreduce(AllReduceAlgo::kHierarchical, uneven, 800, 1, step),
             alpha_beta_allreduce(AllReduceAlgo::kRing, uneven, 800, 1, step));
+}
+
+// A chain of n GPUs given as a graph, 1 us a link, link i (GPU i to i + 1) of bw(i) bytes/s.
+Cluster gpu_chain(int n, const std::function<double(int)>& bw) {
+  ClusterBuilder b;
+  for (int i = 0; i < n; ++i) b.add_gpu(fmt::format("g{}", i), gpu());
+  for (int i = 0; i + 1 < n; ++i)
+    b.add_link(b.gpu_vertex(i), b.gpu_vertex(i + 1), link(bw(i), Time::us(1), LinkKind::kNvLink));
+  return b.build();
+}
+
+TEST(AllReduce, ARingsStepIsItsEdgesMeanOrItsSlowestSerialization) {
+  // A chain of 4 GPUs (100 GB/s, 1 us a link), the ring 0 -> 1 -> 2 -> 3 -> 0: three edges
+  // of one link and the wrap-around back over all three. 4 MB: 2(4 - 1) = 6 steps of 1 MB,
+  // 10 us on the wire; the edges take 11, 11, 11 and 13 us. A member's next step waits for
+  // its predecessor's chunk, so the chain of waits goes round the ring: a step is the mean,
+  // 11.5 us (more than the 10 us any link is busy): 6 x 11.5 = 69 us, where the slowest
+  // edge every step would say 6 x 13 = 78. The simulated ring, worked step by step (each
+  // arrival the predecessor's plus its edge): 13, 24, 35, 46, 59, 70 us at member 0.
+  const Cluster c = gpu_chain(4, [](int) { return 100e9; });
+  const std::vector<int> ring{0, 1, 2, 3};
+  EXPECT_EQ(allreduce_estimate(c, ring, 4'000'000, AllReduceAlgo::kRing), Time::us(69));
+  EXPECT_EQ(allreduce_time(c, ring, 4'000'000, AllReduceAlgo::kRing), Time::us(70));
+  // One slow link (1 GB/s between GPUs 1 and 2): 1 MB takes 1 ms on it, which the edges'
+  // mean (11, 1001, 11 and 1003 us: 506.5 us) is less than; the busy link paces the ring:
+  // 6 x 1 ms. The simulated ring takes at least the 6 MB the wrap-around carries back over
+  // that link plus its 3 us of latency, and at most the slowest edge every step (6 x 1003).
+  const Cluster s = gpu_chain(4, [](int i) { return i == 1 ? 1e9 : 100e9; });
+  EXPECT_EQ(allreduce_estimate(s, ring, 4'000'000, AllReduceAlgo::kRing), Time::us(6000));
+  const Time simulated = allreduce_time(s, ring, 4'000'000, AllReduceAlgo::kRing);
+  EXPECT_GE(simulated, Time::us(6003));
+  EXPECT_LE(simulated, Time::us(6018));
+}
+
+TEST(AllReduce, AutoTakesTheRingOnAChain) {
+  // A chain of 64 GPUs (100 GB/s, 1 us a link), the group every other GPU (0, 2, ..., 62:
+  // stage 0 of two-stage copies). 8 MB: the ring's 62 steps of 250 KB (2.5 us on the
+  // wire) cross 2 links, the wrap-around 62: a step is the mean, (31 x 4.5 + 64.5) / 32 =
+  // 6.375 us, so 395.25 us in all; counting the wrap-around's 64.5 us every step (the
+  // slowest edge) made it 4 ms, and the tree (its heap edges up to 32 links long) won.
+  const Cluster c = gpu_chain(64, [](int) { return 100e9; });
+  std::vector<int> group;
+  for (int i = 0; i < 64; i += 2) group.push_back(i);
+  EXPECT_EQ(allreduce_estimate(c, group, 8'000'000, AllReduceAlgo::kRing), Time::ns(395250));
+  EXPECT_EQ(fastest_allreduce(link_costs(c), group, 8'000'000), AllReduceAlgo::kRing);
+  EXPECT_LT(allreduce_time(c, group, 8'000'000, AllReduceAlgo::kRing),
+            allreduce_time(c, group, 8'000'000, AllReduceAlgo::kTree));
 }
 
 TEST(AllReduce, TreeBeatsRingWhenLatencyDominates) {
