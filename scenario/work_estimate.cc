@@ -21,7 +21,9 @@ struct CollectiveCount {
   double ring_steps = 0;
   double ring_members = 0;  // the ops compact rings keep instead (n per ring, 3 rings in a
                             // hierarchical all-reduce)
-  double flow_pairs = 0;    // each transfer times the n members' flows in flight with it
+  // Each transfer times the flows its start and end re-rate with it: a tree's edges cross
+  // one another's links (n members' flows); a ring's are neighbours on their own links.
+  double flow_pairs = 0;
   CollectiveCount& operator+=(const CollectiveCount& o) {
     transfers += o.transfers;
     ring_steps += o.ring_steps;
@@ -43,16 +45,18 @@ CollectiveCount allreduce_transfers(double n, std::optional<AllReduceAlgo> algo)
   const double ring = 2 * (n - 1) * n;
   const double tree = 2 * 2 * 8 * (n - 1);
   if (algo == AllReduceAlgo::kTree) return {tree, 0, 0, tree * n};
-  if (algo == AllReduceAlgo::kRing) return {ring, ring, n, ring * n};
-  if (algo == AllReduceAlgo::kHierarchical) return {ring, ring, 3 * n, ring * n};
-  return ring >= tree ? CollectiveCount{ring, ring, 3 * n, ring * n}
-                      : CollectiveCount{tree, 0, 0, tree * n};
+  if (algo == AllReduceAlgo::kRing) return {ring, ring, n, ring};
+  if (algo == AllReduceAlgo::kHierarchical) return {ring, ring, 3 * n, ring};
+  // `auto` takes the ring where routes are long (a tree's edges cross the graph, and its
+  // estimate pays their latency every step), so its flows count as the ring's.
+  return ring >= tree ? CollectiveCount{ring, ring, 3 * n, ring}
+                      : CollectiveCount{tree, 0, 0, ring};
 }
 
 // One ring pass (a reduce-scatter or an all-gather) among n members.
 CollectiveCount ring_pass(double n) {
   if (n < 2) return {};
-  return {(n - 1) * n, (n - 1) * n, n, (n - 1) * n * n};
+  return {(n - 1) * n, (n - 1) * n, n, (n - 1) * n};
 }
 
 // Bytes per event in the trace: a compute slice and its memory counter changes; a

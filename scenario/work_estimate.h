@@ -26,8 +26,8 @@ struct WorkEstimate {
   // they store instead.
   double ring_steps = 0;
   double ring_members = 0;
-  // Of the transfers, the collectives' ones times their group's members (the flows in
-  // flight with each, which its start and end re-rate).
+  // Of the transfers, the collectives' ones times the flows in flight with each that its
+  // start and end re-rate: a tree's (and an all-to-all's) group members, a ring's 1.
   double flow_pairs = 0;
   // The longest route between two GPUs, in links (topology/route_length.h), of a cluster
   // given as a graph (shorthand clusters: 0; their routes are a few links by design and
@@ -64,10 +64,10 @@ inline constexpr double kMaxFlowSteps = 500e6;
 // A graph's routes of up to this many links (a GPU through its node's switch and NIC,
 // leaf, spine and core and down again) are what the flow steps' limit was measured on.
 // Longer ones (a chain or a torus given as a graph) are limited by the flow-links their
-// sharing moves: an upper estimate (`auto` is counted as the larger of ring and tree), 2-6
-// ps each measured on chains of 500 to 2,000 GPUs, about a minute at the limit.
+// sharing moves, counted along the longest route: 0.1-0.3 ns each measured on chains of
+// 500 to 2,000 GPUs (tree and ring all-reduces), about two minutes at the limit.
 inline constexpr double kShortRoute = 8;
-inline constexpr double kMaxFlowHops = 2e13;
+inline constexpr double kMaxFlowHops = 4e11;
 // Dijkstra's vertices and links: about 25 ns each, and 4 bytes of kept trees; half a
 // minute and 4 GB at the limit.
 inline constexpr double kMaxRouteSearch = 1e9;

@@ -486,8 +486,8 @@ TEST(WorkEstimate, CountsEveryKindOfWork) {
 }
 
 // A chain of n GPUs (g0 - g1 - ... - g(n-1)), one data-parallel copy of two 1M-parameter
-// layers on each, one micro-batch per copy.
-std::string chain_yaml(int n) {
+// layers on each, one micro-batch per copy, the gradients all-reduced by `allreduce`.
+std::string chain_yaml(int n, const std::string& allreduce = "auto") {
   std::string y = "cluster:\n  devices:\n";
   for (int i = 0; i < n; ++i) y += fmt::format("    - {{name: g{}, gpu: a100-80gb}}\n", i);
   y += "  links:\n";
@@ -499,20 +499,24 @@ std::string chain_yaml(int n) {
     - {{name: a, forward: 1 ms, backward: 2 ms, params: 1M}}
     - {{name: b, forward: 1 ms, backward: 2 ms, params: 1M}}
 training: {{global_batch: {}, micro_batch: 1}}
-strategy: {{schedule: dapple, pipeline: 1, data: {}}}
+strategy: {{schedule: dapple, pipeline: 1, data: {}, allreduce: {}}}
 )",
-                         n, n);
+                         n, n, allreduce);
 }
 
 TEST(WorkEstimate, LongRoutesCountTheFlowLinksTheirSharingMoves) {
   // A chain of 12 GPUs, one copy each: one bucket (8 MB of fp32 gradients) all-reduced
-  // among 12, counted as the larger of ring (2 x 11 x 12 = 264) and tree (2 x 2 x 8 x 11 =
-  // 352) transfers, each in flight with the 12 members' flows: 4,224 flow pairs, over
-  // routes of up to 11 links: 46,464 flow-links.
+  // among 12. `auto` counts the larger of ring (2 x 11 x 12 = 264) and tree (2 x 2 x 8 x 11
+  // = 352) transfers, and its flows as the ring's, each re-rating itself alone, over routes
+  // of up to 11 links: 264 x 11 = 2,904 flow-links. The tree's flows cross one another's
+  // links: each re-rates the 12 members' (352 x 12 x 11 = 46,464).
   const WorkEstimate w = estimate_work(load_scenario_text(chain_yaml(12), "chain.yaml"));
-  EXPECT_EQ(w.flow_pairs, 352 * 12);
+  EXPECT_EQ(w.transfers, 352);
+  EXPECT_EQ(w.flow_pairs, 264);
   EXPECT_EQ(w.route_hops, 11);
-  EXPECT_EQ(w.flow_hops(), 46464);
+  EXPECT_EQ(w.flow_hops(), 2904);
+  EXPECT_EQ(estimate_work(load_scenario_text(chain_yaml(12, "tree"), "tree.yaml")).flow_hops(),
+            46464);
   // Routing the graph: Dijkstra from each of the 12 GPUs over its 12 vertices and 11 links.
   EXPECT_EQ(w.route_search(), 12 * (12 + 11));
   WorkEstimate wide = w;  // 40,000 GPUs on one switch: 4e4 x 8e4 = 3.2e9, past 1e9
@@ -528,19 +532,20 @@ TEST(WorkEstimate, LongRoutesCountTheFlowLinksTheirSharingMoves) {
         << e.what();
     EXPECT_EQ(e.key(), "cluster");
   }
-  // 2,000 GPUs: rings are larger, 2 x 1999 x 2000 transfers x 2000 members x 1999 links =
-  // 3.2e13 flow-links, past the limit (the run would take minutes); the same job on a
-  // shorthand cluster (routes of a few links) is counted by its flow steps instead.
+  // 3,000 GPUs under the tree: 32 x 2999 transfers x 3000 members x 2999 links = 8.63e11
+  // flow-links, past the limit (the run would take minutes: a tree over 1,000 members of a
+  // chain took 66 s); the same chain under `auto` (the ring) is 2 x 2999 x 3000 transfers
+  // x 2999 links = 5.4e10 and runs in seconds.
   const Dir d("chain");
-  const auto r = test::cli({"run", d.write("chain.yaml", chain_yaml(2000))});
-  expect_one_line_error(r, "strategy: this run's collectives would move about 3.2e+13 flow-links");
-  EXPECT_NE(r.err.find("routes of up to 1999 links"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("at most 2e+13"), std::string::npos) << r.err;
+  const auto r = test::cli({"run", d.write("chain.yaml", chain_yaml(3000, "tree"))});
+  expect_one_line_error(r,
+                        "strategy: this run's collectives would move about 8.63e+11 flow-links");
+  EXPECT_NE(r.err.find("routes of up to 2999 links"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at most 4e+11"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("chain.yaml:"), std::string::npos) << r.err;
-  // Half the chain is accepted: 2 x 999 x 1000 x 1000 x 999 = 2e12.
-  const WorkEstimate half = estimate_work(load_scenario_text(chain_yaml(1000), "half.yaml"));
-  EXPECT_NEAR(half.flow_hops(), 2.0 * 999 * 1000 * 1000 * 999, 1e3);
-  EXPECT_NO_THROW(check_work(half));
+  const WorkEstimate ring = estimate_work(load_scenario_text(chain_yaml(3000), "ring.yaml"));
+  EXPECT_NEAR(ring.flow_hops(), 2.0 * 2999 * 3000 * 2999, 1e4);
+  EXPECT_NO_THROW(check_work(ring));
 }
 
 // ---- overflow ----
