@@ -14,13 +14,14 @@ namespace {
 // How the strategy splits each layer over ranks, for the per-rank view of `--ops`.
 struct Ranks {
   std::vector<int> tensor;  // each layer's tensor degree: its stage's (Strategy::tensor_of)
-  int context = 1, expert = 1;
+  int context = 1, expert = 1, expert_tensor = 1;
   bool sequence_parallel = false;
 
   explicit Ranks(const Scenario& sc)
       : tensor(sc.model.layers.size(), 1),
         context(sc.strategy.context),
         expert(sc.strategy.expert),
+        expert_tensor(sc.strategy.expert_tensor),
         sequence_parallel(sc.strategy.sequence_parallel) {
     for (const StageSpec& st : sc.strategy.stages) {
       for (int l = st.first_layer; l <= st.last_layer; ++l)
@@ -30,18 +31,19 @@ struct Ranks {
   // Whether any layer runs split: then `--ops` shows one rank's share of each op.
   bool split(const Model& m) const {
     for (size_t l = 0; l < m.layers.size(); ++l) {
-      if (tensor[l] > 1 || context > 1 || (m.layers[l].moe && expert > 1)) return true;
+      if (tensor[l] > 1 || context > 1 || (m.layers[l].moe && expert * expert_tensor > 1)) return true;
     }
     return false;
   }
   std::vector<OpCost> of(const Model& m, size_t l) const {
-    return m.layers[l].rank_ops(tensor[l], expert, context, sequence_parallel);
+    return m.layers[l].rank_ops(tensor[l], expert, context, sequence_parallel, expert_tensor);
   }
   std::string describe(const Strategy& s) const {
     return fmt::format(
         "rank fwd, rank bwd: one rank's share of each op at tensor {}{}, context {}, expert {}"
-        "{} (collectives not included)\n",
+        "{}{} (collectives not included)\n",
         s.tensor, s.stages.size() > 1 ? " (or its stage's)" : "", context, expert,
+        expert_tensor > 1 ? fmt::format(", expert tensor {}", expert_tensor) : "",
         sequence_parallel ? ", sequence parallel" : "");
   }
 };

@@ -416,17 +416,31 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   set_whole_ops(x, outside_tensor_region);
   // At degree t every other op runs as t equal shards, one per rank, each at the
   // efficiency of its own size (OpSpec::repeats prices exactly that); every op as cp shards
-  // more on cp context ranks; a routed expert's GEMMs on one of ep ranks are E / ep pieces
-  // of the tokens of the ep ranks' shares.
+  // more on cp context ranks. A routed expert's ops on one of ep x etp ranks: E / ep pieces,
+  // one per local expert, each on the tokens the ep ranks send it, gathered over the etp
+  // ranks (etp times the rows) and 1/etp of the expert's width; each piece reads its own
+  // expert's share of the weights once. (Expressed for the whole layer, as the lowering
+  // divides it by t cp: E t cp / ep such pieces.)
+  const double expert_tokens = b * s * k;
   x.tensor_retime = std::make_shared<const TensorRetime>(
       [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, beside, E, kinds,
-       whole](int degree, int ep, int cp) {
+       whole, shape = t, expert_tokens, F, e, fp8](int degree, int ep, int cp, int etp) {
         std::vector<OpSpec> split = ops;
+        std::vector<OpSpec> experts;
+        if (etp > 1)
+          mlp_ops(experts, shape, "expert_", expert_tokens * etp, F / etp, e, fp8, E);
+        size_t next = 0;  // the next of `experts`
         for (size_t i = 0; i < split.size(); ++i) {
           OpSpec& op = split[i];
-          if (kinds[i] == PieceKind::kExperts)
+          if (kinds[i] == PieceKind::kExperts) {
+            if (etp > 1) {
+              PIPESIM_ASSERT(next < experts.size() && experts[next].name == op.name,
+                             "an expert's ops are the same at every width");
+              op = experts[next++];
+            }
             op.repeats = E * degree * cp / ep;
-          else if (!whole[i])
+            op.weight_bytes = op.weight_bytes / E * op.repeats;
+          } else if (!whole[i])
             op.repeats *= degree * cp;
           else
             op.repeats *= cp;

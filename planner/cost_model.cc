@@ -54,7 +54,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (size_t l = 0; l < L; ++l) {
     // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_tensor_degree),
     // on 1/context of the tokens.
-    Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context);
+    Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context, s.strategy.expert_tensor);
     if (context > 1) {
       for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
                       &x.tp_whole_forward, &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
@@ -66,10 +66,12 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       x.tp_replicated_weight_activation /= context;
     }
     if (x.moe) {
-      // Experts: 1/expert of them on every tensor rank (replicated across it, not split).
+      // Experts: 1/(expert x expert_tensor) of them on every tensor rank (not split by the
+      // tensor degree).
       const int64_t experts = x.moe->expert_params;
-      x.params = x.params - experts + experts / std::max(1, expert);
-      x.tp_replicated_params += experts / std::max(1, expert);
+      const int64_t share = experts / (int64_t{std::max(1, expert)} * s.strategy.expert_tensor);
+      x.params = x.params - experts + share;
+      x.tp_replicated_params += share;
     }
     const double a2a = x.moe ? 2 * all_to_all(x.moe->dispatch_bytes / (int64_t{t_} * context)) : 0;
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
@@ -608,7 +610,7 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
   int per_copy = 0;
   for (const StageSpec& st : p.stages) per_copy += st.replicas * t_;
   const bool folds = p.data > 1 && s_.kind_layer_time.empty() && s_.cluster.slowdowns().empty() &&
-                     p.context == 1 && p.expert == 1 && per_copy >= per_node_ &&
+                     !p.rank_groups() && per_copy >= per_node_ &&
                      (!s_.strategy.allreduce || *s_.strategy.allreduce == AllReduceAlgo::kRing);
   return simulation_work_per_copy(p, M) / (folds ? p.data : 1);
 }

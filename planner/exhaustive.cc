@@ -26,7 +26,7 @@ void Exhaustive::offer(const CostModel& cm, const ScheduleChoice& choice, int da
   const bool vee = choice.kind == ScheduleKind::kZbV;
   const int per_copy = gpus / (data * tensor * choice.context);
   // Context and expert parallelism keep one replica per stage (planner/search.h).
-  const int max_r = choice.context > 1 || choice.expert > 1
+  const int max_r = choice.context > 1 || choice.expert > 1 || choice.expert_tensor > 1
                         ? 1
                         : static_cast<int>(std::min<int64_t>(b, per_copy));
   for (int P = 1; P <= std::min(L, per_copy); ++P) {
@@ -38,6 +38,7 @@ void Exhaustive::offer(const CostModel& cm, const ScheduleChoice& choice, int da
       p.tensor = tensor;
       p.context = choice.context;
       p.expert = choice.expert;
+      p.expert_tensor = choice.expert_tensor;
       p.micro_batch = b;
       p.schedule = choice.kind;
       p.warmup = choice.warmup;

@@ -55,8 +55,9 @@ nlohmann::ordered_json strategy_section(const Strategy& st, const StrategyPlacem
     if (st.context_comm != ContextComm::kP2p)
       j["context_comm"] = std::string(to_string(st.context_comm));
   }
-  if (st.expert > 1) {
+  if (st.expert > 1 || st.expert_tensor > 1) {
     j["expert"] = st.expert;
+    if (st.expert_tensor > 1) j["expert_tensor"] = st.expert_tensor;
     if (st.dedup_dispatch) j["expert_dispatch"] = "flex";
     if (st.shared_expert_overlap) j["shared_expert_overlap"] = true;
   }
@@ -96,6 +97,7 @@ Strategy strategy_of(const PlanPoint& p, const Scenario& base) {
   st.context = p.context;
   if (p.context > 1) st.context_comm = b.context_comm;
   st.expert = p.expert;
+  st.expert_tensor = p.expert_tensor;
   if (p.expert > 1) {
     st.dedup_dispatch = b.dedup_dispatch;
     st.shared_expert_overlap = b.shared_expert_overlap;

@@ -110,7 +110,12 @@ std::string layout(const Candidate& c) {
   return fmt::format("{}x{}{}{}{}{}{}{}", reps, c.point.data,
                      c.point.tensor > 1 ? fmt::format(" t{}", c.point.tensor) : "",
                      c.point.context > 1 ? fmt::format(" cp{}", c.point.context) : "",
-                     c.point.expert > 1 ? fmt::format(" ep{}", c.point.expert) : "",
+                     c.point.expert > 1 || c.point.expert_tensor > 1
+                         ? fmt::format(" ep{}{}", c.point.expert,
+                                       c.point.expert_tensor > 1
+                                           ? fmt::format(" etp{}", c.point.expert_tensor)
+                                           : "")
+                         : "",
                      c.point.sequence_parallel && c.point.tensor > 1 ? " sp" : "",
                      c.point.virtual_stages > 1 ? fmt::format(" v{}", c.point.virtual_stages) : "",
                      c.point.zero > 0 ? fmt::format(" z{}", c.point.zero) : "");

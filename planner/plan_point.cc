@@ -14,7 +14,7 @@ Placement PlanPoint::devices(const Cluster& c) const {
     reps.push_back(stages[static_cast<size_t>(q)].replicas * tensor);
     groups.push_back(tensor);
   }
-  if (context > 1 || expert > 1)
+  if (rank_groups())
     return place_rank_ordered(c, reps, data * context, context, placement, groups);
   return stage_placement.empty() ? place(c, reps, data, placement, groups)
                                  : place(c, reps, data, stage_placement, groups);

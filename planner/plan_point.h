@@ -26,6 +26,9 @@ struct PlanPoint {
   bool sequence_parallel = false;  // Megatron sequence parallelism (tensor > 1)
   int zero = 0;                    // ZeRO stage over each stage's data-parallel ranks
   int context = 1, expert = 1;     // Strategy::context, Strategy::expert
+  int expert_tensor = 1;           // Strategy::expert_tensor (the scenario's)
+  // Context or expert groups: whole stages, placed in Megatron-Core's rank order.
+  bool rank_groups() const { return context > 1 || expert > 1 || expert_tensor > 1; }
   PlacementPolicy placement = PlacementPolicy::kAppendFirst;
   // A policy per position when they differ (then written as explicit device lists); empty:
   // `placement` for every stage.

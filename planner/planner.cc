@@ -196,19 +196,21 @@ class Planner {
             for (int d = 1; d * t * cp <= N; ++d) {
               if (sc.training.global_batch % (b * d) != 0) continue;
               if (fixed("strategy.data") && d != fix.data) continue;
-              if ((d * cp * t) % ep != 0) continue;  // expert ranks fold tensor x data x context
+              // Expert (x expert-tensor) ranks fold tensor x data x context.
+              if ((d * cp * t) % (ep * fix.expert_tensor) != 0) continue;
               const int64_t M = sc.training.global_batch / (b * d);
               for (auto choice : planner::schedule_choices(base_)) {
-                if ((cp > 1 || ep > 1) && is_async(choice.kind)) continue;
+                if ((cp > 1 || ep * fix.expert_tensor > 1) && is_async(choice.kind)) continue;
                 if (fixed("strategy.schedule") && choice.kind != fix.schedule) continue;
                 if (fixed("strategy.recompute") && choice.recompute != fix.recompute) continue;
                 choice.context = cp;
                 choice.expert = ep;
+                choice.expert_tensor = fix.expert_tensor;
                 for (const planner::MemoryLevel& level : planner::memory_levels(base_, t)) {
                   // MoE layers under tensor parallelism need sequence parallelism; ZeRO-2/3
                   // with expert parallelism is not modelled.
                   if (moe && t > 1 && !level.sequence_parallel) continue;
-                  if (ep > 1 && level.zero >= 2) continue;
+                  if (ep * fix.expert_tensor > 1 && level.zero >= 2) continue;
                   if (fixed("strategy.zero") && level.zero != fix.zero) continue;
                   choice.zero = level.zero;
                   choice.sequence_parallel = level.sequence_parallel;

@@ -134,12 +134,12 @@ std::vector<PlanPoint> every_neighbour(const PlanPoint& p, int64_t global_batch)
 // stage, ZeRO 0 or 1 with experts.)
 std::vector<PlanPoint> neighbours(const PlanPoint& p, int64_t global_batch) {
   std::vector<PlanPoint> out = every_neighbour(p, global_batch);
-  if (p.context == 1 && p.expert == 1) return out;
+  if (!p.rank_groups()) return out;
   std::erase_if(out, [](const PlanPoint& n) {
-    return (n.expert > 1 && n.zero >= 2) ||
+    return (n.expert * n.expert_tensor > 1 && n.zero >= 2) ||
            std::any_of(n.stages.begin(), n.stages.end(),
                        [](const StageSpec& s) { return s.replicas > 1; }) ||
-           (n.data * n.context * n.tensor) % n.expert != 0;
+           (n.data * n.context * n.tensor) % (n.expert * n.expert_tensor) != 0;
   });
   return out;
 }

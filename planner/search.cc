@@ -253,6 +253,7 @@ PlanPoint point(std::vector<StageSpec> stages, const ScheduleChoice& sc, int dat
   p.virtual_stages = v;
   p.context = sc.context;
   p.expert = sc.expert;
+  p.expert_tensor = sc.expert_tensor;
   return p;
 }
 
@@ -463,7 +464,7 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
             int max_gpus, SearchStats& stats, UniformGrid& grid, Shortlist& out) {
   const int L = cm.layers();
   // (Context and expert parallelism take whole stages: one replica each.)
-  const int max_r = sc.context > 1 || sc.expert > 1
+  const int max_r = sc.context > 1 || sc.expert > 1 || sc.expert_tensor > 1
                         ? 1
                         : static_cast<int>(std::min<int64_t>(micro_batch, max_gpus));
   // A costed plan: the incumbent, whether memory bounded the search, the shortlist.

@@ -61,6 +61,7 @@ struct ScheduleChoice {
   int zero = 0;                    // ZeRO stage (synchronous schedules)
   bool sequence_parallel = false;  // with tensor > 1
   int context = 1, expert = 1;     // (one replica per stage when either is above 1)
+  int expert_tensor = 1;           // the scenario's Strategy::expert_tensor, kept
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
 

@@ -43,7 +43,11 @@ std::string layout(const Scenario& s) {
       "TP {}{} x PP {}{} x DP {}{}", range(t_lo, t_hi),
       st.context > 1 ? fmt::format(" x CP {}", st.context) : "", st.positions(),
       st.virtual_stages > 1 ? fmt::format(" ({} chunks each)", st.virtual_stages) : "",
-      range(d_lo, d_hi), st.expert > 1 ? fmt::format(" (EP {})", st.expert) : "");
+      range(d_lo, d_hi),
+      st.expert > 1 || st.expert_tensor > 1
+          ? fmt::format(" (EP {}{})", st.expert,
+                        st.expert_tensor > 1 ? fmt::format(", ETP {}", st.expert_tensor) : "")
+          : "");
 }
 
 // How many times its profile's time global stage g takes on its slowest GPU.
@@ -117,8 +121,15 @@ std::vector<int> warmup_depths(const Scenario& s) {
 
 GroupDegrees group_degrees(const Scenario& s) {
   const Strategy& st = s.strategy;
-  return {st.context,           st.expert,         st.context_comm,
-          st.routing_imbalance, st.dedup_dispatch, st.shared_expert_overlap};
+  GroupDegrees g;
+  g.context = st.context;
+  g.expert = st.expert;
+  g.expert_tensor = st.expert_tensor;
+  g.context_comm = st.context_comm;
+  g.routing_imbalance = st.routing_imbalance;
+  g.dedup_dispatch = st.dedup_dispatch;
+  g.shared_expert_overlap = st.shared_expert_overlap;
+  return g;
 }
 
 StageCosts stage_costs(const Scenario& s) {
@@ -495,6 +506,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
                        s.strategy.sequence_parallel, group_degrees(s));
     in.context = s.strategy.context;
     in.expert = s.strategy.expert;
+    in.expert_tensor = s.strategy.expert_tensor;
     in.v_shape = is_v_shape(s.strategy.schedule);
     in.placement = s.placement;
     for (int p = 0; p < s.strategy.positions(); ++p)

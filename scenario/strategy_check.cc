@@ -186,14 +186,11 @@ void check_tensor(const Scenario& sc, const Locator& at) {
 void check_context_and_experts(const Scenario& sc, const Locator& at) {
   const Strategy& st = sc.strategy;
   const std::vector<Layer>& layers = sc.model.layers;
-  if (st.expert_tensor != 1)
-    at.fail("strategy.expert_tensor",
-            fmt::format("experts split over {} tensor ranks are not modelled; each expert runs "
-                        "whole on one GPU",
-                        st.expert_tensor),
-            "1");
   const auto moe =
       std::find_if(layers.begin(), layers.end(), [](const Layer& l) { return l.moe.has_value(); });
+  if (st.expert_tensor > 1 && moe == layers.end())
+    at.fail("strategy.expert_tensor", "the model has no mixture-of-experts layers",
+            "1, or a model with experts: E");
   if (st.context > 1) {
     const bool attention = std::any_of(layers.begin(), layers.end(),
                                        [](const Layer& l) { return l.attention.has_value(); });
@@ -210,8 +207,8 @@ void check_context_and_experts(const Scenario& sc, const Locator& at) {
                           s, st.context),
               "a context degree c with sequence divisible by 2c");
   }
-  if (st.expert > 1) {
-    if (moe == layers.end())
+  if (st.expert > 1 || st.expert_tensor > 1) {
+    if (st.expert > 1 && moe == layers.end())
       at.fail("strategy.expert", "the model has no mixture-of-experts layers",
               "1, or a model with experts: E");
     if (moe->moe->experts % st.expert != 0)
@@ -219,22 +216,26 @@ void check_context_and_experts(const Scenario& sc, const Locator& at) {
               fmt::format("{} experts do not spread evenly over {} expert ranks", moe->moe->experts,
                           st.expert),
               "a divisor of model.experts");
-    // Megatron-Core folds expert ranks out of tensor x context x data (expert_tensor 1).
+    // Megatron-Core folds expert x expert-tensor ranks out of tensor x context x data.
+    const int ranks = st.expert * st.expert_tensor;
     for (const StageSpec& g : st.stages) {
       const int t = st.tensor_of(g);
-      if ((st.copies() * t) % st.expert != 0)
-        at.fail("strategy.expert",
-                fmt::format("expert ranks are carved out of the tensor x data x context ranks "
-                            "({} x {} x {}), which {} does not divide",
-                            t, st.data, st.context, st.expert),
-                "a divisor of tensor x data x context");
+      if ((st.copies() * t) % ranks == 0) continue;
+      const bool etp = st.expert_tensor > 1;
+      at.fail(etp ? "strategy.expert_tensor" : "strategy.expert",
+              fmt::format("expert{} ranks are carved out of the tensor x data x context ranks "
+                          "({} x {} x {}), which {}{} does not divide",
+                          etp ? " x expert-tensor" : "", t, st.data, st.context, st.expert,
+                          etp ? fmt::format(" x {}", st.expert_tensor) : ""),
+              etp ? "expert x expert_tensor dividing tensor x data x context"
+                  : "a divisor of tensor x data x context");
     }
     if (st.zero >= 2)
       at.fail("strategy.zero",
               fmt::format("ZeRO-{} with expert parallelism is not modelled", st.zero),
               "zero: 0 or 1 (Megatron-Core's distributed optimizer)");
   }
-  if (st.context > 1 || st.expert > 1) {
+  if (st.context > 1 || st.expert > 1 || st.expert_tensor > 1) {
     for (size_t g = 0; g < st.stages.size(); ++g) {
       if (st.stages[g].replicas == 1) continue;
       at.fail_at("strategy.stages", fmt::format("strategy.stages.{}.replicas", g),
@@ -363,7 +364,7 @@ void check_strategy(Scenario& sc, const StrategyPlacement& gpus, const Locator& 
     groups.push_back(st.tensor_of(st.stages[static_cast<size_t>(p)]));
   const std::vector<int> reps = position_gpus(st);
   try {
-    sc.placement = st.context == 1 && st.expert == 1
+    sc.placement = st.context == 1 && st.expert == 1 && st.expert_tensor == 1
                        ? place(sc.cluster, reps, st.data, sc.placement_policy, groups)
                        : place_rank_ordered(sc.cluster, reps, st.copies(), st.context,
                                             sc.placement_policy, groups);

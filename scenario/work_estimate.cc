@@ -112,6 +112,10 @@ void add_layer(const Scenario& s, const StageSpec& stage, const Layer& layer, bo
     exchanges += passes * 2;
     members = std::max<double>(members, st.expert);
   }
+  if (layer.moe && st.expert_tensor > 1) {  // the all-gather and the reduce-scatter
+    exchanges += passes * 2;
+    members = std::max<double>(members, st.expert_tensor);
+  }
   w.transfers += data * r * t * M * exchanges * (members - 1);
   w.flow_pairs += data * r * t * M * exchanges * (members - 1) * members;
   w.compute_ops += data * r * t * M * exchanges * 2;

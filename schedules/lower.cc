@@ -608,7 +608,7 @@ TaskGraph lower(const LoweringInput& in) {
 bool may_build_copies(const LoweringInput& in, int group) {
   const auto copies = static_cast<int>(in.placement.size());
   if (!in.compact_rings || group < 1 || copies % group != 0 || copies / group < 2 ||
-      in.context != 1 || in.expert != 1)
+      in.context != 1 || in.expert != 1 || in.expert_tensor != 1)
     return false;
   for (const AllReduceAlgo a : in.allreduce) {
     if (a != AllReduceAlgo::kRing) return false;

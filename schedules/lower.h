@@ -84,6 +84,10 @@ struct StageProfile {
     struct Piece {
       Time forward, backward_input, backward_weight;
       TpCollective forward_beside, forward_after, backward_beside, backward_after;
+      // A second collective after the first (`after`'s bytes > 0): issued when it ends,
+      // and what follows the part waits for it (expert tensor parallelism's all-gather
+      // after the dispatch, the combine after the reduce-scatter).
+      TpCollective forward_then, backward_then;
     };
     std::vector<Piece> pieces;
     int64_t expert_params = 0;  // of params: routed experts, sharded over the EP ranks
@@ -102,6 +106,7 @@ struct StageProfile {
 // stretched by the routing imbalance (at most the capacity factor).
 struct GroupDegrees {
   int context = 1, expert = 1;
+  int expert_tensor = 1;  // Strategy::expert_tensor
   ContextComm context_comm = ContextComm::kP2p;
   double routing_imbalance = 1.0;
   bool dedup_dispatch = false;         // Strategy::dedup_dispatch
@@ -170,8 +175,11 @@ struct LoweringInput {
   // `expert` consecutive members in the order copy x lanes + lane (consecutive copies, or
   // tensor ranks too where the expert degree exceeds the copies); a stage's routed experts
   // are sharded over them and their gradients reduced among the members holding the same
-  // experts.
-  int context = 1, expert = 1;
+  // experts. Under expert tensor parallelism (`expert_tensor` e > 1, Megatron-Core's
+  // expert layout) member m = (data x expert + expert rank) x e + expert-tensor rank: an
+  // expert-tensor group is e consecutive members, an expert group `expert` members e
+  // apart, and the experts' state is sharded over expert x e of them.
+  int context = 1, expert = 1, expert_tensor = 1;
   bool user_order = false;  // a deadlock is the user's: InputError instead of an assertion
   // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).
   bool compact_rings = false;

@@ -15,7 +15,7 @@ void Lowering::add_static_memory() {
       ZeroBytes z = zero_resident_bytes(dense_rank_params(p), in_.param_bytes, in_.zero,
                                         zero_ranks(p));
       const ZeroBytes ze = zero_resident_bytes(expert_rank_params(p), in_.param_bytes, in_.zero,
-                                               std::max(1, zero_ranks(p) / in_.expert));
+                                               zero_ranks(p) > 1 ? expert_data_ranks(p) : 1);
       z.weights += ze.weights;
       z.gradients += ze.gradients;
       z.optimizer += ze.optimizer;
@@ -106,8 +106,11 @@ void Lowering::add_tensor_collectives() {
 
 void Lowering::add_group_collectives() {
   using K = TpCollective::Kind;
-  for (const CollectiveGroup group : {CollectiveGroup::kContext, CollectiveGroup::kExpert}) {
-    const int n = group == CollectiveGroup::kContext ? in_.context : in_.expert;
+  for (const CollectiveGroup group :
+       {CollectiveGroup::kContext, CollectiveGroup::kExpert, CollectiveGroup::kExpertTensor}) {
+    const int n = group == CollectiveGroup::kContext ? in_.context
+                  : group == CollectiveGroup::kExpert ? in_.expert
+                                                      : in_.expert_tensor;
     if (n < 2) continue;
     for (int p = 0; p < P_; ++p) {
       for (const std::vector<std::pair<int, int>>& members_of : group_members(p, group)) {
@@ -229,16 +232,17 @@ int Lowering::image_device(int d) const {
 }
 
 // Routed experts' gradients, reduced among the devices holding the same experts (member
-// index c x lanes + lane alike modulo the expert degree: Megatron-Core's
+// index c x lanes + lane alike modulo expert x expert_tensor: Megatron-Core's
 // expert-data-parallel group) once each member's
 // stage is done with its backward, before its optimizer step; under ZeRO-1 reduce-scattered,
 // and the updated experts all-gathered before the next compute op.
 void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerStep>& members) {
-  // By expert rank: member index (copy x lanes + lane) modulo the expert degree.
+  // By expert (and expert-tensor) rank: member index (copy x lanes + lane) modulo their
+  // product.
   std::map<int, std::vector<CollectiveMember>> groups, after;
   for (const OptimizerStep& m : members) {
     const int d = b_.op(m.op).device;
-    const int rank = member_of_device_.at(d) % in_.expert;
+    const int rank = member_of_device_.at(d) % expert_ranks();
     OpId ready = m.before;
     if (!m.buckets.empty()) ready = m.buckets.back();
     groups[rank].push_back({d, node_of(d), {ready}, m.op});

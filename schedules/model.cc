@@ -175,10 +175,10 @@ int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }
 
-Layer Layer::at_tensor_degree(int t, int ep, int cp) const {
+Layer Layer::at_tensor_degree(int t, int ep, int cp, int etp) const {
   Layer x = *this;
-  if ((t <= 1 && (ep <= 1 || !moe) && cp <= 1) || !tensor_retime) return x;
-  TensorTimes times = (*tensor_retime)(t, moe ? ep : 1, cp);
+  if ((t <= 1 && ((ep <= 1 && etp <= 1) || !moe) && cp <= 1) || !tensor_retime) return x;
+  TensorTimes times = (*tensor_retime)(t, moe ? ep : 1, cp, moe ? etp : 1);
   x.forward = times.forward;
   x.backward_input = times.backward_input;
   x.backward_weight = times.backward_weight;
@@ -187,11 +187,12 @@ Layer Layer::at_tensor_degree(int t, int ep, int cp) const {
   return x;
 }
 
-std::vector<OpCost> Layer::rank_ops(int t, int ep, int cp, bool sequence_parallel) const {
+std::vector<OpCost> Layer::rank_ops(int t, int ep, int cp, bool sequence_parallel,
+                                    int etp) const {
   if (tensor_split && t > 1) return {};  // its shards are layers of their own (sharded())
   std::vector<OpCost> out = ops;
-  if (tensor_retime && (t > 1 || (ep > 1 && moe) || cp > 1))
-    out = (*tensor_retime)(t, moe ? ep : 1, cp).ops;
+  if (tensor_retime && (t > 1 || ((ep > 1 || etp > 1) && moe) || cp > 1))
+    out = (*tensor_retime)(t, moe ? ep : 1, cp, moe ? etp : 1).ops;
   PIPESIM_ASSERT(out.size() == ops.size(), "a retimed layer keeps its ops");
   // The lowering runs a layer's time / (t cp) on each rank. Without sequence parallelism
   // stage_profiles first adds t - 1 whole copies of each whole op (at its time on the full

@@ -41,7 +41,10 @@ struct OpCost {
 // all-to-all (each member sends bytes / n of the `bytes` it holds to every other member:
 // MoE token dispatch and combine, Ulysses attention), a ring all-gather of `bytes` (the
 // gathered result: ring attention's keys and values) or a reduce-scatter of `bytes`.
-enum class CollectiveGroup : uint8_t { kTensor, kExpert, kContext };
+// kExpertTensor: the expert-tensor group that splits each expert's GEMMs
+// (Strategy::expert_tensor), which all-gathers the dispatched tokens before the experts and
+// reduce-scatters their outputs after them.
+enum class CollectiveGroup : uint8_t { kTensor, kExpert, kContext, kExpertTensor };
 struct TpCollective {
   enum class Kind { kAllReduce, kAllGather, kAllToAll, kReduceScatter };
   Kind kind = Kind::kAllReduce;
@@ -86,17 +89,18 @@ struct LayerPiece {
   Time forward, backward_input, backward_weight;
 };
 
-// An analytic layer's times at tensor degree t, expert-parallel degree ep and context degree
-// cp, still for the whole layer (the lowering divides by t and cp) but with each split op at
-// the efficiency of one rank's share (a context rank's ops see 1/cp of the tokens; a routed
-// expert's GEMMs see the tokens of the ep ranks' shares).
+// An analytic layer's times at tensor degree t, expert-parallel degree ep, context degree
+// cp and expert-tensor degree etp, still for the whole layer (the lowering divides by t and
+// cp) but with each split op at the efficiency of one rank's share (a context rank's ops see
+// 1/cp of the tokens; a routed expert's GEMMs see the tokens of the ep x etp ranks' shares,
+// 1/etp of each expert's width).
 struct TensorTimes {
   Time forward, backward_input, backward_weight;
   std::vector<Time> backward_beside;  // Layer::tp_backward_beside at that degree
   std::vector<LayerPiece> pieces;     // Layer::pieces at that degree
   std::vector<OpCost> ops;            // the ops at that degree, every rank's shards together
 };
-using TensorRetime = std::function<TensorTimes(int t, int ep, int cp)>;
+using TensorRetime = std::function<TensorTimes(int t, int ep, int cp, int etp)>;
 
 // A mixture-of-experts layer (SPEC section 9): what expert parallelism shards and sends.
 struct MoeFacts {
@@ -204,15 +208,15 @@ struct Layer {
 
   Time backward() const { return backward_input + backward_weight; }
   // The layer as the ranks of a tensor group of degree t (an expert-parallel group of ep, a
-  // context group of cp) cost it: tensor_retime's times where it has one, else the layer
-  // itself.
-  Layer at_tensor_degree(int t, int ep = 1, int cp = 1) const;
+  // context group of cp, experts split over etp ranks) cost it: tensor_retime's times where
+  // it has one, else the layer itself.
+  Layer at_tensor_degree(int t, int ep = 1, int cp = 1, int etp = 1) const;
   // One rank's share of each op at tensor degree t, expert degree ep and context degree cp,
   // as the lowering divides the layer (`pipesim model --ops`): the ops the tensor group
   // splits at 1/(t cp) of their time at that degree, the ones it keeps whole at their whole
   // time (without sequence parallelism); a layer without tensor_retime at its own
   // efficiency. Empty for a shape-described layer split by tensor_split (t > 1).
-  std::vector<OpCost> rank_ops(int t, int ep, int cp, bool sequence_parallel) const;
+  std::vector<OpCost> rank_ops(int t, int ep, int cp, bool sequence_parallel, int etp = 1) const;
 };
 
 struct Model {

@@ -95,11 +95,53 @@ void place_shared_experts(const Layer& x, const GroupDegrees& g,
     pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(shared));
     return;
   }
+  // (Under expert tensor parallelism the all-gather after the dispatch waits for it: it
+  // follows the shared experts; in the backward the dispatch's gradients follow the
+  // reduce-scatter.)
   auto moved = pieces[shared];
   moved.forward_beside = std::exchange(pieces[pre].forward_after, TpCollective{});
-  moved.backward_beside = std::exchange(pieces[experts].backward_after, TpCollective{});
+  moved.forward_after = std::exchange(pieces[pre].forward_then, TpCollective{});
+  TpCollective& back = pieces[experts].backward_then.bytes > 0 ? pieces[experts].backward_then
+                                                               : pieces[experts].backward_after;
+  moved.backward_beside = std::exchange(back, TpCollective{});
   pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(shared));
   pieces.insert(pieces.begin() + static_cast<std::ptrdiff_t>(experts), moved);
+}
+
+// The collectives around a MoE layer's routed experts (layer_pieces): one rank's `tokens`
+// (bytes of its routed copies) dispatched over the expert group and, under expert tensor
+// parallelism, gathered over the expert-tensor group (e times the bytes); the first of two
+// after a part is its `after`, the second its `then`.
+void expert_collectives(PieceKind kind, const MoeFacts& moe, int64_t tokens, const GroupDegrees& g,
+                        StageProfile::LayerCost::Piece& p) {
+  using K = TpCollective::Kind;
+  TpCollective a2a{K::kAllToAll, g.expert > 1 ? tokens : 0, {}, CollectiveGroup::kExpert};
+  if (g.dedup_dispatch) {
+    a2a.top_k = moe.top_k;
+    a2a.experts = moe.experts;
+  }
+  const int e = g.expert_tensor;
+  const int64_t gathered = e > 1 ? checked_mul(tokens, int64_t{e}, "an expert all-gather") : 0;
+  const TpCollective gather{K::kAllGather, gathered, {}, CollectiveGroup::kExpertTensor};
+  const TpCollective scatter{K::kReduceScatter, gathered, {}, CollectiveGroup::kExpertTensor};
+  // In the order they run after the part: the empty ones left out.
+  const auto set = [](TpCollective& after, TpCollective& then, std::vector<TpCollective> order) {
+    std::erase_if(order, [](const TpCollective& c) { return c.bytes == 0; });
+    if (!order.empty()) after = order[0];
+    if (order.size() > 1) then = order[1];
+  };
+  switch (kind) {
+    case PieceKind::kPreExperts:  // forward: dispatch, gather; backward: nothing after it
+      set(p.forward_after, p.forward_then, {a2a, gather});
+      break;
+    case PieceKind::kExperts:  // forward: scatter, combine; backward: scatter, the dispatch's
+      set(p.forward_after, p.forward_then, {scatter, a2a});
+      set(p.backward_after, p.backward_then, {scatter, a2a});
+      break;
+    default:  // after the rest's backward: the combine's gradients, gather
+      set(p.backward_after, p.backward_then, {a2a, gather});
+      break;
+  }
 }
 
 // The collectives of a layer's pieces (LayerCost::Piece) at tensor degree t, for one rank of
@@ -112,7 +154,13 @@ void place_shared_experts(const Layer& x, const GroupDegrees& g,
 //            reduce-scattered after it; a2a: queries, keys and values to head shards before
 //            the core and the output back after it (the backward the other way)
 //   expert   dispatch after the router and combine after the experts, all-to-all; the
-//            backward sends the gradients back the same ways
+//            backward sends the gradients back the same ways. Experts split over
+//            expert-tensor ranks (Megatron-Core's alltoall dispatcher with
+//            expert_tensor_parallel_size > 1): the dispatched tokens are all-gathered over
+//            the expert-tensor group before the experts and their outputs reduce-scattered
+//            after them (forward: dispatch, all-gather, experts, reduce-scatter, combine; the
+//            backward the mirror: the combine's gradients, all-gather, experts,
+//            reduce-scatter, the dispatch's)
 std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
                                                          const GroupDegrees& g) {
   using K = TpCollective::Kind;
@@ -172,16 +220,8 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
       case PieceKind::kPreExperts:
       case PieceKind::kExperts:
       case PieceKind::kPostExperts:
-        if (x.moe && g.expert > 1) {
-          const int64_t tokens = x.moe->dispatch_bytes / (int64_t{t} * cp);
-          TpCollective a2a = coll(K::kAllToAll, tokens, CollectiveGroup::kExpert);
-          if (g.dedup_dispatch) {
-            a2a.top_k = x.moe->top_k;
-            a2a.experts = x.moe->experts;
-          }
-          if (lp.kind != PieceKind::kPostExperts) p.forward_after = a2a;
-          if (lp.kind != PieceKind::kPreExperts) p.backward_after = a2a;
-        }
+        if (x.moe && (g.expert > 1 || g.expert_tensor > 1))
+          expert_collectives(lp.kind, *x.moe, x.moe->dispatch_bytes / (int64_t{t} * cp), g, p);
         break;
     }
     result.push_back(p);
@@ -213,9 +253,21 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       // (A MoE layer's experts, likewise at the expert degree; a context rank's ops at its
       // share of the tokens.)
       const int ep = base.moe ? groups.expert : 1;
+      const int etp = base.moe ? groups.expert_tensor : 1;
       const int cp = groups.context;
-      if (!shard && (t > 1 || ep > 1 || cp > 1) && base.tensor_retime)
-        copy = base.at_tensor_degree(t, ep, cp);
+      if (!shard && (t > 1 || ep > 1 || etp > 1 || cp > 1) && base.tensor_retime)
+        copy = base.at_tensor_degree(t, ep, cp, etp);
+      if (base.moe && etp > 1) {
+        // Each rank keeps the tokens its expert-tensor group gathered for the experts (the
+        // first GEMM's input, which W reads): etp times its own routed copies.
+        if (!copy) copy = base;
+        const int64_t more =
+            checked_mul(base.moe->dispatch_bytes, int64_t{etp - 1}, "a layer's activations");
+        copy->activation_bytes = checked_add(copy->activation_bytes, more, "a layer's activations");
+        if (copy->weight_activation)
+          *copy->weight_activation =
+              checked_add(*copy->weight_activation, more, "a layer's activations");
+      }
       if (base.moe && groups.routing_imbalance > 1) {
         if (!copy) copy = base;
         stretch_experts(*copy, groups.routing_imbalance);
@@ -235,12 +287,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       }
       const Layer& layer = copy ? *copy : base;
       const int64_t experts = layer.moe ? layer.moe->expert_params : 0;
-      // One rank updates 1/t of the dense weights (the lowering divides by t) and 1/ep of
-      // the experts, whole on each tensor rank.
+      // One rank updates 1/t of the dense weights (the lowering divides by t) and 1/(ep
+      // etp) of the experts.
       Time optimizer = layer.optimizer;
-      if (experts > 0 && layer.params > 0 && (t > 1 || ep > 1)) {
+      if (experts > 0 && layer.params > 0 && (t > 1 || ep > 1 || etp > 1)) {
         const double share = (static_cast<double>(layer.params - experts) +
-                              static_cast<double>(experts) * t / ep) /
+                              static_cast<double>(experts) * t / (ep * etp)) /
                              static_cast<double>(layer.params);
         optimizer = Time::ps(
             static_cast<int64_t>(std::ceil(static_cast<double>(optimizer.ps_count()) * share)));

@@ -60,6 +60,8 @@ def scenario(row):
         strategy["expert"] = ep
         if row.get("dispatch", "alltoall") != "alltoall":
             strategy["expert_dispatch"] = row["dispatch"]
+    if row.get("etp", 1) > 1:
+        strategy["expert_tensor"] = row["etp"]
     strategy["zero"] = row["zero"]
     if row["framework"] == "megatron":
         strategy["overlap_param_gather"] = True

@@ -211,8 +211,8 @@ LLAMA_MLM = "Megatron-LM Llama example (NVIDIA/Megatron-LM examples/llama/README
 GROK = "dgxc-benchmarking (NVIDIA/dgxc-benchmarking grok1/README.md @ dfc80397)"
 
 
-def parallel(row, cp=1, ep=1, dispatch="alltoall"):
-    row.update(cp=cp, ep=ep, group="moe-cp", dispatch=dispatch)
+def parallel(row, cp=1, ep=1, dispatch="alltoall", etp=1):
+    row.update(cp=cp, ep=ep, group="moe-cp", dispatch=dispatch, etp=etp)
     return row
 
 
@@ -241,3 +241,18 @@ ROWS += [
                   8192 * 1024 / 13.433 / 512, "step 13.433 s"), cp=2, ep=8),
 ]
 
+
+# dgxc-benchmarking's Grok-1 on GB200 NVL72 (grok1/README.md @ 1f6d9f40e4117d7c71b726f86074ac01c29f87f5,
+# v25.05.04; the same figures at 68eaf7e1, 85d92846 and f041145f; NeMo 25.04): TP 4, PP 1,
+# EP 8 with expert tensor parallelism 4 (ETP 4), data 32 / 64 / 128, micro-batch 1, GBS =
+# 2 x GPUs (launch.sh), no recompute; tokens/s/GPU = seq x GBS / step time / GPUs. (The
+# README's 512-GPU throughput is half of that; its MFU follows the step time.)
+GROK_GB200 = ("dgxc-benchmarking (NVIDIA/dgxc-benchmarking grok1/README.md @ "
+              "1f6d9f40e4117d7c71b726f86074ac01c29f87f5)")
+for gpus, bf16, fp8 in ((128, 7.325, 5.298), (256, 7.39, 5.224), (512, 7.324, 5.193)):
+    for prec, step in (("bf16", bf16), ("fp8", fp8)):
+        row = nemo(f"dgxc-gb200-grok1-314b-{gpus}-{prec}", GROK_GB200, GROK1, 8192, gpus,
+                   2 * gpus, 1, 4, 1, 1, prec, 8192 * 2 * gpus / step / gpus,
+                   f"step {step} s, ETP 4")
+        row["gpu"] = "gb200"
+        ROWS.append(parallel(row, ep=8, etp=4))

@@ -100,6 +100,16 @@ SimRun run_yaml(const std::string& yaml, bool record_memory) {
   return SimRun{std::move(sc), std::move(g), std::move(tl), std::move(rep)};
 }
 
+std::string moe_scenario(const std::string& strategy) {
+  return R"(
+cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch3}
+model: {generator: transformer, layers: 2, hidden: 256, heads: 4, sequence: 128, vocab: 1000,
+        experts: 4, top_k: 2, expert_ffn: 512, mlp: swiglu, norm: rmsnorm, position: rotary}
+training: {global_batch: 8, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {schedule: 1f1b, pipeline: 1, )" +
+         strategy + "}\n";
+}
+
 SimRun run_pipe(const PipeSpec& p) {
   return run_yaml(to_yaml(p), true);
 }

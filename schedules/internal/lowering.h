@@ -189,11 +189,21 @@ class Lowering {
     for (const int g : stages_of(p))
       experts = checked_add(experts, in_.stages[static_cast<size_t>(g)].expert_params,
                             "a device's parameter count");
-    return split_bytes(experts, in_.expert);
+    return split_bytes(experts, expert_ranks());
   }
-  // Whether position p's expert gradients are reduced apart from the rest (among the
-  // copies holding the same experts).
-  bool separate_experts(int p) const { return in_.expert > 1 && expert_rank_params(p) > 0; }
+  // The ranks one copy of the routed experts is spread over (expert x expert_tensor).
+  int expert_ranks() const { return in_.expert * in_.expert_tensor; }
+  // Whether position p's expert gradients are reduced apart from the rest, among the
+  // members holding the same experts (Megatron-Core's expert-data-parallel group: tensor x
+  // copies / (expert x expert_tensor) members): wherever that group is not the dense
+  // gradients' (the copies of one tensor rank).
+  bool separate_experts(int p) const {
+    return (expert_ranks() > 1 || tensor(p) > 1) && expert_rank_params(p) > 0;
+  }
+  // Members of position p's expert-data-parallel group (ZeRO shards the experts over them).
+  int expert_data_ranks(int p) const {
+    return std::max(1, copies_ * replicas(p) * tensor(p) / expert_ranks());
+  }
   // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
   int64_t weight_bytes(int p) const {
     return checked_mul(rank_params(p), in_.param_bytes.weights, "a weight gather");
@@ -397,15 +407,18 @@ class Lowering {
       } else {
         acc += t;
       }
-      TpCollective c = fwd ? p.forward_after : p.backward_after;
-      if (c.bytes == 0) continue;
-      const bool beside = overlap && c.group == CollectiveGroup::kTensor &&
-                          c.kind == TpCollective::Kind::kAllReduce && c.beside > Time::zero();
-      c.beside = beside ? std::min(c.beside, acc) : Time::zero();
-      out.emplace_back(acc - c.beside, c);
-      acc = Time::zero();
-      pending = c.beside > Time::zero();
-      if (pending) out.emplace_back(c.beside, TpCollective{});
+      // (A second collective after the first: a segment of no time between them.)
+      for (TpCollective c : {fwd ? p.forward_after : p.backward_after,
+                             fwd ? p.forward_then : p.backward_then}) {
+        if (c.bytes == 0) break;
+        const bool beside = overlap && c.group == CollectiveGroup::kTensor &&
+                            c.kind == TpCollective::Kind::kAllReduce && c.beside > Time::zero();
+        c.beside = beside ? std::min(c.beside, acc) : Time::zero();
+        out.emplace_back(acc - c.beside, c);
+        acc = Time::zero();
+        pending = c.beside > Time::zero();
+        if (pending) out.emplace_back(c.beside, TpCollective{});
+      }
     }
   }
 
@@ -419,9 +432,11 @@ class Lowering {
   void add_group_collectives();
   void add_expert_reduction(int p, int it, const std::vector<OptimizerStep>& members);
   // Position p's context groups (CollectiveGroup::kContext: `context` consecutive copies,
-  // lane by lane) or expert groups (kExpert: `expert` consecutive members in the order copy
-  // x lanes + lane, so an expert group spans tensor ranks where the expert degree exceeds
-  // the copies', as Megatron-Core's expert layout folds them), each as (copy, lane) pairs.
+  // lane by lane), expert groups (kExpert: `expert` members in the order copy x lanes +
+  // lane, consecutive or expert_tensor apart, so an expert group spans tensor ranks where
+  // the expert degree exceeds the copies', as Megatron-Core's expert layout folds them) or
+  // expert-tensor groups (kExpertTensor: expert_tensor consecutive members), each as (copy,
+  // lane) pairs.
   std::vector<std::vector<std::pair<int, int>>> group_members(int p, CollectiveGroup g) const {
     const int L = lanes(p);
     std::vector<std::vector<std::pair<int, int>>> out;
@@ -434,9 +449,17 @@ class Lowering {
       }
       return out;
     }
-    for (int m0 = 0; m0 < copies_ * L; m0 += in_.expert) {
-      out.emplace_back();
-      for (int m = m0; m < m0 + in_.expert; ++m) out.back().emplace_back(m / L, m % L);
+    // Member m = (expert-data rank x expert + expert rank) x e + expert-tensor rank.
+    const int e = in_.expert_tensor, block = in_.expert * e;
+    const bool tensor_group = g == CollectiveGroup::kExpertTensor;
+    for (int m0 = 0; m0 < copies_ * L; m0 += block) {
+      for (int r = 0; r < (tensor_group ? in_.expert : e); ++r) {
+        out.emplace_back();
+        for (int i = 0; i < (tensor_group ? e : in_.expert); ++i) {
+          const int m = m0 + (tensor_group ? r * e + i : i * e + r);
+          out.back().emplace_back(m / L, m % L);
+        }
+      }
     }
     return out;
   }
