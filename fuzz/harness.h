@@ -14,6 +14,7 @@
 #include <streambuf>
 #include <string>
 
+#include "core/counting_buf.h"
 #include "core/error.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
@@ -23,22 +24,6 @@
 #include "sim/trace.h"
 
 namespace pipesim::fuzz {
-
-// Counts what the writers produce without keeping it.
-class NullBuf : public std::streambuf {
- public:
-  size_t size = 0;
-
- protected:
-  std::streamsize xsputn(const char*, std::streamsize n) override {
-    size += static_cast<size_t>(n);
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    ++size;
-    return traits_type::not_eof(c);
-  }
-};
 
 // Small enough to simulate many times a second; larger inputs exercise only the loader.
 inline constexpr double kMaxFuzzOps = 20'000;
@@ -52,7 +37,7 @@ inline void simulate_and_report(const Scenario& sc) {
   opts.record_links = true;
   const Timeline tl = simulate(graph, sc.cluster, opts);
   const Report report = make_report(graph, sc.cluster, tl, run_info(sc, 0.0));
-  NullBuf buf;
+  CountingBuf buf;
   std::ostream out(&buf);
   out << to_json(report) << summary_table(report);
   write_trace(out, graph, sc.cluster, tl);

@@ -214,7 +214,9 @@ WorkEstimate estimate_work(const Scenario& s) {
     w.graph_links = s.cluster.num_links();
   }
   w.devices = s.cluster.num_devices();
-  w.trace_bytes = w.compute_ops * kTraceBytesPerComputeOp + w.transfers * kTraceBytesPerTransfer;
+  // (A trace shows a ring collective's member as one op, as a profile shows its kernel.)
+  w.trace_bytes = w.compute_ops * kTraceBytesPerComputeOp +
+                  (w.transfers - w.ring_steps + w.ring_members) * kTraceBytesPerTransfer;
   w.csv_bytes = w.ops() * kCsvBytesPerRow;
   return w;
 }

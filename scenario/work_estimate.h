@@ -39,7 +39,7 @@ struct WorkEstimate {
   double graph_vertices = 0;  // GPUs and switches
   double graph_links = 0;
   double devices = 0;
-  double trace_bytes = 0;
+  double trace_bytes = 0;  // the trace (--trace): ring collectives one op per member
   double csv_bytes = 0;  // the op CSV (--csv): one row per op, collective steps expanded
   // A lower bound on the simulated time (seconds): the busiest stage's compute on one of
   // its GPUs, every micro-batch of every iteration, at the fastest GPU's pace.

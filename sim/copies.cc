@@ -335,6 +335,46 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster) {
   return lower(in);
 }
 
+namespace {
+
+// Each of copy 0's memory changes, followed by its images' at the same moment (the order
+// stays the order of time).
+void expand_memory_changes(const CopyFold& f, Timeline& tl) {
+  if (tl.memory_changes.empty()) return;
+  const auto& ops0 = f.ops[0];
+  std::vector<MemoryChange> out;
+  out.reserve(tl.memory_changes.size() * f.ops.size());
+  for (const MemoryChange& c : tl.memory_changes) {
+    out.push_back(c);
+    const auto at = std::lower_bound(ops0.begin(), ops0.end(), c.op);
+    if (at == ops0.end() || *at != c.op) continue;  // an op of no copy
+    const auto i = static_cast<size_t>(at - ops0.begin());
+    for (size_t k = 1; k < f.ops.size(); ++k) out.push_back({c.time, f.ops[k][i], c.at_end});
+  }
+  tl.memory_changes = std::move(out);
+}
+
+// A representative link's samples on every link of its orbit, each carrying `share` times
+// the flows copy 0's saw there: that much of its utilisation.
+void expand_link_samples(const CopyFold& f, Timeline& tl) {
+  if (tl.link_samples.empty()) return;
+  std::vector<std::vector<int32_t>> orbit(f.rep.size());
+  for (size_t l = 0; l < f.rep.size(); ++l) {
+    if (f.rep[l] >= 0) orbit[static_cast<size_t>(f.rep[l])].push_back(static_cast<int32_t>(l));
+  }
+  std::vector<LinkSample> out;
+  out.reserve(tl.link_samples.size());
+  for (const LinkSample& s : tl.link_samples) {
+    for (const int32_t l : orbit[static_cast<size_t>(s.link)]) {
+      out.push_back({s.time, static_cast<LinkDirection>(l),
+                     s.utilisation * static_cast<float>(f.share[static_cast<size_t>(l)])});
+    }
+  }
+  tl.link_samples = std::move(out);
+}
+
+}  // namespace
+
 void expand(const CopyFold& f, Timeline& tl) {
   tl.folded_copies = f.copies;
   const auto& ops0 = f.ops[0];
@@ -366,6 +406,8 @@ void expand(const CopyFold& f, Timeline& tl) {
     s.peak_flows *= f.share[l];
     tl.links[l] = s;
   }
+  if (!implicit) expand_memory_changes(f, tl);
+  expand_link_samples(f, tl);
   if (!tl.oom.oom) return;
   const int d = tl.oom.device;
   const int low = f.lowest_image[static_cast<size_t>(d)];

@@ -43,8 +43,9 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   capacity_.resize(tl_.links.size());
   for (size_t h = 0; h < capacity_.size(); ++h)
     capacity_[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
-  // Copies simulated once record neither memory changes nor link samples of the others.
-  if (o.fold && !o.record_links && !o.record_memory) copies_ = fold_copies(g, c);
+  // Copies simulated once: the others' memory changes and link samples are copy 0's images
+  // (expand).
+  if (o.fold) copies_ = fold_copies(g, c);
   // A graph that leaves copies implicit is only ever run folded (lower_folded checked the
   // fold before it kept one).
   if (g.built_copies() < g.copies()) {

@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +92,47 @@ TEST(Copies, PipelineByDataFoldsToTheFullRun) {
   EXPECT_EQ(p.folded.folded_copies, 4);
   expect_identical(p.full, p.folded);
   EXPECT_LE(p.folded.events * 4, p.full.events);
+}
+
+// A trace's run (memory changes and link samples recorded; ring collectives compact, one op
+// per member as an NCCL kernel shows in a profile) folds too: copy 0's changes stand for their images', at the same moments, and a
+// representative link's samples for its orbit's, at share times copy 0's load. Per device
+// the memory changes are the full run's, in its order; per link and moment the last
+// sample's utilisation is the full run's.
+TEST(Copies, RecordedRunsFoldToTheFullRun) {
+  const Scenario sc = load_scenario_text(
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, data: 8, allreduce: ring}"),
+      "copies.yaml");
+  const TaskGraph g = scenario_task_graph(sc, true);
+  SimOptions o;
+  o.record_memory = o.record_links = true;
+  SimOptions off = o;
+  off.fold = false;
+  const Timeline full = simulate(g, sc.cluster, off), folded = simulate(g, sc.cluster, o);
+  EXPECT_EQ(folded.folded_copies, 4);
+  expect_identical(full, folded);
+  const auto per_device = [&](const Timeline& tl) {
+    std::vector<std::vector<std::tuple<int64_t, OpId, bool>>> out(
+        static_cast<size_t>(sc.cluster.num_devices()));
+    for (const MemoryChange& c : tl.memory_changes)
+      out[static_cast<size_t>(g.op(c.op).device)].emplace_back(c.time.ps_count(), c.op, c.at_end);
+    return out;
+  };
+  EXPECT_EQ(per_device(folded), per_device(full));
+  const auto last = [](const Timeline& tl) {
+    std::map<std::pair<LinkDirection, int64_t>, float> out;
+    for (const LinkSample& s : tl.link_samples) out[{s.link, s.time.ps_count()}] = s.utilisation;
+    return out;
+  };
+  const auto a = last(full), b = last(folded);
+  ASSERT_EQ(a.size(), b.size());
+  size_t wrong = 0;
+  for (const auto& [key, u] : a) {
+    const auto it = b.find(key);
+    wrong += it == b.end() || std::abs(it->second - u) > 1e-5f;
+  }
+  EXPECT_EQ(wrong, 0u) << "link samples that differ";
 }
 
 TEST(Copies, TensorPipelineDataWithOneNicPerNode) {

@@ -27,7 +27,8 @@ struct SimulateOptions {
   bool record_links = false;   // link utilisation, for traces
   bool reproducible = false;   // report wall_s as 0, so equal inputs give equal reports
   // Ring collectives as CompactRing (the same timeline; n ops per ring instead of one per
-  // step). Off where every step must be an op of its own: traces, op CSVs, backends.
+  // step). Off where every step must be an op of its own: op CSVs, backends. (Traces keep
+  // them compact: a member's op is its collective's slice on that GPU.)
   bool compact_collectives = true;
   bool exact_sharing = false;  // SimOptions::exact_sharing (`pipesim run --exact-sharing`)
   bool fold = true;            // SimOptions::fold (off: `pipesim run --no-fold`)
