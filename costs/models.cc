@@ -289,6 +289,54 @@ Time weight_gradient_of(const Layer& x, const char* name) {
   return Time::zero();
 }
 
+// A MoE layer's routed experts, as mlp_ops builds their ops: `tokens` routed copies over
+// E experts of width F.
+struct RoutedExperts {
+  TransformerShape shape;
+  double tokens = 0, F = 0, E = 0, element = 2;
+  bool fp8 = false;
+};
+struct Degrees {
+  int tensor = 1, expert = 1, context = 1, expert_tensor = 1;
+};
+
+// The layer's ops at these degrees, for the whole layer (the lowering divides by tensor x
+// context): every op the tensor group splits as tensor x context equal shards, each at the
+// efficiency of its own size (OpSpec::repeats prices exactly that), the ones it keeps whole
+// as context shards; a routed expert's ops as E tensor context / expert pieces, one per
+// local expert of one rank (E / expert of them), each on the tokens the expert ranks send
+// it, gathered over the expert-tensor ranks (expert_tensor times the rows) at 1/expert_tensor
+// of the expert's width, each reading its own expert's share of the weights once.
+std::vector<OpSpec> ops_at_degrees(const std::vector<OpSpec>& ops,
+                                   const std::vector<PieceKind>& kinds,
+                                   const std::vector<char>& whole, const RoutedExperts& routed,
+                                   const Degrees& d) {
+  std::vector<OpSpec> split = ops;
+  std::vector<OpSpec> experts;
+  const int etp = d.expert_tensor;
+  if (etp > 1)
+    mlp_ops(experts, routed.shape, "expert_", routed.tokens * etp, routed.F / etp,
+            routed.element, routed.fp8, routed.E);
+  size_t next = 0;  // the next of `experts`
+  for (size_t i = 0; i < split.size(); ++i) {
+    OpSpec& op = split[i];
+    if (kinds[i] == PieceKind::kExperts) {
+      if (etp > 1) {
+        PIPESIM_ASSERT(next < experts.size() && experts[next].name == op.name,
+                       "an expert's ops are the same at every width");
+        op = experts[next++];
+      }
+      op.repeats = routed.E * d.tensor * d.context / d.expert;
+      op.weight_bytes = op.weight_bytes / routed.E * op.repeats;
+    } else if (!whole[i]) {
+      op.repeats *= d.tensor * d.context;
+    } else {
+      op.repeats *= d.context;
+    }
+  }
+  return split;
+}
+
 // One transformer layer, dense or MoE (models.h), with what tensor, context and expert
 // parallelism need of it.
 Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
@@ -414,37 +462,14 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   };
   x.tp_backward_beside = beside(x);
   set_whole_ops(x, outside_tensor_region);
-  // At degree t every other op runs as t equal shards, one per rank, each at the
-  // efficiency of its own size (OpSpec::repeats prices exactly that); every op as cp shards
-  // more on cp context ranks. A routed expert's ops on one of ep x etp ranks: E / ep pieces,
-  // one per local expert, each on the tokens the ep ranks send it, gathered over the etp
-  // ranks (etp times the rows) and 1/etp of the expert's width; each piece reads its own
-  // expert's share of the weights once. (Expressed for the whole layer, as the lowering
-  // divides it by t cp: E t cp / ep such pieces.)
-  const double expert_tokens = b * s * k;
+  // The layer at other degrees (ops_at_degrees), each op on the efficiency curves at one
+  // rank's size.
+  const RoutedExperts routed{t, b * s * k, F, E, e, fp8};
   x.tensor_retime = std::make_shared<const TensorRetime>(
-      [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, beside, E, kinds,
-       whole, shape = t, expert_tokens, F, e, fp8](int degree, int ep, int cp, int etp) {
-        std::vector<OpSpec> split = ops;
-        std::vector<OpSpec> experts;
-        if (etp > 1)
-          mlp_ops(experts, shape, "expert_", expert_tokens * etp, F / etp, e, fp8, E);
-        size_t next = 0;  // the next of `experts`
-        for (size_t i = 0; i < split.size(); ++i) {
-          OpSpec& op = split[i];
-          if (kinds[i] == PieceKind::kExperts) {
-            if (etp > 1) {
-              PIPESIM_ASSERT(next < experts.size() && experts[next].name == op.name,
-                             "an expert's ops are the same at every width");
-              op = experts[next++];
-            }
-            op.repeats = E * degree * cp / ep;
-            op.weight_bytes = op.weight_bytes / E * op.repeats;
-          } else if (!whole[i])
-            op.repeats *= degree * cp;
-          else
-            op.repeats *= cp;
-        }
+      [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, beside, kinds,
+       whole, routed](int degree, int ep, int cp, int etp) {
+        const std::vector<OpSpec> split =
+            ops_at_degrees(ops, kinds, whole, routed, {degree, ep, cp, etp});
         const Layer l = layer_from_ops("layer", split, layer_flops, layer_params, activation,
                                        sbh * elem, training, gpu);
         return TensorTimes{l.forward, l.backward_input, l.backward_weight, beside(l),

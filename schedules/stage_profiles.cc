@@ -230,6 +230,64 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
   return result;
 }
 
+// The layer as one rank of its stage costs it, where that differs from the layer itself:
+// a shape-described layer's shard (t x one rank's), an analytic layer retimed at its
+// degrees (one rank's GEMMs are 1/t of the layer's, and less efficient for it; a MoE
+// layer's experts likewise at the expert degrees; a context rank's ops at its share of the
+// tokens), the tokens an expert-tensor group gathers, the routing imbalance, and the ops
+// every tensor rank runs whole without sequence parallelism.
+std::optional<Layer> at_degrees(const Layer& base, const std::optional<TensorShard>& shard,
+                                int t, bool sequence_parallel, const GroupDegrees& groups) {
+  std::optional<Layer> copy;
+  if (shard) copy = sharded(base, *shard, t);
+  const int ep = base.moe ? groups.expert : 1;
+  const int etp = base.moe ? groups.expert_tensor : 1;
+  const int cp = groups.context;
+  if (!shard && (t > 1 || ep > 1 || etp > 1 || cp > 1) && base.tensor_retime)
+    copy = base.at_tensor_degree(t, ep, cp, etp);
+  if (base.moe && etp > 1) {
+    // Each rank keeps the tokens its expert-tensor group gathered for the experts (the
+    // first GEMM's input, which W reads): etp times its own routed copies.
+    if (!copy) copy = base;
+    const char* what = "a layer's activations";
+    const int64_t more = checked_mul(base.moe->dispatch_bytes, int64_t{etp - 1}, what);
+    copy->activation_bytes = checked_add(copy->activation_bytes, more, what);
+    if (copy->weight_activation)
+      *copy->weight_activation = checked_add(*copy->weight_activation, more, what);
+  }
+  if (base.moe && groups.routing_imbalance > 1) {
+    if (!copy) copy = base;
+    stretch_experts(*copy, groups.routing_imbalance);
+  }
+  if (!shard && t > 1 && !sequence_parallel &&
+      base.tp_whole_forward + base.tp_whole_backward_input + base.tp_whole_backward_weight >
+          Time::zero()) {
+    // Whole on every rank: t times over, for the lowering's division by t.
+    if (!copy) copy = base;
+    const char* what = "a tensor-parallel layer's costs";
+    copy->forward =
+        checked_add(copy->forward, checked_mul(base.tp_whole_forward, t - 1, what), what);
+    copy->backward_input = checked_add(
+        copy->backward_input, checked_mul(base.tp_whole_backward_input, t - 1, what), what);
+    copy->backward_weight = checked_add(
+        copy->backward_weight, checked_mul(base.tp_whole_backward_weight, t - 1, what), what);
+  }
+  return copy;
+}
+
+// The layer's optimizer time as its stage counts it: one rank updates 1/t of the dense
+// weights (the lowering divides by t) and 1/(ep etp) of the routed experts.
+Time rank_optimizer(const Layer& layer, int t, const GroupDegrees& groups) {
+  const int64_t experts = layer.moe ? layer.moe->expert_params : 0;
+  const int ep = layer.moe ? groups.expert : 1, etp = layer.moe ? groups.expert_tensor : 1;
+  if (experts <= 0 || layer.params <= 0 || (t <= 1 && ep <= 1 && etp <= 1)) return layer.optimizer;
+  const double share = (static_cast<double>(layer.params - experts) +
+                        static_cast<double>(experts) * t / (ep * etp)) /
+                       static_cast<double>(layer.params);
+  return Time::ps(
+      static_cast<int64_t>(std::ceil(static_cast<double>(layer.optimizer.ps_count()) * share)));
+}
+
 }  // namespace
 
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
@@ -247,56 +305,10 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       const Layer& base = model.layers.at(static_cast<size_t>(l));
       std::optional<TensorShard> shard;
       if (t > 1 && base.tensor_split) shard = (*base.tensor_split)(t);
-      std::optional<Layer> copy;
-      if (shard) copy = sharded(base, *shard, t);
-      // One rank's GEMMs are 1/t of the layer's, and less efficient for it.
-      // (A MoE layer's experts, likewise at the expert degree; a context rank's ops at its
-      // share of the tokens.)
-      const int ep = base.moe ? groups.expert : 1;
-      const int etp = base.moe ? groups.expert_tensor : 1;
-      const int cp = groups.context;
-      if (!shard && (t > 1 || ep > 1 || etp > 1 || cp > 1) && base.tensor_retime)
-        copy = base.at_tensor_degree(t, ep, cp, etp);
-      if (base.moe && etp > 1) {
-        // Each rank keeps the tokens its expert-tensor group gathered for the experts (the
-        // first GEMM's input, which W reads): etp times its own routed copies.
-        if (!copy) copy = base;
-        const int64_t more =
-            checked_mul(base.moe->dispatch_bytes, int64_t{etp - 1}, "a layer's activations");
-        copy->activation_bytes = checked_add(copy->activation_bytes, more, "a layer's activations");
-        if (copy->weight_activation)
-          *copy->weight_activation =
-              checked_add(*copy->weight_activation, more, "a layer's activations");
-      }
-      if (base.moe && groups.routing_imbalance > 1) {
-        if (!copy) copy = base;
-        stretch_experts(*copy, groups.routing_imbalance);
-      }
-      if (!shard && t > 1 && !sequence_parallel &&
-          base.tp_whole_forward + base.tp_whole_backward_input + base.tp_whole_backward_weight >
-              Time::zero()) {
-        // Whole on every rank: t times over, for the lowering's division by t.
-        if (!copy) copy = base;
-        const char* what = "a tensor-parallel layer's costs";
-        copy->forward =
-            checked_add(copy->forward, checked_mul(base.tp_whole_forward, t - 1, what), what);
-        copy->backward_input = checked_add(
-            copy->backward_input, checked_mul(base.tp_whole_backward_input, t - 1, what), what);
-        copy->backward_weight = checked_add(
-            copy->backward_weight, checked_mul(base.tp_whole_backward_weight, t - 1, what), what);
-      }
+      const std::optional<Layer> copy = at_degrees(base, shard, t, sequence_parallel, groups);
       const Layer& layer = copy ? *copy : base;
       const int64_t experts = layer.moe ? layer.moe->expert_params : 0;
-      // One rank updates 1/t of the dense weights (the lowering divides by t) and 1/(ep
-      // etp) of the experts.
-      Time optimizer = layer.optimizer;
-      if (experts > 0 && layer.params > 0 && (t > 1 || ep > 1 || etp > 1)) {
-        const double share = (static_cast<double>(layer.params - experts) +
-                              static_cast<double>(experts) * t / (ep * etp)) /
-                             static_cast<double>(layer.params);
-        optimizer = Time::ps(
-            static_cast<int64_t>(std::ceil(static_cast<double>(optimizer.ps_count()) * share)));
-      }
+      const Time optimizer = rank_optimizer(layer, t, groups);
       p.forward = checked_add(p.forward, layer.forward, "a stage's forward time");
       p.backward_input =
           checked_add(p.backward_input, layer.backward_input, "a stage's backward time");
