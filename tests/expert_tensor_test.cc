@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "costs/models.h"
+#include "planner/planner.h"
 #include "schedules/lower.h"
 #include "schedules/order.h"
 #include "sim/engine.h"
@@ -214,6 +215,37 @@ TEST(ExpertTensor, ExpertGradientsReduceOverTheExpertDataGroup) {
       1, 4, *find_gpu_preset("h100-80gb"), {"custom", LinkKind::kNvSwitch, 100e9, Time::zero()},
       {"custom", LinkKind::kInfiniBand, 100e9, Time::zero()});
   EXPECT_EQ(simulate(lower(in), c).makespan, test::ms(7.5));
+}
+
+// The planner keeps the scenario's expert_tensor: every candidate carries it, in layouts
+// whose tensor x data x context it divides (with the expert degree), and its strategy runs
+// to the time the planner reported.
+TEST(ExpertTensor, ThePlannerKeepsTheScenariosExpertTensorDegree) {
+  const std::string file = test::write_temp("etp-plan.yaml", R"(
+cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch3}
+model: {generator: transformer, layers: 8, hidden: 1024, heads: 8, sequence: 1024, vocab: 32000,
+        experts: 16, top_k: 2, expert_ffn: 4096, mlp: swiglu, norm: rmsnorm, position: rotary,
+        flash_attention: true}
+training: {global_batch: 32, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 1, data: 8, expert_tensor: 2}
+)");
+  PlanOptions o;
+  o.threads = 2;
+  const Plan p = plan(file, {}, o);
+  ASSERT_FALSE(p.candidates.empty());
+  std::vector<Candidate> all = p.candidates;
+  all.insert(all.end(), p.pareto.begin(), p.pareto.end());
+  for (const Candidate& c : all) {
+    EXPECT_EQ(c.point.expert_tensor, 2);
+    EXPECT_EQ(c.strategy["expert_tensor"], 2);
+    EXPECT_EQ((c.point.data * c.point.context * c.point.tensor) % (c.point.expert * 2), 0);
+  }
+  const Candidate& best = p.candidates.front();
+  std::vector<Override> again{{"strategy", best.strategy.dump()}};
+  if (best.micro_batch) again.push_back({"training.micro_batch", std::to_string(*best.micro_batch)});
+  const Scenario s = load_scenario_file(file, again);
+  EXPECT_NEAR(simulate(scenario_task_graph(s), s.cluster).makespan.seconds(), best.makespan_s,
+              1e-9);
 }
 
 TEST(ExpertTensor, StrategyChecks) {
