@@ -22,6 +22,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "bench/pipeline_data.h"
 #include "bench/rss.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
@@ -109,20 +110,7 @@ BENCHMARK(BM_AllReduce)
 // gradient all-reduce between the copies of each stage.
 void BM_PipelineData(benchmark::State& state) {
   const auto S = state.range(0), M = state.range(1), D = state.range(2);
-  const std::string yaml = fmt::format(R"(cluster:
-  gpu: h100-80gb
-  nodes: {nodes}
-  gpus_per_node: 8
-  intra_node: nvswitch
-  inter_node: {{preset: ib-ndr, nics: {nics}}}
-model:
-  layers: [{{name: block, repeat: {S}, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 4 MiB, params: 1M}}]
-training: {{global_batch: {B}, micro_batch: 1}}
-strategy: {{schedule: dapple, pipeline: {S}, data: {D}, allreduce: ring}}
-)",
-                                       fmt::arg("nodes", S * D / 8), fmt::arg("S", S),
-                                       fmt::arg("D", D), fmt::arg("B", M * D),
-                                       fmt::arg("nics", state.range(5)));
+  const std::string yaml = pipeline_data_yaml(S, M, D, state.range(5));
   const Scenario sc = load_scenario_text(yaml, "bench.yaml");
   Run run;
   for (auto _ : state) {

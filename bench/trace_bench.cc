@@ -9,10 +9,10 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <ostream>
 
 #include "api/internal/simulation.h"
+#include "bench/pipeline_data.h"
 #include "core/counting_buf.h"
 #include "scenario/scenario.h"
 #include "sim/trace.h"
@@ -24,19 +24,7 @@ namespace {
 // 1 run with the trace; range(4): SimOptions::fold.
 void BM_RunTrace(benchmark::State& state) {
   const auto S = state.range(0), M = state.range(1), D = state.range(2);
-  const std::string yaml = fmt::format(R"(cluster:
-  gpu: h100-80gb
-  nodes: {nodes}
-  gpus_per_node: 8
-  intra_node: nvswitch
-  inter_node: {{preset: ib-ndr, nics: 8}}
-model:
-  layers: [{{name: block, repeat: {S}, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 4 MiB, params: 1M}}]
-training: {{global_batch: {B}, micro_batch: 1}}
-strategy: {{schedule: dapple, pipeline: {S}, data: {D}, allreduce: ring}}
-)",
-                                       fmt::arg("nodes", std::max<int64_t>(S * D / 8, 1)),
-                                       fmt::arg("S", S), fmt::arg("D", D), fmt::arg("B", M * D));
+  const std::string yaml = pipeline_data_yaml(S, M, D, 8);
   const Scenario sc = load_scenario_text(yaml, "bench.yaml");
   const bool trace = state.range(3) != 0;
   size_t bytes = 0;
