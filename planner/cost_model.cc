@@ -26,19 +26,22 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
     v->assign(L + 1, 0);
-  // A ring all-reduce on a tensor group inside one server (alpha_beta_allreduce's ring:
-  // 2(t - 1) steps of bytes / t), each step on the route between two of its GPUs.
-  auto tp_allreduce = [&](int64_t bytes) {
-    if (t_ < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
+  // A ring all-reduce on a group of n GPUs inside one server (alpha_beta_allreduce's ring:
+  // 2(n - 1) steps of bytes / n), each step on the route between two of its GPUs: the
+  // tensor group's, and an expert-tensor group's all-gather and reduce-scatter together.
+  const auto ring_allreduce = [&](int n, int64_t bytes) {
+    if (n < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
     const Route& r = s.cluster.route(0, 1);
     GroupShape ring;
-    ring.n = t_;
+    ring.n = n;
     return alpha_beta_allreduce(AllReduceAlgo::kRing, ring, bytes, 1,
                                 [&](StepEdges, int64_t chunk) {
                                   return r.latency.seconds() +
                                          static_cast<double>(chunk) / r.bottleneck_bytes_per_s;
                                 });
   };
+  const auto tp_allreduce = [&](int64_t bytes) { return ring_allreduce(t_, bytes); };
+  const int etp = s.strategy.expert_tensor;
   // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
   // of them away, over the network where the group outgrows a server (one rail port).
   per_node_ = s.cluster.gpus_of_node(0);
@@ -54,7 +57,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (size_t l = 0; l < L; ++l) {
     // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_tensor_degree),
     // on 1/context of the tokens.
-    Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context, s.strategy.expert_tensor);
+    Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context, etp);
     if (context > 1) {
       for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
                       &x.tp_whole_forward, &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
@@ -69,11 +72,14 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       // Experts: 1/(expert x expert_tensor) of them on every tensor rank (not split by the
       // tensor degree).
       const int64_t experts = x.moe->expert_params;
-      const int64_t share = experts / (int64_t{std::max(1, expert)} * s.strategy.expert_tensor);
+      const int64_t share = experts / (int64_t{std::max(1, expert)} * etp);
       x.params = x.params - experts + share;
       x.tp_replicated_params += share;
     }
-    const double a2a = x.moe ? 2 * all_to_all(x.moe->dispatch_bytes / (int64_t{t_} * context)) : 0;
+    // Per pass: the dispatch and the combine, and under expert tensor parallelism the
+    // gathered tokens' all-gather and reduce-scatter.
+    const int64_t tokens = x.moe ? x.moe->dispatch_bytes / (int64_t{t_} * context) : 0;
+    const double a2a = x.moe ? 2 * all_to_all(tokens) + ring_allreduce(etp, tokens * etp) : 0;
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
     core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
     tp_fwd_[l + 1] =

@@ -121,15 +121,13 @@ std::vector<int> warmup_depths(const Scenario& s) {
 
 GroupDegrees group_degrees(const Scenario& s) {
   const Strategy& st = s.strategy;
-  GroupDegrees g;
-  g.context = st.context;
-  g.expert = st.expert;
-  g.expert_tensor = st.expert_tensor;
-  g.context_comm = st.context_comm;
-  g.routing_imbalance = st.routing_imbalance;
-  g.dedup_dispatch = st.dedup_dispatch;
-  g.shared_expert_overlap = st.shared_expert_overlap;
-  return g;
+  return {.context = st.context,
+          .expert = st.expert,
+          .expert_tensor = st.expert_tensor,
+          .context_comm = st.context_comm,
+          .routing_imbalance = st.routing_imbalance,
+          .dedup_dispatch = st.dedup_dispatch,
+          .shared_expert_overlap = st.shared_expert_overlap};
 }
 
 StageCosts stage_costs(const Scenario& s) {

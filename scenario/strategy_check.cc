@@ -191,6 +191,11 @@ void check_context_and_experts(const Scenario& sc, const Locator& at) {
   if (st.expert_tensor > 1 && moe == layers.end())
     at.fail("strategy.expert_tensor", "the model has no mixture-of-experts layers",
             "1, or a model with experts: E");
+  if (st.expert_tensor > 1 && moe->moe->expert_ffn % st.expert_tensor != 0)
+    at.fail("strategy.expert_tensor",
+            fmt::format("an expert {} wide does not split into {} equal column blocks",
+                        moe->moe->expert_ffn, st.expert_tensor),
+            "a divisor of the experts' width (model.expert_ffn)");
   if (st.context > 1) {
     const bool attention = std::any_of(layers.begin(), layers.end(),
                                        [](const Layer& l) { return l.attention.has_value(); });

@@ -113,6 +113,7 @@ struct MoeFacts {
   // The busiest expert rank's load is at most this share of the mean (capacity_factor:
   // tokens past it are dropped); 0: dropless.
   double capacity = 0;
+  int64_t expert_ffn = 0;  // each routed expert's width (0: not known, a hand-built layer)
 };
 
 // The attention of a generated transformer layer: the bytes context parallelism moves,

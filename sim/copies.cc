@@ -365,6 +365,9 @@ void expand_link_samples(const CopyFold& f, Timeline& tl) {
   std::vector<LinkSample> out;
   out.reserve(tl.link_samples.size());
   for (const LinkSample& s : tl.link_samples) {
+    // (Copy 0's routes name each orbit by its representative: engine.cc.)
+    PIPESIM_ASSERT(!orbit[static_cast<size_t>(s.link)].empty(),
+                   "link samples fall on orbits' representatives");
     for (const int32_t l : orbit[static_cast<size_t>(s.link)]) {
       out.push_back({s.time, static_cast<LinkDirection>(l),
                      s.utilisation * static_cast<float>(f.share[static_cast<size_t>(l)])});

@@ -249,18 +249,13 @@ strategy: {schedule: dapple, pipeline: 1, data: 8, expert_tensor: 2}
 }
 
 TEST(ExpertTensor, StrategyChecks) {
-  const auto error = [](const std::string& strategy) {
-    try {
-      test::run_yaml(test::moe_scenario(strategy));
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const auto error = test::moe_error;
   EXPECT_NE(error("data: 4, expert: 4, expert_tensor: 2").find("expert x expert-tensor"),
             std::string::npos);
   EXPECT_NE(error("data: 4, expert_tensor: 2, zero: 2").find("not modelled"), std::string::npos);
   EXPECT_EQ(error("data: 4, expert_tensor: 4"), "");
+  // The experts are 512 wide: not 3 equal column blocks (said before the ranks' count).
+  EXPECT_NE(error("data: 4, expert_tensor: 3").find("equal column blocks"), std::string::npos);
   EXPECT_EQ(error("data: 2, tensor: 2, sequence_parallel: true, expert: 2, expert_tensor: 2"),
             "");
   try {

@@ -344,14 +344,7 @@ TEST(Experts, ExpertStateIsShardedOverExpertRanks) {
 }
 
 TEST(Experts, StrategyChecks) {
-  const auto error = [](const std::string& strategy) {
-    try {
-      test::run_yaml(test::moe_scenario(strategy));
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const auto error = test::moe_error;
   EXPECT_NE(error("data: 4, expert: 3").find("do not spread evenly"), std::string::npos);
   EXPECT_NE(error("data: 2, expert: 4").find("tensor x data x context"), std::string::npos);
   EXPECT_NE(error("data: 4, expert: 2, zero: 2").find("not modelled"), std::string::npos);

@@ -110,6 +110,15 @@ strategy: {schedule: 1f1b, pipeline: 1, )" +
          strategy + "}\n";
 }
 
+std::string moe_error(const std::string& strategy) {
+  try {
+    run_yaml(moe_scenario(strategy));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 SimRun run_pipe(const PipeSpec& p) {
   return run_yaml(to_yaml(p), true);
 }

@@ -79,6 +79,8 @@ SimRun run_pipe(const PipeSpec& p);
 // A 2-layer MoE model (4 experts of 512, top 2) on 4 H100s, one stage under 1F1B, with
 // `strategy`'s other keys ("data: 4, expert: 4").
 std::string moe_scenario(const std::string& strategy);
+// What moe_scenario(strategy) is refused with (the InputError's message), or "".
+std::string moe_error(const std::string& strategy);
 
 // Last end time of the compute ops of a device.
 Time device_finish(const SimRun& r, int device);
