@@ -45,7 +45,8 @@ struct LinkSample {
   float utilisation;
 };
 
-// A change of a device's memory, in the order the engine applied it.
+// A change of a device's memory, in the order the engine applied it (where copies fold,
+// each of copy 0's changes followed by its images', at the same moment: sim/copies.h).
 struct MemoryChange {
   Time time;
   OpId op;
