@@ -35,6 +35,7 @@ class DeviceMap {
     return true;
   }
   int copies() const { return K_; }
+  int group() const { return group_; }
   int copy(int d) const { return copy_[static_cast<size_t>(d)]; }
   // Device i of copy c (i < group x the graph's devices per copy).
   int device(int c, size_t i) const {
@@ -67,7 +68,9 @@ bool same_op(const Op& a, const Op& b) {
 bool split_ops(const TaskGraph& g, const DeviceMap& m, CopyFold& f, std::vector<uint32_t>& index) {
   const auto K = static_cast<size_t>(f.copies);
   f.ops.assign(K, {});
-  for (auto& ops : f.ops) ops.reserve(g.size() / K + 1);
+  // (Copies left implicit hold no ops: copy 0 holds them all.)
+  const auto built = static_cast<size_t>(std::max(1, g.built_copies() / m.group()));
+  for (size_t k = 0; k < built && k < K; ++k) f.ops[k].reserve(g.size() / built + 1);
   index.resize(g.size());
   for (OpId id = 0; id < g.size(); ++id) {
     const int c = m.copy(g.op(id).device);
@@ -215,18 +218,33 @@ bool links_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m,
   }
   const auto L = static_cast<size_t>(cluster.num_links()) * 2;
   std::vector<LinkDirection> next(L, -1), prev(L, -1);
+  // What a hop adds to a route: its link's bandwidth and latency, and the latency of the
+  // vertex it leaves (a switch's, counted from the second hop on). Hops that match in all
+  // three make routes of one latency and bottleneck.
+  struct Hop {
+    double bandwidth;
+    Time latency, leaving;
+    bool operator==(const Hop&) const = default;
+  };
+  std::vector<Hop> hop(L);
+  for (size_t d = 0; d < L; ++d) {
+    const auto dir = static_cast<LinkDirection>(d);
+    hop[d] = {cluster.direction_bandwidth(dir), cluster.link(dir / 2).spec.latency,
+              cluster.leaving_latency(dir)};
+  }
+  std::vector<LinkDirection> at, to;  // (the images' routes are looked at once, not kept)
   for (const auto& [s, t] : pairs) {
-    const Route* at = &cluster.route(s, t);
     // Without latency a transfer can start in the very moment another ends on its link, and
     // which of the two the full run takes first is an order among copies the fold does not
     // keep (a link's peak flow count; as phases, sim/phases.h).
-    if (at->latency == Time::zero()) return false;
+    if (cluster.route(s, t).latency == Time::zero()) return false;
+    cluster.route_hops(s, t, at);
     for (int k = 0; k < K; ++k) {
       const int kn = (k + 1) % K;
-      const Route& to = cluster.route(m.image(s, kn), m.image(t, kn));
-      if (to.latency != at->latency || to.hops.size() != at->hops.size()) return false;
-      for (size_t j = 0; j < to.hops.size(); ++j) {
-        const LinkDirection a = at->hops[j], b = to.hops[j];
+      cluster.route_hops(m.image(s, kn), m.image(t, kn), to);
+      if (to.size() != at.size()) return false;
+      for (size_t j = 0; j < to.size(); ++j) {
+        const LinkDirection a = at[j], b = to[j];
         auto& na = next[static_cast<size_t>(a)];
         auto& pb = prev[static_cast<size_t>(b)];
         if (na == -1 && pb == -1) {
@@ -235,9 +253,12 @@ bool links_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m,
         } else if (na != b || pb != a) {
           return false;
         }
-        if (cluster.direction_bandwidth(a) != cluster.direction_bandwidth(b)) return false;
+        const Hop &ha = hop[static_cast<size_t>(a)], &hb = hop[static_cast<size_t>(b)];
+        if (ha.bandwidth != hb.bandwidth || ha.latency != hb.latency ||
+            (j > 0 && ha.leaving != hb.leaving))
+          return false;
       }
-      at = &to;
+      std::swap(at, to);
     }
   }
   f.rep.assign(L, -1);
@@ -252,9 +273,10 @@ bool links_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m,
       ++orbit;
     } while (x != static_cast<LinkDirection>(l) && x != -1 && orbit <= K);
     if (x != static_cast<LinkDirection>(l) || K % orbit != 0) return false;
+    const int share = K / orbit;
     do {
       f.rep[static_cast<size_t>(x)] = rep;
-      f.share[static_cast<size_t>(x)] = K / orbit;
+      f.share[static_cast<size_t>(x)] = share;
       x = next[static_cast<size_t>(x)];
     } while (x != static_cast<LinkDirection>(l));
   }
@@ -291,7 +313,9 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
   f.device_copy = m.copies_of_devices();
   f.devices.resize(static_cast<size_t>(f.copies));
   for (int c = 0; c < f.copies; ++c) {
-    for (size_t i = 0; i < m.size(); ++i) f.devices[static_cast<size_t>(c)].push_back(m.device(c, i));
+    auto& devices = f.devices[static_cast<size_t>(c)];
+    devices.reserve(m.size());
+    for (size_t i = 0; i < m.size(); ++i) devices.push_back(m.device(c, i));
   }
   f.lowest_image.resize(f.device_copy.size());
   for (size_t d = 0; d < f.device_copy.size(); ++d) f.lowest_image[d] = static_cast<int32_t>(d);

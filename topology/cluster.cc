@@ -60,6 +60,11 @@ LinkDirection reversed(LinkDirection d) {
 constexpr size_t kShards = 16;
 }  // namespace
 
+void UpPath::push_back(LinkDirection d) {
+  PIPESIM_ASSERT(n < hops.size(), "a GPU's way up has at most three links");
+  hops[n++] = d;
+}
+
 // How a shorthand cluster is laid out, for closed-form routes: node n holds devices
 // [first_device[n], first_device[n + 1]) and its links inside are [first_link[n],
 // end_link[n]), laid out as those of model_node[n], the first node of its group; up[d] is
@@ -68,7 +73,7 @@ constexpr size_t kShards = 16;
 struct ShorthandLayout {
   int nics = 1;  // ports per node
   std::vector<int> first_device, first_link, end_link, model_node;
-  std::vector<std::vector<LinkDirection>> up;
+  std::vector<UpPath> up;
   std::vector<LinkDirection> nic_up;
   std::vector<int> leaf_of;
   std::vector<LinkDirection> leaf_up;
@@ -271,24 +276,25 @@ Route Cluster::searched_route(int src_device, int dst_device) const {
   return make_route(tree_hops(impl_->graph, links_, dijkstra_tree(impl_->graph, src), src, dst));
 }
 
-std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device,
-                                                                  int dst_device) const {
+bool Cluster::shorthand_hops(int src_device, int dst_device,
+                             std::vector<LinkDirection>& hops) const {
   const ShorthandLayout& l = *impl_->layout;
   const int ns = devices_[static_cast<size_t>(src_device)].node;
   const int nd = devices_[static_cast<size_t>(dst_device)].node;
   const auto at = [](const std::vector<int>& v, int i) { return v[static_cast<size_t>(i)]; };
-  std::vector<LinkDirection> hops;
+  hops.clear();
   if (ns == nd) {  // the model node's route, moved to this node's links
     const int m = at(l.model_node, ns);
     const int shift = at(l.first_device, m) - at(l.first_device, ns);
-    hops = route(src_device + shift, dst_device + shift).hops;
+    const auto& model = route(src_device + shift, dst_device + shift).hops;
+    hops.assign(model.begin(), model.end());
     for (LinkDirection& h : hops) {
       // Through the NIC (intra-node latencies so long that the host attachments win): no
       // closed form.
-      if (h / 2 < at(l.first_link, m) || h / 2 >= at(l.end_link, m)) return std::nullopt;
+      if (h / 2 < at(l.first_link, m) || h / 2 >= at(l.end_link, m)) return false;
       h += 2 * (at(l.first_link, ns) - at(l.first_link, m));
     }
-    return hops;
+    return true;
   }
   const auto& up = l.up[static_cast<size_t>(src_device)];
   hops.assign(up.begin(), up.end());
@@ -305,9 +311,9 @@ std::optional<std::vector<LinkDirection>> Cluster::shorthand_hops(int src_device
     }
   }
   hops.push_back(reversed(l.nic_up[static_cast<size_t>(nd) * nics + port(dst_device, nd)]));
-  const auto& down = l.up[static_cast<size_t>(dst_device)];
-  for (auto it = down.rbegin(); it != down.rend(); ++it) hops.push_back(reversed(*it));
-  return hops;
+  const UpPath& down = l.up[static_cast<size_t>(dst_device)];
+  for (auto i = down.n; i-- > 0;) hops.push_back(reversed(down.hops[i]));
+  return true;
 }
 
 int Cluster::nics_per_node() const {
@@ -343,11 +349,33 @@ const Route& Cluster::route(int src_device, int dst_device) const {
       return searched_and_cached(shard, key, src_device, dst_device);
   }
   // Closed form, composed without holding the lock (it may look up a first-node route).
-  auto hops = shorthand_hops(src_device, dst_device);
+  std::vector<LinkDirection> hops;
+  const bool closed = shorthand_hops(src_device, dst_device, hops);
   std::lock_guard lock(shard.mutex);
-  if (!hops) return searched_and_cached(shard, key, src_device, dst_device);
+  if (!closed) return searched_and_cached(shard, key, src_device, dst_device);
   // A racing thread's equal route may stand already; emplace keeps it.
-  return shard.routes.emplace(key, make_route(std::move(*hops))).first->second;
+  return shard.routes.emplace(key, make_route(std::move(hops))).first->second;
+}
+
+void Cluster::route_hops(int src_device, int dst_device, std::vector<LinkDirection>& hops) const {
+  PIPESIM_ASSERT(src_device >= 0 && src_device < num_devices() && dst_device >= 0 &&
+                     dst_device < num_devices(),
+                 "route endpoints out of range");
+  const int node = devices_[static_cast<size_t>(src_device)].node;
+  const ShorthandLayout* l = impl_->layout ? &*impl_->layout : nullptr;
+  // (A model node's own routes are searched once and kept: the others' are moved from them.)
+  if (l != nullptr &&
+      (node != devices_[static_cast<size_t>(dst_device)].node ||
+       l->model_node[static_cast<size_t>(node)] != node) &&
+      shorthand_hops(src_device, dst_device, hops))
+    return;
+  const auto& kept = route(src_device, dst_device).hops;
+  hops.assign(kept.begin(), kept.end());
+}
+
+Time Cluster::leaving_latency(LinkDirection d) const {
+  const Link& l = links_[static_cast<size_t>(d / 2)];
+  return vertex_latency_[static_cast<size_t>(d % 2 == 0 ? l.a : l.b)];
 }
 
 // Dijkstra from the source, its tree kept for the source's other destinations. The
@@ -493,7 +521,7 @@ IntraTopology resolved_topology(const ClusterBuilder::NodeGroup& g) {
 // The links inside node n of group g, whose GPUs are the vertices `gv` and devices from
 // `first`; a tree's host bridge (where its NIC hangs) in `host_bridge`.
 void ClusterBuilder::add_node_links(const NodeGroup& g, int n, const std::vector<int>& gv,
-                                    int first, std::vector<std::vector<LinkDirection>>& up,
+                                    int first, std::vector<UpPath>& up,
                                     int& host_bridge) {
   using T = IntraTopology;
   LinkSpec port = g.intra;
@@ -540,7 +568,10 @@ void ClusterBuilder::add_node_links(const NodeGroup& g, int n, const std::vector
         const LinkDirection to_bridge = last_link();
         for (size_t k = i; k < std::min(gv.size(), i + per_switch); ++k) {
           add_link(gv[k], sw, port);
-          up[static_cast<size_t>(first) + k] = {last_link(), to_bridge};
+          auto& path = up[static_cast<size_t>(first) + k];
+          path = {};
+          path.push_back(last_link());
+          path.push_back(to_bridge);
         }
       }
       break;
@@ -636,14 +667,15 @@ void ClusterBuilder::add_fabric(const LinkSpec& inter, const ShorthandOptions& o
       // GPUs (rail-optimized), as on nodes with a NIC beside each GPU.
       if (host_bridge[static_cast<size_t>(n)] >= 0 && o.nics == 1) {
         // GPUs reach it through the tree, on a port like the tree's own.
-        const LinkSpec port = links_[static_cast<size_t>(layout.up[first].front() / 2)].spec;
+        const LinkSpec port = links_[static_cast<size_t>(*layout.up[first].begin() / 2)].spec;
         add_link(nic, host_bridge[static_cast<size_t>(n)], port);
         for (int i = k; i < per; i += o.nics)
           layout.up[first + static_cast<size_t>(i)].push_back(reversed(last_link()));
       } else {
         for (int i = k; i < per; i += o.nics) {
           add_link(gv[static_cast<size_t>(i)], nic, host);
-          layout.up[first + static_cast<size_t>(i)] = {last_link()};
+          layout.up[first + static_cast<size_t>(i)] = {};
+          layout.up[first + static_cast<size_t>(i)].push_back(last_link());
         }
       }
     }

@@ -3,6 +3,7 @@
 // scenario is one front end to it (see STYLE.md, "a small builder API for topologies").
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +35,16 @@ struct Link {
 using LinkDirection = int32_t;
 
 struct ShorthandLayout;  // how a shorthand cluster is laid out (topology/cluster.cc)
+
+// A GPU's way up to its node's NIC in a shorthand cluster: at most its PCIe switch's link,
+// the host bridge's and the NIC's port (held in place: routes read thousands of them).
+struct UpPath {
+  std::array<LinkDirection, 3> hops{};
+  uint8_t n = 0;
+  void push_back(LinkDirection d);
+  const LinkDirection* begin() const { return hops.data(); }
+  const LinkDirection* end() const { return hops.data() + n; }
+};
 
 struct Route {
   std::vector<LinkDirection> hops;
@@ -100,6 +111,12 @@ class Cluster {
   // (the GPU's way up to its NIC, the fabric, the way down; inside a node, the first node's
   // route moved over); an explicit graph runs Dijkstra from the source on first use.
   const Route& route(int src_device, int dst_device) const;
+  // Its hops, written into `hops` without keeping the route where it has a closed form: for
+  // checks that look at many routes once each (the copies' images, sim/copies.cc).
+  void route_hops(int src_device, int dst_device, std::vector<LinkDirection>& hops) const;
+  // What crossing the vertex a direction leaves adds to a route's latency (a switch's; the
+  // route's first vertex adds nothing).
+  Time leaving_latency(LinkDirection d) const;
   // The same route found by Dijkstra over the whole graph, whatever the cluster's shape
   // (the reference the closed forms are tested against). Not cached.
   Route searched_route(int src_device, int dst_device) const;
@@ -113,7 +130,9 @@ class Cluster {
   struct Impl;
   struct RouteShard;
   Route make_route(std::vector<LinkDirection> hops) const;
-  std::optional<std::vector<LinkDirection>> shorthand_hops(int src_device, int dst_device) const;
+  // The closed-form route's hops into `hops`; false where there is none (inside a node,
+  // a route through the NIC).
+  bool shorthand_hops(int src_device, int dst_device, std::vector<LinkDirection>& hops) const;
   const Route& searched_and_cached(RouteShard& shard, int64_t key, int src_device,
                                    int dst_device) const;
   // Before a change of bandwidths: routes of its own, the shared ones left to the copies.
@@ -195,7 +214,7 @@ class ClusterBuilder {
     Time latency;
   };
   void add_node_links(const NodeGroup& g, int n, const std::vector<int>& gpu_vertices, int first,
-                      std::vector<std::vector<LinkDirection>>& up, int& host_bridge);
+                      std::vector<UpPath>& up, int& host_bridge);
   void add_fabric(const LinkSpec& inter, const ShorthandOptions& o,
                   const std::vector<std::vector<int>>& gpu_vertices,
                   const std::vector<int>& host_bridge, ShorthandLayout& layout);
