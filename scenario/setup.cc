@@ -279,7 +279,11 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
   if (s.strategy.overlap_param_gather && !zero_applies)
     out.push_back(
         "strategy.overlap_param_gather: no effect: no data-parallel ranks to gather weights from");
-  if (!s.strategy.overlap_grad_reduce && !zero_applies)
+  // (Gradients are reduced over data-parallel ranks with or without ZeRO.)
+  bool reduces = false;
+  for (int p = 0; p < s.strategy.positions(); ++p)
+    reduces = reduces || s.strategy.stages[static_cast<size_t>(p)].replicas * s.strategy.copies() > 1;
+  if (!s.strategy.overlap_grad_reduce && !reduces)
     out.push_back(
         "strategy.overlap_grad_reduce: no effect: no data-parallel ranks to reduce gradients with");
   return out;

@@ -215,6 +215,10 @@ strategy: {schedule: dapple, pipeline: 1, data: 2, allreduce: ring, bucket: 8 MB
   std::string late = yaml;
   late.replace(late.find("bucket: 8 MB}"), 13, "bucket: 8 MB, overlap_grad_reduce: false}");
   EXPECT_EQ(test::run_yaml(late).timeline.makespan, Time::ms(12));
+  // With data-parallel ranks and no ZeRO it takes effect, and no warning says otherwise.
+  const auto two = test::cli({"run", test::write_temp("late-data2.yaml", late)});
+  EXPECT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(two.err.find("overlap_grad_reduce: no effect"), std::string::npos) << two.err;
   // Under ZeRO-2 every micro-batch's gradients are reduce-scattered as they come: exit 2.
   std::string zero2 = late;
   zero2.replace(zero2.find("bucket:"), 7, "zero: 2, bucket:");
