@@ -11,11 +11,11 @@
 //   4096 GPUs, 64 stages x 1024 micro-batches x 64 copies (17 M ops)   <= 15 CPU-s, <= 2 GiB
 //   4 MB ring over 8192 GPUs, default against no-fold: <= 0.1x the events (0.001x)
 //   pipeline 8 x 64 x data 256 -> data 1024 (2048 -> 8192 GPUs, a NIC per GPU), default:
-//   <= 1.5x the CPU (about 3.5x, at 6-7 ms for 8192 GPUs against 11-13 ms before the
-//   copies' routes were checked without being kept: copies are built and simulated once,
-//   sim/copies.h; what grows is the cluster's per-device and per-link tables and checking
-//   copy 0's routes in every copy; 11x with --no-fold). Data 8 (64 GPUs) is the part that
-//   does not grow: about 0.35 ms.
+//   <= 1.5x the CPU (about 3.6x, at 4.1 ms for 8192 GPUs against 9.4-9.9 ms before the
+//   copies' routes were checked without being kept and the fold found once: copies are
+//   built and simulated once, sim/copies.h; what grows is the cluster's per-device and
+//   per-link tables and checking copy 0's routes in every copy; 11x with --no-fold). Data 8
+//   (64 GPUs) is the part that does not grow: about 0.35 ms.
 // Rows whose fourth argument is 1 keep ring collectives compact (TaskGraphBuilder::
 // set_compact_rings); the 8192-GPU ring row runs only compact (expanded, it is 134 M ops).
 // The last argument of the compact rows is SimOptions::fold: 1 runs symmetric rings as

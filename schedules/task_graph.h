@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -104,6 +105,8 @@ struct CompactRing {
   uint32_t members() const { return held == 0 ? n : held; }
 };
 
+struct CopyFold;  // sim/copies.h
+
 class TaskGraph {
  public:
   size_t size() const { return ops_.size(); }
@@ -141,6 +144,17 @@ class TaskGraph {
     return {copy_devices_.data() + static_cast<size_t>(c) * n, n};
   }
 
+  // The fold sim/copies.h found for this graph on the cluster of `revision`
+  // (Cluster::revision), kept by whoever found it (lower_folded) so that the engine does
+  // not look for it again; null for any other cluster.
+  void keep_fold(std::shared_ptr<const CopyFold> fold, uint64_t revision) {
+    fold_ = std::move(fold);
+    fold_revision_ = revision;
+  }
+  std::shared_ptr<const CopyFold> kept_fold(uint64_t revision) const {
+    return fold_ && revision == fold_revision_ ? fold_ : nullptr;
+  }
+
   // Checks the graph: deps in range, every compute op in exactly one stream and on its own
   // device, no transfer in a stream, and no cycle through deps and stream order (which would
   // be a deadlock). Returns a description of the first problem, naming the ops of a cycle.
@@ -168,6 +182,8 @@ class TaskGraph {
   int copies_ = 1;
   int built_copies_ = 0;
   std::vector<int32_t> copy_devices_;  // [copy * devices per copy + i]
+  std::shared_ptr<const CopyFold> fold_;
+  uint64_t fold_revision_ = 0;
 };
 
 class TaskGraphBuilder {

@@ -353,7 +353,10 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster) {
     if (!may_build_copies(in, group)) continue;
     in.built_copies = group;
     TaskGraph g = lower(in);
-    if (fold_copies(g, cluster)) return g;
+    if (auto f = fold_copies(g, cluster)) {
+      g.keep_fold(std::make_shared<const CopyFold>(std::move(*f)), cluster.revision());
+      return g;
+    }
   }
   in.built_copies = 0;
   return lower(in);

@@ -45,13 +45,19 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
     capacity_[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
   // Copies simulated once: the others' memory changes and link samples are copy 0's images
   // (expand).
-  if (o.fold) copies_ = fold_copies(g, c);
+  // (The fold lower_folded found on this cluster, else found here.)
+  const auto fold = [&] {
+    if (auto kept = g.kept_fold(c.revision())) return kept;
+    auto f = fold_copies(g, c);
+    return f ? std::make_shared<const CopyFold>(std::move(*f)) : nullptr;
+  };
+  if (o.fold) copies_ = fold();
   // A graph that leaves copies implicit is only ever run folded (lower_folded checked the
   // fold before it kept one).
   if (g.built_copies() < g.copies()) {
     PIPESIM_ASSERT(!o.record_links && !o.record_memory, "implicit copies record nothing per op");
-    if (!copies_) copies_ = fold_copies(g, c);
-    PIPESIM_ASSERT(copies_.has_value(), "a graph with implicit copies folds");
+    if (!copies_) copies_ = fold();
+    PIPESIM_ASSERT(copies_ != nullptr, "a graph with implicit copies folds");
   }
   if (copies_) {
     for (size_t h = 0; h < capacity_.size(); ++h) {

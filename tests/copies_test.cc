@@ -260,6 +260,37 @@ strategy: {schedule: dapple, stages: [{layers: 0-4, replicas: 2}, {layers: 5-9, 
   }
 }
 
+// The fold found while lowering is kept with the graph for its cluster's state alone: a
+// copy of the cluster keeps its revision (the engine takes the kept fold), a slowdown or a
+// cluster built again names another (the engine checks the fold again), and either way the
+// run is the same.
+TEST(Copies, TheFoldFoundWhileLoweringIsKeptForItsClusterOnly) {
+  const Scenario sc = load_scenario_text(
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, data: 8, allreduce: ring}"),
+      "copies.yaml");
+  const TaskGraph g = folded_task_graph(sc);
+  ASSERT_LT(g.built_copies(), g.copies());
+  ASSERT_NE(g.kept_fold(sc.cluster.revision()), nullptr);
+  const Cluster same = sc.cluster;
+  EXPECT_EQ(same.revision(), sc.cluster.revision());
+  Cluster slowed = sc.cluster;
+  slowed.slow_down_device(0, 1.0);  // (a factor of one: the same figures, a new state)
+  EXPECT_NE(slowed.revision(), sc.cluster.revision());
+  EXPECT_EQ(g.kept_fold(slowed.revision()), nullptr);
+  Cluster off = sc.cluster;
+  off.set_slowdowns(false);
+  EXPECT_NE(off.revision(), sc.cluster.revision());
+  const Scenario again = load_scenario_text(
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, data: 8, allreduce: ring}"),
+      "copies.yaml");
+  EXPECT_NE(again.cluster.revision(), sc.cluster.revision());
+  const Timeline kept = simulate(g, same), found = simulate(g, slowed);
+  expect_identical(kept, found);
+  EXPECT_EQ(simulate(g, again.cluster).makespan, kept.makespan);
+}
+
 TEST(Copies, CopiesThatDoNotFoldAreBuiltInFull) {
   // A straggler, and a tree all-reduce: every copy built and simulated.
   for (const std::string& yaml :

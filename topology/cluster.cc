@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
@@ -102,7 +103,7 @@ struct Cluster::Impl {
   std::array<Cluster::RouteShard, kShards> shards;
 };
 
-Cluster::Cluster() : impl_(std::make_shared<Impl>()) {}
+Cluster::Cluster() : impl_(std::make_shared<Impl>()) { renew_revision(); }
 Cluster::Cluster(const Cluster&) = default;
 Cluster& Cluster::operator=(const Cluster&) = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
@@ -139,6 +140,11 @@ std::vector<int> Cluster::links_between(int vertex_a, int vertex_b) const {
   return out;
 }
 
+void Cluster::renew_revision() {
+  static std::atomic<uint64_t> next{1};
+  revision_ = next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Cluster::own_routes() {
   if (impl_.use_count() == 1) return;
   auto own = std::make_shared<Impl>();
@@ -153,6 +159,7 @@ void Cluster::slow_down_device(int device, double factor) {
   PIPESIM_ASSERT(slowdowns_on_, "slowdowns are added while on");
   devices_.at(static_cast<size_t>(device)).slowdown *= factor;
   slowdowns_.push_back({false, device, factor});
+  renew_revision();
 }
 
 void Cluster::slow_down_link(int link, double share) {
@@ -167,6 +174,7 @@ void Cluster::slow_down_link(int link, double share) {
 
 void Cluster::set_slowdowns(bool on) {
   own_routes();
+  renew_revision();
   slowdowns_on_ = on;
   for (Device& d : devices_) d.slowdown = 1.0;
   for (size_t i = 0; i < full_bandwidth_.size(); ++i)

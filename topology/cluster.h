@@ -68,6 +68,10 @@ class Cluster {
   int num_nodes() const { return num_nodes_; }
   int num_links() const { return static_cast<int>(links_.size()); }
   int num_vertices() const { return static_cast<int>(vertex_names_.size()); }  // GPUs, switches
+  // Names one state of the cluster: a copy keeps it, a slowdown (or turning them off or
+  // on) gives a new one, no two clusters built share one. What is worked out from a cluster
+  // (a graph's fold, TaskGraph::keep_fold) may be kept against it.
+  uint64_t revision() const { return revision_; }
   // Built by the shorthand (routes in closed form), not given as a graph (Dijkstra's).
   bool shorthand() const;
   const Link& link(int i) const { return links_.at(static_cast<size_t>(i)); }
@@ -137,7 +141,9 @@ class Cluster {
                                    int dst_device) const;
   // Before a change of bandwidths: routes of its own, the shared ones left to the copies.
   void own_routes();
+  void renew_revision();
   std::shared_ptr<Impl> impl_;
+  uint64_t revision_ = 0;
   std::vector<Device> devices_;
   std::vector<Link> links_;
   std::vector<std::string> vertex_names_;

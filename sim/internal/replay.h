@@ -249,7 +249,7 @@ class Engine {
   std::vector<double> capacity_;    // [link direction] as the flows see it
   // Identical copies simulated once (SimOptions::fold, sim/copies.h), and the routes of
   // copy 0's flows over the orbits' representatives.
-  std::optional<CopyFold> copies_;
+  std::shared_ptr<const CopyFold> copies_;
   std::unordered_map<int64_t, std::unique_ptr<Route>> quotient_routes_;
 };
 
