@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "core/checked.h"
@@ -23,6 +24,14 @@ int64_t kv_features(const TransformerShape& t) {
 // The queries' width: heads x head_dim (the hidden size unless head_dim says otherwise).
 int64_t query_width(const TransformerShape& t) {
   return t.head_dim > 0 ? t.heads * t.head_dim : t.hidden;
+}
+
+// The width the attention kernel computes a head at: its own, or for the Triton kernel the
+// next power of two (flash_attn_triton's BLOCK_HEADDIM; the padded columns are masked
+// loads and real multiply-adds).
+double kernel_head_dim(const TransformerShape& t, int64_t d) {
+  if (t.attention_kernel != AttentionKernel::kTriton) return static_cast<double>(d);
+  return static_cast<double>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(d, 16))));
 }
 
 // A layer norm or RMSNorm over `elements`: reads x, writes y; its backward reads x and dy,
@@ -178,10 +187,12 @@ void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, d
     ops.push_back(elementwise_op("rotary", bs * (a * dr + dr), 3, 2 * e, 2 * e));
   OpSpec att;
   att.name = "flash_attention";
-  att.attention = true;
+  att.attention = t.attention_kernel;
   const double mask = t.causal ? 0.5 : 1.0;
-  att.forward = {mask * 2 * b * s * s * a * (dqk + dv), e * bs * a * (2 * dqk + 2 * dv)};
-  att.backward_input = {mask * 5 * b * s * s * a * (dqk + dv), e * bs * a * (4 * dqk + 4 * dv)};
+  const double width =
+      kernel_head_dim(t, l.head_dim + l.rope_dim) + kernel_head_dim(t, l.head_dim);
+  att.forward = {mask * 2 * b * s * s * a * width, e * bs * a * (2 * dqk + 2 * dv)};
+  att.backward_input = {mask * 5 * b * s * s * a * width, e * bs * a * (4 * dqk + 4 * dv)};
   ops.push_back(att);
   weight_gemm(ops, "projection", bs, a * dv, h, e, fp8);
 }
@@ -212,12 +223,14 @@ void attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double b
     // default): the kernel skips the blocks above the diagonal, half of the s^2 work. On the GPU's
     // attention curve (docs/presets.md): the kernels reach a different share of the peak
     // than plain GEMMs, and that share differs between generations.
+    // The Triton kernel computes each head at its padded width (kernel_head_dim).
     OpSpec att;
     att.name = "flash_attention";
-    att.attention = true;
+    att.attention = t.attention_kernel;
     const double mask = t.causal ? 0.5 : 1.0;  // the share of the s^2 blocks it runs
-    att.forward = {mask * 4 * b * s * s * h, e * (2 + 2 * r) * sbh};
-    att.backward_input = {mask * 10 * b * s * s * h, e * (4 + 4 * r) * sbh};
+    const double d = h / a, pad = kernel_head_dim(t, static_cast<int64_t>(d)) / d;
+    att.forward = {mask * 4 * b * s * s * h * pad, e * (2 + 2 * r) * sbh};
+    att.backward_input = {mask * 10 * b * s * s * h * pad, e * (4 + 4 * r) * sbh};
     ops.push_back(att);
   } else {
     OpSpec scores;

@@ -63,6 +63,9 @@ struct TransformerShape {
     int64_t kv_rank = 512, q_rank = 1536, rope_dim = 64, head_dim = 128;
   };
   std::optional<Latent> latent{};
+  // Which fused kernel (model.attention_kernel; topology/presets.h): each has its own
+  // efficiency curve, and the Triton kernel pads heads to a power of two.
+  AttentionKernel attention_kernel = AttentionKernel::kFlash;
 };
 
 // Per transformer layer, for b sequences of s tokens, hidden h, heads a, ffn f, and

@@ -40,7 +40,8 @@ OpSpec elementwise_op(std::string name, double elements, double flops, double fo
 }
 
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p, bool fp8, bool attention) {
+                  const GpuSpec& gpu, Precision p, bool fp8,
+                  std::optional<AttentionKernel> attention) {
   if (work.flops <= 0 && work.bytes <= 0) return {};
   const bool mixed = p != Precision::kFp32;
   double peak = mixed ? gpu.peak_flops : gpu.peak_fp32_flops;
@@ -62,7 +63,7 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   };
   const EfficiencyCurve& curve = !matrix           ? gpu.vector_efficiency
                                   : fp8 && p != Precision::kFp32 ? gpu.fp8_efficiency
-                                  : attention && mixed         ? gpu.attention_efficiency
+                                  : attention && mixed         ? gpu.attention_curve(*attention)
                                                                : gpu.matrix_efficiency;
   const double compute = flops > 0 ? flops / (peak * eff(curve, flops)) : 0;
   const double memory = gpu.hbm_bytes_per_s > 0 && bytes > 0

@@ -3,6 +3,7 @@
 // efficiency curves (or its flat cluster.gpu.efficiency).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,8 @@ struct OpSpec {
   double weight_bytes = 0;
   double repeats = 1;
   bool fp8 = false;  // a GEMM run at the fp8 peak (training.precision: fp8)
-  bool attention = false;  // a fused attention kernel, on the GPU's attention curve
+  // A fused attention kernel, on the GPU's curve for that kernel.
+  std::optional<AttentionKernel> attention;
   // FLOPs times `batch`, batch-dependent bytes times `batch` x `element` (ops built with
   // bytes counted in elements).
   OpSpec& scale(double batch, double element = 1);
@@ -49,9 +51,10 @@ struct Roofline {
 };
 // One pass of an op on this GPU in this precision (`repeats` pieces of work / repeats).
 // `fp8`: a matrix op at the GPU's fp8 peak, on its fp8 curve; `attention`: a fused
-// attention kernel, on the GPU's attention curve.
+// attention kernel, on the GPU's curve for that kernel.
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p, bool fp8 = false, bool attention = false);
+                  const GpuSpec& gpu, Precision p, bool fp8 = false,
+                  std::optional<AttentionKernel> attention = std::nullopt);
 
 // Times every op: a Layer whose forward, backward_input and backward_weight are the sums.
 Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double forward_flops,

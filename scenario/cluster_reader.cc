@@ -93,6 +93,10 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
     if (!given("fp8_efficiency")) g.fp8_efficiency = g.matrix_efficiency;
     if (!given("attention_efficiency")) g.attention_efficiency = g.matrix_efficiency;
   }
+  // An attention curve given (or a custom GPU's) serves the Triton kernel too unless that
+  // one is given apart.
+  if (!given("triton_attention_efficiency") && (custom || given("attention_efficiency")))
+    g.triton_attention_efficiency = g.attention_efficiency;
   // Curves the scenario gives are its own: all of them (a GPU without preset or like
   // needs only the three, its matrix curve serving fp8 and attention), or some of them on a
   // GPU that would otherwise run at the flat 0.5.
@@ -104,7 +108,7 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
     g.curves_borrowed = false;
   } else if (custom && (given("matrix_efficiency") || given("vector_efficiency") ||
                         given("memory_efficiency") || given("attention_efficiency") ||
-                        given("fp8_efficiency"))) {
+                        given("triton_attention_efficiency") || given("fp8_efficiency"))) {
     g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
   }
 }
@@ -126,7 +130,7 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
       {"preset", "like", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
        "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
        "vector_efficiency", "memory_efficiency", "fp8_efficiency", "attention_efficiency",
-       "comm_interference"});
+       "triton_attention_efficiency", "comm_interference"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined()) {
     if (n["like"].IsDefined())
@@ -175,6 +179,9 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.fp8_efficiency = read_curve(r, v, child_path(path, "fp8_efficiency"), true);
   if (const auto v = n["attention_efficiency"]; v.IsDefined())
     g.attention_efficiency = read_curve(r, v, child_path(path, "attention_efficiency"), true);
+  if (const auto v = n["triton_attention_efficiency"]; v.IsDefined())
+    g.triton_attention_efficiency =
+        read_curve(r, v, child_path(path, "triton_attention_efficiency"), true);
   if (const auto v = n["memory_efficiency"]; v.IsDefined())
     g.memory_efficiency = read_curve(r, v, child_path(path, "memory_efficiency"), false);
   if (g.memory_bytes <= 0)

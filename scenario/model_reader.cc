@@ -30,7 +30,7 @@ const std::vector<std::string>& generator_keys() {
       "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
       "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal",
       "experts", "top_k", "expert_ffn", "shared_experts", "moe_every", "dense_first",
-      "capacity_factor", "latent", "head_dim"};
+      "capacity_factor", "latent", "head_dim", "attention_kernel"};
   return keys;
 }
 
@@ -66,6 +66,27 @@ void read_experts(const Reader& r, const YAML::Node& n, TransformerShape& shape)
   if (n["capacity_factor"].IsDefined() &&
       !(n["capacity_factor"].IsScalar() && n["capacity_factor"].Scalar() == "none"))
     shape.capacity_factor = r.real(n["capacity_factor"], "model.capacity_factor", 1, 1000);
+}
+
+// model.attention_kernel: flash (FlashAttention 2/3, cuDNN) | triton (flash_attn_triton),
+// which exists only as a fused kernel and, as that kernel does, takes heads up to 128 wide.
+void read_attention_kernel(const Reader& r, const YAML::Node& n, TransformerShape& shape) {
+  const YAML::Node k = n["attention_kernel"];
+  if (!k.IsDefined()) return;
+  shape.attention_kernel = static_cast<AttentionKernel>(
+      r.choice<int>(k, "model.attention_kernel",
+                    {{"flash", static_cast<int>(AttentionKernel::kFlash)},
+                     {"triton", static_cast<int>(AttentionKernel::kTriton)}}));
+  if (!shape.flash_attention)
+    r.fail(k, "model.attention_kernel", "a fused attention kernel for unfused attention",
+           "flash_attention: true beside attention_kernel, or leave it out");
+  const int64_t d = shape.latent ? shape.latent->head_dim + shape.latent->rope_dim
+                   : shape.head_dim > 0 ? shape.head_dim
+                                        : shape.hidden / shape.heads;
+  if (shape.attention_kernel == AttentionKernel::kTriton && d > 128)
+    r.fail(k, "model.attention_kernel",
+           fmt::format("the Triton kernel takes heads up to 128 wide, not {}", d),
+           "attention_kernel: flash, or heads of at most 128");
 }
 
 // model: {generator: transformer, layers, hidden, heads, query_groups, ffn, sequence, vocab,
@@ -142,6 +163,7 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
              "flash_attention: true beside latent");
     shape.latent = x;
   }
+  read_attention_kernel(r, n, shape);
   Model m = r.at(n, "model", [&] { return transformer_model(shape, t, gpu); });
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   return m;

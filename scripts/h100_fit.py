@@ -45,6 +45,8 @@ def cluster(row):
 def scenario(row):
     model = dict(generator="transformer", **row["model"], sequence=row["seq"],
                  flash_attention=True)
+    if row.get("attention_kernel"):
+        model["attention_kernel"] = row["attention_kernel"]
     cp, ep = row.get("cp", 1), row.get("ep", 1)
     data = row["gpus"] // (row["tp"] * row["pp"] * cp)
     strategy = dict(schedule="interleaved" if row["vp"] > 1 else "dapple",

@@ -216,6 +216,63 @@ TEST(Curves, EachKindOfOpOnItsOwnCurve) {
   EXPECT_EQ(op_named(y, "flash_attention")->forward, Time::ps(171'798'692));
 }
 
+// The Triton kernel (attention_kernel: triton) on its own curve, each head computed at
+// its width padded to a power of two. The round GPU: the CUDA kernels at 0.125 of
+// 100 TFLOPS, the Triton kernel at 0.1. h = 640, 8 heads of 80 (padded to 128), s = 1024,
+// b = 1, causal: 2bs^2h = 1,342,177,280 FLOPs of the model, 2bs^2 x 8 x 128 =
+// 2,147,483,648 computed, at 10 TFLOPS 214,748,364.8 ps forward, 536,870,912 backward
+// (2.5x). The CUDA kernel: 1,342,177,280 at 12.5 TFLOPS, 107,374,182.4 ps.
+TEST(Curves, TritonAttentionPadsHeadsAndHasItsOwnCurve) {
+  GpuSpec gpu = round_gpu();
+  gpu.attention_efficiency = EfficiencyCurve::constant(0.125);
+  gpu.triton_attention_efficiency = EfficiencyCurve::constant(0.1);
+  gpu.memory_efficiency = EfficiencyCurve::constant(1.0);
+  Shape t{1, 640, 8, 2560, 1024, 1000, true, true};
+  EXPECT_EQ(op_named(transformer_model(t, mixed(1), gpu).layers[1], "flash_attention")->forward,
+            Time::ps(107'374'183));
+  t.attention_kernel = AttentionKernel::kTriton;
+  const Layer x = transformer_model(t, mixed(1), gpu).layers[1];
+  const OpCost* att = op_named(x, "flash_attention");
+  ASSERT_NE(att, nullptr);
+  EXPECT_EQ(att->forward, Time::ps(214'748'365));
+  EXPECT_EQ(att->backward_input, Time::ps(536'870'912));
+  // The model's FLOPs (MFU's numerator) stay the unpadded ones.
+  EXPECT_EQ(x.forward_flops,
+            transformer_model(Shape{1, 640, 8, 2560, 1024, 1000, true, true}, mixed(1), gpu)
+                .layers[1]
+                .forward_flops);
+}
+
+// attention_kernel names a fused kernel: with unfused attention, or heads wider than the
+// Triton kernel takes (128), it is bad input naming the key.
+TEST(Curves, AttentionKernelNeedsAFusedKernelItCanRun) {
+  const auto run = [](const std::string& model) {
+    return test::cli(
+        {"run", test::write_temp("kernel-bad.yaml",
+                                 "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 1}\n"
+                                 "model: {generator: transformer, layers: 1, sequence: 64, "
+                                 "vocab: 10, " +
+                                     model +
+                                     "}\n"
+                                     "training: {global_batch: 1, micro_batch: 1}\n"
+                                     "strategy: {schedule: dapple, pipeline: 1}\n")});
+  };
+  const auto unfused = run("hidden: 512, heads: 4, attention_kernel: triton");
+  EXPECT_EQ(unfused.code, 2);
+  EXPECT_NE(unfused.err.find("model.attention_kernel"), std::string::npos) << unfused.err;
+  EXPECT_NE(unfused.err.find("flash_attention: true"), std::string::npos) << unfused.err;
+  const auto wide =
+      run("hidden: 1024, heads: 4, flash_attention: true, attention_kernel: triton");
+  EXPECT_EQ(wide.code, 2);
+  EXPECT_NE(wide.err.find("up to 128 wide, not 256"), std::string::npos) << wide.err;
+  const auto bad = run("hidden: 512, heads: 4, flash_attention: true, attention_kernel: xla");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("triton"), std::string::npos) << bad.err;
+  const auto fine =
+      run("hidden: 512, heads: 4, flash_attention: true, attention_kernel: triton");
+  EXPECT_EQ(fine.code, 0) << fine.err;
+}
+
 // A GPU without a preset that gives only matrix_efficiency uses it for fp8 GEMMs and
 // attention too; a preset keeps its own attention and fp8 curves.
 TEST(Curves, CustomGpuMatrixCurveServesAttentionAndFp8) {

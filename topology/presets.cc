@@ -9,17 +9,23 @@ constexpr int64_t kGiB = 1024LL * 1024 * 1024;
 
 // One generation's fit (docs/presets.md shows the scan that chose each level): the share
 // of the peak GEMMs of 128 GFLOP reach (16-bit and fp8) and 16-bit GEMMs of 8 TFLOP and
-// more, the factor on Calculon's memory table, and the share the fused attention kernels
-// reach on their causal FLOPs.
+// more, the factor on Calculon's memory table, the fused attention kernels (FlashAttention
+// 2/3 and cuDNN's: a flat share of the peak on their causal FLOPs, or with
+// `attention_measured` a factor on the curve measured on an H100, attention_kernel_curve)
+// and the Triton kernel of 2022 (a flat share), and the fp8 GEMMs' share of the fp8 peak.
 struct Fit {
-  double matrix_top, matrix_huge, memory_factor, attention_top, fp8_top;
+  double matrix_top, matrix_huge, memory_factor, attention_top;
+  bool attention_measured;
+  double triton_top, fp8_top;
   const char* runs;  // what it was fitted to, for pipesim model
 };
 // Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
-// memory) and llm-foundry's A100 runs (attention, the largest GEMMs).
-constexpr Fit kAmpere{0.70, 0.85, 0.6, 0.30, 0.70, "A100 runs"};
-// NVIDIA's NeMo / dgxc-benchmarking H100 runs (bf16 and fp8) and llm-foundry's H100 runs.
-constexpr Fit kHopper{0.64, 0.64, 0.45, 0.20, 0.68, "H100 runs"};
+// memory) and llm-foundry's A100 runs (attention, the largest GEMMs). llm-foundry's ran the
+// Triton kernel; no A100 run here used the CUDA kernels, which take the Triton level.
+constexpr Fit kAmpere{0.70, 0.85, 0.6, 0.30, false, 0.30, 0.70, "A100 runs"};
+// NVIDIA's NeMo / dgxc-benchmarking / Megatron-LM H100 runs (bf16 and fp8; the CUDA
+// attention kernels) and llm-foundry's H100 runs (the Triton kernel).
+constexpr Fit kHopper{0.64, 0.64, 0.40, 0.5, true, 0.15, 0.68, "H100 runs"};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
@@ -33,6 +39,15 @@ EfficiencyCurve matrix_curve(double top, double huge) {
   // `top`; beyond Calculon's table, `huge` at 8 TFLOP (a GEMM that many waves amortise).
   EfficiencyCurve c{{{0, 0.1}, {1e9, 0.6 * top / 0.95}, {16e9, 0.9 * top / 0.95}, {128e9, top}}};
   if (huge > top) c.points.push_back({kHugeGemm, huge});
+  return c;
+}
+// The fused attention kernels (cuDNN 9.19 through PyTorch's SDPA, forward and backward
+// passes each at its own FLOPs) measured on an H100 on 2026-11-28
+// (docs/validation/gpu-ops-2026-11-28/): 0.113, 0.43, 0.538 and 0.588 of the 16-bit peak
+// at 20.4, 217, 869 and 1739 GFLOP, times `factor` (what a training step keeps of them).
+EfficiencyCurve attention_kernel_curve(double factor) {
+  EfficiencyCurve c{{{0, 0.1}, {20.4e9, 0.113}, {217e9, 0.43}, {869e9, 0.538}, {1739e9, 0.588}}};
+  for (auto& pt : c.points) pt.efficiency *= factor;
   return c;
 }
 EfficiencyCurve vector_curve() {
@@ -61,7 +76,10 @@ GpuSpec gpu(const Datasheet& d) {
   g.hbm_bytes_per_s = d.hbm;
   g.matrix_efficiency = matrix_curve(d.fit.matrix_top, d.fit.matrix_huge);
   g.fp8_efficiency = matrix_curve(d.fit.fp8_top, d.fit.fp8_top);
-  g.attention_efficiency = matrix_curve(d.fit.attention_top, d.fit.attention_top);
+  g.attention_efficiency = d.fit.attention_measured
+                               ? attention_kernel_curve(d.fit.attention_top)
+                               : matrix_curve(d.fit.attention_top, d.fit.attention_top);
+  g.triton_attention_efficiency = matrix_curve(d.fit.triton_top, d.fit.triton_top);
   g.vector_efficiency = vector_curve();
   g.memory_efficiency = memory_curve(d.fit.memory_factor);
   g.curves = d.fit.runs;

@@ -13,6 +13,13 @@
 
 namespace pipesim {
 
+// The fused attention kernel a transformer runs (model.attention_kernel): FlashAttention 2/3
+// or cuDNN's fused attention, what Transformer Engine, Megatron-Core and PyTorch's SDPA
+// dispatch to (kFlash); or the Triton FlashAttention of 2022 (flash_attn_triton on
+// triton's pre-MLIR backend, llm-foundry's attn_impl: triton), which pads the head
+// dimension to a power of two and has no code path of its own for Hopper (kTriton).
+enum class AttentionKernel { kFlash, kTriton };
+
 struct GpuSpec {
   std::string name;
   int64_t memory_bytes = 0;
@@ -31,9 +38,15 @@ struct GpuSpec {
   EfficiencyCurve matrix_efficiency = EfficiencyCurve::constant(0.5);
   EfficiencyCurve vector_efficiency = EfficiencyCurve::constant(0.5);
   EfficiencyCurve memory_efficiency = EfficiencyCurve::constant(0.5);
-  // GEMMs at the fp8 peak (training.precision: fp8), and fused attention kernels, by FLOPs.
+  // GEMMs at the fp8 peak (training.precision: fp8), and fused attention kernels, by FLOPs:
+  // FlashAttention 2/3 and cuDNN's (attention_efficiency) and the Triton kernel of 2022
+  // (triton_attention_efficiency; AttentionKernel says which a model runs).
   EfficiencyCurve fp8_efficiency = EfficiencyCurve::constant(0.5);
   EfficiencyCurve attention_efficiency = EfficiencyCurve::constant(0.5);
+  EfficiencyCurve triton_attention_efficiency = EfficiencyCurve::constant(0.5);
+  const EfficiencyCurve& attention_curve(AttentionKernel k) const {
+    return k == AttentionKernel::kTriton ? triton_attention_efficiency : attention_efficiency;
+  }
   // cluster.gpu.efficiency: one share for every op and size, replacing the three curves.
   std::optional<double> efficiency;
   // The share of its compute speed a GPU loses while it sends a transfer of its own (the
@@ -44,13 +57,14 @@ struct GpuSpec {
   // them from another generation (pipesim model says so).
   std::string curves = "A100 runs";
   bool curves_borrowed = false;
-  // Takes `from`'s five curves and where they come from (cluster.gpu.like).
+  // Takes `from`'s six curves and where they come from (cluster.gpu.like).
   void take_curves(const GpuSpec& from) {
     matrix_efficiency = from.matrix_efficiency;
     vector_efficiency = from.vector_efficiency;
     memory_efficiency = from.memory_efficiency;
     fp8_efficiency = from.fp8_efficiency;
     attention_efficiency = from.attention_efficiency;
+    triton_attention_efficiency = from.triton_attention_efficiency;
     comm_interference = from.comm_interference;
     curves = from.curves;
   }
