@@ -113,8 +113,9 @@ for size, heads, hidden, layers, tp, tflops in (("1.7b", 16, 2048, 24, 1, 408.8)
 # mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14: MPT on 8 GPUs,
 # Composer FSDP (FULL_SHARD), flash attention, amp_bf16, paired H100 / A100-80GB rows of
 # the same configuration; tokens/s/GPU as printed. Attention is the Triton kernel
-# (scripts/train/yamls/pretrain/mpt-*.yaml: attn_impl: triton). FULL_SHARD (ZeRO-3) from 7B up,
-# SHARD_GRAD_OP (ZeRO-2) below; gradients reduced in fp32 (Composer's DEFAULT).
+# (scripts/train/yamls/pretrain/mpt-*.yaml: attn_impl: triton). Every row of these two
+# tables says FULL_SHARD (ZeRO-3; the large-scale table below runs 1B and 3B as
+# SHARD_GRAD_OP); gradients reduced in fp32 (Composer's DEFAULT).
 FOUNDRY = "llm-foundry benchmarks (mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14)"
 for size, seq, mbs, ga, ac, h100, a100 in (
         ("70b", 2048, 8, 4, True, 1039, 410), ("30b", 2048, 3, 21, True, 2002, 916),
@@ -131,8 +132,7 @@ for size, seq, mbs, ga, ac, h100, a100 in (
                          model=MPT_SIZES[size], seq=seq, gpus=gpus, gbs=mbs * ga * gpus,
                          mbs=mbs, tp=1, pp=1, vp=1, precision="bf16", measured=measured,
                          recompute="full" if ac else "none", framework="fsdp", gpu=gpu,
-                         zero=3 if size in ("7b", "13b", "30b", "70b") else 2,
-                         gradients="fp32", note="", attention_kernel="triton"))
+                         zero=3, gradients="fp32", note="", attention_kernel="triton"))
 
 # Blackwell rows pipesim can express (no context parallelism), fp8 (Transformer Engine's
 # current scaling), tokens/s/GPU as printed. NeMo 25.02's performance summary
