@@ -28,8 +28,10 @@ OUT = "scenarios/validation"
 def cluster(row):
     nodes = max(row["gpus"] // 8, 1)
     if row["gpu"].startswith("a100"):
-        # A100 rows of llm-foundry: 8 x 200 Gbit/s RoCE per node ("1600 Gbps node-node").
-        return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8, intra_node="nvswitch2",
+        # A100 rows of llm-foundry: 8 x 200 Gbit/s RoCE per node ("1600 Gbps node-node");
+        # NVSwitch as NCCL drives it (docs/validation.md, "NVSwitch as NCCL drives it").
+        return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8,
+                    intra_node=dict(preset="nvswitch2", bandwidth="220 GB/s"),
                     inter_node=dict(kind="ethernet", bandwidth="200 Gbit/s", latency="5 us",
                                     nics=8))
     if row["gpu"] == "gb200":

@@ -14,15 +14,16 @@ namespace {
 // TFLOP/s per GPU, counting the recompute forward (the paper's 96Bslh^2(...) formula),
 // for the rows small enough to simulate in a unit test. Per-op rooflines with the A100
 // preset's efficiency curves (fitted over all three published sets of docs/validation.md,
-// with llm-foundry's A100 runs for the largest GEMMs) put 1.7B at 131.5 (-4.0 %), 3.6B at
-// 135.5 (-1.8 %) and 7.5B at 144.1 (+1.5 %); the bounds guard those errors from growing.
+// with llm-foundry's A100 runs for the largest GEMMs) and NVSwitch at the 220 GB/s NCCL
+// reaches put 1.7B at 131.5 (-4.0 %), 3.6B at 133.4 (-3.4 %) and 7.5B at 139.5 (-1.8 %);
+// the bounds guard those errors from growing.
 TEST(Validation, MegatronTableOneSmallRows) {
   struct Row {
     const char* name;
     double published, tolerance;
   };
   for (const Row& row :
-       {Row{"1.7B", 137, 0.055}, Row{"3.6B", 138, 0.035}, Row{"7.5B", 142, 0.03}}) {
+       {Row{"1.7B", 137, 0.055}, Row{"3.6B", 138, 0.05}, Row{"7.5B", 142, 0.035}}) {
     const std::string file = std::string(PIPESIM_SOURCE_DIR) +
                              "/scenarios/validation/megatron-table1-" + row.name + ".yaml";
     const test::SimRun r = test::run_yaml(test::read_file(file));
@@ -130,8 +131,8 @@ TEST(Validation, ZeroBubbleTableFourRuns) {
 // hidden 6144, 64 heads) with tensor parallelism 8 on one DGX A100, micro-batch 4, one
 // micro-batch per iteration. Iteration times: 1.10 s with sequence parallelism and
 // selective recompute, 1.42 s with full recompute and no sequence parallelism; pipesim
-// gives 1.032 s and 1.402 s (6.2 % and 1.3 % under: one micro-batch per iteration leaves
-// every per-iteration cost pipesim does not model in the first). The larger models of the
+// gives 1.060 s and 1.441 s (3.6 % under and 1.5 % over: one micro-batch per iteration
+// leaves every per-iteration cost pipesim does not model in the first). The larger models of the
 // same table are in docs/validation.md (too slow for a unit test).
 TEST(Validation, KorthikantiTwentyTwoB) {
   const std::string yaml = test::read_file(std::string(PIPESIM_SOURCE_DIR) +
@@ -145,7 +146,7 @@ TEST(Validation, KorthikantiTwentyTwoB) {
     std::string text;
     double published, tolerance;
   };
-  for (const Row& row : {Row{yaml, 1.10, 0.075}, Row{full, 1.42, 0.02}}) {
+  for (const Row& row : {Row{yaml, 1.10, 0.05}, Row{full, 1.42, 0.03}}) {
     const test::SimRun r = test::run_yaml(row.text);
     ASSERT_FALSE(r.report.oom.oom) << row.published;
     EXPECT_NEAR(r.report.iteration_time.seconds(), row.published, row.published * row.tolerance)
