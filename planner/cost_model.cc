@@ -189,10 +189,13 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
   // Under Strategy::tensor_overlap the backward's all-reduces run beside the dW GEMMs,
   // except where a zero-bubble schedule takes W out of the backward.
-  const bool beside = s_.strategy.tensor_overlap && t.w_fill == 0;
+  const bool beside = s_.strategy.tensor_overlap == TensorOverlap::kBackward && t.w_fill == 0;
   const double tp = sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) +
                     sum(beside ? tp_bwd_beside_ : tp_bwd_);
-  return compute_time(first, last, replicas, t) + tp;
+  const double compute = compute_time(first, last, replicas, t);
+  // TensorOverlap::kFull: the collectives run beside the compute; what it cannot hide.
+  if (s_.strategy.tensor_overlap == TensorOverlap::kFull) return std::max(compute, tp);
+  return compute + tp;
 }
 
 double CostModel::gpu_share(double bytes, double replicated, int replicas,

@@ -72,7 +72,8 @@ nlohmann::ordered_json strategy_section(const Strategy& st, const StrategyPlacem
   if (st.bucket_bytes != Strategy{}.bucket_bytes)
     j["bucket"] = fmt::format("{} B", st.bucket_bytes);
   if (st.bucket_buffers) j["bucket_buffers"] = true;
-  if (st.tensor_overlap) j["tensor_overlap"] = "backward";
+  if (st.tensor_overlap != TensorOverlap::kNone)
+    j["tensor_overlap"] = st.tensor_overlap == TensorOverlap::kFull ? "full" : "backward";
   if (!st.p2p_overlap) j["p2p_overlap"] = false;
   if (!st.overlap_grad_reduce) j["overlap_grad_reduce"] = false;
   if (st.overlap_param_gather) j["overlap_param_gather"] = true;

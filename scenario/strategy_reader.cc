@@ -236,8 +236,11 @@ void read_options(const Reader& r, const YAML::Node& n, Strategy& st) {
     st.tensor = static_cast<int>(r.integer(n["tensor"], "strategy.tensor", 1, 4096));
   st.sequence_parallel = read_flag(r, n["sequence_parallel"], "strategy.sequence_parallel", false);
   if (n["tensor_overlap"].IsDefined()) {
-    st.tensor_overlap = r.choice<int>(n["tensor_overlap"], "strategy.tensor_overlap",
-                                      {{"none", 0}, {"backward", 1}}) == 1;
+    st.tensor_overlap = static_cast<TensorOverlap>(
+        r.choice<int>(n["tensor_overlap"], "strategy.tensor_overlap",
+                      {{"none", static_cast<int>(TensorOverlap::kNone)},
+                       {"backward", static_cast<int>(TensorOverlap::kBackward)},
+                       {"full", static_cast<int>(TensorOverlap::kFull)}}));
   }
   st.p2p_overlap = read_flag(r, n["p2p_overlap"], "strategy.p2p_overlap", true);
   // With no data-parallel ranks to shard over, a ZeRO stage is accepted and changes nothing

@@ -140,7 +140,7 @@ struct LoweringInput {
   std::vector<std::vector<std::vector<int>>> placement;
   std::vector<int> tensor;            // [position] tensor-parallel degree; empty: 1
   bool sequence_parallel = false;     // activations split along the tensor group too
-  bool tensor_overlap = false;        // Strategy::tensor_overlap
+  TensorOverlap tensor_overlap = TensorOverlap::kNone;  // Strategy::tensor_overlap
   bool p2p_overlap = true;            // Strategy::p2p_overlap
   bool overlap_param_gather = false;  // Strategy::overlap_param_gather
   bool overlap_grad_reduce = true;    // Strategy::overlap_grad_reduce

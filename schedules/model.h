@@ -351,6 +351,17 @@ struct StageSpec {
   friend bool operator==(const StageSpec&, const StageSpec&) = default;
 };
 
+// Tensor collectives beside compute (strategy.tensor_overlap). kNone (SPEC section 3.1's
+// default): every one on the compute critical path, as in the Megatron-LM of 2021.
+// kBackward: Megatron-LM's asynchronous all-reduce (its default since 2022): in the
+// backward, each column-parallel linear's input-gradient all-reduce (reduce-scatter under
+// sequence parallelism) runs beside its weight-gradient GEMM. kFull: Transformer Engine's
+// communication-GEMM overlap (tp_comm_overlap): every tensor collective, forward and
+// backward, runs beside the compute of the sublayer it follows (issued when that sublayer
+// starts, as TE pipelines it chunk by chunk with the GEMMs); the next sublayer waits for
+// both.
+enum class TensorOverlap { kNone, kBackward, kFull };
+
 struct Strategy {
   ScheduleKind schedule = ScheduleKind::kDapple;
   std::vector<StageSpec> stages;  // global stages; stage g runs on position position_of(g)
@@ -360,12 +371,8 @@ struct Strategy {
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
   int tensor = 1;                          // tensor-parallel degree of every stage
   bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
-  // Megatron-LM's asynchronous tensor-parallel all-reduce (its default since 2022;
-  // `tensor_overlap: backward`): in the backward, each column-parallel linear's
-  // input-gradient all-reduce (reduce-scatter under sequence parallelism) runs beside its
-  // weight-gradient GEMM. Off (SPEC section 3.1's default): every tensor collective sits on
-  // the compute critical path, as in Megatron-LM before it.
-  bool tensor_overlap = false;
+  // Which tensor collectives run beside compute (TensorOverlap).
+  TensorOverlap tensor_overlap = TensorOverlap::kNone;
   // Pipeline sends and receives run beside the compute (SPEC section 9's default). Off:
   // Megatron-LM's --no-overlap-p2p-communication with one CUDA connection: the sender's
   // compute stream waits until each of its sends has arrived (the receiver's op waits for

@@ -88,6 +88,11 @@ strategy: {schedule: dapple, pipeline: 1, tensor: 2}
   on.replace(on.find("tensor: 2}"), 10, "tensor: 2, tensor_overlap: backward}");
   const Scenario backward = load_scenario_text(on, "overlap.yaml");
   EXPECT_EQ(planner::strategy_json(p, backward).value("tensor_overlap", ""), "backward");
+  std::string all = yaml;
+  all.replace(all.find("tensor: 2}"), 10, "tensor: 2, tensor_overlap: full}");
+  EXPECT_EQ(planner::strategy_json(p, load_scenario_text(all, "overlap.yaml"))
+                .value("tensor_overlap", ""),
+            "full");
   // Likewise strategy.p2p_overlap: false (the default, true, is left out).
   EXPECT_FALSE(planner::strategy_json(p, none).contains("p2p_overlap"));
   std::string blocking = yaml;

@@ -85,6 +85,41 @@ TEST(Tensor, ForwardTimeOnAnIdleNvSwitchByHand) {
   EXPECT_EQ(f_end, expect);
 }
 
+TEST(Tensor, FullOverlapRunsEveryCollectiveBesideTheComputeBeforeItByHand) {
+  // `tensor_overlap: full` (Transformer Engine's tp_comm_overlap): each all-reduce is issued
+  // when the compute before it starts and the next segment waits for both, so the forward
+  // above becomes max(embedding / 2, AR) + max(first half / 2, AR) + max(second / 2, AR)
+  // + head / 2 on each rank.
+  const test::SimRun r = test::run_yaml(gpt(2, 1, "  tensor_overlap: full\n"));
+  const auto layers = at_degree(r.scenario.model.layers, 2);
+  auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
+  const Time layer = layers[1].forward + layers[1].tp_whole_forward;
+  const Time first = layer / 2, second = layer - layer / 2;
+  const Time ar = Cluster::transfer_time(r.scenario.cluster.route(0, 1), kSbh) * 2;
+  const Time expect = max(half(layers[0].forward), ar) + max(half(first), ar) +
+                      max(half(second), ar) + half(layers[2].forward + layers[2].tp_whole_forward);
+  Time f_end;
+  for (OpId id : r.graph.stream(0)) {
+    const Op& op = r.graph.op(id);
+    if (op.kind == OpKind::kForward) f_end = max(f_end, r.timeline.end[id]);
+  }
+  EXPECT_EQ(f_end, expect);
+  // The backward too: shorter than with only the backward's overlap, which is shorter
+  // than none.
+  const auto span = [](const test::SimRun& x) {
+    Time first_b = Time::max(), last;
+    for (OpId id : x.graph.stream(0)) {
+      const OpKind k = x.graph.op(id).kind;
+      if (k == OpKind::kBackward) first_b = std::min(first_b, x.timeline.start[id]);
+      if (k == OpKind::kBackward || k == OpKind::kWeightGrad) last = max(last, x.timeline.end[id]);
+    }
+    return last - first_b;
+  };
+  const test::SimRun back = test::run_yaml(gpt(2, 1, "  tensor_overlap: backward\n"));
+  EXPECT_LT(span(r), span(back));
+  EXPECT_LT(r.report.makespan, back.report.makespan);
+}
+
 // Start of the first backward op and end of the last backward or weight-gradient op of
 // device 0.
 std::pair<Time, Time> backward_span(const test::SimRun& r) {
@@ -393,12 +428,13 @@ strategy: {schedule: dapple, pipeline: 1, tensor: 2}
   EXPECT_NE(sp.err.find("strategy.sequence_parallel"), std::string::npos) << sp.err;
 }
 
-TEST(Tensor, OverlapIsBackwardOrNone) {
+TEST(Tensor, OverlapIsNoneBackwardOrFull) {
   const auto r = test::cli(
       {"run", test::write_temp("tensor-overlap.yaml", gpt(2, 1, "  tensor_overlap: forward\n"))});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("strategy.tensor_overlap"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("backward"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("full"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -349,7 +349,10 @@ class Lowering {
     // runs each column-parallel linear's dW GEMM (`beside`) while the all-reduce of its dX
     // is in flight. Such a collective keeps a `beside` > 0 and is followed by a segment of
     // that time with no collective of its own; the segment after that waits for it.
-    const bool overlap = in_.tensor_overlap && kind == OpKind::kBackward && !has_w;
+    const bool overlap =
+        in_.tensor_overlap == TensorOverlap::kBackward && kind == OpKind::kBackward && !has_w;
+    // TensorOverlap::kFull: every tensor collective beside the compute before it.
+    const bool full = in_.tensor_overlap == TensorOverlap::kFull;
     Time acc;
     bool pending = false;  // the last segment runs beside a collective
     const size_t L = sp.layers.size();
@@ -357,7 +360,7 @@ class Lowering {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
       if (kind == OpKind::kRecompute && !lc.recomputed) continue;  // kept, not re-run
       if (!lc.pieces.empty()) {
-        piece_segments(lc, fwd, has_w, overlap, acc, pending, out);
+        piece_segments(lc, fwd, has_w, overlap, full, acc, pending, out);
         continue;
       }
       const Time t =
@@ -371,7 +374,8 @@ class Lowering {
       for (int64_t q = 0; q < n; ++q) {
         const Time share = q + 1 == n ? t - t / n * (n - 1) : t / n;
         TpCollective c = colls[static_cast<size_t>(q)];
-        c.beside = overlap && c.bytes > 0 && c.kind == TpCollective::Kind::kAllReduce
+        c.beside = full && c.bytes > 0 ? acc + share
+                   : overlap && c.bytes > 0 && c.kind == TpCollective::Kind::kAllReduce
                        ? std::min(c.beside, share)
                        : Time::zero();
         out.emplace_back(acc + share - c.beside, c);
@@ -388,9 +392,10 @@ class Lowering {
   // pass runs them: a collective beside a piece is issued before it and followed by a
   // segment of the piece's time; one after a piece is issued when it ends (a tensor
   // all-reduce of an input gradient, under `overlap`, beside the weight-gradient GEMM
-  // before it, as tp_segments does).
+  // before it, as tp_segments does; under `full`, every tensor collective beside all the
+  // compute since the collective before it).
   static void piece_segments(const StageProfile::LayerCost& lc, bool fwd, bool has_w, bool overlap,
-                             Time& acc, bool& pending,
+                             bool full, Time& acc, bool& pending,
                              std::vector<std::pair<Time, TpCollective>>& out) {
     const size_t n = lc.pieces.size();
     for (size_t i = 0; i < n; ++i) {
@@ -411,9 +416,10 @@ class Lowering {
       for (TpCollective c : {fwd ? p.forward_after : p.backward_after,
                              fwd ? p.forward_then : p.backward_then}) {
         if (c.bytes == 0) break;
-        const bool beside = overlap && c.group == CollectiveGroup::kTensor &&
-                            c.kind == TpCollective::Kind::kAllReduce && c.beside > Time::zero();
-        c.beside = beside ? std::min(c.beside, acc) : Time::zero();
+        const bool tensor = c.group == CollectiveGroup::kTensor;
+        const bool beside = overlap && tensor && c.kind == TpCollective::Kind::kAllReduce &&
+                            c.beside > Time::zero();
+        c.beside = full && tensor ? acc : beside ? std::min(c.beside, acc) : Time::zero();
         out.emplace_back(acc - c.beside, c);
         acc = Time::zero();
         pending = c.beside > Time::zero();
