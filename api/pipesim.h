@@ -116,6 +116,8 @@ struct ScenarioSpec {
   std::vector<Setting> settings{};  // any other key, applied after the fields above
 };
 
+struct LoadedScenarioState;  // what a LoadedScenario holds (internal)
+
 // A loaded, checked scenario. Copies are cheap and share what they hold.
 class LoadedScenario {
  public:
@@ -146,7 +148,7 @@ class LoadedScenario {
   LoadedScenario(const LoadedScenario&) = default;
   LoadedScenario& operator=(const LoadedScenario&) = default;
 
-  struct Impl;  // internal
+  using Impl = LoadedScenarioState;
 
  private:
   explicit LoadedScenario(std::shared_ptr<const Impl> impl);

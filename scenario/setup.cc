@@ -257,6 +257,11 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
       }
     }
   }
+  // Tensor overlap with no tensor group to overlap.
+  if (s.strategy.tensor_overlap != TensorOverlap::kNone &&
+      std::all_of(s.strategy.stages.begin(), s.strategy.stages.end(),
+                  [&](const StageSpec& g) { return s.strategy.tensor_of(g) == 1; }))
+    out.push_back("strategy.tensor_overlap: no effect: no stage has tensor-parallel ranks");
   // Context and expert settings with nothing to act on.
   if (s.strategy.context == 1 && s.strategy.context_comm != ContextComm::kP2p)
     out.push_back("strategy.context_comm: no effect: strategy.context is 1");

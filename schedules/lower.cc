@@ -89,7 +89,8 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   // last micro-batch, as under ZeRO-1.)
   const bool one_pass = !in_.orders.early_input_grad;  // B and W one autograd pass
   const bool every =
-      in_.zero >= 2 && zero_ranks(p) > 1 && (one_pass || !(in_.tensor_overlap != TensorOverlap::kNone && cur.t > 1));
+      in_.zero >= 2 && zero_ranks(p) > 1 &&
+      (one_pass || !(in_.tensor_overlap != TensorOverlap::kNone && cur.t > 1));
   if (syncs_gradients(p)) {
     std::vector<long> last(static_cast<size_t>(G_ / P_),
                            -1);  // per chunk, since the last optimizer step

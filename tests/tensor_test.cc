@@ -428,6 +428,20 @@ strategy: {schedule: dapple, pipeline: 1, tensor: 2}
   EXPECT_NE(sp.err.find("strategy.sequence_parallel"), std::string::npos) << sp.err;
 }
 
+// tensor_overlap with no tensor group says so (stderr and the report's warnings); with one,
+// it does not.
+TEST(Tensor, OverlapWithoutATensorGroupWarns) {
+  const auto lone = test::cli(
+      {"run", test::write_temp("overlap-t1.yaml", gpt(1, 1, "  tensor_overlap: full\n"))});
+  EXPECT_EQ(lone.code, 0) << lone.err;
+  EXPECT_NE(lone.err.find("warning: strategy.tensor_overlap: no effect"), std::string::npos)
+      << lone.err;
+  const auto two = test::cli(
+      {"run", test::write_temp("overlap-t2.yaml", gpt(2, 1, "  tensor_overlap: full\n"))});
+  EXPECT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(two.err.find("tensor_overlap: no effect"), std::string::npos) << two.err;
+}
+
 TEST(Tensor, OverlapIsNoneBackwardOrFull) {
   const auto r = test::cli(
       {"run", test::write_temp("tensor-overlap.yaml", gpt(2, 1, "  tensor_overlap: forward\n"))});

@@ -18,15 +18,18 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "topology/internal/cluster_impl.h"
+#include "topology/internal/shorthand_layout.h"
 
 namespace pipesim {
 
 namespace {
-using cluster_internal::EdgeProps;
-using cluster_internal::Graph;
-using cluster_internal::kShards;
-using cluster_internal::reversed;
+struct EdgeProps {
+  int link = -1;
+  int64_t weight = 0;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
+                                    boost::no_property, EdgeProps>;
+constexpr size_t kShards = 16;  // route shards (Cluster::Impl::shards)
 
 // Routing weight of one edge, in half-picoseconds so that switch latency can be split
 // evenly over the two edges that enter and leave it. Hop count dominates (2^40 per hop,
@@ -56,6 +59,29 @@ void UpPath::push_back(LinkDirection d) {
   PIPESIM_ASSERT(n < hops.size(), "a GPU's way up has at most three links");
   hops[n++] = d;
 }
+
+// Routes found so far, in shards by source so that threads rarely wait for each other.
+// Each shard's lock guards its routes and the Dijkstra trees of its sources; no lock is
+// held while taking another.
+struct Cluster::RouteShard {
+  std::mutex mutex;
+  std::unordered_map<int64_t, Route> routes;
+  // Per source: its Dijkstra tree, exact for the whole graph or (partial) for the GPUs of
+  // the source's node alone.
+  struct Tree {
+    std::vector<int32_t> pred;  // 4 bytes a vertex: 10,000 sources of 10,000 vertices, 400 MB
+    bool partial = false;
+  };
+  std::unordered_map<int, Tree> predecessors;
+};
+
+struct Cluster::Impl {
+  Graph graph;
+  std::optional<ShorthandLayout> layout;
+  std::unordered_map<std::string, int> vertex_by_name;  // names never change
+  std::vector<int> device_of_vertex;                    // -1: a switch or NIC
+  std::array<Cluster::RouteShard, kShards> shards;
+};
 
 Cluster::Cluster() : impl_(std::make_shared<Impl>()) { renew_revision(); }
 Cluster::Cluster(const Cluster&) = default;
@@ -92,6 +118,10 @@ std::vector<int> Cluster::links_between(int vertex_a, int vertex_b) const {
       out.push_back(static_cast<int>(i));
   }
   return out;
+}
+
+void Cluster::set_layout(ShorthandLayout layout) {
+  impl_->layout = std::move(layout);
 }
 
 void Cluster::renew_revision() {

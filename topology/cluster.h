@@ -34,7 +34,7 @@ struct Link {
 // A link direction: 2 * link + (0 for a->b, 1 for b->a). Bandwidth is per direction.
 using LinkDirection = int32_t;
 
-struct ShorthandLayout;  // how a shorthand cluster is laid out (topology/cluster.cc)
+struct ShorthandLayout;  // a shorthand cluster's layout (topology/internal/shorthand_layout.h)
 
 // A GPU's way up to its node's NIC in a shorthand cluster: at most its PCIe switch's link,
 // the host bridge's and the NIC's port (held in place: routes read thousands of them).
@@ -142,6 +142,7 @@ class Cluster {
   // Before a change of bandwidths: routes of its own, the shared ones left to the copies.
   void own_routes();
   void renew_revision();
+  void set_layout(ShorthandLayout layout);  // the shorthand builder's, for closed-form routes
   std::shared_ptr<Impl> impl_;
   uint64_t revision_ = 0;
   std::vector<Device> devices_;

@@ -9,11 +9,9 @@
 
 #include "core/error.h"
 #include "topology/cluster.h"
-#include "topology/internal/cluster_impl.h"
+#include "topology/internal/shorthand_layout.h"
 
 namespace pipesim {
-
-using cluster_internal::reversed;
 
 namespace {
 // nvidia-smi topo -m of a DGX-1 (V100): NVLink bricks between GPU pairs (0 = none).
@@ -143,7 +141,7 @@ Cluster ClusterBuilder::shorthand(const std::vector<NodeGroup>& groups, const Li
   }
   if (nodes > 1) b.add_fabric(inter, o, gpu_vertices, host_bridge, layout);
   Cluster c = b.build();
-  c.impl_->layout = std::move(layout);
+  c.set_layout(std::move(layout));
   return c;
 }
 

@@ -16,7 +16,7 @@ namespace pipesim::api {
 
 // The document the scenario was read from (or written from a ScenarioSpec), its settings,
 // and the checked value the loader made of them.
-struct LoadedScenario::Impl {
+struct LoadedScenarioState {
   std::shared_ptr<const ScenarioDocument> document;
   std::vector<Setting> settings;
   std::vector<Override> overrides;  // the same, as the loader takes them

@@ -1,0 +1,31 @@
+// How a shorthand cluster is laid out (ShorthandLayout), shared by the shorthand builder
+// (shorthand.cc), which fills it, and the routes (cluster.cc), which read it. Not part of
+// the public API.
+#pragma once
+
+#include <vector>
+
+#include "topology/cluster.h"
+
+namespace pipesim {
+
+// The same link the other way.
+inline LinkDirection reversed(LinkDirection d) {
+  return d ^ 1;
+}
+
+// How a shorthand cluster is laid out, for closed-form routes: node n holds devices
+// [first_device[n], first_device[n + 1]) and its links inside are [first_link[n],
+// end_link[n]), laid out as those of model_node[n], the first node of its group; up[d] is
+// GPU d's way to its node's NIC, nic_up[n * nics + port] a NIC's uplink, leaf_of[n] and
+// leaf_up[leaf] the leaf/spine fabric (empty: one fabric switch).
+struct ShorthandLayout {
+  int nics = 1;  // ports per node
+  std::vector<int> first_device, first_link, end_link, model_node;
+  std::vector<UpPath> up;
+  std::vector<LinkDirection> nic_up;
+  std::vector<int> leaf_of;
+  std::vector<LinkDirection> leaf_up;
+};
+
+}  // namespace pipesim
