@@ -212,7 +212,9 @@ void Engine::start_transfer(OpId id, Time now) {
   if (!pace_.empty()) note_sending(op.device, +1, now);
   if (const uint32_t r = ring_of(id); r != kNoRing) {
     if (fold_ && ring_waits(r, now)) return;
-    start_step(r, id - graph_.rings()[r].first, 0, now);
+    const uint32_t member = id - graph_.rings()[r].first;
+    start_step(r, member, 0, now);
+    release_held(r, member, now);
     return;
   }
   start_route(id, route(op.device, op.peer), op.bytes, now);

@@ -312,11 +312,32 @@ void Engine::end_step(OpId id, Time now) {
     return;
   }
   const uint32_t next = (done.member + 1) % n;
-  if (done.step + 1 < cr.steps) {
-    start_step(done.ring, next, done.step + 1, now);
-  } else {
-    finish(cr.first + next, now);
+  if (tl_.start[cr.first + next] == Time::max()) {
+    held_[ring_base_[done.ring] + next].push_back(done.step);
+    return;
   }
+  arrive(done.ring, next, done.step, now);
+}
+
+// Step `step` has arrived at `member`, which has joined: it sends the next step, or after
+// the last, its op ends.
+void Engine::arrive(uint32_t ring, uint32_t member, uint32_t step, Time now) {
+  if (step + 1 < graph_.rings()[ring].steps) {
+    start_step(ring, member, step + 1, now);
+  } else {
+    finish(graph_.rings()[ring].first + member, now);
+  }
+}
+
+// Member `member` of ring r joins (its op starts, step by step): it forwards the steps
+// that arrived before it.
+void Engine::release_held(uint32_t r, uint32_t member, Time now) {
+  if (held_.empty()) return;
+  const auto it = held_.find(ring_base_[r] + member);
+  if (it == held_.end()) return;
+  const std::vector<uint32_t> arrived = std::move(it->second);
+  held_.erase(it);
+  for (uint32_t step : arrived) arrive(r, member, step, now);
 }
 
 void Engine::release_if_done(OpId id) {

@@ -151,6 +151,36 @@ TEST(CompactRings, RandomGraphsRunExactlyAsTheirExpansion) {
   EXPECT_GT(compared, 30);
 }
 
+// Members join a ring at different times in these graphs. A member forwards nothing
+// before it joins (its first step waits for its ready ops, and so does every later one):
+// on GPUs whose compute slows while they send (comm_interference), where the engine counts
+// each member's transfers from its start, every op ends after it started, step by step,
+// as phases and folded alike.
+TEST(CompactRings, NoMemberForwardsBeforeItJoins) {
+  GpuSpec gpu = *find_gpu_preset("h100-80gb");
+  gpu.comm_interference = 0.2;
+  int rings = 0;
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    const int nodes = 1 + static_cast<int>(seed % 3), per_node = 1 + static_cast<int>(seed % 4);
+    if (nodes * per_node < 2) continue;
+    const Cluster cl = ClusterBuilder::shorthand(nodes, per_node, gpu, *find_link_preset("nvlink3"),
+                                                 *find_link_preset("ib-ndr"));
+    const TaskGraph g = random_graph(cl, seed, true);
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    for (bool fold : {false, true}) {
+      SimOptions o;
+      o.fold = fold;
+      const Timeline t = simulate(g, cl, o);
+      for (OpId id = 0; id < g.size(); ++id) {
+        ASSERT_NE(t.start[id], Time::max()) << g.describe(id);
+        EXPECT_LE(t.start[id], t.end[id]) << g.describe(id);
+      }
+    }
+    rings += static_cast<int>(g.rings().size());
+  }
+  EXPECT_GT(rings, 30);
+}
+
 // Whole scenarios: data-parallel rings (plain and hierarchical) under a pipeline, ZeRO's
 // reduce-scatters and all-gathers, sequence parallelism's per-layer rings.
 TEST(CompactRings, ScenariosRunExactlyAsTheirExpansion) {
