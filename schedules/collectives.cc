@@ -58,8 +58,8 @@ void Builder::ring(const std::vector<int>& ranks, int steps, int64_t chunk,
       incoming[static_cast<size_t>(ranks[i])] = {ring.first + static_cast<OpId>(i)};
     return;
   }
-  // A member forwards (and its part ends) only once it has joined: every step after the
-  // first waits for the chunk that arrived and for the member's own ready ops.
+  // A member's part ends no earlier than it joins: what waits for the collective waits for
+  // the last chunk to arrive and for the member's own ready ops.
   std::vector<Deps> ready(n);
   for (size_t i = 0; i < n; ++i) ready[i] = incoming[static_cast<size_t>(ranks[i])];
   for (int s = 0; s < steps; ++s) {
@@ -68,11 +68,12 @@ void Builder::ring(const std::vector<int>& ranks, int steps, int64_t chunk,
       next[(i + 1) % n] =
           send(ranks[i], ranks[(i + 1) % n], chunk, incoming[static_cast<size_t>(ranks[i])]);
     }
-    for (size_t i = 0; i < n; ++i) {
-      Deps d{next[i]};  // the chunk first: report.cc walks a ring's chain by deps[0]
-      d.insert(d.end(), ready[i].begin(), ready[i].end());
-      incoming[static_cast<size_t>(ranks[i])] = std::move(d);
-    }
+    for (size_t i = 0; i < n; ++i) incoming[static_cast<size_t>(ranks[i])] = {next[i]};
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // The chunk first: report.cc walks a ring's chain by deps[0].
+    Deps& d = incoming[static_cast<size_t>(ranks[i])];
+    d.insert(d.end(), ready[i].begin(), ready[i].end());
   }
 }
 

@@ -40,6 +40,7 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
     members += r.n;
   }
   member_route_.assign(members, nullptr);
+  if (!g.rings().empty()) last_arrived_.assign(members, false);
   capacity_.resize(tl_.links.size());
   for (size_t h = 0; h < capacity_.size(); ++h)
     capacity_[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
@@ -212,9 +213,7 @@ void Engine::start_transfer(OpId id, Time now) {
   if (!pace_.empty()) note_sending(op.device, +1, now);
   if (const uint32_t r = ring_of(id); r != kNoRing) {
     if (fold_ && ring_waits(r, now)) return;
-    const uint32_t member = id - graph_.rings()[r].first;
-    start_step(r, member, 0, now);
-    release_held(r, member, now);
+    join(r, id - graph_.rings()[r].first, now);
     return;
   }
   start_route(id, route(op.device, op.peer), op.bytes, now);

@@ -100,7 +100,7 @@ void Engine::decide_ring(uint32_t r, Time now) {
   if (!phase) {
     rs.mode = RingState::kSteps;
     for (uint32_t m = 0; m < n; ++m)
-      if (tl_.start[cr.first + m] != Time::max()) start_step(r, m, 0, now);
+      if (tl_.start[cr.first + m] != Time::max()) join(r, m, now);
     return;
   }
   if (rs.periodic) {
@@ -299,7 +299,8 @@ void Engine::unfold(uint32_t r) {
 }
 
 // The step's chunk has arrived at the next member: it sends its next step, or, after the
-// last, the next member's op of the ring ends.
+// last, the next member's op of the ring ends (once it has joined: a member's part of the
+// collective ends no earlier than it starts).
 void Engine::end_step(OpId id, Time now) {
   StepFlow& sf = step_of(id);
   sf.ended = true;
@@ -312,32 +313,19 @@ void Engine::end_step(OpId id, Time now) {
     return;
   }
   const uint32_t next = (done.member + 1) % n;
-  if (tl_.start[cr.first + next] == Time::max()) {
-    held_[ring_base_[done.ring] + next].push_back(done.step);
-    return;
-  }
-  arrive(done.ring, next, done.step, now);
-}
-
-// Step `step` has arrived at `member`, which has joined: it sends the next step, or after
-// the last, its op ends.
-void Engine::arrive(uint32_t ring, uint32_t member, uint32_t step, Time now) {
-  if (step + 1 < graph_.rings()[ring].steps) {
-    start_step(ring, member, step + 1, now);
+  if (done.step + 1 < cr.steps) {
+    start_step(done.ring, next, done.step + 1, now);
+  } else if (tl_.start[cr.first + next] == Time::max()) {
+    last_arrived_[ring_base_[done.ring] + next] = true;  // it ends when it joins
   } else {
-    finish(graph_.rings()[ring].first + member, now);
+    finish(cr.first + next, now);
   }
 }
 
-// Member `member` of ring r joins (its op starts, step by step): it forwards the steps
-// that arrived before it.
-void Engine::release_held(uint32_t r, uint32_t member, Time now) {
-  if (held_.empty()) return;
-  const auto it = held_.find(ring_base_[r] + member);
-  if (it == held_.end()) return;
-  const std::vector<uint32_t> arrived = std::move(it->second);
-  held_.erase(it);
-  for (uint32_t step : arrived) arrive(r, member, step, now);
+void Engine::join(uint32_t r, uint32_t member, Time now) {
+  start_step(r, member, 0, now);
+  if (last_arrived_.empty() || !last_arrived_[ring_base_[r] + member]) return;
+  finish(graph_.rings()[r].first + member, now);
 }
 
 void Engine::release_if_done(OpId id) {

@@ -154,11 +154,10 @@ TEST(Straggler, PipelineBalancesToTheClosedFormSplit) {
 
 // Data parallelism over 2 GPUs, 1 layer, 4 micro-batches: each GPU computes 4 x 3 ms =
 // 12 ms, then the ring all-reduce of the gradients, then the optimizer step. One GPU 1.5x
-// slower computes 18 ms: the step waits for it, 6 ms longer, and one chunk's time more.
-// The ring (2 members, 2 steps, chunks of 4 MB / 2 = 2 MB: t = 20 us at 100 GB/s): the
-// fast GPU's first chunk waits at the slow one, which forwards nothing before it joins
-// at 18 ms; then it sends its own chunk and the reduced one together (2t on its link),
-// and the fast GPU's last chunk reaches it t later: 18 ms + 3t against 12 ms + 2t.
+// slower computes 18 ms: the step waits for it, 6 ms longer. (The ring, 2 steps: the fast
+// GPU's chunk passes the slow one before it joins; the slow GPU's part ends when its own
+// chunk has gone round, 2 chunk times after it joins at 18 ms, as the fast GPU's does
+// after 12 ms.)
 TEST(Straggler, DataParallelRingWaitsForTheSlowGpu) {
   const std::string fast = equal_layers(1, 2, 1, 2, "", "1M");
   const std::string slow =
@@ -166,13 +165,13 @@ TEST(Straggler, DataParallelRingWaitsForTheSlowGpu) {
   const auto a = run_yaml(fast).report;
   const Report b = simulate_scenario(load_scenario_text(slow, "straggler.yaml")).report;
   EXPECT_EQ(b.devices[1].busy - a.devices[1].busy, ms(6));
-  EXPECT_EQ(b.iteration_time - a.iteration_time, ms(6) + Time::us(20));
+  EXPECT_EQ(b.iteration_time - a.iteration_time, ms(6));
   // The report says who bounds it and what the slowdown costs.
   EXPECT_NE(bound_line(b).find("node0/gpu1"), std::string::npos) << bound_line(b);
   ASSERT_TRUE(b.slowdown);
   EXPECT_EQ(b.slowdown->iteration_time_without, a.iteration_time);
   const auto j = nlohmann::json::parse(to_json(b));
-  EXPECT_NEAR(j["slowdown"]["cost_s"].get<double>(), 0.00602, 1e-12);
+  EXPECT_NEAR(j["slowdown"]["cost_s"].get<double>(), 0.006, 1e-12);
 }
 
 // A degraded link: the pipeline's one link at half its bandwidth doubles the transfer.

@@ -151,12 +151,12 @@ TEST(CompactRings, RandomGraphsRunExactlyAsTheirExpansion) {
   EXPECT_GT(compared, 30);
 }
 
-// Members join a ring at different times in these graphs. A member forwards nothing
-// before it joins (its first step waits for its ready ops, and so does every later one):
-// on GPUs whose compute slows while they send (comm_interference), where the engine counts
-// each member's transfers from its start, every op ends after it started, step by step,
-// as phases and folded alike.
-TEST(CompactRings, NoMemberForwardsBeforeItJoins) {
+// Members join a ring at different times in these graphs. Step by step, chunks pass a
+// member that has not joined, but its part of the collective ends no earlier than its
+// op starts: on GPUs whose compute slows while they send (comm_interference), where the
+// engine counts each member's transfer from its start to its end, every op ends after it
+// started, step by step, as phases and folded alike.
+TEST(CompactRings, NoMemberEndsBeforeItJoins) {
   GpuSpec gpu = *find_gpu_preset("h100-80gb");
   gpu.comm_interference = 0.2;
   int rings = 0;

@@ -120,8 +120,9 @@ class Engine {
   // The step's chunk has arrived at the next member: it sends its next step, or, after the
   // last, the next member's op of the ring ends.
   void end_step(OpId id, Time now);
-  void arrive(uint32_t ring, uint32_t member, uint32_t step, Time now);
-  void release_held(uint32_t ring, uint32_t member, Time now);
+  // Member `member` of ring r joins, step by step (its op starts): it sends its first
+  // step, and its op ends at once if its last chunk has arrived.
+  void join(uint32_t ring, uint32_t member, Time now);
 
   void release_if_done(OpId id);
 
@@ -225,9 +226,9 @@ class Engine {
   std::vector<uint32_t> ring_base_;         // [ring] index of its first member in member_route_
   std::vector<const Route*> member_route_;  // [ring_base + member] its route, once looked up
   std::vector<StepFlow> steps_;             // [id - graph size]
-  // Steps that arrived at a member whose op has not started (ring_base + member -> the
-  // steps, in order): a member forwards nothing before it joins the collective.
-  std::unordered_map<uint32_t, std::vector<uint32_t>> held_;
+  // [ring_base + member] whether its last chunk arrived before its op started (step by
+  // step, chunks pass through a member that has not joined; its op ends when it joins).
+  std::vector<bool> last_arrived_;
   std::vector<OpId> free_steps_;
   // Phases and folds (SimOptions::fold; sim/rings.cc).
   bool fold_ = false;
