@@ -110,25 +110,54 @@ for size, heads, hidden, layers, tp, tflops in (("1.7b", 16, 2048, 24, 1, 408.8)
                      "bf16", tflops * 1e12 / megatron_flops_per_token(m, 4096),
                      f"{tflops} TFLOP/s/GPU", gradients="fp32"))
 
-# mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14: MPT on 8 GPUs,
+# mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14: MPT on 8-64 GPUs,
 # Composer FSDP (FULL_SHARD), flash attention, amp_bf16, paired H100 / A100-80GB rows of
 # the same configuration; tokens/s/GPU as printed. Attention is the Triton kernel
 # (scripts/train/yamls/pretrain/mpt-*.yaml: attn_impl: triton). Every row of these two
 # tables says FULL_SHARD (ZeRO-3; the large-scale table below runs 1B and 3B as
 # SHARD_GRAD_OP); gradients reduced in fp32 (Composer's DEFAULT).
 FOUNDRY = "llm-foundry benchmarks (mosaicml/llm-foundry scripts/train/benchmarking/README.md @ b2a43a14)"
-for size, seq, mbs, ga, ac, h100, a100 in (
-        ("70b", 2048, 8, 4, True, 1039, 410), ("30b", 2048, 3, 21, True, 2002, 916),
-        ("30b", 8192, 1, 21, True, 1384, 574), ("13b", 4096, 10, 3, True, 4717, 2060),
-        ("13b", 1024, 40, 3, True, 5502, 2330), ("7b", 8192, 8, 2, True, 6935, 3206),
-        ("7b", 4096, 16, 2, True, 8611, 3684), ("7b", 1024, 64, 2, True, 10203, 4357),
-        ("3b", 8192, 3, 6, False, 16578, 7695), ("3b", 1024, 20, 6, False, 27046, 11580),
-        ("1b", 4096, 7, 4, False, 38535, 17807), ("1b", 1024, 18, 4, False, 48910, 22112),
-        ("760m", 8192, 6, 2, False, 41825, 20933), ("760m", 4096, 12, 2, False, 55459, 27351)):
-    gpus = 64 if size == "70b" else 8
+# Every bf16 H100 row of the tables (amp_bf16; the fp8 rows use Transformer Engine's fp8
+# layers, not expressed here), with the A100-80GB row of the same configuration where the
+# A100 table has one (its 70B rows run bf16 PURE: parameters kept in bf16). Columns: model,
+# sequence, GPUs, micro-batch, gradient accumulation, activation checkpointing, H100 and
+# A100 tokens/s/GPU. Rows over 8 GPUs: eight 400 Gbit/s ports per H100 node, eight 200
+# Gbit/s RoCE ports per A100 node ("1600 Gbps node-node").
+FOUNDRY_RUNS = (
+    ("70b", 2048, 64, 8, 4, True, 1039, 410), ("70b", 2048, 32, 2, 16, True, 882, 373),
+    ("30b", 8192, 8, 1, 21, True, 1384, 574), ("30b", 4096, 8, 1, 21, True, 1802, 814),
+    ("30b", 2048, 32, 14, 3, True, 2308, None), ("30b", 2048, 16, 10, 3, True, 2263, None),
+    ("30b", 2048, 8, 3, 21, True, 2002, 916), ("30b", 1024, 8, 6, 21, True, 2084, 946),
+    ("13b", 32768, 8, 1, 3, True, 1976, 1016), ("13b", 16384, 8, 3, 3, True, 2985, 1431),
+    ("13b", 4096, 8, 10, 3, True, 4717, 2060), ("13b", 2048, 64, 2, 1, False, 4800, None),
+    ("13b", 2048, 32, 2, 1, False, 4811, None), ("13b", 2048, 16, 2, 1, False, 4767, None),
+    ("13b", 2048, 8, 2, 1, False, 4792, None), ("13b", 1024, 8, 40, 3, True, 5502, 2330),
+    ("7b", 65536, 8, 1, 2, True, 1956, 1013), ("7b", 32768, 8, 2, 2, True, 3318, 1672),
+    ("7b", 8192, 8, 8, 2, True, 6935, 3206), ("7b", 4096, 8, 16, 2, True, 8611, 3684),
+    ("7b", 2048, 8, 6, 1, False, 10643, None), ("7b", 1024, 8, 64, 2, True, 10203, 4357),
+    ("3b", 65536, 8, 1, 2, True, 3262, 1767), ("3b", 32768, 8, 3, 6, True, 5873, 3029),
+    ("3b", 16384, 8, 1, 6, False, 11152, 5529), ("3b", 8192, 8, 3, 6, False, 16578, 7695),
+    ("3b", 4096, 8, 5, 6, False, 20964, 9457), ("3b", 2048, 64, 6, 3, False, 22525, None),
+    ("3b", 2048, 32, 6, 3, False, 23021, None), ("3b", 2048, 16, 10, 3, False, 24142, None),
+    ("3b", 1024, 8, 20, 6, False, 27046, 11580), ("3b", 512, 8, 40, 6, False, 27965, 12127),
+    ("1b", 65536, 8, 1, 2, True, 5506, 3044), ("1b", 32768, 8, 1, 4, False, 12025, 6275),
+    ("1b", 16384, 8, 2, 4, False, 19649, 9956), ("1b", 8192, 8, 3, 4, False, 29157, 13814),
+    ("1b", 4096, 8, 7, 4, False, 38535, 17807), ("1b", 2048, 64, 20, 1, False, 44402, None),
+    ("1b", 2048, 32, 20, 1, False, 45130, None), ("1b", 2048, 16, 20, 1, False, 46037, None),
+    ("1b", 2048, 8, 14, 1, False, 45455, None), ("1b", 1024, 8, 18, 4, False, 48910, 22112),
+    ("1b", 512, 8, 56, 4, False, 52275, 23148), ("760m", 32768, 8, 1, 2, False, 16291, 8802),
+    ("760m", 16384, 8, 3, 2, False, 27815, 14274), ("760m", 8192, 8, 6, 2, False, 41825, 20933),
+    ("760m", 4096, 8, 12, 2, False, 55459, 27351), ("760m", 2048, 32, 24, 1, False, 67971, None),
+    ("760m", 2048, 16, 24, 1, False, 68551, None), ("760m", 2048, 8, 24, 2, False, 63147, 32434),
+    ("760m", 1024, 8, 48, 2, False, 78581, 29765), ("760m", 512, 8, 96, 2, False, 83749, 29446))
+for size, seq, gpus, mbs, ga, ac, h100, a100 in FOUNDRY_RUNS:
+    tag_seq = f"{seq // 1024}k" if seq >= 1024 else str(seq)
+    scale = "" if gpus == 8 or (size, gpus) == ("70b", 64) else f"-{gpus}gpu"
     for gpu, measured in (("h100-80gb", h100), ("a100-80gb", a100)):
+        if measured is None:
+            continue
         tag = "h100" if gpu.startswith("h100") else "a100"
-        ROWS.append(dict(name=f"foundry-mpt-{size}-{seq // 1024}k-{tag}", source=FOUNDRY,
+        ROWS.append(dict(name=f"foundry-mpt-{size}-{tag_seq}{scale}-{tag}", source=FOUNDRY,
                          model=MPT_SIZES[size], seq=seq, gpus=gpus, gbs=mbs * ga * gpus,
                          mbs=mbs, tp=1, pp=1, vp=1, precision="bf16", measured=measured,
                          recompute="full" if ac else "none", framework="fsdp", gpu=gpu,

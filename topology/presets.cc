@@ -10,22 +10,25 @@ constexpr int64_t kGiB = 1024LL * 1024 * 1024;
 // One generation's fit (docs/presets.md shows the scan that chose each level): the share
 // of the peak GEMMs of 128 GFLOP reach (16-bit and fp8) and 16-bit GEMMs of 8 TFLOP and
 // more, the factor on Calculon's memory table, the fused attention kernels (FlashAttention
-// 2/3 and cuDNN's: a flat share of the peak on their causal FLOPs, or with
-// `attention_measured` a factor on the curve measured on an H100, attention_kernel_curve)
-// and the Triton kernel of 2022 (a flat share), and the fp8 GEMMs' share of the fp8 peak.
+// 2/3 and cuDNN's) and the Triton kernel of 2022, each a flat share of the peak on their
+// causal FLOPs or, where `measured`, a factor on the curve measured on an H100
+// (attention_kernel_curve), and the fp8 GEMMs' share of the fp8 peak.
 struct Fit {
   double matrix_top, matrix_huge, memory_factor, attention_top;
   bool attention_measured;
-  double triton_top, fp8_top;
+  double triton_top;
+  bool triton_measured;
+  double fp8_top;
   const char* runs;  // what it was fitted to, for pipesim model
 };
 // Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
 // memory) and llm-foundry's A100 runs (attention, the largest GEMMs). llm-foundry's ran the
 // Triton kernel; no A100 run here used the CUDA kernels, which take the Triton level.
-constexpr Fit kAmpere{0.70, 0.85, 0.6, 0.30, false, 0.30, 0.70, "A100 runs"};
+constexpr Fit kAmpere{0.70, 0.85, 0.6, 0.30, false, 0.30, false, 0.70, "A100 runs"};
 // NVIDIA's NeMo / dgxc-benchmarking / Megatron-LM H100 runs (bf16 and fp8; the CUDA
-// attention kernels) and llm-foundry's H100 runs (the Triton kernel).
-constexpr Fit kHopper{0.64, 0.64, 0.40, 0.5, true, 0.15, 0.68, "H100 runs"};
+// attention kernels) and llm-foundry's H100 runs, all 52 bf16 rows (the Triton kernel, on the measured
+// kernel's shape: it gains with size as the CUDA kernels do).
+constexpr Fit kHopper{0.64, 0.64, 0.40, 0.5, true, 0.28, true, 0.68, "H100 runs"};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
@@ -79,7 +82,9 @@ GpuSpec gpu(const Datasheet& d) {
   g.attention_efficiency = d.fit.attention_measured
                                ? attention_kernel_curve(d.fit.attention_top)
                                : matrix_curve(d.fit.attention_top, d.fit.attention_top);
-  g.triton_attention_efficiency = matrix_curve(d.fit.triton_top, d.fit.triton_top);
+  g.triton_attention_efficiency = d.fit.triton_measured
+                                      ? attention_kernel_curve(d.fit.triton_top)
+                                      : matrix_curve(d.fit.triton_top, d.fit.triton_top);
   g.vector_efficiency = vector_curve();
   g.memory_efficiency = memory_curve(d.fit.memory_factor);
   g.curves = d.fit.runs;
