@@ -453,7 +453,7 @@ std::vector<MemoryLevel> memory_levels(const Scenario& s, int tensor) {
   std::vector<MemoryLevel> out{{0, false}};
   if (tensor > 1) out.push_back({0, true});
   if (is_async(s.strategy.schedule) || s.cluster.num_devices() < 2) return out;
-  for (const int z : {2, 3}) {
+  for (const int z : {1, 2, 3}) {
     out.push_back({z, false});
     if (tensor > 1) out.push_back({z, true});
   }
@@ -483,7 +483,7 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     const int zero = p.zero;
     const bool sp = p.sequence_parallel;
     bool lower_fits = false;
-    for (int z = zero == 3 ? 2 : 0; z >= 0 && zero > 0 && !lower_fits; z -= 2) {
+    for (int z = zero - 1; z >= 0 && !lower_fits; --z) {
       p.zero = z;
       lower_fits = cm.fits(p, M);
     }
@@ -514,9 +514,14 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
         // Large clusters: depths that cut the layers evenly (with or without the embedding
         // and head layers) or powers of two, as Megatron-style runs use.
         if (large && (S & (S - 1)) != 0 && L % S != 0 && (L - 2) % S != 0) continue;
-        for (int v = inter || vee ? 2 : 1; S * v <= L; v *= 2) {
+        // Interleaved: 2, 4, 8... chunks per device, and any count that splits each
+        // device's layers (with or without the embedding and head layers) evenly, as
+        // Megatron-style runs choose it (12 layers a device in 6 chunks of 2).
+        for (int v = inter || vee ? 2 : 1; S * v <= L; v = inter ? v + 1 : v * 2) {
           if (inter && (S < 2 || M % S != 0)) break;
           if (vee && (S < 2 || M < S)) break;
+          if (inter && (v & (v - 1)) != 0 && L % (S * v) != 0 && (L - 2) % (S * v) != 0)
+            continue;
           UniformGrid::Point& layout = grid.point(r, S, v, vee);
           p.stages = layout.plan.stages;  // into the scratch's storage
           p.virtual_stages = v;

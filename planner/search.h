@@ -65,12 +65,12 @@ struct ScheduleChoice {
 };
 std::vector<ScheduleChoice> schedule_choices(const Scenario& s);
 
-// Ways to lower memory at the same estimated time, in the order the analytic phase tries
-// them, each only when the one before met a stage that did not fit: without, then with
-// sequence parallelism (tensor > 1), under ZeRO 0, 2 and 3 (synchronous schedules, more
-// than one GPU). ZeRO 1 and 2 cost what stage 0 does under the estimate (reduce-scatter +
-// all-gather is the ring all-reduce's volume; the optimizer step is sharded) with less
-// memory, 2 less than 1, so 2 stands for both; 3 pays the weight all-gathers of every pass.
+// Ways to lower memory, in the order the analytic phase tries them, each only when the one
+// before met a stage that did not fit: without, then with sequence parallelism (tensor >
+// 1), under ZeRO 0, 1, 2 and 3 (synchronous schedules, more than one GPU). ZeRO 1 (Megatron's
+// distributed optimizer) reduce-scatters once an iteration and shards the optimizer step:
+// stage 0's volume with less memory. ZeRO 2 also shards the gradients, and so reduce-scatters
+// every micro-batch (half an all-reduce each); 3 also pays the weight gathers of every pass.
 struct MemoryLevel {
   int zero = 0;
   bool sequence_parallel = false;
