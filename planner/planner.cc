@@ -213,6 +213,7 @@ class Planner {
                   if (ep * fix.expert_tensor > 1 && level.zero >= 2) continue;
                   if (fixed("strategy.zero") && level.zero != fix.zero) continue;
                   choice.zero = level.zero;
+                  choice.zero_fixed = fixed("strategy.zero");
                   choice.sequence_parallel = level.sequence_parallel;
                   if (!f(cm, choice, Widths{d, t, cp, ep}, b, M)) break;
                 }

@@ -479,11 +479,11 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     ++stats.costed;
     // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under
     // a lower ZeRO stage, or without SP, runs that way (the simulator's reduce-scatters and
-    // gathers cost more than the estimate's ring).
+    // gathers cost more than the estimate's ring). A ZeRO stage the user fixed stays.
     const int zero = p.zero;
     const bool sp = p.sequence_parallel;
     bool lower_fits = false;
-    for (int z = zero - 1; z >= 0 && !lower_fits; --z) {
+    for (int z = zero - 1; z >= 0 && !lower_fits && !sc.zero_fixed; --z) {
       p.zero = z;
       lower_fits = cm.fits(p, M);
     }

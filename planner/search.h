@@ -59,6 +59,7 @@ struct ScheduleChoice {
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;
   int zero = 0;                    // ZeRO stage (synchronous schedules)
+  bool zero_fixed = false;         // the user fixed it (--fix strategy.zero): kept as given
   bool sequence_parallel = false;  // with tensor > 1
   int context = 1, expert = 1;     // (one replica per stage when either is above 1)
   int expert_tensor = 1;           // the scenario's Strategy::expert_tensor, kept

@@ -56,11 +56,8 @@ def scenario(row):
     if row["vp"] > 1:
         strategy["virtual_stages"] = row["vp"]
     if row["tp"] > 1:
-        # NVIDIA's recipes overlap the tensor-parallel collectives with the GEMMs
-        # (Transformer Engine's tp_comm_overlap; docs/validation.md, "Tensor-parallel
-        # overlap as the recipes set it"); Grok-1's recipe is not checked.
-        full = row["framework"] == "megatron" and "grok" not in row["name"]
-        strategy.update(sequence_parallel=True, tensor_overlap="full" if full else "backward")
+        strategy.update(sequence_parallel=True,
+                        tensor_overlap=row.get("tensor_overlap", "backward"))
     strategy["data"] = data
     if cp > 1:
         strategy["context"] = cp

@@ -46,14 +46,17 @@ def megatron_flops_per_token(m, seq):
 
 
 def nemo(name, source, model, seq, gpus, gbs, mbs, tp, pp, vp, precision, measured, note="",
-         recompute="none", gradients="weights"):
+         recompute="none", gradients="weights", tensor_overlap="full"):
     """A Megatron-Core run (NeMo's recipes: distributed optimizer with its weight gather
     beside the next forward (overlap_param_sync, --overlap-param-gather), gradients reduced
-    in bf16 (grad_sync_dtype), sequence parallelism with tensor parallelism)."""
+    in bf16 (grad_sync_dtype), sequence parallelism with tensor parallelism, and the
+    tensor-parallel collectives beside the GEMMs (tp_comm_overlap; docs/validation.md,
+    "Tensor-parallel overlap as the recipes set it"), `backward` where a recipe is not
+    checked)."""
     return dict(name=name, source=source, model=model, seq=seq, gpus=gpus, gbs=gbs, mbs=mbs,
                 tp=tp, pp=pp, vp=vp, precision=precision, measured=measured, note=note,
                 framework="megatron", gpu="h100-80gb", recompute=recompute, zero=1,
-                gradients=gradients)
+                gradients=gradients, tensor_overlap=tensor_overlap)
 
 
 ROWS = []
@@ -276,9 +279,11 @@ ROWS += [
     dict(parallel(nemo("bridge-h100-qwen3-235b-a22b-fp8", BRIDGE + ", 25.11", QWEN3_235B, 4096,
                        256, 2048, 1, 2, 8, 4, "fp8", 1575), ep=32), too_large=True),
     parallel(nemo("dgxc-grok1-314b-bf16", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "bf16",
-                  8192 * 1024 / 15.933 / 512, "step 15.933 s"), cp=2, ep=8),
+                  8192 * 1024 / 15.933 / 512, "step 15.933 s", tensor_overlap="backward"),
+             cp=2, ep=8),
     parallel(nemo("dgxc-grok1-314b-fp8", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "fp8",
-                  8192 * 1024 / 13.433 / 512, "step 13.433 s"), cp=2, ep=8),
+                  8192 * 1024 / 13.433 / 512, "step 13.433 s", tensor_overlap="backward"),
+             cp=2, ep=8),
 ]
 
 
@@ -293,6 +298,6 @@ for gpus, bf16, fp8 in ((128, 7.325, 5.298), (256, 7.39, 5.224), (512, 7.324, 5.
     for prec, step in (("bf16", bf16), ("fp8", fp8)):
         row = nemo(f"dgxc-gb200-grok1-314b-{gpus}-{prec}", GROK_GB200, GROK1, 8192, gpus,
                    2 * gpus, 1, 4, 1, 1, prec, 8192 * 2 * gpus / step / gpus,
-                   f"step {step} s, ETP 4")
+                   f"step {step} s, ETP 4", tensor_overlap="backward")
         row["gpu"] = "gb200"
         ROWS.append(parallel(row, ep=8, etp=4))

@@ -408,6 +408,38 @@ TEST(Planner, FindsThePlanThatOnlyZeroMakesFit) {
   EXPECT_EQ(run_best(file, mem, plain, best).first, 1);
 }
 
+// Megatron-style layouts are in the space: ZeRO-1 (the distributed optimizer) as a memory
+// level of its own, and interleaved chunk counts that are not powers of two. 24 layers plus
+// the embedding and head on 8 GPUs: a 2-deep pipeline deals each device 12 transformer
+// layers, which 3 chunks of 4 split evenly. Before either was in the space both plans
+// below had no strategy to simulate (exit 2).
+TEST(Planner, SearchesZeroOneAndChunkCountsThatSplitTheLayers) {
+  const std::string file = test::write_temp("megatron_style.yaml", R"(
+cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch}
+model: {generator: transformer, layers: 24, hidden: 1024, heads: 16, ffn: 4096, vocab: 50304,
+        sequence: 1024, flash_attention: true}
+training: {global_batch: 32, micro_batch: 1}
+strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero: 1}
+)");
+  const auto plan = [&](const std::vector<std::string>& extra) {
+    const std::string j = test::temp_path("megatron_style_plan.json");
+    std::vector<std::string> args{"plan", file, "--json", j, "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::cli(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? json::parse(test::read_file(j)) : json{};
+  };
+  const json chunks = plan({"--fix", "strategy.schedule", "--fix", "strategy.virtual_stages"});
+  ASSERT_TRUE(chunks.contains("best"));
+  EXPECT_EQ(chunks["best"]["strategy"]["virtual_stages"].get<int>(), 3);
+  // A ZeRO stage the user fixes stays, even where the plan would fit without it (each
+  // level is otherwise kept only where the one below does not fit).
+  const json zero1 = plan({"--fix", "strategy.zero"});
+  ASSERT_TRUE(zero1.contains("best"));
+  EXPECT_EQ(zero1["best"]["strategy"]["zero"].get<int>(), 1);
+  EXPECT_FALSE(zero1["best"]["oom"].get<bool>());
+}
+
 TEST(Planner, WeighsZbVAgainstZeroDataParallel) {
   // The zero-bubble example (24 split-backward layers, 8 GPUs) on 13 GiB GPUs: data
   // parallelism alone (21.2 GiB) needs ZeRO, interleaving with 8 chunks needs 13.4 GiB, and

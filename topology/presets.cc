@@ -7,28 +7,30 @@ namespace {
 
 constexpr int64_t kGiB = 1024LL * 1024 * 1024;
 
+// A fused attention kernel's level: a flat share of the peak on its causal FLOPs or, where
+// `measured`, a factor on the curve measured on an H100 (attention_kernel_curve).
+struct KernelFit {
+  double level;
+  bool measured;
+};
 // One generation's fit (docs/presets.md shows the scan that chose each level): the share
 // of the peak GEMMs of 128 GFLOP reach (16-bit and fp8) and 16-bit GEMMs of 8 TFLOP and
 // more, the factor on Calculon's memory table, the fused attention kernels (FlashAttention
-// 2/3 and cuDNN's) and the Triton kernel of 2022, each a flat share of the peak on their
-// causal FLOPs or, where `measured`, a factor on the curve measured on an H100
-// (attention_kernel_curve), and the fp8 GEMMs' share of the fp8 peak.
+// 2/3 and cuDNN's; the Triton kernel of 2022), and the fp8 GEMMs' share of the fp8 peak.
 struct Fit {
-  double matrix_top, matrix_huge, memory_factor, attention_top;
-  bool attention_measured;
-  double triton_top;
-  bool triton_measured;
+  double matrix_top, matrix_huge, memory_factor;
+  KernelFit attention, triton;
   double fp8_top;
   const char* runs;  // what it was fitted to, for pipesim model
 };
 // Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
 // memory) and llm-foundry's A100 runs (attention, the largest GEMMs). llm-foundry's ran the
 // Triton kernel; no A100 run here used the CUDA kernels, which take the Triton level.
-constexpr Fit kAmpere{0.70, 0.85, 0.6, 0.30, false, 0.30, false, 0.70, "A100 runs"};
+constexpr Fit kAmpere{0.70, 0.85, 0.6, {0.30, false}, {0.30, false}, 0.70, "A100 runs"};
 // NVIDIA's NeMo / dgxc-benchmarking / Megatron-LM H100 runs (bf16 and fp8; the CUDA
-// attention kernels) and llm-foundry's H100 runs, all 52 bf16 rows (the Triton kernel, on the measured
-// kernel's shape: it gains with size as the CUDA kernels do).
-constexpr Fit kHopper{0.64, 0.64, 0.40, 0.5, true, 0.28, true, 0.68, "H100 runs"};
+// attention kernels) and llm-foundry's H100 runs, all 52 bf16 rows (the Triton kernel, on
+// the measured kernel's shape: it gains with size as the CUDA kernels do).
+constexpr Fit kHopper{0.64, 0.64, 0.40, {0.5, true}, {0.28, true}, 0.68, "H100 runs"};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
@@ -52,6 +54,9 @@ EfficiencyCurve attention_kernel_curve(double factor) {
   EfficiencyCurve c{{{0, 0.1}, {20.4e9, 0.113}, {217e9, 0.43}, {869e9, 0.538}, {1739e9, 0.588}}};
   for (auto& pt : c.points) pt.efficiency *= factor;
   return c;
+}
+EfficiencyCurve kernel_curve(const KernelFit& k) {
+  return k.measured ? attention_kernel_curve(k.level) : matrix_curve(k.level, k.level);
 }
 EfficiencyCurve vector_curve() {
   return {{{0, 0.1}, {1e9, 0.5}, {16e9, 0.95}}};
@@ -79,12 +84,8 @@ GpuSpec gpu(const Datasheet& d) {
   g.hbm_bytes_per_s = d.hbm;
   g.matrix_efficiency = matrix_curve(d.fit.matrix_top, d.fit.matrix_huge);
   g.fp8_efficiency = matrix_curve(d.fit.fp8_top, d.fit.fp8_top);
-  g.attention_efficiency = d.fit.attention_measured
-                               ? attention_kernel_curve(d.fit.attention_top)
-                               : matrix_curve(d.fit.attention_top, d.fit.attention_top);
-  g.triton_attention_efficiency = d.fit.triton_measured
-                                      ? attention_kernel_curve(d.fit.triton_top)
-                                      : matrix_curve(d.fit.triton_top, d.fit.triton_top);
+  g.attention_efficiency = kernel_curve(d.fit.attention);
+  g.triton_attention_efficiency = kernel_curve(d.fit.triton);
   g.vector_efficiency = vector_curve();
   g.memory_efficiency = memory_curve(d.fit.memory_factor);
   g.curves = d.fit.runs;
