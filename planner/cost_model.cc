@@ -600,6 +600,7 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   e.peak_memory = peak_memory(p, M, t);
   e.fits = e.peak_memory <= capacity_;
   e.work = terms.work;
+  e.folded_copies = folded_copies(p);
   return e;
 }
 
@@ -610,6 +611,10 @@ const std::vector<StageSpec>& CostModel::balanced(int stages) const {
 }
 
 double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
+  return simulation_work_per_copy(p, M) / folded_copies(p);
+}
+
+int CostModel::folded_copies(const PlanPoint& p) const {
   // Identical copies are lowered and simulated once (sim/copies.h) where nothing tells
   // them apart: one kind of GPU, no slowdown, ring all-reduces (or the choice of one), no
   // context or expert groups across copies. (Where the fold does not hold after all, the
@@ -621,7 +626,7 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
   const bool folds = p.data > 1 && s_.kind_layer_time.empty() && s_.cluster.slowdowns().empty() &&
                      !p.rank_groups() && per_copy >= per_node_ &&
                      (!s_.strategy.allreduce || *s_.strategy.allreduce == AllReduceAlgo::kRing);
-  return simulation_work_per_copy(p, M) / (folds ? p.data : 1);
+  return folds ? p.data : 1;
 }
 
 double CostModel::simulation_work_per_copy(const PlanPoint& p, int64_t M) const {

@@ -39,6 +39,9 @@ struct Estimate {
   int64_t peak_memory = 0;
   bool fits = true;
   double work = 0;  // simulation_work(): what simulating it would cost
+  // The data-parallel copies `work` counts once, as they fold (CostModel::folded_copies);
+  // where they do not after all, the simulation costs about this multiple of it.
+  int folded_copies = 1;
 };
 
 // What an estimate takes from where a plan's stages are rather than from its schedule: per
@@ -143,6 +146,8 @@ class CostModel {
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
   // The same with every copy simulated.
   double simulation_work_per_copy(const PlanPoint& p, int64_t micro_batches) const;
+  // How many identical data-parallel copies simulation_work counts as one (1: none).
+  int folded_copies(const PlanPoint& p) const;
   // The compute-balanced cut into `stages` (schedules/partition.h), computed once.
   const std::vector<StageSpec>& balanced(int stages) const;
 

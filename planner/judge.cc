@@ -177,6 +177,16 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   c.estimated_memory = estimate.peak_memory;
   try {
     const Scenario sc = scenario_of(p);
+    // The estimate counts identical copies once where they fold, taking the simulator's
+    // all-reduce choice to be a ring; where it chooses a tree or a hierarchy for this
+    // placement, every copy is built and simulated (sim/copies.h): refused before the
+    // graph is built where that is past the budget.
+    if (estimate.folded_copies > 1 && estimate.work * estimate.folded_copies > opt_.max_sim_work) {
+      const std::vector<AllReduceAlgo> algos = allreduce_algorithms(sc);
+      if (std::any_of(algos.begin(), algos.end(),
+                      [](AllReduceAlgo a) { return a != AllReduceAlgo::kRing; }))
+        return std::nullopt;
+    }
     simulate_scenario(sc, c, deadline_, opt_.max_sim_work);
     if (!DeviceSpeed(sc).uniform()) speed_balanced(sc, c);
   } catch (const InputError&) {
@@ -232,7 +242,8 @@ void Judge::mark_tight(Candidate& c) const {
 
 void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline,
                               double max_ops) {
-  const TaskGraph graph = folded_task_graph(sc);
+  // (A graph of every copy past max_ops is refused before it is built.)
+  const TaskGraph graph = folded_task_graph(sc, max_ops);
   // Copies that do not fold after all (an all-reduce chosen as a tree, two copies' traffic on
   // one NIC...) would cost every copy's simulation.
   if (graph.built_copies() == graph.copies() && graph.copies() > 1 &&

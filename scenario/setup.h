@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 
 #include "scenario/scenario.h"
 #include "schedules/collective_estimates.h"
@@ -26,8 +27,10 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false,
                               const std::function<TaskGraph(LoweringInput)>& lowerer = {});
 // The graph for the engine alone when nothing is recorded per op (no trace, no op CSV):
 // compact rings, and identical data-parallel copies left implicit where they fold
-// (sim/copies.h lower_folded); simulate() with SimOptions::fold on.
-TaskGraph folded_task_graph(const Scenario& s);
+// (sim/copies.h lower_folded); simulate() with SimOptions::fold on. Where they do not fold
+// and every copy's graph would pass `max_full_ops` ops, an InputError before it is built.
+TaskGraph folded_task_graph(const Scenario& s,
+                            double max_full_ops = std::numeric_limits<double>::infinity());
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).
 std::vector<Recompute> recompute_modes(const Scenario& s);

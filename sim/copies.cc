@@ -1,10 +1,13 @@
 #include "sim/copies.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/checked.h"
+#include "core/error.h"
 #include "sim/engine.h"
 
 namespace pipesim {
@@ -206,16 +209,24 @@ bool rings_match(const TaskGraph& g, const DeviceMap& m, CopyFold& f,
 // Moving one copy on maps the links of every route of copy 0's transfers, hop by hop, one
 // to one onto links of the same bandwidth (and the route's latency onto its own); each such
 // route crosses an orbit of that map once. Sets f.rep and f.share.
-bool links_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m, CopyFold& f) {
-  const int K = f.copies;
-  std::vector<std::pair<int, int>> pairs;
+using DevicePairs = std::vector<std::pair<int, int>>;
+
+// The (sender, receiver) pairs of the transfers among `ops`, each once.
+DevicePairs transfer_pairs(const TaskGraph& g, const std::vector<OpId>& ops) {
+  DevicePairs pairs;
   std::unordered_set<int64_t> known;
-  for (const OpId a : f.ops[0]) {
+  for (const OpId a : ops) {
     const Op& op = g.op(a);
     if (op.kind != OpKind::kTransfer) continue;
     if (known.insert(int64_t{op.device} * g.num_devices() + op.peer).second)
       pairs.emplace_back(op.device, op.peer);
   }
+  return pairs;
+}
+
+bool links_match(const Cluster& cluster, const DeviceMap& m, const DevicePairs& pairs,
+                 CopyFold& f) {
+  const int K = f.copies;
   const auto L = static_cast<size_t>(cluster.num_links()) * 2;
   std::vector<LinkDirection> next(L, -1), prev(L, -1);
   // What a hop adds to a route: its link's bandwidth and latency, and the latency of the
@@ -304,7 +315,8 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
   f.copies = m.copies();
   std::vector<uint32_t> index;
   // (The links first: where copies share a node's NIC, they fail there at little cost.)
-  if (!split_ops(graph, m, f, index) || !links_match(graph, cluster, m, f) ||
+  if (!split_ops(graph, m, f, index) ||
+      !links_match(cluster, m, transfer_pairs(graph, f.ops[0]), f) ||
       !rings_match(graph, m, f, index) || !ops_match(graph, m, f, index) ||
       !devices_match(graph, cluster, m, f, index))
     return std::nullopt;
@@ -329,6 +341,35 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
 
 }  // namespace
 
+namespace {
+
+// Whether the links would let `group` copies at a time fold, judged on a graph that builds
+// one copy (`one`, built_copies 1): the group's transfers are copy 0's and their images in
+// the next group - 1 copies (within a copy its pipeline and tensor transfers; its share of
+// a ring across the copies, whose last member sends to the next copy, as the group's
+// last copy does). The ops, rings and devices are checked once the group is built.
+bool links_may_fold(const TaskGraph& one, const Cluster& cluster, int group) {
+  DeviceMap by_copy(one, 1), by_group(one, group);
+  if (!by_copy.build() || !by_group.build()) return false;
+  std::vector<OpId> ops(one.size());
+  for (OpId id = 0; id < one.size(); ++id) ops[id] = id;
+  const DevicePairs copy0 = transfer_pairs(one, ops);
+  DevicePairs pairs;
+  std::unordered_set<int64_t> known;
+  for (int c = 0; c < group; ++c) {
+    for (const auto& [s, t] : copy0) {
+      if (by_copy.copy(s) < 0 || by_copy.copy(t) < 0) return false;
+      const int a = by_copy.image(s, c), b = by_copy.image(t, c);
+      if (known.insert(int64_t{a} * one.num_devices() + b).second) pairs.emplace_back(a, b);
+    }
+  }
+  CopyFold f;
+  f.copies = by_group.copies();
+  return links_match(cluster, by_group, pairs, f);
+}
+
+}  // namespace
+
 std::vector<int> fold_groups(int copies) {
   std::vector<int> out;
   for (int group = 1; group <= kFoldLargestGroup && group <= copies / 2; group *= 2) {
@@ -348,15 +389,26 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
   return std::nullopt;
 }
 
-TaskGraph lower_folded(LoweringInput in, const Cluster& cluster) {
-  for (const int group : fold_groups(static_cast<int>(in.placement.size()))) {
+TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full_ops) {
+  const auto copies = static_cast<int>(in.placement.size());
+  double full_ops = 0;  // every copy's graph, from the largest group built (0: none)
+  std::optional<TaskGraph> one;  // the graph of copy 0 alone, where it was built
+  for (const int group : fold_groups(copies)) {
     if (!may_build_copies(in, group)) continue;
+    // (Larger groups cost their size to build: where the links already say no, they are not.)
+    if (one && !links_may_fold(*one, cluster, group)) continue;
     in.built_copies = group;
     TaskGraph g = lower(in);
     if (auto f = fold_copies(g, cluster)) {
       g.keep_fold(std::make_shared<const CopyFold>(std::move(*f)), cluster.revision());
       return g;
     }
+    full_ops = std::max(full_ops, static_cast<double>(g.size()) * copies / group);
+    if (group == 1) one = std::move(g);
+  }
+  if (full_ops > max_full_ops) {
+    throw InputError(fmt::format("about {:.3g} ops: its copies do not fold", full_ops),
+                     "a plan small enough to simulate");
   }
   in.built_copies = 0;
   return lower(in);

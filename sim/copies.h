@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -60,8 +61,12 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
 
 // The graph of `in` with its copies left implicit, taken as few at a time as make the fold
 // hold (LoweringInput::built_copies, may_build_copies), or in full where none does: what
-// the engine alone runs, at the cost of one group of copies instead of all.
-TaskGraph lower_folded(LoweringInput in, const Cluster& cluster);
+// the engine alone runs, at the cost of one group of copies instead of all. Where a group
+// was built and did not fold, and every copy's graph would hold more than `max_full_ops`
+// ops (its size times the copies over the group), an InputError says so before that graph
+// is built (the planner's judge: a candidate too large to simulate costs its one group).
+TaskGraph lower_folded(LoweringInput in, const Cluster& cluster,
+                       double max_full_ops = std::numeric_limits<double>::infinity());
 
 // Copy 0's figures onto every copy: op times, device statistics, link statistics (bytes
 // and peak flows times the link's share), the out-of-memory device (the lowest image).

@@ -14,8 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "scenario/scenario.h"
 #include "scenario/setup.h"
+#include "schedules/lower.h"
 #include "sim/copies.h"
 #include "sim/engine.h"
 #include "sim/report.h"
@@ -302,6 +304,82 @@ TEST(Copies, CopiesThatDoNotFoldAreBuiltInFull) {
     const Reports r = reports(yaml);
     EXPECT_EQ(r.built, r.copies);
     EXPECT_EQ(r.implicit, r.full);
+  }
+}
+
+// The group of copies lower_folded leaves implicit is the first that folds when every
+// group is built and checked in turn: judging a group's links on copy 0's graph before
+// building it (sim/copies.cc, links_may_fold) skips only groups that would not fold.
+// Copies one at a time (a NIC per GPU), a node at a time (one NIC per node: groups of 2
+// and 4), scatter-first placements that fold at no group, and random strategies.
+TEST(Copies, TheGroupFoundIsTheFirstThatFoldsWhenEachIsBuilt) {
+  std::vector<std::string> yamls = {
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, data: 8, allreduce: ring}"),
+      scenario(8, "ib-ndr",
+               "{schedule: interleaved, virtual_stages: 2, pipeline: 2, tensor: 4, data: 8, "
+               "zero: 1, allreduce: ring}"),
+      scenario(4, "ib-ndr", "{schedule: dapple, pipeline: 2, data: 16, allreduce: ring}"),
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, tensor: 2, data: 4, allreduce: ring, "
+               "placement: scatter-first}"),
+      scenario(4, "ib-ndr",
+               "{schedule: dapple, pipeline: 2, tensor: 2, data: 8, allreduce: ring, "
+               "placement: scatter-first}")};
+  std::mt19937 rng(41);
+  const char* placements[] = {"append-first", "fresh-first", "scatter-first"};
+  for (int trial = 0; trial < 12; ++trial) {
+    const int pp = 1 << (rng() % 3), tp = 1 << (rng() % 2), dp = 8 << (rng() % 2);
+    yamls.push_back(scenario(
+        pp * tp * dp / 8, rng() % 2 ? "ib-ndr" : "{preset: ib-ndr, nics: 8}",
+        fmt::format("{{schedule: dapple, pipeline: {}, tensor: {}, data: {}, allreduce: ring, "
+                    "placement: {}}}",
+                    pp, tp, dp, placements[rng() % 3])));
+  }
+  int implicit = 0, full = 0;
+  for (const std::string& yaml : yamls) {
+    SCOPED_TRACE(yaml);
+    const Scenario sc = load_scenario_text(yaml, "copies.yaml");
+    int first = 0;  // the first group that folds when each is built, 0: none
+    scenario_task_graph(sc, true, [&](LoweringInput in) {
+      for (const int group : fold_groups(static_cast<int>(in.placement.size()))) {
+        if (!may_build_copies(in, group)) continue;
+        in.built_copies = group;
+        const TaskGraph g = lower(in);
+        if (fold_copies(g, sc.cluster)) {
+          first = group;
+          return g;
+        }
+      }
+      in.built_copies = 0;
+      return lower(in);
+    });
+    const TaskGraph g = folded_task_graph(sc);
+    EXPECT_EQ(g.built_copies(), first == 0 ? g.copies() : first);
+    (first == 0 ? full : implicit) += 1;
+  }
+  EXPECT_GT(implicit, 4);
+  EXPECT_GT(full, 1);
+}
+
+// Copies that do not fold (scatter-first puts copies 0 and 1 on two nodes, copy 2 on one):
+// past the limit on every copy's ops, an error before that graph is built; under it, the
+// full graph.
+TEST(Copies, CopiesThatDoNotFoldPastTheLimitAreRefusedBeforeTheyAreBuilt) {
+  const Scenario sc = load_scenario_text(
+      scenario(4, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 4, tensor: 2, data: 4, allreduce: ring, "
+               "placement: scatter-first}"),
+      "copies.yaml");
+  const TaskGraph g = folded_task_graph(sc);
+  ASSERT_EQ(g.built_copies(), g.copies());
+  const auto size = static_cast<double>(g.size());
+  EXPECT_EQ(folded_task_graph(sc, size).size(), g.size());
+  try {
+    folded_task_graph(sc, size / 2);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("its copies do not fold"), std::string::npos) << e.what();
   }
 }
 
