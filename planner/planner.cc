@@ -215,7 +215,12 @@ class Planner {
                   choice.zero = level.zero;
                   choice.zero_fixed = fixed("strategy.zero");
                   choice.sequence_parallel = level.sequence_parallel;
-                  if (!f(cm, choice, Widths{d, t, cp, ep}, b, M)) break;
+                  // Past the levels memory did not bound, only the time/memory front gains
+                  // (Shortlist::offer_lean): ZeRO-1 (with and without SP), the distributed
+                  // optimizer most runs use, is always searched; ZeRO-2 and 3 only where memory
+                  // bounds the levels below.
+                  const bool zero1_done = level.zero >= 1 && (level.sequence_parallel || t == 1);
+                  if (!f(cm, choice, Widths{d, t, cp, ep}, b, M) && zero1_done) break;
                 }
               }
             }

@@ -493,8 +493,11 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
       lower_fits = cm.fits(p, M);
       p.sequence_parallel = sp;
     }
-    if (lower_fits) return;
-    offer(p, layout != nullptr ? cm.estimate(p, M, grid.terms(*layout, zero)) : cm.estimate(p, M));
+    const Estimate e =
+        layout != nullptr ? cm.estimate(p, M, grid.terms(*layout, zero)) : cm.estimate(p, M);
+    // (Leaner than the level below that fits, it may still belong on the time/memory front.)
+    if (lower_fits) return out.offer_lean(p, e);
+    offer(p, e);
   };
   // The DP's work: depths x (layers x GPUs x replicas) states x (layers x replicas) moves.
   const double dp_work = static_cast<double>(std::min(L, max_gpus)) * L * L * max_gpus * max_r *

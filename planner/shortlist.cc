@@ -17,12 +17,18 @@ void Shortlist::offer(const PlanPoint& p, const Estimate& e) {
     ++too_large_;
     return;
   }
-  const Key k{e.fits, e.iteration_s, e.peak_memory, offered_++};
+  ++offered_;
+  const Key k{e.fits, e.iteration_s, e.peak_memory, index_++};
   enter_kept(k, p, e);
   if (k.fits) {
     enter_front(k, p, e);
     enter_family(k, p, e);
   }
+}
+
+void Shortlist::offer_lean(const PlanPoint& p, const Estimate& e) {
+  if (e.work > max_work_ || !e.fits) return;
+  enter_front({e.fits, e.iteration_s, e.peak_memory, index_++}, p, e);
 }
 
 void Shortlist::enter_family(const Key& k, const PlanPoint& p, const Estimate& e) {

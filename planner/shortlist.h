@@ -38,6 +38,9 @@ class Shortlist {
 
   // The next plan of the search; copied only when it enters the kept order or the front.
   void offer(const PlanPoint& p, const Estimate& e);
+  // A plan that also fits under a lower ZeRO stage or without sequence parallelism (the
+  // ranking runs that one): a candidate for the time/memory front alone.
+  void offer_lean(const PlanPoint& p, const Estimate& e);
 
   // The kept plans in phase 2's order.
   std::vector<Costed> best() const;
@@ -70,7 +73,8 @@ class Shortlist {
 
   size_t keep_;
   double max_work_;
-  size_t offered_ = 0;
+  size_t offered_ = 0;  // plans offered (offer)
+  size_t index_ = 0;    // the next key's index, for offer and offer_lean alike
   int too_large_ = 0;
   std::vector<Entry> kept_;   // a max-heap under before(): the last kept plan on top
   std::vector<Entry> front_;  // sorted by (time, index)

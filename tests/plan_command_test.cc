@@ -440,6 +440,49 @@ strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero:
   EXPECT_FALSE(zero1["best"]["oom"].get<bool>());
 }
 
+// The time/memory front reaches the ZeRO-1 plans even where memory bounds nothing (the
+// ranking keeps each plan at the lowest ZeRO stage it fits under, and the search used to
+// stop at the levels memory did not need): on the scenario above with Adam's state, 8 GPUs
+// with room to spare, the front holds ZeRO-1 plans, each pasting back to its figures, each
+// leaner than the same plan without ZeRO, and along the front time rises as memory falls.
+TEST(Planner, FrontHoldsZeroOnePlansWhereMemoryBoundsNothing) {
+  const std::string file = test::write_temp("megatron_style_front.yaml", R"(
+cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch}
+model: {generator: transformer, layers: 24, hidden: 1024, heads: 16, ffn: 4096, vocab: 50304,
+        sequence: 1024, flash_attention: true}
+training: {global_batch: 32, micro_batch: 1, precision: mixed, optimizer: adam}
+strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero: 1}
+)");
+  const std::string j = test::temp_path("megatron_style_front.json");
+  const auto r = test::cli({"plan", file, "--json", j, "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(test::read_file(j));
+  int zero1 = 0;
+  double last_time = 0, last_memory = std::numeric_limits<double>::infinity();
+  for (const auto& c : p["pareto"]) {
+    const double t = c["iteration_time_s"].get<double>();
+    const auto m = static_cast<double>(c["peak_memory_bytes"].get<int64_t>());
+    EXPECT_GT(t, last_time);
+    EXPECT_LT(m, last_memory);
+    last_time = t;
+    last_memory = m;
+    if (c["strategy"].value("zero", 0) != 1) continue;
+    ++zero1;
+    const auto [code, run] = run_best(file, "training.iterations=1", c["strategy"], c);
+    ASSERT_EQ(code, 0);
+    EXPECT_DOUBLE_EQ(run["iteration_time_s"].get<double>(), t);
+    json plain = c["strategy"];
+    plain["zero"] = 0;
+    const auto [plain_code, plain_run] = run_best(file, "training.iterations=1", plain, c);
+    ASSERT_EQ(plain_code, 0);
+    int64_t plain_peak = 0;
+    for (const auto& d : plain_run["devices"])
+      plain_peak = std::max(plain_peak, d["peak_memory_bytes"].get<int64_t>());
+    EXPECT_GT(static_cast<double>(plain_peak), m);
+  }
+  EXPECT_GT(zero1, 0);
+}
+
 TEST(Planner, WeighsZbVAgainstZeroDataParallel) {
   // The zero-bubble example (24 split-backward layers, 8 GPUs) on 13 GiB GPUs: data
   // parallelism alone (21.2 GiB) needs ZeRO, interleaving with 8 chunks needs 13.4 GiB, and
