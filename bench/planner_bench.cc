@@ -6,7 +6,8 @@
 // Mixtral 8x7B on 64 H100s (expert degrees searched) under 60 CPU-s; BM_Plan1024GpusTimeLimit
 // within 10 % of its --time-limit. BM_CandidateBy*: a candidate's scenario as the planner makes
 // it (with_strategy on the loaded value) against loading the file with its strategy written
-// in (what it did before): the ratio is the per-candidate saving.
+// in (what it did before): the ratio is the per-candidate saving. BM_PlanGpt175bDgxc: dgxc's
+// GPT-3 175B on 1024 and 4096 H100s, one thread, under 60 CPU-s each.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -199,6 +200,32 @@ void BM_Plan64GpusMixtral(benchmark::State& state) {
   run_plan(state, mixtral_64());
 }
 BENCHMARK(BM_Plan64GpusMixtral)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// dgxc-benchmarking's GPT-3 175B bf16 scenario (scenarios/validation, NeMo's TP 4 PP 8 VP 6
+// layout) on range(0) x 8 H100s at 16 sequences a node, planned on one thread: 1024 and
+// 4096 GPUs, each under 60 CPU-s on the CI machine (the process's CPU time).
+void BM_PlanGpt175bDgxc(benchmark::State& state) {
+  const int64_t nodes = state.range(0);
+  PlanOptions o;
+  o.threads = 1;
+  const std::vector<Override> at{{"cluster.nodes", std::to_string(nodes)},
+                                 {"training.global_batch", std::to_string(16 * nodes)}};
+  Plan p;
+  for (auto _ : state) {
+    p = plan(std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/dgxc-gpt3-175b-bf16.yaml",
+             at, o);
+    benchmark::DoNotOptimize(p.candidates.data());
+  }
+  state.counters["costed"] = static_cast<double>(p.explored);
+  state.counters["simulated"] = p.simulated;
+  state.counters["best_s"] = p.candidates.empty() ? 0.0 : p.candidates.front().iteration_s;
+}
+BENCHMARK(BM_PlanGpt175bDgxc)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->MeasureProcessCPUTime();
 
 // Phase 1 alone (target: under a second at every size).
 void BM_Analytic64GpusBert48(benchmark::State& state) {
