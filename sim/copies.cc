@@ -206,9 +206,6 @@ bool rings_match(const TaskGraph& g, const DeviceMap& m, CopyFold& f,
   return std::all_of(seen.begin(), seen.end(), [](char s) { return s != 0; });
 }
 
-// Moving one copy on maps the links of every route of copy 0's transfers, hop by hop, one
-// to one onto links of the same bandwidth (and the route's latency onto its own); each such
-// route crosses an orbit of that map once. Sets f.rep and f.share.
 using DevicePairs = std::vector<std::pair<int, int>>;
 
 // The (sender, receiver) pairs of the transfers among `ops`, each once.
@@ -224,6 +221,9 @@ DevicePairs transfer_pairs(const TaskGraph& g, const std::vector<OpId>& ops) {
   return pairs;
 }
 
+// Moving one copy on maps the links of every route between `pairs` (copy 0's transfers),
+// hop by hop, one to one onto links of the same bandwidth (and the route's latency onto its
+// own); each such route crosses an orbit of that map once. Sets f.rep and f.share.
 bool links_match(const Cluster& cluster, const DeviceMap& m, const DevicePairs& pairs,
                  CopyFold& f) {
   const int K = f.copies;
@@ -338,10 +338,6 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
   }
   return f;
 }
-
-}  // namespace
-
-namespace {
 
 // Whether the links would let `group` copies at a time fold, judged on a graph that builds
 // one copy (`one`, built_copies 1): the group's transfers are copy 0's and their images in
