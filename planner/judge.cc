@@ -14,6 +14,7 @@
 #include "scenario/device_speed.h"
 #include "scenario/setup.h"
 #include "schedules/partition.h"
+#include "sim/copies.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 
@@ -185,10 +186,14 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
       const std::vector<AllReduceAlgo> algos = allreduce_algorithms(sc);
       if (std::any_of(algos.begin(), algos.end(),
                       [](AllReduceAlgo a) { return a != AllReduceAlgo::kRing; }))
-        return std::nullopt;
+        throw CopiesDoNotFold(fmt::format("about {:.3g} work units: its copies do not fold",
+                                          estimate.work * estimate.folded_copies),
+                              "a plan small enough to simulate", "strategy");
     }
     simulate_scenario(sc, c, deadline_, opt_.max_sim_work);
     if (!DeviceSpeed(sc).uniform()) speed_balanced(sc, c);
+  } catch (const CopiesDoNotFold&) {
+    throw;  // too large to simulate: counted as such by the caller
   } catch (const InputError&) {
     return std::nullopt;
   }
@@ -248,8 +253,8 @@ void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& 
   // one NIC...) would cost every copy's simulation.
   if (graph.built_copies() == graph.copies() && graph.copies() > 1 &&
       static_cast<double>(graph.size()) > max_ops)
-    throw InputError(fmt::format("{} ops: its copies do not fold", graph.size()),
-                     "a plan small enough to simulate");
+    throw CopiesDoNotFold(fmt::format("{} ops: its copies do not fold", graph.size()),
+                          "a plan small enough to simulate", "strategy");
   SimOptions options;
   options.deadline = deadline;
   const Timeline tl = simulate(graph, sc.cluster, options);
@@ -270,7 +275,7 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
   std::vector<std::optional<Candidate>> out(list.size());
   std::atomic<size_t> finished{0};
   std::atomic<bool> timed_out{false};
-  std::atomic<int> rejected{0};
+  std::atomic<int> rejected{0}, too_large{0};
   std::mutex best_mutex;
   double best = 0;
   double work = 0, largest = 0;
@@ -290,6 +295,9 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
       out[i] = simulate_one(list[i].point, list[i].estimate);
     } catch (const DeadlinePassed&) {
       timed_out = true;
+      return;
+    } catch (const CopiesDoNotFold&) {
+      ++too_large;
       return;
     }
     if (!out[i]) {
@@ -311,6 +319,7 @@ std::vector<std::optional<Candidate>> Judge::simulate_all(const std::vector<Cost
                    {}});
   result.timed_out = result.timed_out || timed_out;
   result.rejected += rejected;
+  result.too_large += too_large;
   return out;
 }
 

@@ -74,7 +74,8 @@ class Judge {
   bool orderable(const PlanPoint& p) const;
   // One strategy simulated in full: the scenario with its strategy (and micro-batch)
   // replaced, loaded through the normal validation. Empty if the loader refuses it;
-  // DeadlinePassed past the deadline.
+  // DeadlinePassed past the deadline; CopiesDoNotFold where its copies do not fold and
+  // every copy's graph would be past PlanOptions::max_sim_work (too large to simulate).
   std::optional<Candidate> simulate_one(const PlanPoint& p,
                                         const planner::Estimate& estimate) const;
   // A plan the time limit left unsimulated, with its estimate for numbers
@@ -83,8 +84,8 @@ class Judge {
   Candidate estimated_only(const Costed& c) const;
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it. Its
   // estimated work counts its data-parallel copies once (CostModel::simulation_work); where
-  // they turn out not to fold and the graph of them all holds more than `max_ops` ops, an
-  // InputError instead of a long simulation.
+  // they turn out not to fold and the graph of them all holds more than `max_ops` ops,
+  // CopiesDoNotFold instead of a long simulation (before that graph is built).
   static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {},
                                 double max_ops = std::numeric_limits<double>::infinity());
   // Candidate::tight for a simulated plan under the options' headroom.

@@ -22,6 +22,7 @@
 #include "planner/search.h"
 #include "scenario/device_speed.h"
 #include "scenario/setup.h"
+#include "sim/copies.h"
 #include "sim/engine.h"
 
 namespace pipesim {
@@ -215,10 +216,10 @@ class Planner {
                   choice.zero = level.zero;
                   choice.zero_fixed = fixed("strategy.zero");
                   choice.sequence_parallel = level.sequence_parallel;
-                  // Past the levels memory did not bound, only the time/memory front gains
-                  // (Shortlist::offer_lean): ZeRO-1 (with and without SP), the distributed
-                  // optimizer most runs use, is always searched; ZeRO-2 and 3 only where memory
-                  // bounds the levels below.
+                  // The levels up to ZeRO-1 with SP (the distributed optimizer most runs
+                  // use) are always searched: where memory bounds nothing, what they add goes
+                  // to the time/memory front (Shortlist::offer_lean). ZeRO-2 and 3 only where
+                  // memory bounds the levels below.
                   const bool zero1_done = level.zero >= 1 && (level.sequence_parallel || t == 1);
                   if (!f(cm, choice, Widths{d, t, cp, ep}, b, M) && zero1_done) break;
                 }
@@ -530,6 +531,8 @@ class Planner {
         if (!b.result) b.error = "the loader refused the baseline's plan";
       } catch (const DeadlinePassed&) {
         b.error = "not simulated: the time limit was reached";
+      } catch (const CopiesDoNotFold& x) {
+        b.error = fmt::format("too large to simulate here ({}): {}", x.problem(), sp.note);
       }
     }
     return b;

@@ -387,7 +387,7 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
 
 TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full_ops) {
   const auto copies = static_cast<int>(in.placement.size());
-  double full_ops = 0;  // every copy's graph, from the largest group built (0: none)
+  double full_ops = 0;  // every copy's graph, from the groups built (0: none)
   std::optional<TaskGraph> one;  // the graph of copy 0 alone, where it was built
   for (const int group : fold_groups(copies)) {
     if (!may_build_copies(in, group)) continue;
@@ -403,8 +403,8 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full
     if (group == 1) one = std::move(g);
   }
   if (full_ops > max_full_ops) {
-    throw InputError(fmt::format("about {:.3g} ops: its copies do not fold", full_ops),
-                     "a plan small enough to simulate");
+    throw CopiesDoNotFold(fmt::format("about {:.3g} ops: its copies do not fold", full_ops),
+                          "a plan small enough to simulate", "strategy");
   }
   in.built_copies = 0;
   return lower(in);

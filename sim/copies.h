@@ -27,6 +27,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/error.h"
 #include "schedules/lower.h"
 #include "schedules/task_graph.h"
 #include "topology/cluster.h"
@@ -59,12 +60,19 @@ inline constexpr int kFoldLargestGroup = 32;
 std::vector<int> fold_groups(int copies);
 std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster);
 
+// A graph of every copy refused for its size because its copies do not fold (lower_folded,
+// the planner's judge): the plan is too large to simulate, not a wrong input.
+class CopiesDoNotFold : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // The graph of `in` with its copies left implicit, taken as few at a time as make the fold
 // hold (LoweringInput::built_copies, may_build_copies), or in full where none does: what
 // the engine alone runs, at the cost of one group of copies instead of all. Where a group
 // was built and did not fold, and every copy's graph would hold more than `max_full_ops`
-// ops (its size times the copies over the group), an InputError says so before that graph
-// is built (the planner's judge: a candidate too large to simulate costs its one group).
+// ops (a group's size times the copies over the group), CopiesDoNotFold says so before that
+// graph is built (the planner's judge: a candidate too large to simulate costs its groups).
 TaskGraph lower_folded(LoweringInput in, const Cluster& cluster,
                        double max_full_ops = std::numeric_limits<double>::infinity());
 

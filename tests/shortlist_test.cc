@@ -90,11 +90,8 @@ TEST(Shortlist, KeepsTheFirstOfPhaseTwosOrderAndTheWholeFront) {
   }
 }
 
-// Hand-worked: times 3, 1, 2, 1 s with memories 5, 9, 4, 9 GiB (all fit). Order: the two
-// 1 s plans in pool order (1, 3), then 2 (2 s), then 0 (3 s). Front: 1 (9 GiB), then 2
-// (4 GiB); 3 ties 1's time after it without less memory, 0 needs more than 2.
-TEST(Shortlist, HandWorkedFront) {
-  Shortlist list(2, 1.0);
+// Plans 0-3 at 3, 1, 2, 1 s with 5, 9, 4, 9 GiB, all fitting, offered in that order.
+void offer_hand_worked(Shortlist& list) {
   const double times[] = {3, 1, 2, 1};
   const int64_t gib[] = {5, 9, 4, 9};
   for (int i = 0; i < 4; ++i) {
@@ -105,9 +102,45 @@ TEST(Shortlist, HandWorkedFront) {
     e.peak_memory = gib[i] << 30;
     list.offer(p, e);
   }
+}
+
+// Hand-worked: times 3, 1, 2, 1 s with memories 5, 9, 4, 9 GiB (all fit). Order: the two
+// 1 s plans in pool order (1, 3), then 2 (2 s), then 0 (3 s). Front: 1 (9 GiB), then 2
+// (4 GiB); 3 ties 1's time after it without less memory, 0 needs more than 2.
+TEST(Shortlist, HandWorkedFront) {
+  Shortlist list(2, 1.0);
+  offer_hand_worked(list);
   EXPECT_EQ(names(list.best()), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(names(list.front()), (std::vector<int64_t>{1, 2}));
   EXPECT_FALSE(list.complete());
+}
+
+// Hand-worked, lean plans (offer_lean: they also fit a ZeRO level lower): the pool of
+// HandWorkedFront, then lean plan 4 at 1.5 s with 3 GiB, lean plan 5 at 0.5 s but out of
+// memory, and lean plan 6 at 2 s with 4 GiB. Plan 4 enters the front between 1 (1 s) and
+// 2 (2 s, 4 GiB), which it displaces (it needs less memory and less time); 5 does not fit;
+// 6 ties 2's place without less memory than 4. The ranking, the families and complete()
+// see the four offered plans only.
+TEST(Shortlist, LeanPlansEnterTheFrontAlone) {
+  Shortlist list(8, 1.0);
+  offer_hand_worked(list);
+  const auto lean = [&](int name, double time, int64_t memory, bool fits) {
+    PlanPoint p;
+    p.micro_batch = name;
+    p.zero = 1;
+    Estimate e;
+    e.iteration_s = time;
+    e.peak_memory = memory << 30;
+    e.fits = fits;
+    list.offer_lean(p, e);
+  };
+  lean(4, 1.5, 3, true);
+  lean(5, 0.5, 1, false);
+  lean(6, 2, 4, true);
+  EXPECT_EQ(names(list.front()), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(names(list.best()), (std::vector<int64_t>{1, 3, 2, 0}));
+  EXPECT_EQ(names(list.families()), (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(list.complete());
 }
 
 TEST(Shortlist, AFamilysTwoPlacesGoToTwoDistinctPlans) {
