@@ -276,7 +276,12 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
     std::vector<std::optional<Candidate>> sims = judge_.simulate_all(next, result);
     for (size_t k = 0; k < sims.size(); ++k) {
       std::optional<Candidate>& c = sims[k];
-      if (!c) continue;
+      // Not simulated after all (too large once its copies did not fold; refused; skipped
+      // past the deadline, which leaves the walk incomplete anyway): not covered either.
+      if (!c) {
+        too_large = std::min(too_large, bounds[k]);
+        continue;
+      }
       // A plan faster or smaller than its own bounds is a fault of their reasoning: said.
       if ((c->iteration_s < bounds[k] * (1 - 1e-9) || c->peak_memory < floors[k]) && faults_++ == 0)
         result.warnings.push_back(fmt::format(
