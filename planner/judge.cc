@@ -178,19 +178,11 @@ std::optional<Candidate> Judge::simulate_one(const PlanPoint& p, const Estimate&
   c.estimated_memory = estimate.peak_memory;
   try {
     const Scenario sc = scenario_of(p);
-    // The estimate counts identical copies once where they fold, taking the simulator's
-    // all-reduce choice to be a ring; where it chooses a tree or a hierarchy for this
-    // placement, every copy is built and simulated (sim/copies.h): refused before the
-    // graph is built where that is past the budget.
-    if (estimate.folded_copies > 1 && estimate.work * estimate.folded_copies > opt_.max_sim_work) {
-      const std::vector<AllReduceAlgo> algos = allreduce_algorithms(sc);
-      if (std::any_of(algos.begin(), algos.end(),
-                      [](AllReduceAlgo a) { return a != AllReduceAlgo::kRing; }))
-        throw CopiesDoNotFold(fmt::format("about {:.3g} work units: its copies do not fold",
-                                          estimate.work * estimate.folded_copies),
-                              "a plan small enough to simulate", "strategy");
-    }
-    simulate_scenario(sc, c, deadline_, opt_.max_sim_work);
+    // The estimate counts identical copies once where they fold; where no group of them may
+    // be built (the simulator chose a tree or hierarchy for this placement's all-reduce),
+    // its multiple stands for the graph of every copy (lower_folded).
+    simulate_scenario(sc, c, deadline_, opt_.max_sim_work,
+                      estimate.folded_copies > 1 ? estimate.work * estimate.folded_copies : 0);
     if (!DeviceSpeed(sc).uniform()) speed_balanced(sc, c);
   } catch (const CopiesDoNotFold&) {
     throw;  // too large to simulate: counted as such by the caller
@@ -246,9 +238,9 @@ void Judge::mark_tight(Candidate& c) const {
 }
 
 void Judge::simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline,
-                              double max_ops) {
+                              double max_ops, double estimated_ops) {
   // (A graph of every copy past max_ops is refused before it is built.)
-  const TaskGraph graph = folded_task_graph(sc, max_ops);
+  const TaskGraph graph = folded_task_graph(sc, max_ops, estimated_ops);
   // Copies that do not fold after all (an all-reduce chosen as a tree, two copies' traffic on
   // one NIC...) would cost every copy's simulation.
   if (graph.built_copies() == graph.copies() && graph.copies() > 1 &&

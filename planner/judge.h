@@ -85,9 +85,11 @@ class Judge {
   // A loaded scenario simulated in full into `c`'s times, memory and what bounds it. Its
   // estimated work counts its data-parallel copies once (CostModel::simulation_work); where
   // they turn out not to fold and the graph of them all holds more than `max_ops` ops,
-  // CopiesDoNotFold instead of a long simulation (before that graph is built).
+  // CopiesDoNotFold instead of a long simulation (before that graph is built; where no
+  // group of copies may be built, `estimated_ops` stands for its size: lower_folded).
   static void simulate_scenario(const Scenario& sc, Candidate& c, const Deadline& deadline = {},
-                                double max_ops = std::numeric_limits<double>::infinity());
+                                double max_ops = std::numeric_limits<double>::infinity(),
+                                double estimated_ops = 0);
   // Candidate::tight for a simulated plan under the options' headroom.
   void mark_tight(Candidate& c) const;
   // On GPUs of different speeds: the plan with its layers split by each stage's slowest

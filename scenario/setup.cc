@@ -558,9 +558,9 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
   }
 }
 
-TaskGraph folded_task_graph(const Scenario& s, double max_full_ops) {
+TaskGraph folded_task_graph(const Scenario& s, double max_full_ops, double estimated_full_ops) {
   return scenario_task_graph(s, true, [&](LoweringInput in) {
-    return lower_folded(std::move(in), s.cluster, max_full_ops);
+    return lower_folded(std::move(in), s.cluster, max_full_ops, estimated_full_ops);
   });
 }
 

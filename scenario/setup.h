@@ -28,9 +28,11 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false,
 // The graph for the engine alone when nothing is recorded per op (no trace, no op CSV):
 // compact rings, and identical data-parallel copies left implicit where they fold
 // (sim/copies.h lower_folded); simulate() with SimOptions::fold on. Where they do not fold
-// and every copy's graph would pass `max_full_ops` ops, an InputError before it is built.
+// and every copy's graph would pass `max_full_ops` ops (measured on a group built, else
+// `estimated_full_ops`), CopiesDoNotFold before that graph is built.
 TaskGraph folded_task_graph(const Scenario& s,
-                            double max_full_ops = std::numeric_limits<double>::infinity());
+                            double max_full_ops = std::numeric_limits<double>::infinity(),
+                            double estimated_full_ops = 0);
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).
 std::vector<Recompute> recompute_modes(const Scenario& s);

@@ -385,9 +385,12 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
   return std::nullopt;
 }
 
-TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full_ops) {
+TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full_ops,
+                       double estimated_full_ops) {
   const auto copies = static_cast<int>(in.placement.size());
-  double full_ops = 0;  // every copy's graph, from the groups built (0: none)
+  // Every copy's graph: from the groups built, else (none may be built) the caller's word.
+  double full_ops = 0;
+  bool built = false;
   std::optional<TaskGraph> one;  // the graph of copy 0 alone, where it was built
   for (const int group : fold_groups(copies)) {
     if (!may_build_copies(in, group)) continue;
@@ -400,8 +403,10 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full
       return g;
     }
     full_ops = std::max(full_ops, static_cast<double>(g.size()) * copies / group);
+    built = true;
     if (group == 1) one = std::move(g);
   }
+  if (!built && copies > 1) full_ops = estimated_full_ops;
   if (full_ops > max_full_ops) {
     throw CopiesDoNotFold(fmt::format("about {:.3g} ops: its copies do not fold", full_ops),
                           "a plan small enough to simulate", "strategy");

@@ -69,12 +69,16 @@ class CopiesDoNotFold : public InputError {
 
 // The graph of `in` with its copies left implicit, taken as few at a time as make the fold
 // hold (LoweringInput::built_copies, may_build_copies), or in full where none does: what
-// the engine alone runs, at the cost of one group of copies instead of all. Where a group
-// was built and did not fold, and every copy's graph would hold more than `max_full_ops`
-// ops (a group's size times the copies over the group), CopiesDoNotFold says so before that
-// graph is built (the planner's judge: a candidate too large to simulate costs its groups).
+// the engine alone runs, at the cost of one group of copies instead of all. Where no group
+// folds and every copy's graph would hold more than `max_full_ops` ops, CopiesDoNotFold
+// says so before that graph is built (the planner's judge: a candidate too large to
+// simulate costs its groups, not all its copies). The size is a built group's times the
+// copies over the group; where no group may be built at all (a tree or hierarchical
+// all-reduce, copies of different pace: may_build_copies), `estimated_full_ops`, the
+// caller's estimate (0: none, then the graph is built).
 TaskGraph lower_folded(LoweringInput in, const Cluster& cluster,
-                       double max_full_ops = std::numeric_limits<double>::infinity());
+                       double max_full_ops = std::numeric_limits<double>::infinity(),
+                       double estimated_full_ops = 0);
 
 // Copy 0's figures onto every copy: op times, device statistics, link statistics (bytes
 // and peak flows times the link's share), the out-of-memory device (the lowest image).

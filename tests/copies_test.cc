@@ -383,6 +383,22 @@ TEST(Copies, CopiesThatDoNotFoldPastTheLimitAreRefusedBeforeTheyAreBuilt) {
   }
 }
 
+// Where no group of copies may be built (a tree all-reduce, may_build_copies), the caller's
+// estimate of every copy's ops decides before the graph is built: past the limit, an error;
+// no estimate (0) or one within it, the full graph.
+TEST(Copies, WhereNoGroupMayBeBuiltTheEstimateDecides) {
+  const Scenario sc = load_scenario_text(
+      scenario(2, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 2, data: 8, allreduce: tree}"),
+      "copies.yaml");
+  const TaskGraph g = folded_task_graph(sc);
+  ASSERT_EQ(g.built_copies(), g.copies());
+  const auto size = static_cast<double>(g.size());
+  EXPECT_EQ(folded_task_graph(sc, size / 2).size(), g.size());
+  EXPECT_EQ(folded_task_graph(sc, size / 2, size / 4).size(), g.size());
+  EXPECT_THROW(folded_task_graph(sc, size / 2, size), CopiesDoNotFold);
+}
+
 // Random strategies on small clusters: folded or not, the full run's figures.
 TEST(Copies, RandomStrategiesAgreeWithTheFullRun) {
   std::mt19937 rng(29);
