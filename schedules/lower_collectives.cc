@@ -6,34 +6,29 @@
 namespace pipesim::lowering {
 
 void Lowering::add_static_memory() {
-  for (int c = 0; c < copies_; ++c) {
-    for (int p = 0; p < P_; ++p) {
-      const int64_t params = rank_params(p);
-      const int extra =
-          in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
-      // Routed experts' state is sharded over the ranks holding the same experts.
-      ZeroBytes z = zero_resident_bytes(dense_rank_params(p), in_.param_bytes, in_.zero,
-                                        zero_ranks(p));
-      const ZeroBytes ze = zero_resident_bytes(expert_rank_params(p), in_.param_bytes, in_.zero,
-                                               zero_ranks(p) > 1 ? expert_data_ranks(p) : 1);
-      z.weights += ze.weights;
-      z.gradients += ze.gradients;
-      z.optimizer += ze.optimizer;
-      for (int j = 0; j < lanes(p); ++j) {
-        const int d = device(c, p, j);
-        const char* what = "a device's parameter memory";
-        b_.add_static_memory(d, MemCategory::kWeights,
-                             checked_add(z.weights, gather_buffer(p), what));
-        b_.add_static_memory(d, MemCategory::kGradients, z.gradients);
-        b_.add_static_memory(d, MemCategory::kOptimizer, z.optimizer);
-        b_.add_static_memory(
-            d, MemCategory::kStashedWeights,
-            checked_mul(extra, checked_mul(params, in_.param_bytes.weights, what), what));
-        if (in_.bucket_buffers && (replicas(p) > 1 || copies_ > 1)) {
-          b_.add_static_memory(d, MemCategory::kOther,
-                               checked_mul(params, in_.gradient_bytes_per_param, what));
-        }
-      }
+  // (Every copy holds the same at a position: worked out once, written to each device.)
+  for (int p = 0; p < P_; ++p) {
+    const int64_t params = rank_params(p);
+    const int extra =
+        in_.stashed_versions.empty() ? 0 : in_.stashed_versions[static_cast<size_t>(p)];
+    // Routed experts' state is sharded over the ranks holding the same experts.
+    ZeroBytes z = zero_resident_bytes(dense_rank_params(p), in_.param_bytes, in_.zero,
+                                      zero_ranks(p));
+    const ZeroBytes ze = zero_resident_bytes(expert_rank_params(p), in_.param_bytes, in_.zero,
+                                             zero_ranks(p) > 1 ? expert_data_ranks(p) : 1);
+    const char* what = "a device's parameter memory";
+    MemBreakdown m{};
+    m[static_cast<size_t>(MemCategory::kWeights)] =
+        checked_add(checked_add(z.weights, ze.weights, what), gather_buffer(p), what);
+    m[static_cast<size_t>(MemCategory::kGradients)] = checked_add(z.gradients, ze.gradients, what);
+    m[static_cast<size_t>(MemCategory::kOptimizer)] = checked_add(z.optimizer, ze.optimizer, what);
+    m[static_cast<size_t>(MemCategory::kStashedWeights)] =
+        checked_mul(extra, checked_mul(params, in_.param_bytes.weights, what), what);
+    if (in_.bucket_buffers && (replicas(p) > 1 || copies_ > 1))
+      m[static_cast<size_t>(MemCategory::kOther)] =
+          checked_mul(params, in_.gradient_bytes_per_param, what);
+    for (int c = 0; c < copies_; ++c) {
+      for (int j = 0; j < lanes(p); ++j) b_.add_static_memory(device(c, p, j), m);
     }
   }
   for (size_t d = 0; d < in_.reserved_bytes.size(); ++d) {
@@ -226,7 +221,7 @@ void Lowering::add_allreduces() {
 }
 
 int Lowering::image_device(int d) const {
-  const auto& [c, p, lane] = where_.at(d);
+  const auto& [c, p, lane] = where_.at(static_cast<size_t>(d));
   return in_.placement[static_cast<size_t>((c + built_) % copies_)][static_cast<size_t>(p)]
                       [static_cast<size_t>(lane)];
 }
@@ -242,7 +237,7 @@ void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerSt
   std::map<int, std::vector<CollectiveMember>> groups, after;
   for (const OptimizerStep& m : members) {
     const int d = b_.op(m.op).device;
-    const int rank = member_of_device_.at(d) % expert_ranks();
+    const int rank = member_of_device_.at(static_cast<size_t>(d)) % expert_ranks();
     OpId ready = m.before;
     if (!m.buckets.empty()) ready = m.buckets.back();
     groups[rank].push_back({d, node_of(d), {ready}, m.op});

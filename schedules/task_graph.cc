@@ -259,6 +259,12 @@ void TaskGraphBuilder::add_static_memory(int device, MemCategory c, int64_t byte
   slot = checked_add(slot, bytes, "a device's resident memory");
 }
 
+void TaskGraphBuilder::add_static_memory(int device, const MemBreakdown& bytes) {
+  auto& to = static_memory_[static_cast<size_t>(device)];
+  for (size_t c = 0; c < to.size(); ++c)
+    to[c] = checked_add(to[c], bytes[c], "a device's resident memory");
+}
+
 TaskGraph TaskGraphBuilder::build() && {
   TaskGraph g;
   const size_t n = ops_.size();

@@ -202,6 +202,7 @@ class TaskGraphBuilder {
   }
   void add_dep(OpId op, OpId dep);
   void add_static_memory(int device, MemCategory c, int64_t bytes);
+  void add_static_memory(int device, const MemBreakdown& bytes);  // every category's
   void reserve(size_t ops, size_t deps);
   // Whether collectives add their rings as CompactRing (O(n) ops) instead of one transfer
   // per step and member (O(n * steps)). The engine's results are the same either way;

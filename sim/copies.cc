@@ -221,11 +221,97 @@ DevicePairs transfer_pairs(const TaskGraph& g, const std::vector<OpId>& ops) {
   return pairs;
 }
 
+// Copy 0's routes between `pairs`: none without latency, none crossing an orbit of f.rep
+// twice (the fold counts one flow of copy 0's per orbit and route).
+bool routes_cross_orbits_once(const Cluster& cluster, const DevicePairs& pairs,
+                              const CopyFold& f) {
+  for (const auto& [s, t] : pairs) {
+    const Route& r = cluster.route(s, t);
+    // Without latency a transfer can start in the very moment another ends on its link, and
+    // which of the two the full run takes first is an order among copies the fold does not
+    // keep (a link's peak flow count; as phases, sim/phases.h).
+    if (r.latency == Time::zero()) return false;
+    const auto& hops = r.hops;
+    for (size_t i = 0; i < hops.size(); ++i) {
+      if (f.rep[static_cast<size_t>(hops[i])] < 0) return false;
+      for (size_t j = 0; j < i; ++j) {
+        if (f.rep[static_cast<size_t>(hops[i])] == f.rep[static_cast<size_t>(hops[j])])
+          return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Moving one copy on as a move of whole nodes (Cluster::nodes_interchangeable): each device
+// of copy c lands on the same GPU of its node as in copy c + 1, every node of the copies
+// holds one copy's devices and goes to one node of the next, and K moves bring it back.
+// Such a move maps the cluster onto itself, routes onto routes (checked on copy 0's), so
+// the orbits are the copies' nodes' links K at a time, one flow of copy 0's for one of the
+// full run's (share 1), found without composing any image's route. Sets f.rep and f.share;
+// false where the move is not of whole nodes (links_match then looks route by route).
+bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& pairs,
+                CopyFold& f) {
+  if (!cluster.nodes_interchangeable()) return false;
+  const int K = f.copies;
+  const auto nodes = static_cast<size_t>(cluster.num_nodes());
+  const int per_node = cluster.num_devices() / cluster.num_nodes();
+  std::vector<int32_t> next(nodes, -1), prev(nodes, -1), copy_of(nodes, -1);
+  for (int c = 0; c < K; ++c) {
+    for (size_t i = 0; i < m.size(); ++i) {
+      const int d = m.device(c, i), e = m.device((c + 1) % K, i);
+      const int nd = cluster.device(d).node, ne = cluster.device(e).node;
+      const auto ndu = static_cast<size_t>(nd), neu = static_cast<size_t>(ne);
+      if (d - nd * per_node != e - ne * per_node) return false;
+      if (copy_of[ndu] != -1 && copy_of[ndu] != c) return false;
+      copy_of[ndu] = c;
+      if ((next[ndu] != -1 && next[ndu] != ne) || (prev[neu] != -1 && prev[neu] != nd))
+        return false;
+      next[ndu] = ne;
+      prev[neu] = nd;
+    }
+  }
+  // Each orbit of nodes, named by its lowest (whose links are the representatives).
+  std::vector<int32_t> low(nodes, -1);
+  for (size_t n = 0; n < nodes; ++n) {
+    if (copy_of[n] != 0) continue;
+    auto x = static_cast<int32_t>(n), least = x;
+    for (int k = 0; k < K; ++k) {
+      x = next[static_cast<size_t>(x)];
+      least = std::min(least, x);
+    }
+    if (x != static_cast<int32_t>(n)) return false;
+    for (int k = 0; k < K; ++k, x = next[static_cast<size_t>(x)]) low[static_cast<size_t>(x)] = least;
+  }
+  const auto L = static_cast<size_t>(cluster.num_links()) * 2;
+  f.rep.assign(L, -1);
+  f.share.assign(L, 1);
+  for (size_t h = 0; h < L; ++h) {
+    const auto d = static_cast<LinkDirection>(h);
+    const int32_t to = low[static_cast<size_t>(cluster.link_node(d))];
+    if (to >= 0) f.rep[h] = cluster.moved_link(d, to);
+  }
+  // The move on copy 0's routes: copy 1's are their images, hop by hop.
+  std::vector<LinkDirection> moved;
+  for (const auto& [s, t] : pairs) {
+    const auto& hops = cluster.route(s, t).hops;
+    cluster.route_hops(m.image(s, 1), m.image(t, 1), moved);
+    if (moved.size() != hops.size()) return false;
+    for (size_t j = 0; j < hops.size(); ++j) {
+      const LinkDirection h = hops[j];
+      if (moved[j] != cluster.moved_link(h, next[static_cast<size_t>(cluster.link_node(h))]))
+        return false;
+    }
+  }
+  return true;
+}
+
 // Moving one copy on maps the links of every route between `pairs` (copy 0's transfers),
 // hop by hop, one to one onto links of the same bandwidth (and the route's latency onto its
 // own); each such route crosses an orbit of that map once. Sets f.rep and f.share.
 bool links_match(const Cluster& cluster, const DeviceMap& m, const DevicePairs& pairs,
                  CopyFold& f) {
+  if (nodes_move(cluster, m, pairs, f)) return routes_cross_orbits_once(cluster, pairs, f);
   const int K = f.copies;
   const auto L = static_cast<size_t>(cluster.num_links()) * 2;
   std::vector<LinkDirection> next(L, -1), prev(L, -1);
@@ -291,16 +377,7 @@ bool links_match(const Cluster& cluster, const DeviceMap& m, const DevicePairs& 
       x = next[static_cast<size_t>(x)];
     } while (x != static_cast<LinkDirection>(l));
   }
-  for (const auto& [s, t] : pairs) {
-    const auto& hops = cluster.route(s, t).hops;
-    for (size_t i = 0; i < hops.size(); ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        if (f.rep[static_cast<size_t>(hops[i])] == f.rep[static_cast<size_t>(hops[j])])
-          return false;
-      }
-    }
-  }
-  return true;
+  return routes_cross_orbits_once(cluster, pairs, f);
 }
 
 }  // namespace
@@ -320,6 +397,18 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
       !rings_match(graph, m, f, index) || !ops_match(graph, m, f, index) ||
       !devices_match(graph, cluster, m, f, index))
     return std::nullopt;
+  f.orbit.assign(f.rep.size(), -1);
+  for (size_t h = 0; h < f.rep.size(); ++h) {
+    const LinkDirection r = f.rep[h];
+    if (r < 0) continue;
+    // (A representative is its orbit's lowest direction: numbered before the others.)
+    if (static_cast<size_t>(r) == h) {
+      f.orbit[h] = static_cast<int32_t>(f.orbit_rep.size());
+      f.orbit_rep.push_back(r);
+    } else {
+      f.orbit[h] = f.orbit[static_cast<size_t>(r)];
+    }
+  }
   f.simulated.assign(graph.size(), 0);
   for (const OpId a : f.ops[0]) f.simulated[a] = 1;
   f.device_copy = m.copies_of_devices();
@@ -481,10 +570,12 @@ void expand(const CopyFold& f, Timeline& tl) {
       if (implicit) tl.figures_of[static_cast<size_t>(devices[i])] = f.devices[0][i];
     }
   }
-  const std::vector<LinkStats> quotient = tl.links;
+  // (The engine's links are the orbits: every link direction gets its orbit's figures.)
+  const std::vector<LinkStats> quotient = std::move(tl.links);
+  tl.links.assign(f.orbit.size(), LinkStats{});
   for (size_t l = 0; l < tl.links.size(); ++l) {
-    if (f.rep[l] < 0) continue;
-    LinkStats s = quotient[static_cast<size_t>(f.rep[l])];
+    if (f.orbit[l] < 0) continue;
+    LinkStats s = quotient[static_cast<size_t>(f.orbit[l])];
     s.bytes = checked_mul(s.bytes, int64_t{f.share[l]}, "the bytes a link carries");
     s.peak_flows *= f.share[l];
     tl.links[l] = s;

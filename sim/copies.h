@@ -47,6 +47,11 @@ struct CopyFold {
   // how many of the full run's flows each of copy 0's stands for there (K / orbit size).
   std::vector<LinkDirection> rep;
   std::vector<int32_t> share;
+  // The orbits numbered in the order of their representatives: [link direction] its
+  // orbit's number (-1 where rep is), [orbit] its representative. The engine's flows cross
+  // orbits, one table entry each, not every link of the cluster.
+  std::vector<int32_t> orbit;
+  std::vector<LinkDirection> orbit_rep;
   // [ring]: the members copy 0 holds (its n unless the ring spans the copies).
   std::vector<uint32_t> members;
   // [device]: the lowest device among it and its images (the out-of-memory tie rule).

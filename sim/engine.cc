@@ -10,11 +10,52 @@
 namespace pipesim {
 namespace replay {
 
+std::shared_ptr<const CopyFold> Engine::fold_of(const TaskGraph& g, const Cluster& c,
+                                                const SimOptions& o) {
+  // Copies simulated once: the others' memory changes and link samples are copy 0's images
+  // (expand). (The fold lower_folded found on this cluster, else found here.)
+  const auto fold = [&]() -> std::shared_ptr<const CopyFold> {
+    if (auto kept = g.kept_fold(c.revision())) return kept;
+    auto f = fold_copies(g, c);
+    return f ? std::make_shared<const CopyFold>(std::move(*f)) : nullptr;
+  };
+  std::shared_ptr<const CopyFold> out;
+  if (o.fold) out = fold();
+  // A graph that leaves copies implicit is only ever run folded (lower_folded checked the
+  // fold before it kept one).
+  if (g.built_copies() < g.copies()) {
+    PIPESIM_ASSERT(!o.record_links && !o.record_memory, "implicit copies record nothing per op");
+    if (!out) out = fold();
+    PIPESIM_ASSERT(out != nullptr, "a graph with implicit copies folds");
+  }
+  return out;
+}
+
+std::vector<double> Engine::link_capacities(const Cluster& c, const CopyFold* fold) {
+  std::vector<double> out;
+  if (fold == nullptr) {
+    out.resize(static_cast<size_t>(c.num_links()) * 2);
+    for (size_t h = 0; h < out.size(); ++h)
+      out[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
+    return out;
+  }
+  // An orbit stands for `share` of the full run's flows per flow of copy 0's.
+  out.reserve(fold->orbit_rep.size());
+  for (const LinkDirection r : fold->orbit_rep) {
+    const double bandwidth = c.direction_bandwidth(r);
+    const int32_t share = fold->share[static_cast<size_t>(r)];
+    out.push_back(share <= 1 ? bandwidth : bandwidth / share);
+  }
+  return out;
+}
+
 Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
     : graph_(g),
       cluster_(c),
       options_(o),
-      network_(c, g.size(), FlowNetwork::Filling::kHeap,
+      copies_(fold_of(g, c, o)),
+      capacity_(link_capacities(c, copies_.get())),
+      network_(capacity_, g.size(), FlowNetwork::Filling::kHeap,
                o.exact_sharing ? FlowNetwork::kNeverLocal : FlowNetwork::kLocalAbove) {
   const size_t n = g.size();
   PIPESIM_ASSERT(g.num_devices() == c.num_devices(), "TaskGraph built for this cluster");
@@ -25,7 +66,7 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   tl_.start.assign(n, Time::max());
   tl_.end.assign(n, Time::max());
   tl_.devices.resize(static_cast<size_t>(c.num_devices()));
-  tl_.links.resize(static_cast<size_t>(c.num_links()) * 2);
+  tl_.links.resize(capacity_.size());
   link_active_.assign(tl_.links.size(), 0);
   link_since_.assign(tl_.links.size(), Time::zero());
   waiting_.resize(n);
@@ -41,32 +82,6 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   }
   member_route_.assign(members, nullptr);
   if (!g.rings().empty()) last_arrived_.assign(members, false);
-  capacity_.resize(tl_.links.size());
-  for (size_t h = 0; h < capacity_.size(); ++h)
-    capacity_[h] = c.direction_bandwidth(static_cast<LinkDirection>(h));
-  // Copies simulated once: the others' memory changes and link samples are copy 0's images
-  // (expand).
-  // (The fold lower_folded found on this cluster, else found here.)
-  const auto fold = [&] {
-    if (auto kept = g.kept_fold(c.revision())) return kept;
-    auto f = fold_copies(g, c);
-    return f ? std::make_shared<const CopyFold>(std::move(*f)) : nullptr;
-  };
-  if (o.fold) copies_ = fold();
-  // A graph that leaves copies implicit is only ever run folded (lower_folded checked the
-  // fold before it kept one).
-  if (g.built_copies() < g.copies()) {
-    PIPESIM_ASSERT(!o.record_links && !o.record_memory, "implicit copies record nothing per op");
-    if (!copies_) copies_ = fold();
-    PIPESIM_ASSERT(copies_ != nullptr, "a graph with implicit copies folds");
-  }
-  if (copies_) {
-    for (size_t h = 0; h < capacity_.size(); ++h) {
-      if (copies_->share[h] <= 1) continue;
-      capacity_[h] /= copies_->share[h];
-      network_.set_capacity(static_cast<LinkDirection>(h), capacity_[h]);
-    }
-  }
   // Communication slowing compute: only where some GPU says so (otherwise no state).
   const auto slowed = [&](const Device& d) { return d.gpu.comm_interference > 0; };
   if (o.comm_interference && std::any_of(c.devices().begin(), c.devices().end(), slowed)) {
@@ -226,7 +241,7 @@ const Route& Engine::route(int src, int dst) {
   if (fresh) {
     it->second = std::make_unique<Route>(r);
     for (LinkDirection& h : it->second->hops) {
-      h = copies_->rep[static_cast<size_t>(h)];
+      h = copies_->orbit[static_cast<size_t>(h)];
       PIPESIM_ASSERT(h >= 0, "copy 0's routes cross mapped links");
     }
   }
@@ -328,9 +343,11 @@ void Engine::after_rerate(Time now) {
 }
 
 void Engine::record_link(LinkDirection h, Time now) {
-  const double cap = cluster_.direction_bandwidth(h);
+  // (An orbit's samples are its representative's: expand gives them to the others.)
+  const LinkDirection d = copies_ ? copies_->orbit_rep[static_cast<size_t>(h)] : h;
+  const double cap = cluster_.direction_bandwidth(d);
   if (!std::isfinite(cap)) return;
-  tl_.link_samples.push_back({now, h, static_cast<float>(network_.load(h) / cap)});
+  tl_.link_samples.push_back({now, d, static_cast<float>(network_.load(h) / cap)});
 }
 
 // `route`: the transfer's route, or null for a compact ring's member op (its steps

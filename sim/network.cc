@@ -11,16 +11,27 @@
 
 namespace pipesim {
 
+namespace {
+std::vector<double> direction_bandwidths(const Cluster& cluster) {
+  std::vector<double> out(static_cast<size_t>(cluster.num_links()) * 2);
+  for (size_t d = 0; d < out.size(); ++d)
+    out[d] = cluster.direction_bandwidth(static_cast<LinkDirection>(d));
+  return out;
+}
+}  // namespace
+
 FlowNetwork::FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling,
                          size_t local_above)
-    : links_(static_cast<size_t>(cluster.num_links()) * 2),
-      filling_(filling),
-      local_above_(local_above) {
+    : FlowNetwork(direction_bandwidths(cluster), max_flow_id, filling, local_above) {}
+
+FlowNetwork::FlowNetwork(const std::vector<double>& capacity, size_t max_flow_id,
+                         Filling filling, size_t local_above)
+    : links_(capacity.size()), filling_(filling), local_above_(local_above) {
   reserve_huge(slot_of_, max_flow_id);
   slot_of_.assign(max_flow_id, kNoSlot);
   for (size_t d = 0; d < links_.size(); ++d) {
-    links_[d].capacity = cluster.direction_bandwidth(static_cast<LinkDirection>(d));
-    links_[d].finite = std::isfinite(links_[d].capacity);
+    links_[d].capacity = capacity[d];
+    links_[d].finite = std::isfinite(capacity[d]);
   }
 }
 

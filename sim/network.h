@@ -39,17 +39,14 @@ class FlowNetwork {
   // `local_above`: the component size past which re-rating goes local (0: always).
   FlowNetwork(const Cluster& cluster, size_t max_flow_id, Filling filling = Filling::kHeap,
               size_t local_above = kLocalAbove);
+  // Links numbered by the caller, `capacity[h]` each (routes' hops name them so).
+  FlowNetwork(const std::vector<double>& capacity, size_t max_flow_id,
+              Filling filling = Filling::kHeap, size_t local_above = kLocalAbove);
 
   struct Update {
     uint32_t flow;
     Time finish;
   };
-
-  // The bandwidth a link direction offers its flows, before any flow starts (a link that
-  // stands for several with copies folded, sim/copies.h).
-  void set_capacity(LinkDirection d, double bytes_per_s) {
-    links_[static_cast<size_t>(d)].capacity = bytes_per_s;
-  }
 
   // Starts the bandwidth phase of `flow` at `now` over `route` (which must outlive it).
   // A flow that shares no link with another (or crosses no finite link, or carries no

@@ -122,6 +122,42 @@ std::vector<int> Cluster::links_between(int vertex_a, int vertex_b) const {
 
 void Cluster::set_layout(ShorthandLayout layout) {
   impl_->layout = std::move(layout);
+  ShorthandLayout& l = *impl_->layout;
+  const auto nodes = static_cast<int>(l.model_node.size());
+  l.intra_links = -1;
+  if (nodes < 2 || !l.leaf_of.empty() || l.nic_up.size() != static_cast<size_t>(nodes * l.nics))
+    return;
+  // Node n's links, as node 0's: the same count, each joining the same vertices (moved by
+  // the node's) with the same spec.
+  const int intra = l.end_link[0] - l.first_link[0];
+  const int fabric = l.nic_up[static_cast<size_t>(l.nics)] / 2 - l.nic_up[0] / 2;
+  const int fabric_first = l.nic_up[0] / 2;
+  if (l.first_link[0] != 0 || fabric_first != nodes * intra ||
+      fabric_first + nodes * fabric != num_links())
+    return;
+  // (The builder lays every node of one group out alike, so its links match node 0's
+  // one by one; a slowed link is a later change, checked when asked.)
+  const auto alike = [&](int a, int b) {
+    const LinkSpec &x = links_[static_cast<size_t>(a)].spec, &y = links_[static_cast<size_t>(b)].spec;
+    return x.bytes_per_s == y.bytes_per_s && x.latency == y.latency && x.kind == y.kind;
+  };
+  for (int n = 1; n < nodes; ++n) {
+    const auto nu = static_cast<size_t>(n);
+    if (l.model_node[nu] != 0 || l.first_link[nu] != n * intra ||
+        l.end_link[nu] != (n + 1) * intra ||
+        l.first_device[nu + 1] - l.first_device[nu] != l.first_device[1] ||
+        l.nic_up[nu * static_cast<size_t>(l.nics)] / 2 != fabric_first + n * fabric)
+      return;
+    for (int i = 0; i < intra; ++i) {
+      if (!alike(i, n * intra + i)) return;
+    }
+    for (int i = 0; i < fabric; ++i) {
+      if (!alike(fabric_first + i, fabric_first + n * fabric + i)) return;
+    }
+  }
+  l.intra_links = intra;
+  l.fabric_first = fabric_first;
+  l.fabric_links = fabric;
 }
 
 void Cluster::renew_revision() {
@@ -363,6 +399,26 @@ void Cluster::route_hops(int src_device, int dst_device, std::vector<LinkDirecti
     return;
   const auto& kept = route(src_device, dst_device).hops;
   hops.assign(kept.begin(), kept.end());
+}
+
+bool Cluster::nodes_interchangeable() const {
+  if (!impl_->layout || impl_->layout->intra_links < 0) return false;
+  // A slowed link (SPEC section 10) is unlike its counterparts.
+  return !slowdowns_on_ || std::none_of(slowdowns_.begin(), slowdowns_.end(),
+                                         [](const Slowdown& x) { return x.link; });
+}
+
+int Cluster::link_node(LinkDirection d) const {
+  const ShorthandLayout& l = *impl_->layout;
+  const int link = d / 2;
+  if (link < l.fabric_first) return link / l.intra_links;
+  return (link - l.fabric_first) / l.fabric_links;
+}
+
+LinkDirection Cluster::moved_link(LinkDirection d, int to_node) const {
+  const ShorthandLayout& l = *impl_->layout;
+  const int per = d / 2 < l.fabric_first ? l.intra_links : l.fabric_links;
+  return d + 2 * per * (to_node - link_node(d));
 }
 
 Time Cluster::leaving_latency(LinkDirection d) const {

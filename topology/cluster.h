@@ -121,6 +121,14 @@ class Cluster {
   // What crossing the vertex a direction leaves adds to a route's latency (a switch's; the
   // route's first vertex adds nothing).
   Time leaving_latency(LinkDirection d) const;
+  // Whether moving whole nodes onto one another (GPU i of a node onto GPU i of another)
+  // maps the cluster onto itself: routes onto routes, each link onto one of its bandwidth
+  // and latency. So it is for a shorthand cluster of one node kind under one fabric switch
+  // with no link slowed. Then every link direction belongs to one node (link_node), and
+  // moved_link gives its counterpart in another.
+  bool nodes_interchangeable() const;
+  int link_node(LinkDirection d) const;
+  LinkDirection moved_link(LinkDirection d, int to_node) const;
   // The same route found by Dijkstra over the whole graph, whatever the cluster's shape
   // (the reference the closed forms are tested against). Not cached.
   Route searched_route(int src_device, int dst_device) const;

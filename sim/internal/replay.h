@@ -58,7 +58,8 @@ class Engine {
   const Route& member_route(uint32_t ring, uint32_t member);
 
   // The route from src to dst as the engine's flows cross it: the cluster's, or with
-  // copies folded (sim/copies.h) each hop named by its orbit's representative.
+  // copies folded (sim/copies.h) each hop named by its orbit's number. The engine's link
+  // tables (tl_.links until expand, the network's) are indexed so.
   const Route& route(int src, int dst);
 
   // The members of ring r the engine runs: all, or copy 0's where the ring spans copies.
@@ -198,9 +199,19 @@ class Engine {
     const Route* route;
   };
 
+  // The fold the engine runs under (the one lower_folded kept for this cluster, else found
+  // here; null: every copy simulated), and the capacity of each link its flows cross: a
+  // link direction, or with copies folded an orbit (CopyFold::orbit) at its share.
+  static std::shared_ptr<const CopyFold> fold_of(const TaskGraph& g, const Cluster& c,
+                                                 const SimOptions& o);
+  static std::vector<double> link_capacities(const Cluster& c, const CopyFold* fold);
+
   const TaskGraph& graph_;
   const Cluster& cluster_;
   SimOptions options_;
+  // Identical copies simulated once (SimOptions::fold, sim/copies.h).
+  std::shared_ptr<const CopyFold> copies_;
+  std::vector<double> capacity_;  // [engine link] as the flows see it
   FlowNetwork network_;
   Timeline tl_;
   EventQueue queue_;
@@ -250,12 +261,9 @@ class Engine {
     uint32_t finished = 0;  // member ops ended
   };
   std::vector<FoldState> folds_;    // [RingState::plan] where periodic
-  std::vector<uint32_t> held_by_;   // [link direction] the ring whose phase or fold holds it
-  std::vector<uint32_t> crossing_;  // [link direction] scratch of plan_phase, fold_period
-  std::vector<double> capacity_;    // [link direction] as the flows see it
-  // Identical copies simulated once (SimOptions::fold, sim/copies.h), and the routes of
-  // copy 0's flows over the orbits' representatives.
-  std::shared_ptr<const CopyFold> copies_;
+  std::vector<uint32_t> held_by_;   // [engine link] the ring whose phase or fold holds it
+  std::vector<uint32_t> crossing_;  // [engine link] scratch of plan_phase, fold_period
+  // With copies folded, the routes of copy 0's flows over the orbits.
   std::unordered_map<int64_t, std::unique_ptr<Route>> quotient_routes_;
 };
 

@@ -26,6 +26,11 @@ struct ShorthandLayout {
   std::vector<LinkDirection> nic_up;
   std::vector<int> leaf_of;
   std::vector<LinkDirection> leaf_up;
+  // Where every node is alike (one node group, one fabric switch): node n's links are
+  // [n x intra_links, (n + 1) x intra_links) inside it and [fabric_first + n x fabric_links,
+  // + fabric_links) to the fabric (its NICs' uplinks and attachments), each laid out as
+  // node 0's. intra_links -1: the nodes are not alike (Cluster::nodes_interchangeable).
+  int intra_links = -1, fabric_first = 0, fabric_links = 0;
 };
 
 }  // namespace pipesim
