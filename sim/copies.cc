@@ -286,10 +286,17 @@ bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& p
   const auto L = static_cast<size_t>(cluster.num_links()) * 2;
   f.rep.assign(L, -1);
   f.share.assign(L, 1);
-  for (size_t h = 0; h < L; ++h) {
-    const auto d = static_cast<LinkDirection>(h);
-    const int32_t to = low[static_cast<size_t>(cluster.link_node(d))];
-    if (to >= 0) f.rep[h] = cluster.moved_link(d, to);
+  for (size_t n = 0; n < nodes; ++n) {
+    if (low[n] < 0) continue;
+    const auto own = cluster.node_links(static_cast<int>(n));
+    const auto rep = cluster.node_links(low[n]);
+    for (size_t r = 0; r < own.size(); ++r) {
+      for (int i = 0; i < own[r].second - own[r].first; ++i) {
+        const auto h = static_cast<size_t>(2 * (own[r].first + i));
+        f.rep[h] = 2 * (rep[r].first + i);
+        f.rep[h + 1] = 2 * (rep[r].first + i) + 1;
+      }
+    }
   }
   // The move on copy 0's routes: copy 1's are their images, hop by hop.
   std::vector<LinkDirection> moved;

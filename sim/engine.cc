@@ -102,7 +102,10 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
 }
 
 Timeline Engine::run() {
+  // (Devices of copies left implicit run nothing: their figures are their images', expand.)
+  const bool implicit = graph_.built_copies() < graph_.copies();
   for (int d = 0; d < cluster_.num_devices(); ++d) {
+    if (implicit && copies_->device_copy[static_cast<size_t>(d)] > 0) continue;
     memory_[static_cast<size_t>(d)] = graph_.static_memory(d);
     note_memory(d, Time::zero(), UINT32_MAX);
   }

@@ -415,6 +415,12 @@ int Cluster::link_node(LinkDirection d) const {
   return (link - l.fabric_first) / l.fabric_links;
 }
 
+std::array<std::pair<int, int>, 2> Cluster::node_links(int node) const {
+  const ShorthandLayout& l = *impl_->layout;
+  const int fabric = l.fabric_first + node * l.fabric_links;
+  return {{{node * l.intra_links, (node + 1) * l.intra_links}, {fabric, fabric + l.fabric_links}}};
+}
+
 LinkDirection Cluster::moved_link(LinkDirection d, int to_node) const {
   const ShorthandLayout& l = *impl_->layout;
   const int per = d / 2 < l.fabric_first ? l.intra_links : l.fabric_links;

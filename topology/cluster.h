@@ -129,6 +129,9 @@ class Cluster {
   bool nodes_interchangeable() const;
   int link_node(LinkDirection d) const;
   LinkDirection moved_link(LinkDirection d, int to_node) const;
+  // Node `node`'s links (nodes_interchangeable()): [first, end) inside it, then to the
+  // fabric, each laid out as every other node's.
+  std::array<std::pair<int, int>, 2> node_links(int node) const;
   // The same route found by Dijkstra over the whole graph, whatever the cluster's shape
   // (the reference the closed forms are tested against). Not cached.
   Route searched_route(int src_device, int dst_device) const;
