@@ -70,6 +70,8 @@ struct Cluster::RouteShard {
   // the source's node alone.
   struct Tree {
     std::vector<int32_t> pred;  // 4 bytes a vertex: 10,000 sources of 10,000 vertices, 400 MB
+    // partial: the predecessors of the vertices settled before the node's GPUs were.
+    std::unordered_map<int32_t, int32_t> settled;
     bool partial = false;
   };
   std::unordered_map<int, Tree> predecessors;
@@ -230,37 +232,92 @@ struct SettleVisitor : boost::default_dijkstra_visitor {
   }
 };
 
-// Dijkstra's tree from `src`: over the whole graph, or (targets) until the vertices
-// [first, end) are settled.
-std::vector<int32_t> dijkstra_tree(const Graph& g, int src,
-                                   std::optional<std::pair<int, int>> targets = {}) {
+// Dijkstra's tree from `src` over the whole graph.
+std::vector<int32_t> dijkstra_tree(const Graph& g, int src) {
   std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
   std::vector<int64_t> dist(boost::num_vertices(g));
-  int left = targets ? targets->second - targets->first : 0;
-  SettleVisitor visitor;
-  if (targets) visitor = {{}, targets->first, targets->second, &left};
-  try {
-    boost::dijkstra_shortest_paths(
-        g, static_cast<Graph::vertex_descriptor>(src),
-        boost::predecessor_map(pred.data())
-            .distance_map(dist.data())
-            .weight_map(boost::get(&EdgeProps::weight, g))
-            .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
-            .distance_inf(kUnreached)
-            .visitor(visitor));
-  } catch (const AllSettled&) {
-    // The targets' paths are final.
-  }
+  boost::dijkstra_shortest_paths(
+      g, static_cast<Graph::vertex_descriptor>(src),
+      boost::predecessor_map(pred.data())
+          .distance_map(dist.data())
+          .weight_map(boost::get(&EdgeProps::weight, g))
+          .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
+          .distance_inf(kUnreached));
   return {pred.begin(), pred.end()};  // vertex indices fit int (ClusterBuilder's)
 }
 
+// Dijkstra's run from `src` until the vertices [first, end) are settled, on tables kept
+// per thread between runs: each starts as Dijkstra's initialisation leaves them (every
+// vertex unreached, its own predecessor, white) and the vertices a run touched are put
+// back after it, so a run costs the vertices it reaches, not the graph's (a shorthand
+// cluster's node inside thousands). The same steps as dijkstra_shortest_paths, its
+// initialisation done ahead. Returns each settled vertex's predecessor.
+struct SearchTables {
+  std::vector<Graph::vertex_descriptor> pred;
+  std::vector<int64_t> dist;
+  std::vector<boost::default_color_type> color;
+  std::vector<Graph::vertex_descriptor> touched;
+  void fit(size_t n) {
+    for (size_t v = pred.size(); v < n; ++v) pred.push_back(v);
+    dist.resize(std::max(dist.size(), n), kUnreached);
+    color.resize(std::max(color.size(), n), boost::white_color);
+  }
+  void restore() {
+    for (const auto v : touched) {
+      pred[v] = v;
+      dist[v] = kUnreached;
+      color[v] = boost::white_color;
+    }
+    touched.clear();
+  }
+};
+
+struct PartialVisitor : boost::default_dijkstra_visitor {
+  SettleVisitor settle;
+  SearchTables* tables = nullptr;
+  std::unordered_map<int32_t, int32_t>* settled = nullptr;
+  void discover_vertex(Graph::vertex_descriptor v, const Graph&) const {
+    tables->touched.push_back(v);
+  }
+  void finish_vertex(Graph::vertex_descriptor v, const Graph& g) const {
+    (*settled)[static_cast<int32_t>(v)] = static_cast<int32_t>(tables->pred[v]);
+    settle.finish_vertex(v, g);
+  }
+};
+
+std::unordered_map<int32_t, int32_t> partial_dijkstra_tree(const Graph& g, int src, int first,
+                                                           int end) {
+  thread_local SearchTables tables;
+  tables.fit(boost::num_vertices(g));
+  std::unordered_map<int32_t, int32_t> settled;
+  int left = end - first;
+  PartialVisitor visitor;
+  visitor.settle = {{}, first, end, &left};
+  visitor.tables = &tables;
+  visitor.settled = &settled;
+  const auto s = static_cast<Graph::vertex_descriptor>(src);
+  tables.touched.push_back(s);
+  tables.dist[s] = 0;
+  try {
+    boost::dijkstra_shortest_paths_no_init(
+        g, s, tables.pred.data(), tables.dist.data(), boost::get(&EdgeProps::weight, g),
+        boost::get(boost::vertex_index, g), std::less<int64_t>(),
+        [](int64_t a, int64_t b) { return saturating_add(a, b); }, int64_t{0}, visitor,
+        tables.color.data());
+  } catch (const AllSettled&) {
+    // The targets' paths are final.
+  }
+  tables.restore();
+  return settled;
+}
+
 // The link directions from `src` to `dst` along a Dijkstra tree rooted at `src`.
+template <class Pred>  // int(int vertex): its predecessor
 std::vector<LinkDirection> tree_hops(const Graph& g, const std::vector<Link>& links,
-                                     const std::vector<int32_t>& pred, int src,
-                                     int dst) {
+                                     const Pred& pred, int src, int dst) {
   std::vector<LinkDirection> hops;
   for (int v = dst; v != src;) {
-    const int u = pred[static_cast<size_t>(v)];
+    const int u = pred(v);
     PIPESIM_ASSERT(u != v, "cluster build guarantees connectivity");
     // Among parallel edges u-v take the cheapest, as Dijkstra did.
     int best_link = -1;
@@ -301,7 +358,9 @@ Route Cluster::make_route(std::vector<LinkDirection> hops) const {
 Route Cluster::searched_route(int src_device, int dst_device) const {
   const int src = devices_[static_cast<size_t>(src_device)].vertex;
   const int dst = devices_[static_cast<size_t>(dst_device)].vertex;
-  return make_route(tree_hops(impl_->graph, links_, dijkstra_tree(impl_->graph, src), src, dst));
+  const std::vector<int32_t> pred = dijkstra_tree(impl_->graph, src);
+  return make_route(tree_hops(
+      impl_->graph, links_, [&](int v) { return pred[static_cast<size_t>(v)]; }, src, dst));
 }
 
 bool Cluster::shorthand_hops(int src_device, int dst_device,
@@ -443,7 +502,7 @@ const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int sr
   // before the rest of a large cluster.
   const int node = devices_[static_cast<size_t>(src_device)].node;
   const bool inside = impl_->layout && node == devices_[static_cast<size_t>(dst_device)].node;
-  if (tree.pred.empty() || (tree.partial && !inside)) {
+  if ((tree.pred.empty() && !tree.partial) || (tree.partial && !inside)) {
     std::optional<std::pair<int, int>> targets;
     if (inside) {
       const auto& first = impl_->layout->first_device;
@@ -451,9 +510,16 @@ const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int sr
       const int lo = first[static_cast<size_t>(node)], hi = first[static_cast<size_t>(node) + 1];
       if (vertex(hi - 1) + 1 - vertex(lo) == hi - lo) targets = {vertex(lo), vertex(hi - 1) + 1};
     }
-    tree = {dijkstra_tree(impl_->graph, src, targets), targets.has_value()};
+    if (targets) {
+      tree = {{}, partial_dijkstra_tree(impl_->graph, src, targets->first, targets->second), true};
+    } else {
+      tree = {dijkstra_tree(impl_->graph, src), {}, false};
+    }
   }
-  Route r = make_route(tree_hops(impl_->graph, links_, tree.pred, src,
+  const auto pred = [&](int v) {
+    return tree.partial ? tree.settled.at(v) : tree.pred[static_cast<size_t>(v)];
+  };
+  Route r = make_route(tree_hops(impl_->graph, links_, pred, src,
                                  devices_[static_cast<size_t>(dst_device)].vertex));
   return shard.routes.emplace(key, std::move(r)).first->second;
 }
