@@ -419,18 +419,18 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
   f.simulated.assign(graph.size(), 0);
   for (const OpId a : f.ops[0]) f.simulated[a] = 1;
   f.device_copy = m.copies_of_devices();
-  f.devices.resize(static_cast<size_t>(f.copies));
-  for (int c = 0; c < f.copies; ++c) {
-    auto& devices = f.devices[static_cast<size_t>(c)];
-    devices.reserve(m.size());
-    for (size_t i = 0; i < m.size(); ++i) devices.push_back(m.device(c, i));
+  const size_t per = m.size(), K = static_cast<size_t>(f.copies);
+  f.per_copy = per;
+  f.devices.resize(K * per);
+  for (size_t c = 0; c < K; ++c) {
+    for (size_t i = 0; i < per; ++i) f.devices[c * per + i] = m.device(static_cast<int>(c), i);
   }
   f.lowest_image.resize(f.device_copy.size());
   for (size_t d = 0; d < f.device_copy.size(); ++d) f.lowest_image[d] = static_cast<int32_t>(d);
-  for (size_t i = 0; i < m.size(); ++i) {
-    int32_t low = m.device(0, i);
-    for (int c = 1; c < f.copies; ++c) low = std::min(low, static_cast<int32_t>(m.device(c, i)));
-    for (int c = 0; c < f.copies; ++c) f.lowest_image[static_cast<size_t>(m.device(c, i))] = low;
+  for (size_t i = 0; i < per; ++i) {
+    int32_t low = f.devices[i];
+    for (size_t c = 1; c < K; ++c) low = std::min(low, f.devices[c * per + i]);
+    for (size_t c = 0; c < K; ++c) f.lowest_image[static_cast<size_t>(f.devices[c * per + i])] = low;
   }
   return f;
 }
@@ -569,23 +569,27 @@ void expand(const CopyFold& f, Timeline& tl) {
     tl.figures_of.resize(tl.devices.size());
     for (size_t d = 0; d < tl.figures_of.size(); ++d) tl.figures_of[d] = static_cast<int32_t>(d);
   }
-  for (int c = 1; c < f.copies; ++c) {
-    const auto& devices = f.devices[static_cast<size_t>(c)];
-    for (size_t i = 0; i < devices.size(); ++i) {
-      tl.devices[static_cast<size_t>(devices[i])] =
-          tl.devices[static_cast<size_t>(f.devices[0][i])];
-      if (implicit) tl.figures_of[static_cast<size_t>(devices[i])] = f.devices[0][i];
+  const size_t per = f.per_copy;
+  for (size_t c = 1; c < static_cast<size_t>(f.copies); ++c) {
+    for (size_t i = 0; i < per; ++i) {
+      const auto d = static_cast<size_t>(f.devices[c * per + i]);
+      tl.devices[d] = tl.devices[static_cast<size_t>(f.devices[i])];
+      if (implicit) tl.figures_of[d] = f.devices[i];
     }
   }
   // (The engine's links are the orbits: every link direction gets its orbit's figures.)
-  const std::vector<LinkStats> quotient = std::move(tl.links);
-  tl.links.assign(f.orbit.size(), LinkStats{});
+  // (Every link of an orbit has its share: each gets the orbit's figures times it.)
+  std::vector<LinkStats> orbits = std::move(tl.links);
+  for (size_t o = 0; o < orbits.size(); ++o) {
+    const int32_t share = f.share[static_cast<size_t>(f.orbit_rep[o])];
+    LinkStats& s = orbits[o];
+    s.bytes = checked_mul(s.bytes, int64_t{share}, "the bytes a link carries");
+    s.peak_flows *= share;
+  }
+  tl.links.resize(f.orbit.size());
   for (size_t l = 0; l < tl.links.size(); ++l) {
-    if (f.orbit[l] < 0) continue;
-    LinkStats s = quotient[static_cast<size_t>(f.orbit[l])];
-    s.bytes = checked_mul(s.bytes, int64_t{f.share[l]}, "the bytes a link carries");
-    s.peak_flows *= f.share[l];
-    tl.links[l] = s;
+    const int32_t o = f.orbit[l];
+    tl.links[l] = o < 0 ? LinkStats{} : orbits[static_cast<size_t>(o)];
   }
   if (!implicit) expand_memory_changes(f, tl);
   expand_link_samples(f, tl);

@@ -42,7 +42,9 @@ struct CopyFold {
   std::vector<std::vector<OpId>> ops;
   std::vector<char> simulated;  // [op] copy 0's
   std::vector<int32_t> device_copy;  // [device] its copy, -1 for none
-  std::vector<std::vector<int32_t>> devices;  // [copy][i]: devices[k][i] the image of devices[0][i]
+  // [copy x per_copy + i]: device i of each copy, that of copy k the image of copy 0's.
+  std::vector<int32_t> devices;
+  size_t per_copy = 0;
   // [link direction]: the representative of its orbit (-1 where no flow crosses it) and
   // how many of the full run's flows each of copy 0's stands for there (K / orbit size).
   std::vector<LinkDirection> rep;
