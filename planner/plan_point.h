@@ -10,9 +10,6 @@
 
 namespace pipesim::planner {
 
-// [copy][position]: the devices of each position's replicas (tensor groups in a row).
-using Placement = std::vector<std::vector<std::vector<int>>>;
-
 // One point of the search space: a scenario's strategy plus its micro-batch size.
 struct PlanPoint {
   std::vector<StageSpec> stages;  // global stages (positions x v for interleaved)

@@ -323,7 +323,7 @@ class Planner {
         if (std::any_of(policies.begin(), policies.end(),
                         [&](PlacementPolicy p) { return p != policies.front(); }))
           c.point.stage_placement = policies;
-        const planner::Placement devices = c.point.devices(base_.cluster);
+        const Placement devices = c.point.devices(base_.cluster);
         if (!placements.insert(devices).second) return;
         c.estimate = placed_estimate(c.point, devices);
         take(c);
@@ -346,7 +346,7 @@ class Planner {
   }
 
   // A plan's estimate on its real placement (phase 1 costs every plan placed contiguously).
-  planner::Estimate placed_estimate(const PlanPoint& p, const planner::Placement& d) {
+  planner::Estimate placed_estimate(const PlanPoint& p, const Placement& d) {
     std::unique_ptr<planner::CostModel>& cm = models_[{p.micro_batch, p.tensor}];
     if (!cm) {
       cm = std::make_unique<planner::CostModel>(judge_.at_micro_batch(p.micro_batch), p.tensor,
@@ -519,7 +519,7 @@ class Planner {
     p.micro_batch = base_.training.micro_batch;
     p.schedule = kind;
     const int64_t M = base_.training.global_batch / (p.micro_batch * p.data);
-    const planner::Placement devices = p.devices(base_.cluster);
+    const Placement devices = p.devices(base_.cluster);
     const planner::Estimate e = planner::CostModel(base_).estimate(p, M, &devices);
     if (e.work > opt_.max_sim_work) {
       b.error = fmt::format("too large to simulate here (work {:.3g}): {}", e.work, sp.note);

@@ -515,7 +515,9 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     in.expert = s.strategy.expert;
     in.expert_tensor = s.strategy.expert_tensor;
     in.v_shape = is_v_shape(s.strategy.schedule);
-    in.placement = s.placement;
+    // (The scenario outlives the lowering: its placement is lent, not copied; an empty
+    // owner makes the pointer one that owns nothing.)
+    in.placement = std::shared_ptr<const Placement>(std::shared_ptr<const void>(), &s.placement);
     for (int p = 0; p < s.strategy.positions(); ++p)
       in.tensor.push_back(s.strategy.tensor_of(s.strategy.stages[static_cast<size_t>(p)]));
     in.sequence_parallel = s.strategy.sequence_parallel;

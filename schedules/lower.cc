@@ -18,7 +18,7 @@ TaskGraph Lowering::run() {
   if (copies_ > 1) {  // copy c's devices, position by position, lane by lane
     std::vector<std::vector<int>> devices(static_cast<size_t>(copies_));
     for (int c = 0; c < copies_; ++c) {
-      for (const auto& pos : in_.placement[static_cast<size_t>(c)])
+      for (const auto& pos : placement_[static_cast<size_t>(c)])
         devices[static_cast<size_t>(c)].insert(devices[static_cast<size_t>(c)].end(), pos.begin(),
                                                pos.end());
     }
@@ -607,7 +607,8 @@ TaskGraph lower(const LoweringInput& in) {
 }
 
 bool may_build_copies(const LoweringInput& in, int group) {
-  const auto copies = static_cast<int>(in.placement.size());
+  const Placement& placement = *in.placement;
+  const auto copies = static_cast<int>(placement.size());
   if (!in.compact_rings || group < 1 || copies % group != 0 || copies / group < 2 ||
       in.context != 1 || in.expert != 1 || in.expert_tensor != 1)
     return false;
@@ -617,8 +618,8 @@ bool may_build_copies(const LoweringInput& in, int group) {
   // Copy c's GPUs and copy c + group's go at the same pace with the same overhead.
   const auto stages = static_cast<int>(in.stages.size());
   for (int c = 0; c < copies; ++c) {
-    const auto& here = in.placement[static_cast<size_t>(c)];
-    const auto& there = in.placement[static_cast<size_t>((c + group) % copies)];
+    const auto& here = placement[static_cast<size_t>(c)];
+    const auto& there = placement[static_cast<size_t>((c + group) % copies)];
     for (size_t p = 0; p < here.size(); ++p) {
       for (size_t lane = 0; lane < here[p].size(); ++lane) {
         const int a = here[p][lane], b = there[p][lane];

@@ -35,8 +35,10 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "core/placement.h"
 #include "schedules/collectives.h"
 #include "schedules/model.h"
 #include "schedules/order.h"
@@ -135,9 +137,9 @@ struct LoweringInput {
   SlotOrders orders;
   std::vector<StageProfile> stages;  // [global stage]; positions as position_of_stage says
   bool v_shape = false;              // zb-v's V (is_v_shape)
-  // [copy][position] -> devices of its replicas x tensor ranks, replica-major: lane
-  // j * t + k is rank k of replica j.
-  std::vector<std::vector<std::vector<int>>> placement;
+  // The devices of each copy's positions (core/placement.h), shared rather than copied
+  // (a scenario's placement is thousands of lists at scale).
+  std::shared_ptr<const Placement> placement;
   std::vector<int> tensor;            // [position] tensor-parallel degree; empty: 1
   bool sequence_parallel = false;     // activations split along the tensor group too
   TensorOverlap tensor_overlap = TensorOverlap::kNone;  // Strategy::tensor_overlap

@@ -483,7 +483,7 @@ std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& clust
 
 TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full_ops,
                        double estimated_full_ops) {
-  const auto copies = static_cast<int>(in.placement.size());
+  const auto copies = static_cast<int>(in.placement->size());
   // Every copy's graph: from the groups built, else (none may be built) the caller's word.
   double full_ops = 0;
   bool built = false;

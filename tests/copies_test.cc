@@ -342,7 +342,7 @@ TEST(Copies, TheGroupFoundIsTheFirstThatFoldsWhenEachIsBuilt) {
     const Scenario sc = load_scenario_text(yaml, "copies.yaml");
     int first = 0;  // the first group that folds when each is built, 0: none
     scenario_task_graph(sc, true, [&](LoweringInput in) {
-      for (const int group : fold_groups(static_cast<int>(in.placement.size()))) {
+      for (const int group : fold_groups(static_cast<int>(in.placement->size()))) {
         if (!may_build_copies(in, group)) continue;
         in.built_copies = group;
         const TaskGraph g = lower(in);

@@ -40,7 +40,7 @@ planner::PlanPoint interleaved_two_by_two(const Scenario& s) {
 // Two stages of two replicas each, scatter-first over 2 servers of 2 GPUs (each stage's
 // group spans both), with their gradient all-reduce terms.
 struct ScatteredStages {
-  planner::Placement placed;
+  Placement placed;
   std::vector<double> allreduce;
 };
 ScatteredStages scattered_stages(const planner::CostModel& cm) {
@@ -155,7 +155,7 @@ TEST(Estimate, CopiesCrossingOnePortShareIt) {
   p.stages = {{0, 1, 1}, {2, 3, 1}};
   p.data = 2;
   p.placement = PlacementPolicy::kFreshFirst;
-  const planner::Placement placed = p.devices(s.cluster);
+  const Placement placed = p.devices(s.cluster);
   ASSERT_EQ(s.cluster.device(placed[0][0][0]).node, s.cluster.device(placed[1][0][0]).node);
   std::vector<double> alone, both;
   cm.cut_terms(p, nullptr, alone);  // append-first: each copy on its own server
@@ -176,7 +176,7 @@ TEST(Estimate, GroupsOfStagesShareAPortByProcessorSharing) {
   const Scenario s = load_scenario(test::case_file(c, "est-groups"));
   const planner::CostModel cm(s);
   const ScatteredStages x = scattered_stages(cm);
-  const planner::Placement& placed = x.placed;
+  const Placement& placed = x.placed;
   const std::vector<double>& ar = x.allreduce;
   const planner::NetworkCosts net(s);
   const auto group = [&](int q) { return placed[0][static_cast<size_t>(q)]; };
@@ -202,7 +202,7 @@ TEST(Estimate, APortPerGpuIsSharedByNoOtherGroup) {
   EXPECT_EQ(s.cluster.nic_of(2) - s.cluster.nic_of(0), 2);  // server 1's port 0
   const planner::CostModel cm(s);
   const ScatteredStages x = scattered_stages(cm);
-  const planner::Placement& placed = x.placed;
+  const Placement& placed = x.placed;
   const std::vector<double>& ar = x.allreduce;
   const planner::NetworkCosts net(s);
   EXPECT_NEAR(ar[1], net.allreduce(placed[0][1], cm.gradient_bytes(2, 3)), 1e-12);

@@ -46,8 +46,9 @@ StageProfile moe_stage(int expert, int expert_tensor) {
 // micro-batch under GPipe.
 Time moe_makespan(int gpus, int expert, int expert_tensor) {
   LoweringInput in = test::two_copies_gpipe();
-  in.placement.clear();
-  for (int d = 0; d < gpus; ++d) in.placement.push_back({{d}});
+  Placement placement;
+  for (int d = 0; d < gpus; ++d) placement.push_back({{d}});
+  in.placement = std::make_shared<const Placement>(std::move(placement));
   in.num_devices = gpus;
   in.expert = expert;
   in.expert_tensor = expert_tensor;
@@ -197,7 +198,7 @@ TEST(ExpertTensor, ExpertStateIsShardedOverBothDegrees) {
 // copies alone it would be 2 steps of S / 2: 5.5 ms.)
 TEST(ExpertTensor, ExpertGradientsReduceOverTheExpertDataGroup) {
   LoweringInput in = test::two_copies_gpipe();
-  in.placement = {{{0, 1}}, {{2, 3}}};
+  in.placement = std::make_shared<const Placement>(Placement{{{0, 1}}, {{2, 3}}});
   in.num_devices = 4;
   in.tensor = {2};
   in.gradient_bytes_per_param = 2;

@@ -189,7 +189,7 @@ LoweringInput straight(int S, int M, const std::vector<int>& replicas, int itera
   spec.replicas = replicas;
   in.orders = build_orders(spec);
   int next = 0;
-  in.placement.resize(1);
+  Placement placement(1);
   for (int s = 0; s < S; ++s) {
     StageProfile p;
     p.forward = Time::ms(1);
@@ -200,8 +200,9 @@ LoweringInput straight(int S, int M, const std::vector<int>& replicas, int itera
     in.stages.push_back(p);
     std::vector<int> devs;
     for (int r = 0; r < replicas[static_cast<size_t>(s)]; ++r) devs.push_back(next++);
-    in.placement[0].push_back(devs);
+    placement[0].push_back(devs);
   }
+  in.placement = std::make_shared<const Placement>(std::move(placement));
   in.num_devices = next;
   in.micro_batches_per_iteration = M;
   Training mixed_adam;

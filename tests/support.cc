@@ -147,7 +147,7 @@ LoweringInput two_copies_gpipe() {
   spec.kind = ScheduleKind::kGpipe;
   spec.replicas = {1};
   in.orders = build_orders(spec);
-  in.placement = {{{0}}, {{1}}};
+  in.placement = std::make_shared<const Placement>(Placement{{{0}}, {{1}}});
   in.num_devices = 2;
   return in;
 }

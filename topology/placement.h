@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/placement.h"
 #include "topology/cluster.h"
 
 namespace pipesim {

@@ -84,24 +84,25 @@ class Lowering {
  public:
   explicit Lowering(const LoweringInput& in)
       : in_(in),
+        placement_(*in.placement),
         b_(in.num_devices),
-        copies_(static_cast<int>(in.placement.size())),
+        copies_(static_cast<int>(placement_.size())),
         built_(in.built_copies > 0 ? in.built_copies : copies_),
-        P_(copies_ > 0 ? static_cast<int>(in.placement[0].size()) : 0),
+        P_(copies_ > 0 ? static_cast<int>(placement_[0].size()) : 0),
         G_(static_cast<int>(in.stages.size())),
         Mb_(in.orders.micro_batches),
         blocks_(in.orders.blocks) {
     b_.set_compact_rings(in.compact_rings);
     PIPESIM_ASSERT(copies_ > 0 && P_ > 0 && G_ % P_ == 0, "stages are a multiple of positions");
     PIPESIM_ASSERT(static_cast<int>(in.orders.steps.size()) == P_, "one order list per position");
-    for (const auto& pos : in.placement[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
+    for (const auto& pos : placement_[0]) max_r_ = std::max(max_r_, static_cast<int>(pos.size()));
     PIPESIM_ASSERT(copies_ % built_ == 0, "whole groups of copies built");
     const size_t slots = static_cast<size_t>(built_) * blocks_ * G_ * Mb_ * max_r_;
     for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
     member_of_device_.assign(static_cast<size_t>(in.num_devices), -1);
     if (built_ < copies_) where_.assign(member_of_device_.size(), {-1, -1, -1});
     for (int c = 0; c < copies_; ++c) {
-      const auto& copy = in.placement[static_cast<size_t>(c)];
+      const auto& copy = placement_[static_cast<size_t>(c)];
       for (size_t p = 0; p < copy.size(); ++p) {
         const auto L = static_cast<int>(copy[p].size());
         for (int lane = 0; lane < L; ++lane) {
@@ -236,7 +237,7 @@ class Lowering {
   int tensor(int p) const { return in_.tensor.empty() ? 1 : in_.tensor[static_cast<size_t>(p)]; }
   // GPUs of one copy of position p: replicas x tensor ranks ("lanes").
   int lanes(int p) const {
-    return static_cast<int>(in_.placement[0][static_cast<size_t>(p)].size());
+    return static_cast<int>(placement_[0][static_cast<size_t>(p)].size());
   }
   int replicas(int p) const { return lanes(p) / tensor(p); }
   // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
@@ -245,7 +246,7 @@ class Lowering {
     return lane_share(total, replicated, split, t, in_.sequence_parallel);
   }
   int device(int c, int g, int j) const {
-    return in_.placement[static_cast<size_t>(c)][static_cast<size_t>(position(g))]
+    return placement_[static_cast<size_t>(c)][static_cast<size_t>(position(g))]
                         [static_cast<size_t>(j)];
   }
   size_t slot(int c, int blk, int g, int m, int j) const {
@@ -525,7 +526,7 @@ class Lowering {
     if (in_.orders.pair_from.empty()) return;
     for (int c = 0; c < built_; ++c) {
       for (int p = 0; p < P_; ++p) {
-        for (const int d : in_.placement[static_cast<size_t>(c)][static_cast<size_t>(p)])
+        for (const int d : placement_[static_cast<size_t>(c)][static_cast<size_t>(p)])
           pair_steps(b_.stream(d), in_.orders.pair_from[static_cast<size_t>(p)]);
       }
     }
@@ -575,6 +576,7 @@ class Lowering {
   void add_weight_gathers();
 
   const LoweringInput& in_;
+  const Placement& placement_;  // *in_.placement
   TaskGraphBuilder b_;
   // Copies, and the first ones built (the others implicit, LoweringInput::built_copies).
   int copies_, built_, P_, G_, Mb_, blocks_;
