@@ -615,7 +615,12 @@ bool may_build_copies(const LoweringInput& in, int group) {
   for (const AllReduceAlgo a : in.allreduce) {
     if (a != AllReduceAlgo::kRing) return false;
   }
-  // Copy c's GPUs and copy c + group's go at the same pace with the same overhead.
+  // Copy c's GPUs and copy c + group's go at the same pace with the same overhead: so they
+  // do where every GPU does.
+  const auto alike = [](const auto& v) {
+    return std::all_of(v.begin(), v.end(), [&](const auto& x) { return x == v.front(); });
+  };
+  if (!in.compute_scale && alike(in.launch_overhead) && alike(in.reserved_bytes)) return true;
   const auto stages = static_cast<int>(in.stages.size());
   for (int c = 0; c < copies; ++c) {
     const auto& here = placement[static_cast<size_t>(c)];

@@ -237,7 +237,8 @@ void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerSt
   std::map<int, std::vector<CollectiveMember>> groups, after;
   for (const OptimizerStep& m : members) {
     const int d = b_.op(m.op).device;
-    const int rank = member_of_device_.at(static_cast<size_t>(d)) % expert_ranks();
+    const int rank =
+        expert_ranks() > 1 ? member_of_device_.at(static_cast<size_t>(d)) % expert_ranks() : 0;
     OpId ready = m.before;
     if (!m.buckets.empty()) ready = m.buckets.back();
     groups[rank].push_back({d, node_of(d), {ready}, m.op});

@@ -127,6 +127,9 @@ bool ops_match(const TaskGraph& g, const DeviceMap& m, const CopyFold& f,
 // its capacity.
 bool devices_match(const TaskGraph& g, const Cluster& cluster, const DeviceMap& m,
                    const CopyFold& f, const std::vector<uint32_t>& index) {
+  // Copies left implicit are copy 0's by construction (the same streams and resident
+  // memory: LoweringInput::built_copies): on GPUs alike, nothing to tell them apart.
+  if (g.built_copies() < g.copies() && cluster.same_memory()) return true;
   for (size_t i = 0; i < m.size(); ++i) {
     const int d = m.device(0, i);
     const auto s0 = g.stream(d);

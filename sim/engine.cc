@@ -74,7 +74,8 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   cursor_.assign(static_cast<size_t>(c.num_devices()), 0);
   running_.assign(static_cast<size_t>(c.num_devices()), false);
   memory_.resize(static_cast<size_t>(c.num_devices()));
-  queue_.reserve(static_cast<size_t>(c.num_devices()) * 2 + 64);
+  // (Events in flight: about two a device that runs ops, never more than the ops.)
+  queue_.reserve(std::min(static_cast<size_t>(c.num_devices()), n) * 2 + 64);
   size_t members = 0;
   for (const CompactRing& r : g.rings()) {
     ring_base_.push_back(static_cast<uint32_t>(members));

@@ -96,6 +96,43 @@ TEST(Copies, PipelineByDataFoldsToTheFullRun) {
   EXPECT_LE(p.folded.events * 4, p.full.events);
 }
 
+TEST(Copies, CopiesMovingAsWholeNodesFoldAsRouteByRoute) {
+  // 8 stages x 4 copies, a node each, on 5 nodes of interchangeable nodes (one fabric
+  // switch, a NIC per GPU): the fold moves whole nodes and never composes an image's route
+  // (Cluster::nodes_interchangeable). A cable of the idle fifth node at half speed makes
+  // the nodes unlike, so the same fold is found route by route: the same orbits of every
+  // link a flow crosses, shares 1, and both runs are the full run.
+  const Scenario sc = load_scenario_text(
+      scenario(5, "{preset: ib-ndr, nics: 8}",
+               "{schedule: dapple, pipeline: 8, data: 4, allreduce: ring}"),
+      "copies.yaml");
+  ASSERT_TRUE(sc.cluster.nodes_interchangeable());
+  Cluster slowed = sc.cluster;
+  slowed.slow_down_link(slowed.node_links(4)[0].first, 0.5);
+  ASSERT_FALSE(slowed.nodes_interchangeable());
+  const TaskGraph g = scenario_task_graph(sc, true);
+  const std::optional<CopyFold> moved = fold_copies(g, sc.cluster);
+  const std::optional<CopyFold> routed = fold_copies(g, slowed);
+  ASSERT_TRUE(moved && routed);
+  EXPECT_EQ(moved->copies, 4);
+  EXPECT_EQ(routed->copies, 4);
+  size_t crossed = 0;
+  for (size_t h = 0; h < routed->rep.size(); ++h) {
+    if (routed->rep[h] < 0) continue;  // no flow crosses it
+    ++crossed;
+    EXPECT_EQ(moved->rep[h], routed->rep[h]) << h;
+    EXPECT_EQ(moved->share[h], routed->share[h]) << h;
+  }
+  EXPECT_GT(crossed, 0u);
+  SimOptions off;
+  off.fold = false;
+  const Timeline full = simulate(g, sc.cluster, off);
+  expect_identical(full, simulate(g, sc.cluster));
+  Timeline on_slowed = simulate(g, slowed);
+  EXPECT_EQ(on_slowed.folded_copies, 4);
+  expect_identical(full, on_slowed);
+}
+
 // A trace's run (memory changes and link samples recorded; ring collectives compact, one op
 // per member as an NCCL kernel shows in a profile) folds too: copy 0's changes stand for their images', at the same moments, and a
 // representative link's samples for its orbit's, at share times copy 0's load. Per device

@@ -120,6 +120,79 @@ TEST(Routing, IntraNodeLatencySoLongThatTheNicWins) {
   EXPECT_EQ(c.route(5, 6).latency, Time::zero());  // host attachments and the NIC
 }
 
+TEST(Routing, MovingWholeNodesMapsRoutesOntoRoutes) {
+  // Where the nodes are interchangeable, moving GPU i of node a to GPU i of node b moves
+  // each hop of every route to moved_link's counterpart: checked for every pair of GPUs
+  // with nodes 0, 1, 2, 3 moved to 2, 3, 0, 1, for every intra-node shape and 1 or 4
+  // ports a node.
+  for (const int nics : {1, 4}) {
+    for (const auto& [intra, topo] :
+         {std::pair{"nvswitch", Topo::kSwitch}, std::pair{"pcie4", Topo::kTree},
+          std::pair{"nvlink2", Topo::kHybridCubeMesh}, std::pair{"nvlink3", Topo::kMesh}}) {
+      ClusterBuilder::ShorthandOptions o;
+      o.intra = topo;
+      o.gpus_per_switch = 4;
+      o.nics = nics;
+      const Cluster c =
+          ClusterBuilder::shorthand(4, 8, *find_gpu_preset("h100-80gb"), *find_link_preset(intra),
+                                    *find_link_preset("ib-ndr"), o);
+      SCOPED_TRACE(::testing::Message() << nics << " nics, " << intra);
+      ASSERT_TRUE(c.nodes_interchangeable());
+      for (LinkDirection h = 0; h < 2 * c.num_links(); ++h) {
+        ASSERT_EQ(c.moved_link(h, c.link_node(h)), h);
+        const auto [inside, fabric] = c.node_links(c.link_node(h));
+        const bool own = (h / 2 >= inside.first && h / 2 < inside.second) ||
+                         (h / 2 >= fabric.first && h / 2 < fabric.second);
+        ASSERT_TRUE(own) << h;
+        // A moved link has the same bandwidth and latency, and leaves a vertex of the same.
+        const LinkDirection m = c.moved_link(h, (c.link_node(h) + 1) % 4);
+        EXPECT_EQ(c.direction_bandwidth(m), c.direction_bandwidth(h));
+        EXPECT_EQ(c.link(m / 2).spec.latency, c.link(h / 2).spec.latency);
+        EXPECT_EQ(c.leaving_latency(m), c.leaving_latency(h));
+      }
+      const auto move = [](int d) { return (d + 16) % 32; };  // nodes 0, 1 -> 2, 3 -> 0, 1
+      for (int s = 0; s < 32; ++s) {
+        for (int d = 0; d < 32; ++d) {
+          if (s == d) continue;
+          // (Each hop belongs to the source's or the destination's node: it moves with it.)
+          std::vector<LinkDirection> moved;
+          for (const LinkDirection h : c.route(s, d).hops)
+            moved.push_back(c.moved_link(h, (c.link_node(h) + 2) % 4));
+          EXPECT_EQ(moved, c.route(move(s), move(d)).hops) << s << "->" << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(Routing, NodesAreInterchangeableOnlyUnderOneSwitchAlikeAndUnslowed) {
+  const GpuSpec h100 = *find_gpu_preset("h100-80gb");
+  const LinkSpec nvswitch = *find_link_preset("nvswitch"), ndr = *find_link_preset("ib-ndr");
+  EXPECT_TRUE(ClusterBuilder::shorthand(4, 8, h100, nvswitch, ndr).nodes_interchangeable());
+  // One node: nothing to move onto.
+  EXPECT_FALSE(ClusterBuilder::shorthand(1, 8, h100, nvswitch, ndr).nodes_interchangeable());
+  // Leaves and a spine: a node's moves change which routes cross the spine.
+  ClusterBuilder::ShorthandOptions leaves;
+  leaves.nodes_per_leaf = 2;
+  EXPECT_FALSE(
+      ClusterBuilder::shorthand(4, 8, h100, nvswitch, ndr, leaves).nodes_interchangeable());
+  // Two kinds of node.
+  ClusterBuilder::NodeGroup a{2, 8, h100, nvswitch}, b{2, 8, *find_gpu_preset("a100-80gb"),
+                                                        *find_link_preset("nvswitch")};
+  b.intra.bytes_per_s /= 2;
+  EXPECT_FALSE(ClusterBuilder::shorthand({a, b}, ndr, {}).nodes_interchangeable());
+  // A slowed link, until the slowdowns are off.
+  Cluster slowed = ClusterBuilder::shorthand(4, 8, h100, nvswitch, ndr);
+  slowed.slow_down_link(3, 0.5);
+  EXPECT_FALSE(slowed.nodes_interchangeable());
+  slowed.set_slowdowns(false);
+  EXPECT_TRUE(slowed.nodes_interchangeable());
+  // A slowed GPU moves no link.
+  Cluster straggler = ClusterBuilder::shorthand(4, 8, h100, nvswitch, ndr);
+  straggler.slow_down_device(3, 2.0);
+  EXPECT_TRUE(straggler.nodes_interchangeable());
+}
+
 TEST(Routing, ThreadsShareOneCluster) {
   // Four threads ask for every route of a cluster at once, in different orders; each
   // gets the route Dijkstra finds, and the references they hold stay valid.

@@ -608,6 +608,10 @@ Cluster ClusterBuilder::build() {
   int max_node = 0;
   for (const Device& d : devices_) max_node = std::max(max_node, d.node);
   c.num_nodes_ = max_node + 1;
+  const GpuSpec& g0 = devices_.front().gpu;
+  c.same_memory_ = std::all_of(devices_.begin(), devices_.end(), [&](const Device& d) {
+    return d.gpu.memory_bytes == g0.memory_bytes && d.gpu.comm_interference == g0.comm_interference;
+  });
   return c;
 }
 

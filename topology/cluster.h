@@ -68,6 +68,9 @@ class Cluster {
   int num_nodes() const { return num_nodes_; }
   int num_links() const { return static_cast<int>(links_.size()); }
   int num_vertices() const { return static_cast<int>(vertex_names_.size()); }  // GPUs, switches
+  // Every GPU holds as much memory and is slowed as much by its own communication
+  // (GpuSpec::memory_bytes, comm_interference): what the copies' fold checks per device.
+  bool same_memory() const { return same_memory_; }
   // Names one state of the cluster: a copy keeps it, a slowdown (or turning them off or
   // on) gives a new one, no two clusters built share one. What is worked out from a cluster
   // (a graph's fold, TaskGraph::keep_fold) may be kept against it.
@@ -161,6 +164,7 @@ class Cluster {
   std::vector<std::string> vertex_names_;
   std::vector<Time> vertex_latency_;
   int num_nodes_ = 1;
+  bool same_memory_ = true;
   std::vector<Slowdown> slowdowns_;
   std::vector<double> full_bandwidth_;  // [link] before any slowdown; empty: none applied
   bool slowdowns_on_ = true;

@@ -99,16 +99,19 @@ class Lowering {
     PIPESIM_ASSERT(copies_ % built_ == 0, "whole groups of copies built");
     const size_t slots = static_cast<size_t>(built_) * blocks_ * G_ * Mb_ * max_r_;
     for (auto* v : {&fwd_, &bwd_, &wgt_, &rec_}) v->assign(slots, kNone);
-    member_of_device_.assign(static_cast<size_t>(in.num_devices), -1);
-    if (built_ < copies_) where_.assign(member_of_device_.size(), {-1, -1, -1});
-    for (int c = 0; c < copies_; ++c) {
+    // (A device's member index matters to expert groups alone; its place, with copies
+    // implicit, to the built copies' ring members alone: image_device.)
+    const bool experts = expert_ranks() > 1;
+    if (experts) member_of_device_.assign(static_cast<size_t>(in.num_devices), -1);
+    if (built_ < copies_) where_.assign(static_cast<size_t>(in.num_devices), {-1, -1, -1});
+    for (int c = 0; c < (experts ? copies_ : built_ < copies_ ? built_ : 0); ++c) {
       const auto& copy = placement_[static_cast<size_t>(c)];
       for (size_t p = 0; p < copy.size(); ++p) {
         const auto L = static_cast<int>(copy[p].size());
         for (int lane = 0; lane < L; ++lane) {
           const auto d = static_cast<size_t>(copy[p][static_cast<size_t>(lane)]);
-          member_of_device_[d] = c * L + lane;
-          if (built_ < copies_) where_[d] = {c, static_cast<int>(p), lane};
+          if (experts) member_of_device_[d] = c * L + lane;
+          if (built_ < copies_ && c < built_) where_[d] = {c, static_cast<int>(p), lane};
         }
       }
     }
@@ -609,8 +612,8 @@ class Lowering {
     // or, where it has a `beside` > 0, the one after that.
     std::vector<TpCollective> collectives;
   };
-  std::vector<int> member_of_device_;  // [device] copy x lanes + lane (-1: in no copy)
-  // With copies implicit: [device] (copy, position, lane).
+  std::vector<int> member_of_device_;  // [device] copy x lanes + lane (-1: in no copy; experts only)
+  // With copies implicit: [device] (copy, position, lane) of the built copies' devices.
   std::vector<std::tuple<int, int, int>> where_;
   std::unordered_map<OpId, TpParts> tp_parts_;     // first part of a tensor-parallel op
 };
