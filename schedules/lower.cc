@@ -15,15 +15,7 @@ TaskGraph Lowering::run() {
   }
   b_.reserve(static_cast<size_t>(built_) * blocks_ * steps * 2,
              static_cast<size_t>(built_) * blocks_ * steps * 3);
-  if (copies_ > 1) {  // copy c's devices, position by position, lane by lane
-    std::vector<std::vector<int>> devices(static_cast<size_t>(copies_));
-    for (int c = 0; c < copies_; ++c) {
-      for (const auto& pos : placement_[static_cast<size_t>(c)])
-        devices[static_cast<size_t>(c)].insert(devices[static_cast<size_t>(c)].end(), pos.begin(),
-                                               pos.end());
-    }
-    b_.set_copies(devices, built_ < copies_ ? built_ : 0);
-  }
+  if (copies_ > 1) b_.set_copies(placement_, built_ < copies_ ? built_ : 0);
   add_static_memory();
   add_compute();
   scale_compute();

@@ -215,16 +215,22 @@ void TaskGraphBuilder::add_ring(const CompactRing& ring) {
   rings_.push_back(ring);
 }
 
-void TaskGraphBuilder::set_copies(const std::vector<std::vector<int>>& devices, int built) {
-  copies_ = std::max<int>(1, static_cast<int>(devices.size()));
+void TaskGraphBuilder::set_copies(const Placement& placement, int built) {
+  copies_ = std::max<int>(1, static_cast<int>(placement.size()));
   built_copies_ = built;
   copy_devices_.clear();
-  for (const auto& copy : devices) {
-    PIPESIM_ASSERT(copy.size() == devices.front().size(), "copies of one size");
-    for (const int d : copy) {
-      PIPESIM_ASSERT(d >= 0 && d < num_devices_, "copy device out of range");
-      copy_devices_.push_back(d);
+  size_t per = 0;
+  for (const auto& pos : placement.front()) per += pos.size();
+  copy_devices_.reserve(per * placement.size());
+  for (const auto& copy : placement) {
+    for (const auto& pos : copy) {
+      for (const int d : pos) {
+        PIPESIM_ASSERT(d >= 0 && d < num_devices_, "copy device out of range");
+        copy_devices_.push_back(d);
+      }
     }
+    PIPESIM_ASSERT(copy_devices_.size() == per * static_cast<size_t>(&copy - placement.data() + 1),
+                   "copies of one size");
   }
   if (copy_devices_.empty()) copies_ = 1;
   PIPESIM_ASSERT(built_copies_ >= 0 && built_copies_ <= copies_ && copies_ % std::max(1, built_copies_) == 0,

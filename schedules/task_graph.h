@@ -17,6 +17,7 @@
 
 #include "core/checked.h"
 #include "core/huge_pages.h"
+#include "core/placement.h"
 #include "core/time.h"
 
 namespace pipesim {
@@ -211,10 +212,10 @@ class TaskGraphBuilder {
   bool compact_rings() const { return compact_rings_; }
   // Registers ops ring.first .. ring.first + n - 1 (just added, in member order) as a ring.
   void add_ring(const CompactRing& ring);
-  // The graph repeats one pattern on each of these device lists (data-parallel copies:
-  // [copy][i], every copy the same length), its ops added copy by copy in the same order
-  // (TaskGraph::copies).
-  void set_copies(const std::vector<std::vector<int>>& devices, int built = 0);
+  // The graph repeats one pattern on each copy of `placement` (data-parallel copies: a
+  // copy's devices position by position, lane by lane, every copy as long), its ops added
+  // copy by copy in the same order (TaskGraph::copies).
+  void set_copies(const Placement& placement, int built = 0);
   TaskGraph build() &&;
 
  private:
