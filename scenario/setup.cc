@@ -533,9 +533,14 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     in.gradient_bytes_per_param = in.param_bytes.gradients;
     in.stashed_versions = stashed_versions(s);
     bool launch = false;  // any GPU with a launch overhead (else the lowering skips the pass)
+    const auto devices = static_cast<size_t>(s.cluster.num_devices());
+    in.reserved_bytes.reserve(devices);
+    in.launch_overhead.reserve(devices);
+    in.device_node.reserve(devices);
     for (const Device& d : s.cluster.devices()) {
       in.reserved_bytes.push_back(d.gpu.reserved_bytes);
       in.launch_overhead.push_back(d.gpu.launch_overhead);
+      in.device_node.push_back(d.node);
       launch = launch || d.gpu.launch_overhead > Time::zero();
     }
     if (!launch) in.launch_overhead.clear();
@@ -546,7 +551,6 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     in.allreduce = allreduce_algorithms(s);
     in.bucket_bytes = s.strategy.bucket_bytes;
     in.bucket_buffers = s.strategy.bucket_buffers;
-    for (const Device& d : s.cluster.devices()) in.device_node.push_back(d.node);
     return lowerer ? lowerer(std::move(in)) : lower(in);
   } catch (InputError& e) {
     // A deadlocking hand-written order points at strategy.order; anything else (a total too

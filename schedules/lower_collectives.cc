@@ -221,7 +221,7 @@ void Lowering::add_allreduces() {
 }
 
 int Lowering::image_device(int d) const {
-  const auto& [c, p, lane] = where_.at(static_cast<size_t>(d));
+  const auto& [c, p, lane] = where_.at(d);
   return placement_[static_cast<size_t>((c + built_) % copies_)][static_cast<size_t>(p)]
                       [static_cast<size_t>(lane)];
 }

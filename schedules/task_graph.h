@@ -144,6 +144,8 @@ class TaskGraph {
     const size_t n = copy_devices_.size() / static_cast<size_t>(copies_);
     return {copy_devices_.data() + static_cast<size_t>(c) * n, n};
   }
+  // Every copy's devices, copy after copy (copy c's are copy_devices(c)).
+  std::span<const int32_t> copy_devices() const { return copy_devices_; }
 
   // The fold sim/copies.h found for this graph on the cluster of `revision`
   // (Cluster::revision), kept by whoever found it (lower_folded) so that the engine does

@@ -22,6 +22,7 @@ class DeviceMap {
         group_(group),
         K_(g.copies() / group),
         per_(g.copies() > 0 ? g.copy_devices(0).size() : 0),
+        all_(g.copy_devices()),
         copy_(static_cast<size_t>(g.num_devices()), -1),
         pos_(copy_.size(), -1) {}
   // False where a device is in two copies.
@@ -40,10 +41,9 @@ class DeviceMap {
   int copies() const { return K_; }
   int group() const { return group_; }
   int copy(int d) const { return copy_[static_cast<size_t>(d)]; }
-  // Device i of copy c (i < group x the graph's devices per copy).
-  int device(int c, size_t i) const {
-    return g_.copy_devices(c * group_ + static_cast<int>(i / per_))[i % per_];
-  }
+  // Device i of copy c (i < group x the graph's devices per copy: the graph's copies lie
+  // one after another).
+  int device(int c, size_t i) const { return all_[static_cast<size_t>(c) * size() + i]; }
   size_t size() const { return per_ * static_cast<size_t>(group_); }
   int image(int d, int k) const {
     const auto du = static_cast<size_t>(d);
@@ -55,6 +55,7 @@ class DeviceMap {
   const TaskGraph& g_;
   int group_, K_;
   size_t per_;
+  std::span<const int32_t> all_;
   std::vector<int32_t> copy_, pos_;
 };
 
@@ -262,8 +263,9 @@ bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& p
   std::vector<int32_t> next(nodes, -1), prev(nodes, -1), copy_of(nodes, -1);
   for (int c = 0; c < K; ++c) {
     for (size_t i = 0; i < m.size(); ++i) {
+      // (Interchangeable nodes hold per_node GPUs each, numbered node by node.)
       const int d = m.device(c, i), e = m.device((c + 1) % K, i);
-      const int nd = cluster.device(d).node, ne = cluster.device(e).node;
+      const int nd = d / per_node, ne = e / per_node;
       const auto ndu = static_cast<size_t>(nd), neu = static_cast<size_t>(ne);
       if (d - nd * per_node != e - ne * per_node) return false;
       if (copy_of[ndu] != -1 && copy_of[ndu] != c) return false;

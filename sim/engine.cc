@@ -85,7 +85,10 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   if (!g.rings().empty()) last_arrived_.assign(members, false);
   // Communication slowing compute: only where some GPU says so (otherwise no state).
   const auto slowed = [&](const Device& d) { return d.gpu.comm_interference > 0; };
-  if (o.comm_interference && std::any_of(c.devices().begin(), c.devices().end(), slowed)) {
+  // (GPUs alike in it: the first says for all, Cluster::same_memory.)
+  const bool interference = c.same_memory() ? slowed(c.device(0))
+                                            : std::any_of(c.devices().begin(), c.devices().end(), slowed);
+  if (o.comm_interference && interference) {
     pace_.resize(static_cast<size_t>(c.num_devices()));
     for (int d = 0; d < c.num_devices(); ++d) {
       const double x = c.device(d).gpu.comm_interference;

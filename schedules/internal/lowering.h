@@ -103,7 +103,6 @@ class Lowering {
     // implicit, to the built copies' ring members alone: image_device.)
     const bool experts = expert_ranks() > 1;
     if (experts) member_of_device_.assign(static_cast<size_t>(in.num_devices), -1);
-    if (built_ < copies_) where_.assign(static_cast<size_t>(in.num_devices), {-1, -1, -1});
     for (int c = 0; c < (experts ? copies_ : built_ < copies_ ? built_ : 0); ++c) {
       const auto& copy = placement_[static_cast<size_t>(c)];
       for (size_t p = 0; p < copy.size(); ++p) {
@@ -111,7 +110,8 @@ class Lowering {
         for (int lane = 0; lane < L; ++lane) {
           const auto d = static_cast<size_t>(copy[p][static_cast<size_t>(lane)]);
           if (experts) member_of_device_[d] = c * L + lane;
-          if (built_ < copies_ && c < built_) where_[d] = {c, static_cast<int>(p), lane};
+          if (built_ < copies_ && c < built_)
+            where_[static_cast<int>(d)] = {c, static_cast<int>(p), lane};
         }
       }
     }
@@ -613,8 +613,8 @@ class Lowering {
     std::vector<TpCollective> collectives;
   };
   std::vector<int> member_of_device_;  // [device] copy x lanes + lane (-1: in no copy; experts only)
-  // With copies implicit: [device] (copy, position, lane) of the built copies' devices.
-  std::vector<std::tuple<int, int, int>> where_;
+  // With copies implicit: device -> (copy, position, lane), the built copies' devices alone.
+  std::unordered_map<int, std::tuple<int, int, int>> where_;
   std::unordered_map<OpId, TpParts> tp_parts_;     // first part of a tensor-parallel op
 };
 
