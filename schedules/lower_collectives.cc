@@ -27,12 +27,23 @@ void Lowering::add_static_memory() {
     if (in_.bucket_buffers && (replicas(p) > 1 || copies_ > 1))
       m[static_cast<size_t>(MemCategory::kOther)] =
           checked_mul(params, in_.gradient_bytes_per_param, what);
-    for (int c = 0; c < copies_; ++c) {
-      for (int j = 0; j < lanes(p); ++j) b_.add_static_memory(device(c, p, j), m);
+    // (The copies' devices in one list where the builder has it: position p's lanes at the
+    // same place in each copy.)
+    const auto all = b_.copy_devices();
+    if (all.empty()) {
+      for (const int d : placement_[0][static_cast<size_t>(p)]) b_.add_static_memory(d, m);
+      continue;
+    }
+    size_t first = 0;
+    for (int q = 0; q < p; ++q) first += static_cast<size_t>(lanes(q));
+    const size_t per = all.size() / static_cast<size_t>(copies_);
+    for (size_t at = first; at < all.size(); at += per) {
+      for (int j = 0; j < lanes(p); ++j) b_.add_static_memory(all[at + static_cast<size_t>(j)], m);
     }
   }
   for (size_t d = 0; d < in_.reserved_bytes.size(); ++d) {
-    b_.add_static_memory(static_cast<int>(d), MemCategory::kOther, in_.reserved_bytes[d]);
+    if (in_.reserved_bytes[d] != 0)
+      b_.add_static_memory(static_cast<int>(d), MemCategory::kOther, in_.reserved_bytes[d]);
   }
 }
 

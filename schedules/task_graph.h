@@ -218,6 +218,8 @@ class TaskGraphBuilder {
   // copy's devices position by position, lane by lane, every copy as long), its ops added
   // copy by copy in the same order (TaskGraph::copies).
   void set_copies(const Placement& placement, int built = 0);
+  // The copies' devices as set_copies laid them out, copy after copy (empty before).
+  std::span<const int32_t> copy_devices() const { return copy_devices_; }
   TaskGraph build() &&;
 
  private:
