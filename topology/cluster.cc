@@ -298,6 +298,11 @@ std::unordered_map<int32_t, int32_t> partial_dijkstra_tree(const Graph& g, int s
   const auto s = static_cast<Graph::vertex_descriptor>(src);
   tables.touched.push_back(s);
   tables.dist[s] = 0;
+  // (Put back however the search ends.)
+  struct Restore {
+    SearchTables& t;
+    ~Restore() { t.restore(); }
+  } restore{tables};
   try {
     boost::dijkstra_shortest_paths_no_init(
         g, s, tables.pred.data(), tables.dist.data(), boost::get(&EdgeProps::weight, g),
@@ -307,7 +312,6 @@ std::unordered_map<int32_t, int32_t> partial_dijkstra_tree(const Graph& g, int s
   } catch (const AllSettled&) {
     // The targets' paths are final.
   }
-  tables.restore();
   return settled;
 }
 
