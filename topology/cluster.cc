@@ -129,8 +129,8 @@ void Cluster::set_layout(ShorthandLayout layout) {
   l.intra_links = -1;
   if (nodes < 2 || !l.leaf_of.empty() || l.nic_up.size() != static_cast<size_t>(nodes * l.nics))
     return;
-  // Node n's links, as node 0's: the same count, each joining the same vertices (moved by
-  // the node's) with the same spec.
+  // Node n's links, as node 0's: as many, at the same places inside the node and at the
+  // fabric, each of the same spec (bandwidth, latency, kind).
   const int intra = l.end_link[0] - l.first_link[0];
   const int fabric = l.nic_up[static_cast<size_t>(l.nics)] / 2 - l.nic_up[0] / 2;
   const int fabric_first = l.nic_up[0] / 2;
