@@ -532,18 +532,25 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     in.param_bytes = bytes_per_param(s.training);
     in.gradient_bytes_per_param = in.param_bytes.gradients;
     in.stashed_versions = stashed_versions(s);
-    bool launch = false;  // any GPU with a launch overhead (else the lowering skips the pass)
+    // Each GPU's reserve and launch overhead (left empty where every GPU has none: the
+    // lowering then skips them), read GPU by GPU only where GPUs differ in them.
     const auto devices = static_cast<size_t>(s.cluster.num_devices());
-    in.reserved_bytes.reserve(devices);
-    in.launch_overhead.reserve(devices);
-    in.device_node.reserve(devices);
-    for (const Device& d : s.cluster.devices()) {
-      in.reserved_bytes.push_back(d.gpu.reserved_bytes);
-      in.launch_overhead.push_back(d.gpu.launch_overhead);
-      in.device_node.push_back(d.node);
-      launch = launch || d.gpu.launch_overhead > Time::zero();
+    if (s.cluster.same_overheads()) {
+      const GpuSpec& gpu = s.cluster.device(0).gpu;
+      if (gpu.reserved_bytes != 0) in.reserved_bytes.assign(devices, gpu.reserved_bytes);
+      if (gpu.launch_overhead > Time::zero()) in.launch_overhead.assign(devices, gpu.launch_overhead);
+    } else {
+      bool launch = false;
+      in.reserved_bytes.reserve(devices);
+      in.launch_overhead.reserve(devices);
+      for (const Device& d : s.cluster.devices()) {
+        in.reserved_bytes.push_back(d.gpu.reserved_bytes);
+        in.launch_overhead.push_back(d.gpu.launch_overhead);
+        launch = launch || d.gpu.launch_overhead > Time::zero();
+      }
+      if (!launch) in.launch_overhead.clear();
     }
-    if (!launch) in.launch_overhead.clear();
+    in.device_node = s.cluster.device_nodes();
     if (auto speed = std::make_shared<const DeviceSpeed>(s); !speed->uniform())
       in.compute_scale = [speed](int device, int stage) { return speed->scale(device, stage); };
     in.user_order = !s.user_order.empty();

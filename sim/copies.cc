@@ -348,12 +348,16 @@ void expand(const CopyFold& f, Timeline& tl) {
     tl.figures_of.resize(tl.devices.size());
     for (size_t d = 0; d < tl.figures_of.size(); ++d) tl.figures_of[d] = static_cast<int32_t>(d);
   }
+  // (Devices of copies left implicit point at their image, Timeline::device: their own
+  // statistics are not copied.)
   const size_t per = f.per_copy;
   for (size_t c = 1; c < static_cast<size_t>(f.copies); ++c) {
     for (size_t i = 0; i < per; ++i) {
       const auto d = static_cast<size_t>(f.devices[c * per + i]);
-      tl.devices[d] = tl.devices[static_cast<size_t>(f.devices[i])];
-      if (implicit) tl.figures_of[d] = f.devices[i];
+      if (implicit)
+        tl.figures_of[d] = f.devices[i];
+      else
+        tl.devices[d] = tl.devices[static_cast<size_t>(f.devices[i])];
     }
   }
   // (The engine's links are the orbits: every link direction gets its orbit's figures.)

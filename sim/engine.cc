@@ -117,7 +117,10 @@ Timeline Engine::run() {
     if (waiting_[id] == 0 && graph_.op(id).kind == OpKind::kTransfer && simulated(id))
       start_transfer(id, Time::zero());
   }
-  for (int d = 0; d < cluster_.num_devices(); ++d) try_start_head(d, Time::zero());
+  for (int d = 0; d < cluster_.num_devices(); ++d) {
+    if (implicit && copies_->device_copy[static_cast<size_t>(d)] > 0) continue;  // (no ops)
+    try_start_head(d, Time::zero());
+  }
 
   Time now = Time::zero();
   uint32_t popped = 0;

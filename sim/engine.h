@@ -78,6 +78,11 @@ struct Timeline {
   // device whose figures this one has (itself if built); empty otherwise. Such devices run
   // no op of the graph: make_report takes their per-op figures from this one.
   std::vector<int32_t> figures_of;
+  // A device's statistics: where copies are left implicit, its built image's (their own
+  // entries in `devices` are left empty, expand).
+  const DeviceStats& device(int d) const {
+    return devices[static_cast<size_t>(figures_of.empty() ? d : figures_of[static_cast<size_t>(d)])];
+  }
 };
 
 struct SimOptions {

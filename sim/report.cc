@@ -133,7 +133,7 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
     }
     if (!dr.stages.empty()) {
       ++pipeline_devices;
-      busy_pipeline += timeline.devices[static_cast<size_t>(d)].busy.seconds();
+      busy_pipeline += timeline.device(d).busy.seconds();
     }
   }
   if (pipeline_devices > 0 && seconds > 0) {

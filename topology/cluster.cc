@@ -251,16 +251,26 @@ std::vector<int32_t> dijkstra_tree(const Graph& g, int src) {
 // vertex unreached, its own predecessor, white) and the vertices a run touched are put
 // back after it, so a run costs the vertices it reaches, not the graph's (a shorthand
 // cluster's node inside thousands). The same steps as dijkstra_shortest_paths, its
-// initialisation done ahead. Returns each settled vertex's predecessor.
+// initialisation done ahead, and its heap's index of every vertex kept here too (Boost's
+// own would allocate and zero one a vertex of the graph on every run). Returns each
+// settled vertex's predecessor.
 struct SearchTables {
   std::vector<Graph::vertex_descriptor> pred;
   std::vector<int64_t> dist;
   std::vector<boost::default_color_type> color;
+  // The heap's place of each vertex: read only for vertices the heap holds (Dijkstra
+  // checks the colour first), so it needs no putting back.
+  std::vector<size_t> in_heap;
   std::vector<Graph::vertex_descriptor> touched;
   void fit(size_t n) {
-    for (size_t v = pred.size(); v < n; ++v) pred.push_back(v);
+    if (pred.size() < n) {
+      const size_t from = pred.size();
+      pred.resize(n);
+      for (size_t v = from; v < n; ++v) pred[v] = v;
+    }
     dist.resize(std::max(dist.size(), n), kUnreached);
     color.resize(std::max(color.size(), n), boost::white_color);
+    in_heap.resize(std::max(in_heap.size(), n), 0);
   }
   void restore() {
     for (const auto v : touched) {
@@ -271,6 +281,26 @@ struct SearchTables {
     touched.clear();
   }
 };
+
+// boost::dijkstra_shortest_paths_no_init's body (the same 4-ary heap, the same
+// breadth-first visit, so the same ties broken the same way) on the tables' heap index.
+template <class Visitor>
+void dijkstra_on_tables(const Graph& g, Graph::vertex_descriptor s, SearchTables& t,
+                        Visitor vis) {
+  using Vertex = Graph::vertex_descriptor;
+  const auto index = boost::get(boost::vertex_index, g);
+  const auto distance = t.dist.data();
+  const auto in_heap = boost::make_iterator_property_map(t.in_heap.data(), index);
+  using Queue = boost::d_ary_heap_indirect<Vertex, 4, decltype(in_heap), int64_t*,
+                                           std::less<int64_t>>;
+  Queue q(distance, in_heap, std::less<int64_t>());
+  const auto combine = [](int64_t a, int64_t b) { return saturating_add(a, b); };
+  boost::detail::dijkstra_bfs_visitor<Visitor, Queue, decltype(boost::get(&EdgeProps::weight, g)),
+                                      Vertex*, int64_t*, decltype(combine), std::less<int64_t>>
+      bfs(vis, q, boost::get(&EdgeProps::weight, g), t.pred.data(), distance, combine,
+          std::less<int64_t>(), int64_t{0});
+  boost::breadth_first_visit(g, &s, &s + 1, q, bfs, t.color.data());
+}
 
 struct PartialVisitor : boost::default_dijkstra_visitor {
   SettleVisitor settle;
@@ -304,11 +334,7 @@ std::unordered_map<int32_t, int32_t> partial_dijkstra_tree(const Graph& g, int s
     ~Restore() { t.restore(); }
   } restore{tables};
   try {
-    boost::dijkstra_shortest_paths_no_init(
-        g, s, tables.pred.data(), tables.dist.data(), boost::get(&EdgeProps::weight, g),
-        boost::get(boost::vertex_index, g), std::less<int64_t>(),
-        [](int64_t a, int64_t b) { return saturating_add(a, b); }, int64_t{0}, visitor,
-        tables.color.data());
+    dijkstra_on_tables(g, s, tables, visitor);
   } catch (const AllSettled&) {
     // The targets' paths are final.
   }
@@ -616,6 +642,11 @@ Cluster ClusterBuilder::build() {
   c.same_memory_ = std::all_of(devices_.begin(), devices_.end(), [&](const Device& d) {
     return d.gpu.memory_bytes == g0.memory_bytes && d.gpu.comm_interference == g0.comm_interference;
   });
+  c.same_overheads_ = std::all_of(devices_.begin(), devices_.end(), [&](const Device& d) {
+    return d.gpu.reserved_bytes == g0.reserved_bytes && d.gpu.launch_overhead == g0.launch_overhead;
+  });
+  c.device_nodes_.reserve(devices_.size());
+  for (const Device& d : devices_) c.device_nodes_.push_back(d.node);
   return c;
 }
 

@@ -71,6 +71,11 @@ class Cluster {
   // Every GPU holds as much memory and is slowed as much by its own communication
   // (GpuSpec::memory_bytes, comm_interference): what the copies' fold checks per device.
   bool same_memory() const { return same_memory_; }
+  // Every GPU reserves as much memory and pays as long a launch (GpuSpec::reserved_bytes,
+  // launch_overhead): the lowering then need not read them GPU by GPU.
+  bool same_overheads() const { return same_overheads_; }
+  // [device]: its node, in one flat table (the lowering's hierarchical collectives).
+  const std::vector<int>& device_nodes() const { return device_nodes_; }
   // Names one state of the cluster: a copy keeps it, a slowdown (or turning them off or
   // on) gives a new one, no two clusters built share one. What is worked out from a cluster
   // (a graph's fold, TaskGraph::keep_fold) may be kept against it.
@@ -165,6 +170,8 @@ class Cluster {
   std::vector<Time> vertex_latency_;
   int num_nodes_ = 1;
   bool same_memory_ = true;
+  bool same_overheads_ = true;
+  std::vector<int> device_nodes_;
   std::vector<Slowdown> slowdowns_;
   std::vector<double> full_bandwidth_;  // [link] before any slowdown; empty: none applied
   bool slowdowns_on_ = true;
