@@ -345,7 +345,8 @@ void expand(const CopyFold& f, Timeline& tl) {
     }
   }
   if (implicit) {
-    tl.figures_of.resize(tl.devices.size());
+    // (The engine kept statistics up to the last device of no implicit copy.)
+    tl.figures_of.resize(f.device_copy.size());
     for (size_t d = 0; d < tl.figures_of.size(); ++d) tl.figures_of[d] = static_cast<int32_t>(d);
   }
   // (Devices of copies left implicit point at their image, Timeline::device: their own

@@ -31,6 +31,13 @@ std::shared_ptr<const CopyFold> Engine::fold_of(const TaskGraph& g, const Cluste
   return out;
 }
 
+int Engine::devices_run(const TaskGraph& g, const Cluster& c, const CopyFold* fold) {
+  if (fold == nullptr || g.built_copies() >= g.copies()) return c.num_devices();
+  int end = c.num_devices();
+  while (end > 0 && fold->device_copy[static_cast<size_t>(end) - 1] > 0) --end;
+  return end;
+}
+
 std::vector<double> Engine::link_capacities(const Cluster& c, const CopyFold* fold) {
   std::vector<double> out;
   if (fold == nullptr) {
@@ -54,6 +61,7 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
       cluster_(c),
       options_(o),
       copies_(fold_of(g, c, o)),
+      devices_(devices_run(g, c, copies_.get())),
       capacity_(link_capacities(c, copies_.get())),
       network_(capacity_, g.size(), FlowNetwork::Filling::kHeap,
                o.exact_sharing ? FlowNetwork::kNeverLocal : FlowNetwork::kLocalAbove) {
@@ -65,17 +73,17 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   reserve_huge(waiting_, n);
   tl_.start.assign(n, Time::max());
   tl_.end.assign(n, Time::max());
-  tl_.devices.resize(static_cast<size_t>(c.num_devices()));
+  tl_.devices.resize(static_cast<size_t>(devices_));
   tl_.links.resize(capacity_.size());
   link_active_.assign(tl_.links.size(), 0);
   link_since_.assign(tl_.links.size(), Time::zero());
   waiting_.resize(n);
   for (OpId id = 0; id < n; ++id) waiting_[id] = static_cast<uint32_t>(g.deps(id).size());
-  cursor_.assign(static_cast<size_t>(c.num_devices()), 0);
-  running_.assign(static_cast<size_t>(c.num_devices()), false);
-  memory_.resize(static_cast<size_t>(c.num_devices()));
+  cursor_.assign(static_cast<size_t>(devices_), 0);
+  running_.assign(static_cast<size_t>(devices_), false);
+  memory_.resize(static_cast<size_t>(devices_));
   // (Events in flight: about two a device that runs ops, never more than the ops.)
-  queue_.reserve(std::min(static_cast<size_t>(c.num_devices()), n) * 2 + 64);
+  queue_.reserve(std::min(static_cast<size_t>(devices_), n) * 2 + 64);
   size_t members = 0;
   for (const CompactRing& r : g.rings()) {
     ring_base_.push_back(static_cast<uint32_t>(members));
@@ -89,8 +97,8 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
   const bool interference = c.same_memory() ? slowed(c.device(0))
                                             : std::any_of(c.devices().begin(), c.devices().end(), slowed);
   if (o.comm_interference && interference) {
-    pace_.resize(static_cast<size_t>(c.num_devices()));
-    for (int d = 0; d < c.num_devices(); ++d) {
+    pace_.resize(static_cast<size_t>(devices_));
+    for (int d = 0; d < devices_; ++d) {
       const double x = c.device(d).gpu.comm_interference;
       pace_[static_cast<size_t>(d)].num =
           kPaceDen - static_cast<int64_t>(std::llround(x * static_cast<double>(kPaceDen)));
@@ -108,7 +116,7 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
 Timeline Engine::run() {
   // (Devices of copies left implicit run nothing: their figures are their images', expand.)
   const bool implicit = graph_.built_copies() < graph_.copies();
-  for (int d = 0; d < cluster_.num_devices(); ++d) {
+  for (int d = 0; d < devices_; ++d) {
     if (implicit && copies_->device_copy[static_cast<size_t>(d)] > 0) continue;
     memory_[static_cast<size_t>(d)] = graph_.static_memory(d);
     note_memory(d, Time::zero(), UINT32_MAX);
@@ -117,7 +125,7 @@ Timeline Engine::run() {
     if (waiting_[id] == 0 && graph_.op(id).kind == OpKind::kTransfer && simulated(id))
       start_transfer(id, Time::zero());
   }
-  for (int d = 0; d < cluster_.num_devices(); ++d) {
+  for (int d = 0; d < devices_; ++d) {
     if (implicit && copies_->device_copy[static_cast<size_t>(d)] > 0) continue;  // (no ops)
     try_start_head(d, Time::zero());
   }

@@ -67,7 +67,9 @@ struct OomInfo {
 struct Timeline {
   std::vector<Time> start, end;  // [op]
   Time makespan;
-  std::vector<DeviceStats> devices;          // [device]
+  // [device]; where the graph leaves copies implicit, only up to the last device of none
+  // (read every device through device()).
+  std::vector<DeviceStats> devices;
   std::vector<LinkStats> links;              // [link direction]
   std::vector<MemoryChange> memory_changes;  // only with SimOptions::record_memory
   std::vector<LinkSample> link_samples;      // only with SimOptions::record_links

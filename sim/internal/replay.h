@@ -211,6 +211,11 @@ class Engine {
   SimOptions options_;
   // Identical copies simulated once (SimOptions::fold, sim/copies.h).
   std::shared_ptr<const CopyFold> copies_;
+  // Devices [0, devices_) are those the engine keeps tables for: every device, or where
+  // copies are left implicit up to the last device not of one (devices of implicit copies
+  // run nothing; their figures are their images', Timeline::device).
+  int devices_ = 0;
+  static int devices_run(const TaskGraph& g, const Cluster& c, const CopyFold* fold);
   std::vector<double> capacity_;  // [engine link] as the flows see it
   FlowNetwork network_;
   Timeline tl_;
