@@ -197,20 +197,12 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
   }
   f.simulated.assign(graph.size(), 0);
   for (const OpId a : f.ops[0]) f.simulated[a] = 1;
-  f.device_copy = m.copies_of_devices();
   const size_t per = m.size(), K = static_cast<size_t>(f.copies);
   f.per_copy = per;
-  f.devices.resize(K * per);
-  for (size_t c = 0; c < K; ++c) {
-    for (size_t i = 0; i < per; ++i) f.devices[c * per + i] = m.device(static_cast<int>(c), i);
-  }
-  f.lowest_image.resize(f.device_copy.size());
-  for (size_t d = 0; d < f.device_copy.size(); ++d) f.lowest_image[d] = static_cast<int32_t>(d);
-  for (size_t i = 0; i < per; ++i) {
-    int32_t low = f.devices[i];
-    for (size_t c = 1; c < K; ++c) low = std::min(low, f.devices[c * per + i]);
-    for (size_t c = 0; c < K; ++c) f.lowest_image[static_cast<size_t>(f.devices[c * per + i])] = low;
-  }
+  f.device_copy = std::move(m).take_copies_of_devices();
+  // (The fold's copies lie one after another in the graph's list: its first K x per.)
+  const auto all = graph.copy_devices();
+  f.devices.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(K * per));
   return f;
 }
 
@@ -240,6 +232,16 @@ bool links_may_fold(const TaskGraph& one, const Cluster& cluster, int group) {
 }
 
 }  // namespace
+
+int CopyFold::lowest_image(int d) const {
+  const int c = device_copy[static_cast<size_t>(d)];
+  if (c < 0) return d;  // (in no copy: its own image)
+  const auto first = devices.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(c) * per_copy);
+  const auto i = static_cast<size_t>(std::find(first, first + static_cast<std::ptrdiff_t>(per_copy), d) - first);
+  int32_t low = d;
+  for (size_t k = 0; k < static_cast<size_t>(copies); ++k) low = std::min(low, devices[k * per_copy + i]);
+  return low;
+}
 
 std::vector<int> fold_groups(int copies) {
   std::vector<int> out;
@@ -333,7 +335,18 @@ void expand_link_samples(const CopyFold& f, Timeline& tl) {
 
 }  // namespace
 
-void expand(const CopyFold& f, Timeline& tl) {
+LinkStats Timeline::link(LinkDirection l) const {
+  if (!orbits) return links[static_cast<size_t>(l)];
+  const int32_t o = orbits->orbit[static_cast<size_t>(l)];
+  return o < 0 ? LinkStats{} : links[static_cast<size_t>(o)];
+}
+
+size_t Timeline::num_link_directions() const {
+  return orbits ? orbits->orbit.size() : links.size();
+}
+
+void expand(const std::shared_ptr<const CopyFold>& fold, Timeline& tl) {
+  const CopyFold& f = *fold;
   tl.folded_copies = f.copies;
   const auto& ops0 = f.ops[0];
   const bool implicit = std::all_of(f.ops.begin() + 1, f.ops.end(),
@@ -370,16 +383,21 @@ void expand(const CopyFold& f, Timeline& tl) {
     s.bytes = checked_mul(s.bytes, int64_t{share}, "the bytes a link carries");
     s.peak_flows *= share;
   }
-  tl.links.resize(f.orbit.size());
-  for (size_t l = 0; l < tl.links.size(); ++l) {
-    const int32_t o = f.orbit[l];
-    tl.links[l] = o < 0 ? LinkStats{} : orbits[static_cast<size_t>(o)];
+  if (implicit) {  // (each direction read through its orbit, Timeline::link)
+    tl.links = std::move(orbits);
+    tl.orbits = fold;
+  } else {
+    tl.links.resize(f.orbit.size());
+    for (size_t l = 0; l < tl.links.size(); ++l) {
+      const int32_t o = f.orbit[l];
+      tl.links[l] = o < 0 ? LinkStats{} : orbits[static_cast<size_t>(o)];
+    }
   }
   if (!implicit) expand_memory_changes(f, tl);
   expand_link_samples(f, tl);
   if (!tl.oom.oom) return;
   const int d = tl.oom.device;
-  const int low = f.lowest_image[static_cast<size_t>(d)];
+  const int low = f.lowest_image(d);
   if (low == d) return;
   tl.oom.device = low;
   // (Copies left implicit hold no ops: the op is copy 0's, its image by its fields.)

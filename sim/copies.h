@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -56,8 +57,9 @@ struct CopyFold {
   std::vector<LinkDirection> orbit_rep;
   // [ring]: the members copy 0 holds (its n unless the ring spans the copies).
   std::vector<uint32_t> members;
-  // [device]: the lowest device among it and its images (the out-of-memory tie rule).
-  std::vector<int32_t> lowest_image;
+  // The lowest device among d and its images (the out-of-memory tie rule): looked up
+  // only where memory crosses a capacity, so O(copies) each time and no table a device.
+  int lowest_image(int d) const;
 };
 
 // Copies of the graph taken one at a time, else as few at a time as make the fold hold (two
@@ -89,6 +91,8 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster,
 
 // Copy 0's figures onto every copy: op times, device statistics, link statistics (bytes
 // and peak flows times the link's share), the out-of-memory device (the lowest image).
-void expand(const CopyFold& fold, Timeline& tl);
+// Where the graph leaves copies implicit, their devices and links are left to
+// Timeline::device and Timeline::link, which read them through the fold.
+void expand(const std::shared_ptr<const CopyFold>& fold, Timeline& tl);
 
 }  // namespace pipesim

@@ -58,11 +58,13 @@ bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& p
   const auto nodes = static_cast<size_t>(cluster.num_nodes());
   const int per_node = cluster.num_devices() / cluster.num_nodes();
   std::vector<int32_t> next(nodes, -1), prev(nodes, -1), copy_of(nodes, -1);
+  const auto& node_of = cluster.device_nodes();
   for (int c = 0; c < K; ++c) {
+    const int c1 = c + 1 == K ? 0 : c + 1;
     for (size_t i = 0; i < m.size(); ++i) {
       // (Interchangeable nodes hold per_node GPUs each, numbered node by node.)
-      const int d = m.device(c, i), e = m.device((c + 1) % K, i);
-      const int nd = d / per_node, ne = e / per_node;
+      const int d = m.device(c, i), e = m.device(c1, i);
+      const int nd = node_of[static_cast<size_t>(d)], ne = node_of[static_cast<size_t>(e)];
       const auto ndu = static_cast<size_t>(nd), neu = static_cast<size_t>(ne);
       if (d - nd * per_node != e - ne * per_node) return false;
       if (copy_of[ndu] != -1 && copy_of[ndu] != c) return false;

@@ -175,7 +175,7 @@ Timeline Engine::run() {
         PIPESIM_ASSERT(false, "known event kind");
     }
   }
-  if (copies_) expand(*copies_, tl_);
+  if (copies_) expand(copies_, tl_);
   // The end of the last op (stale flow projections may have been popped later).
   for (OpId id = 0; id < graph_.size(); ++id) {
     PIPESIM_ASSERT(tl_.end[id] != Time::max(), "every op of a validated TaskGraph runs");
@@ -426,7 +426,7 @@ void Engine::note_memory(int d, Time now, OpId cause) {
   // device's, whatever order that moment's events ran in.
   // (Copies folded: the lowest of the device's images, which expand() reports.)
   const auto rank = [&](int x) {
-    return copies_ ? copies_->lowest_image[static_cast<size_t>(x)] : x;
+    return copies_ ? copies_->lowest_image(x) : x;
   };
   if (total > capacity &&
       (!tl_.oom.oom || (now == tl_.oom.time && rank(d) < rank(tl_.oom.device))))

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/deadline.h"
@@ -23,6 +24,8 @@
 #include "topology/cluster.h"
 
 namespace pipesim {
+
+struct CopyFold;
 
 struct DeviceStats {
   Time busy;  // total compute-stream time (longer than the ops' durations where slowed)
@@ -70,7 +73,9 @@ struct Timeline {
   // [device]; where the graph leaves copies implicit, only up to the last device of none
   // (read every device through device()).
   std::vector<DeviceStats> devices;
-  std::vector<LinkStats> links;              // [link direction]
+  // [link direction]; where the graph leaves copies implicit, [orbit] of `orbits` (read
+  // every direction through link()).
+  std::vector<LinkStats> links;
   std::vector<MemoryChange> memory_changes;  // only with SimOptions::record_memory
   std::vector<LinkSample> link_samples;      // only with SimOptions::record_links
   OomInfo oom;
@@ -85,6 +90,11 @@ struct Timeline {
   const DeviceStats& device(int d) const {
     return devices[static_cast<size_t>(figures_of.empty() ? d : figures_of[static_cast<size_t>(d)])];
   }
+  // Where copies are left implicit: the fold whose orbits `links` holds (sim/copies.h).
+  std::shared_ptr<const CopyFold> orbits;
+  // A link direction's statistics (its orbit's, where `orbits` is set), and how many.
+  LinkStats link(LinkDirection l) const;
+  size_t num_link_directions() const;
 };
 
 struct SimOptions {

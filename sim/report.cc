@@ -139,8 +139,8 @@ Report make_report(const TaskGraph& graph, const Cluster& cluster, const Timelin
   if (pipeline_devices > 0 && seconds > 0) {
     r.bubble_fraction = 1.0 - busy_pipeline / (pipeline_devices * seconds);
   }
-  for (size_t l = 0; l < timeline.links.size(); ++l) {
-    const LinkStats& ls = timeline.links[l];
+  for (size_t l = 0; l < timeline.num_link_directions(); ++l) {
+    const LinkStats ls = timeline.link(static_cast<LinkDirection>(l));
     if (ls.bytes == 0 && ls.busy == Time::zero()) continue;
     r.links.push_back(
         {cluster.direction_name(static_cast<LinkDirection>(l)), ls.bytes, ls.busy, ls.peak_flows});

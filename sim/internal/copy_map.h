@@ -50,7 +50,7 @@ class DeviceMap {
     const auto du = static_cast<size_t>(d);
     return device((copy_[du] + k) % K_, static_cast<size_t>(pos_[du]));
   }
-  const std::vector<int32_t>& copies_of_devices() const { return copy_; }
+  std::vector<int32_t> take_copies_of_devices() && { return std::move(copy_); }
 
  private:
   const TaskGraph& g_;
