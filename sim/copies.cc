@@ -170,6 +170,23 @@ bool rings_match(const TaskGraph& g, const DeviceMap& m, CopyFold& f,
   return std::all_of(seen.begin(), seen.end(), [](char s) { return s != 0; });
 }
 
+// The orbits numbered in the order of their representatives (the lowest direction of
+// each orbit comes first, so a pass in order meets it before the others).
+void number_orbits_from_reps(CopyFold& f) {
+  f.orbit.assign(f.rep.size(), -1);
+  f.orbit_rep.clear();
+  for (size_t h = 0; h < f.rep.size(); ++h) {
+    const LinkDirection r = f.rep[h];
+    if (r < 0) continue;
+    if (static_cast<size_t>(r) == h) {
+      f.orbit[h] = static_cast<int32_t>(f.orbit_rep.size());
+      f.orbit_rep.push_back(r);
+    } else {
+      f.orbit[h] = f.orbit[static_cast<size_t>(r)];
+    }
+  }
+}
+
 // The fold that moves `group` copies of the graph at a time, where it holds.
 std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, int group) {
   DeviceMap m(graph, group);
@@ -183,18 +200,8 @@ std::optional<CopyFold> fold_by(const TaskGraph& graph, const Cluster& cluster, 
       !rings_match(graph, m, f, index) || !ops_match(graph, m, f, index) ||
       !devices_match(graph, cluster, m, f, index))
     return std::nullopt;
-  f.orbit.assign(f.rep.size(), -1);
-  for (size_t h = 0; h < f.rep.size(); ++h) {
-    const LinkDirection r = f.rep[h];
-    if (r < 0) continue;
-    // (A representative is its orbit's lowest direction: numbered before the others.)
-    if (static_cast<size_t>(r) == h) {
-      f.orbit[h] = static_cast<int32_t>(f.orbit_rep.size());
-      f.orbit_rep.push_back(r);
-    } else {
-      f.orbit[h] = f.orbit[static_cast<size_t>(r)];
-    }
-  }
+  // (A move of whole nodes numbered its orbits already: sim/copy_links.cc.)
+  if (f.orbit.empty()) number_orbits_from_reps(f);
   f.simulated.assign(graph.size(), 0);
   for (const OpId a : f.ops[0]) f.simulated[a] = 1;
   const size_t per = m.size(), K = static_cast<size_t>(f.copies);

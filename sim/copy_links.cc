@@ -44,6 +44,32 @@ bool routes_cross_orbits_once(const Cluster& cluster, const DevicePairs& pairs,
   return true;
 }
 
+// The orbits of a move of whole nodes numbered in the order of their representatives, the
+// links of the nodes that are their orbit's lowest (`low`), as fold_by numbers them from
+// f.rep: each node's inside links come before any node's fabric links, so taking those of
+// every such node, then their fabric links, goes up. Sets f.orbit for the representatives
+// (nodes_move writes the rest) and f.orbit_rep; leaves both empty where that order would
+// not go up (fold_by then numbers them from f.rep).
+void number_orbits(const Cluster& cluster, const std::vector<int32_t>& low, CopyFold& f) {
+  f.orbit.assign(f.rep.size(), -1);
+  f.orbit_rep.clear();
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t n = 0; n < low.size(); ++n) {
+      if (low[n] != static_cast<int32_t>(n)) continue;
+      const auto range = cluster.node_links(static_cast<int>(n))[r];
+      for (LinkDirection h = 2 * range.first; h < 2 * range.second; ++h) {
+        if (!f.orbit_rep.empty() && h <= f.orbit_rep.back()) {
+          f.orbit.clear();
+          f.orbit_rep.clear();
+          return;
+        }
+        f.orbit[static_cast<size_t>(h)] = static_cast<int32_t>(f.orbit_rep.size());
+        f.orbit_rep.push_back(h);
+      }
+    }
+  }
+}
+
 // Moving one copy on as a move of whole nodes (Cluster::nodes_interchangeable): each device
 // of copy c lands on the same GPU of its node as in copy c + 1, every node of the copies
 // holds one copy's devices and goes to one node of the next, and K moves bring it back.
@@ -90,6 +116,7 @@ bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& p
   const auto L = static_cast<size_t>(cluster.num_links()) * 2;
   f.rep.assign(L, -1);
   f.share.assign(L, 1);
+  number_orbits(cluster, low, f);
   for (size_t n = 0; n < nodes; ++n) {
     if (low[n] < 0) continue;
     const auto own = cluster.node_links(static_cast<int>(n));
@@ -97,8 +124,13 @@ bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& p
     for (size_t r = 0; r < own.size(); ++r) {
       for (int i = 0; i < own[r].second - own[r].first; ++i) {
         const auto h = static_cast<size_t>(2 * (own[r].first + i));
-        f.rep[h] = 2 * (rep[r].first + i);
-        f.rep[h + 1] = 2 * (rep[r].first + i) + 1;
+        const LinkDirection to = 2 * (rep[r].first + i);
+        f.rep[h] = to;
+        f.rep[h + 1] = to + 1;
+        if (!f.orbit.empty()) {
+          f.orbit[h] = f.orbit[static_cast<size_t>(to)];
+          f.orbit[h + 1] = f.orbit[static_cast<size_t>(to) + 1];
+        }
       }
     }
   }
@@ -170,6 +202,8 @@ bool links_match(const Cluster& cluster, const DeviceMap& m, const DevicePairs& 
   }
   f.rep.assign(L, -1);
   f.share.assign(L, 1);
+  f.orbit.clear();  // (numbered by fold_by from f.rep)
+  f.orbit_rep.clear();
   for (size_t l = 0; l < L; ++l) {
     if (next[l] == -1 || f.rep[l] != -1) continue;
     auto x = static_cast<LinkDirection>(l), rep = x;
