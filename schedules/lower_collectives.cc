@@ -37,8 +37,9 @@ void Lowering::add_static_memory() {
     size_t first = 0;
     for (int q = 0; q < p; ++q) first += static_cast<size_t>(lanes(q));
     const size_t per = all.size() / static_cast<size_t>(copies_);
+    const auto n = static_cast<size_t>(lanes(p));
     for (size_t at = first; at < all.size(); at += per) {
-      for (int j = 0; j < lanes(p); ++j) b_.add_static_memory(all[at + static_cast<size_t>(j)], m);
+      for (size_t j = 0; j < n; ++j) b_.add_static_memory(all[at + j], m);
     }
   }
   for (size_t d = 0; d < in_.reserved_bytes.size(); ++d) {

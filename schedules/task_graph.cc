@@ -304,6 +304,7 @@ TaskGraph TaskGraphBuilder::build() && {
   }
   g.dep_begin_[0] = 0;
   g.succ_begin_[0] = 0;
+  g.stream_begin_.reserve(streams_.size() + 1);
   g.stream_begin_.assign(1, 0);
   size_t stream_ops = 0;
   for (const auto& s : streams_) stream_ops += s.size();

@@ -334,7 +334,7 @@ void expand_link_samples(const CopyFold& f, Timeline& tl) {
                    "link samples fall on orbits' representatives");
     for (const int32_t l : orbit[static_cast<size_t>(s.link)]) {
       out.push_back({s.time, static_cast<LinkDirection>(l),
-                     s.utilisation * static_cast<float>(f.share[static_cast<size_t>(l)])});
+                     s.utilisation * static_cast<float>(f.share_of(l))});
     }
   }
   tl.link_samples = std::move(out);
@@ -385,7 +385,7 @@ void expand(const std::shared_ptr<const CopyFold>& fold, Timeline& tl) {
   // (Every link of an orbit has its share: each gets the orbit's figures times it.)
   std::vector<LinkStats> orbits = std::move(tl.links);
   for (size_t o = 0; o < orbits.size(); ++o) {
-    const int32_t share = f.share[static_cast<size_t>(f.orbit_rep[o])];
+    const int32_t share = f.share_of(f.orbit_rep[o]);
     LinkStats& s = orbits[o];
     s.bytes = checked_mul(s.bytes, int64_t{share}, "the bytes a link carries");
     s.peak_flows *= share;

@@ -49,7 +49,10 @@ struct CopyFold {
   // [link direction]: the representative of its orbit (-1 where no flow crosses it) and
   // how many of the full run's flows each of copy 0's stands for there (K / orbit size).
   std::vector<LinkDirection> rep;
-  std::vector<int32_t> share;
+  std::vector<int32_t> share;  // empty: 1 on every link (a move of whole nodes), share_of
+  int32_t share_of(LinkDirection l) const {
+    return share.empty() ? 1 : share[static_cast<size_t>(l)];
+  }
   // The orbits numbered in the order of their representatives: [link direction] its
   // orbit's number (-1 where rep is), [orbit] its representative. The engine's flows cross
   // orbits, one table entry each, not every link of the cluster.

@@ -115,7 +115,7 @@ bool nodes_move(const Cluster& cluster, const DeviceMap& m, const DevicePairs& p
   }
   const auto L = static_cast<size_t>(cluster.num_links()) * 2;
   f.rep.assign(L, -1);
-  f.share.assign(L, 1);
+  f.share.clear();  // (one flow of copy 0's for one of the full run's on every link)
   number_orbits(cluster, low, f);
   for (size_t n = 0; n < nodes; ++n) {
     if (low[n] < 0) continue;

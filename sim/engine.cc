@@ -33,6 +33,11 @@ std::shared_ptr<const CopyFold> Engine::fold_of(const TaskGraph& g, const Cluste
 
 int Engine::devices_run(const TaskGraph& g, const Cluster& c, const CopyFold* fold) {
   if (fold == nullptr || g.built_copies() >= g.copies()) return c.num_devices();
+  // (Where every device is in a copy, the built ones are copy 0's.)
+  if (fold->devices.size() == static_cast<size_t>(c.num_devices())) {
+    const auto first = fold->devices.begin();
+    return 1 + *std::max_element(first, first + static_cast<std::ptrdiff_t>(fold->per_copy));
+  }
   int end = c.num_devices();
   while (end > 0 && fold->device_copy[static_cast<size_t>(end) - 1] > 0) --end;
   return end;
@@ -50,7 +55,7 @@ std::vector<double> Engine::link_capacities(const Cluster& c, const CopyFold* fo
   out.reserve(fold->orbit_rep.size());
   for (const LinkDirection r : fold->orbit_rep) {
     const double bandwidth = c.direction_bandwidth(r);
-    const int32_t share = fold->share[static_cast<size_t>(r)];
+    const int32_t share = fold->share_of(r);
     out.push_back(share <= 1 ? bandwidth : bandwidth / share);
   }
   return out;

@@ -121,7 +121,8 @@ TEST(Copies, CopiesMovingAsWholeNodesFoldAsRouteByRoute) {
     if (routed->rep[h] < 0) continue;  // no flow crosses it
     ++crossed;
     EXPECT_EQ(moved->rep[h], routed->rep[h]) << h;
-    EXPECT_EQ(moved->share[h], routed->share[h]) << h;
+    const auto l = static_cast<LinkDirection>(h);
+    EXPECT_EQ(moved->share_of(l), routed->share_of(l)) << h;
   }
   EXPECT_GT(crossed, 0u);
   SimOptions off;

@@ -30,11 +30,13 @@ class DeviceMap {
   bool build() {
     for (int c = 0; c < K_ * group_; ++c) {
       const auto devices = g_.copy_devices(c);
+      const int copy = c / group_;
+      const auto first = static_cast<int32_t>(static_cast<size_t>(c % group_) * per_);
       for (size_t i = 0; i < devices.size(); ++i) {
         const auto d = static_cast<size_t>(devices[i]);
         if (copy_[d] != -1) return false;
-        copy_[d] = c / group_;
-        pos_[d] = static_cast<int32_t>(static_cast<size_t>(c % group_) * per_ + i);
+        copy_[d] = copy;
+        pos_[d] = first + static_cast<int32_t>(i);
       }
     }
     return true;
