@@ -7,7 +7,6 @@
 #include <atomic>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
-#include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -18,32 +17,24 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "topology/internal/route_graph.h"
 #include "topology/internal/shorthand_layout.h"
 
 namespace pipesim {
 
+using routing::EdgeProps;
+using routing::Graph;
+using routing::kUnreached;
+using routing::saturating_add;
+
 namespace {
-struct EdgeProps {
-  int link = -1;
-  int64_t weight = 0;
-};
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
-                                    boost::no_property, EdgeProps>;
 constexpr size_t kShards = 16;  // route shards (Cluster::Impl::shards)
 
 // Routing weight of one edge, in half-picoseconds so that switch latency can be split
 // evenly over the two edges that enter and leave it. Hop count dominates (2^40 per hop,
 // far above any realistic latency sum); host attachments cost like 2^20 hops so they are
-// a last resort and never a shortcut between two GPUs of a node.
-// Route lengths saturate just below the largest int64_t, which Dijkstra takes for
-// "unreached": a path of months-long latencies is as long as it gets, never unreachable and
-// never wrapped around to a negative length (undefined behaviour besides).
-constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
-int64_t saturating_add(int64_t a, int64_t b) {
-  if (a == kUnreached || b == kUnreached) return kUnreached;
-  int64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? kUnreached - 1 : std::min(r, kUnreached - 1);
-}
+// a last resort and never a shortcut between two GPUs of a node (route lengths saturate:
+// routing::saturating_add).
 int64_t edge_weight(const LinkSpec& spec, Time lat_a, Time lat_b) {
   constexpr int64_t kHop = int64_t{1} << 40;
   const int64_t hops = spec.kind == LinkKind::kHost ? (int64_t{1} << 20) : 1;
@@ -85,7 +76,9 @@ struct Cluster::Impl {
   std::array<Cluster::RouteShard, kShards> shards;
 };
 
-Cluster::Cluster() : impl_(std::make_shared<Impl>()) { renew_revision(); }
+Cluster::Cluster() : impl_(std::make_shared<Impl>()) {
+  renew_revision();
+}
 Cluster::Cluster(const Cluster&) = default;
 Cluster& Cluster::operator=(const Cluster&) = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
@@ -100,7 +93,9 @@ std::string Cluster::direction_name(LinkDirection d) const {
                      vertex_names_[static_cast<size_t>(to)]);
 }
 
-bool Cluster::shorthand() const { return impl_->layout.has_value(); }
+bool Cluster::shorthand() const {
+  return impl_->layout.has_value();
+}
 
 int Cluster::device_index(const std::string& name) const {
   const int v = vertex_index(name);
@@ -140,7 +135,8 @@ void Cluster::set_layout(ShorthandLayout layout) {
   // (The builder lays every node of one group out alike, so its links match node 0's
   // one by one; a slowed link is a later change, checked when asked.)
   const auto alike = [&](int a, int b) {
-    const LinkSpec &x = links_[static_cast<size_t>(a)].spec, &y = links_[static_cast<size_t>(b)].spec;
+    const LinkSpec &x = links_[static_cast<size_t>(a)].spec,
+                   &y = links_[static_cast<size_t>(b)].spec;
     return x.bytes_per_s == y.bytes_per_s && x.latency == y.latency && x.kind == y.kind;
   };
   for (int n = 1; n < nodes; ++n) {
@@ -217,130 +213,6 @@ void Cluster::set_slowdowns(bool on) {
 
 namespace {
 
-// Thrown by SettleVisitor once every target vertex is settled.
-struct AllSettled {};
-
-// Stops Dijkstra once the vertices [first, end) are all settled: their distances and
-// predecessors (and those of every vertex on their paths, settled before them) are final
-// then, as in the whole run, since a settled vertex's predecessor never changes.
-struct SettleVisitor : boost::default_dijkstra_visitor {
-  int first = 0, end = 0;
-  int* left = nullptr;
-  void finish_vertex(Graph::vertex_descriptor v, const Graph&) const {
-    const int x = static_cast<int>(v);
-    if (x >= first && x < end && --*left == 0) throw AllSettled{};
-  }
-};
-
-// Dijkstra's tree from `src` over the whole graph.
-std::vector<int32_t> dijkstra_tree(const Graph& g, int src) {
-  std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
-  std::vector<int64_t> dist(boost::num_vertices(g));
-  boost::dijkstra_shortest_paths(
-      g, static_cast<Graph::vertex_descriptor>(src),
-      boost::predecessor_map(pred.data())
-          .distance_map(dist.data())
-          .weight_map(boost::get(&EdgeProps::weight, g))
-          .distance_combine([](int64_t a, int64_t b) { return saturating_add(a, b); })
-          .distance_inf(kUnreached));
-  return {pred.begin(), pred.end()};  // vertex indices fit int (ClusterBuilder's)
-}
-
-// Dijkstra's run from `src` until the vertices [first, end) are settled, on tables kept
-// per thread between runs: each starts as Dijkstra's initialisation leaves them (every
-// vertex unreached, its own predecessor, white) and the vertices a run touched are put
-// back after it, so a run costs the vertices it reaches, not the graph's (a shorthand
-// cluster's node inside thousands). The same steps as dijkstra_shortest_paths, its
-// initialisation done ahead, and its heap's index of every vertex kept here too (Boost's
-// own would allocate and zero one a vertex of the graph on every run). Returns each
-// settled vertex's predecessor.
-struct SearchTables {
-  std::vector<Graph::vertex_descriptor> pred;
-  std::vector<int64_t> dist;
-  std::vector<boost::default_color_type> color;
-  // The heap's place of each vertex: read only for vertices the heap holds (Dijkstra
-  // checks the colour first), so it needs no putting back.
-  std::vector<size_t> in_heap;
-  std::vector<Graph::vertex_descriptor> touched;
-  void fit(size_t n) {
-    if (pred.size() < n) {
-      const size_t from = pred.size();
-      pred.resize(n);
-      for (size_t v = from; v < n; ++v) pred[v] = v;
-    }
-    dist.resize(std::max(dist.size(), n), kUnreached);
-    color.resize(std::max(color.size(), n), boost::white_color);
-    in_heap.resize(std::max(in_heap.size(), n), 0);
-  }
-  void restore() {
-    for (const auto v : touched) {
-      pred[v] = v;
-      dist[v] = kUnreached;
-      color[v] = boost::white_color;
-    }
-    touched.clear();
-  }
-};
-
-// boost::dijkstra_shortest_paths_no_init's body (the same 4-ary heap, the same
-// breadth-first visit, so the same ties broken the same way) on the tables' heap index.
-template <class Visitor>
-void dijkstra_on_tables(const Graph& g, Graph::vertex_descriptor s, SearchTables& t,
-                        Visitor vis) {
-  using Vertex = Graph::vertex_descriptor;
-  const auto index = boost::get(boost::vertex_index, g);
-  const auto distance = t.dist.data();
-  const auto in_heap = boost::make_iterator_property_map(t.in_heap.data(), index);
-  using Queue = boost::d_ary_heap_indirect<Vertex, 4, decltype(in_heap), int64_t*,
-                                           std::less<int64_t>>;
-  Queue q(distance, in_heap, std::less<int64_t>());
-  const auto combine = [](int64_t a, int64_t b) { return saturating_add(a, b); };
-  boost::detail::dijkstra_bfs_visitor<Visitor, Queue, decltype(boost::get(&EdgeProps::weight, g)),
-                                      Vertex*, int64_t*, decltype(combine), std::less<int64_t>>
-      bfs(vis, q, boost::get(&EdgeProps::weight, g), t.pred.data(), distance, combine,
-          std::less<int64_t>(), int64_t{0});
-  boost::breadth_first_visit(g, &s, &s + 1, q, bfs, t.color.data());
-}
-
-struct PartialVisitor : boost::default_dijkstra_visitor {
-  SettleVisitor settle;
-  SearchTables* tables = nullptr;
-  std::unordered_map<int32_t, int32_t>* settled = nullptr;
-  void discover_vertex(Graph::vertex_descriptor v, const Graph&) const {
-    tables->touched.push_back(v);
-  }
-  void finish_vertex(Graph::vertex_descriptor v, const Graph& g) const {
-    (*settled)[static_cast<int32_t>(v)] = static_cast<int32_t>(tables->pred[v]);
-    settle.finish_vertex(v, g);
-  }
-};
-
-std::unordered_map<int32_t, int32_t> partial_dijkstra_tree(const Graph& g, int src, int first,
-                                                           int end) {
-  thread_local SearchTables tables;
-  tables.fit(boost::num_vertices(g));
-  std::unordered_map<int32_t, int32_t> settled;
-  int left = end - first;
-  PartialVisitor visitor;
-  visitor.settle = {{}, first, end, &left};
-  visitor.tables = &tables;
-  visitor.settled = &settled;
-  const auto s = static_cast<Graph::vertex_descriptor>(src);
-  tables.touched.push_back(s);
-  tables.dist[s] = 0;
-  // (Put back however the search ends.)
-  struct Restore {
-    SearchTables& t;
-    ~Restore() { t.restore(); }
-  } restore{tables};
-  try {
-    dijkstra_on_tables(g, s, tables, visitor);
-  } catch (const AllSettled&) {
-    // The targets' paths are final.
-  }
-  return settled;
-}
-
 // The link directions from `src` to `dst` along a Dijkstra tree rooted at `src`.
 template <class Pred>  // int(int vertex): its predecessor
 std::vector<LinkDirection> tree_hops(const Graph& g, const std::vector<Link>& links,
@@ -388,7 +260,7 @@ Route Cluster::make_route(std::vector<LinkDirection> hops) const {
 Route Cluster::searched_route(int src_device, int dst_device) const {
   const int src = devices_[static_cast<size_t>(src_device)].vertex;
   const int dst = devices_[static_cast<size_t>(dst_device)].vertex;
-  const std::vector<int32_t> pred = dijkstra_tree(impl_->graph, src);
+  const std::vector<int32_t> pred = routing::dijkstra_tree(impl_->graph, src);
   return make_route(tree_hops(
       impl_->graph, links_, [&](int v) { return pred[static_cast<size_t>(v)]; }, src, dst));
 }
@@ -494,7 +366,7 @@ bool Cluster::nodes_interchangeable() const {
   if (!impl_->layout || impl_->layout->intra_links < 0) return false;
   // A slowed link (SPEC section 10) is unlike its counterparts.
   return !slowdowns_on_ || std::none_of(slowdowns_.begin(), slowdowns_.end(),
-                                         [](const Slowdown& x) { return x.link; });
+                                        [](const Slowdown& x) { return x.link; });
 }
 
 int Cluster::link_node(LinkDirection d) const {
@@ -541,16 +413,18 @@ const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int sr
       if (vertex(hi - 1) + 1 - vertex(lo) == hi - lo) targets = {vertex(lo), vertex(hi - 1) + 1};
     }
     if (targets) {
-      tree = {{}, partial_dijkstra_tree(impl_->graph, src, targets->first, targets->second), true};
+      tree = {{},
+              routing::partial_dijkstra_tree(impl_->graph, src, targets->first, targets->second),
+              true};
     } else {
-      tree = {dijkstra_tree(impl_->graph, src), {}, false};
+      tree = {routing::dijkstra_tree(impl_->graph, src), {}, false};
     }
   }
   const auto pred = [&](int v) {
     return tree.partial ? tree.settled.at(v) : tree.pred[static_cast<size_t>(v)];
   };
-  Route r = make_route(tree_hops(impl_->graph, links_, pred, src,
-                                 devices_[static_cast<size_t>(dst_device)].vertex));
+  Route r = make_route(
+      tree_hops(impl_->graph, links_, pred, src, devices_[static_cast<size_t>(dst_device)].vertex));
   return shard.routes.emplace(key, std::move(r)).first->second;
 }
 
