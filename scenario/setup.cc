@@ -538,7 +538,8 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     if (s.cluster.same_overheads()) {
       const GpuSpec& gpu = s.cluster.device(0).gpu;
       if (gpu.reserved_bytes != 0) in.reserved_bytes.assign(devices, gpu.reserved_bytes);
-      if (gpu.launch_overhead > Time::zero()) in.launch_overhead.assign(devices, gpu.launch_overhead);
+      if (gpu.launch_overhead > Time::zero())
+        in.launch_overhead.assign(devices, gpu.launch_overhead);
     } else {
       bool launch = false;
       in.reserved_bytes.reserve(devices);

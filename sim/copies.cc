@@ -243,10 +243,13 @@ bool links_may_fold(const TaskGraph& one, const Cluster& cluster, int group) {
 int CopyFold::lowest_image(int d) const {
   const int c = device_copy[static_cast<size_t>(d)];
   if (c < 0) return d;  // (in no copy: its own image)
-  const auto first = devices.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(c) * per_copy);
-  const auto i = static_cast<size_t>(std::find(first, first + static_cast<std::ptrdiff_t>(per_copy), d) - first);
+  // d's place i in its copy; its images hold place i in every copy.
+  const auto per = static_cast<std::ptrdiff_t>(per_copy);
+  const auto first = devices.begin() + c * per;
+  const auto i = static_cast<size_t>(std::find(first, first + per, d) - first);
   int32_t low = d;
-  for (size_t k = 0; k < static_cast<size_t>(copies); ++k) low = std::min(low, devices[k * per_copy + i]);
+  for (size_t k = 0; k < static_cast<size_t>(copies); ++k)
+    low = std::min(low, devices[k * per_copy + i]);
   return low;
 }
 

@@ -121,8 +121,11 @@ Engine::Engine(const TaskGraph& g, const Cluster& c, const SimOptions& o)
 Timeline Engine::run() {
   // (Devices of copies left implicit run nothing: their figures are their images', expand.)
   const bool implicit = graph_.built_copies() < graph_.copies();
+  const auto runs_nothing = [&](int d) {
+    return implicit && copies_->device_copy[static_cast<size_t>(d)] > 0;
+  };
   for (int d = 0; d < devices_; ++d) {
-    if (implicit && copies_->device_copy[static_cast<size_t>(d)] > 0) continue;
+    if (runs_nothing(d)) continue;
     memory_[static_cast<size_t>(d)] = graph_.static_memory(d);
     note_memory(d, Time::zero(), UINT32_MAX);
   }
@@ -131,8 +134,7 @@ Timeline Engine::run() {
       start_transfer(id, Time::zero());
   }
   for (int d = 0; d < devices_; ++d) {
-    if (implicit && copies_->device_copy[static_cast<size_t>(d)] > 0) continue;  // (no ops)
-    try_start_head(d, Time::zero());
+    if (!runs_nothing(d)) try_start_head(d, Time::zero());
   }
 
   Time now = Time::zero();

@@ -88,7 +88,8 @@ struct Timeline {
   // A device's statistics: where copies are left implicit, its built image's (their own
   // entries in `devices` are left empty, expand).
   const DeviceStats& device(int d) const {
-    return devices[static_cast<size_t>(figures_of.empty() ? d : figures_of[static_cast<size_t>(d)])];
+    const int32_t shown = figures_of.empty() ? d : figures_of[static_cast<size_t>(d)];
+    return devices[static_cast<size_t>(shown)];
   }
   // Where copies are left implicit: the fold whose orbits `links` holds (sim/copies.h).
   std::shared_ptr<const CopyFold> orbits;

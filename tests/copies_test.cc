@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -125,6 +126,22 @@ TEST(Copies, CopiesMovingAsWholeNodesFoldAsRouteByRoute) {
     EXPECT_EQ(moved->share_of(l), routed->share_of(l)) << h;
   }
   EXPECT_GT(crossed, 0u);
+  // Both number the orbits in the order of their representatives (the engine's tables
+  // follow it): a move of whole nodes as it finds them (number_orbits), the route-by-route
+  // fold from the representatives afterwards.
+  for (const CopyFold* f : {&*moved, &*routed}) {
+    ASSERT_EQ(f->orbit.size(), f->rep.size());
+    EXPECT_TRUE(std::is_sorted(f->orbit_rep.begin(), f->orbit_rep.end()));
+    for (size_t o = 0; o < f->orbit_rep.size(); ++o) {
+      const auto r = static_cast<size_t>(f->orbit_rep[o]);
+      EXPECT_EQ(f->rep[r], f->orbit_rep[o]) << o;
+      EXPECT_EQ(f->orbit[r], static_cast<int32_t>(o)) << o;
+    }
+    for (size_t h = 0; h < f->rep.size(); ++h) {
+      const int32_t want = f->rep[h] < 0 ? -1 : f->orbit[static_cast<size_t>(f->rep[h])];
+      EXPECT_EQ(f->orbit[h], want) << h;
+    }
+  }
   SimOptions off;
   off.fold = false;
   const Timeline full = simulate(g, sc.cluster, off);
@@ -252,6 +269,9 @@ TEST(Copies, TreeAllReduceIsSimulatedInFull) {
 struct Reports {
   nlohmann::json implicit, full;
   int built = 0, copies = 0;
+  // The implicit run's timeline read through Timeline::device and Timeline::link (its own
+  // tables hold the built devices and the orbits alone) against the full run's.
+  size_t devices_differ = 0, links_differ = 0, link_directions = 0, full_directions = 0;
 };
 Reports reports(const std::string& yaml) {
   const Scenario sc = load_scenario_text(yaml, "copies.yaml");
@@ -261,10 +281,21 @@ Reports reports(const std::string& yaml) {
   SimOptions off;
   off.fold = false;
   Reports r;
-  r.implicit = nlohmann::json::parse(
-      to_json(make_report(folded, sc.cluster, simulate(folded, sc.cluster), info)));
-  r.full = nlohmann::json::parse(
-      to_json(make_report(full, sc.cluster, simulate(full, sc.cluster, off), info)));
+  const Timeline a = simulate(folded, sc.cluster), b = simulate(full, sc.cluster, off);
+  r.implicit = nlohmann::json::parse(to_json(make_report(folded, sc.cluster, a, info)));
+  r.full = nlohmann::json::parse(to_json(make_report(full, sc.cluster, b, info)));
+  for (int d = 0; d < sc.cluster.num_devices(); ++d) {
+    const DeviceStats &x = a.device(d), &y = b.device(d);
+    r.devices_differ += x.busy != y.busy || x.peak_memory != y.peak_memory ||
+                        x.peak_time != y.peak_time || x.at_peak != y.at_peak;
+  }
+  r.link_directions = a.num_link_directions();
+  r.full_directions = b.num_link_directions();
+  for (size_t l = 0; l < std::min(r.link_directions, r.full_directions); ++l) {
+    const LinkStats x = a.link(static_cast<LinkDirection>(l)),
+                    y = b.link(static_cast<LinkDirection>(l));
+    r.links_differ += x.bytes != y.bytes || x.busy != y.busy || x.peak_flows != y.peak_flows;
+  }
   r.implicit.erase("events");
   r.full.erase("events");
   r.built = folded.built_copies();
@@ -297,6 +328,9 @@ strategy: {schedule: dapple, stages: [{layers: 0-4, replicas: 2}, {layers: 5-9, 
     const Reports r = reports(yaml);
     EXPECT_LT(r.built, r.copies);
     EXPECT_EQ(r.implicit, r.full);
+    EXPECT_EQ(r.devices_differ, 0u);
+    EXPECT_EQ(r.link_directions, r.full_directions);
+    EXPECT_EQ(r.links_differ, 0u);
   }
 }
 

@@ -24,7 +24,6 @@ namespace pipesim {
 
 using routing::EdgeProps;
 using routing::Graph;
-using routing::kUnreached;
 using routing::saturating_add;
 
 namespace {
@@ -76,9 +75,7 @@ struct Cluster::Impl {
   std::array<Cluster::RouteShard, kShards> shards;
 };
 
-Cluster::Cluster() : impl_(std::make_shared<Impl>()) {
-  renew_revision();
-}
+Cluster::Cluster() : impl_(std::make_shared<Impl>()) { renew_revision(); }
 Cluster::Cluster(const Cluster&) = default;
 Cluster& Cluster::operator=(const Cluster&) = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
@@ -93,9 +90,7 @@ std::string Cluster::direction_name(LinkDirection d) const {
                      vertex_names_[static_cast<size_t>(to)]);
 }
 
-bool Cluster::shorthand() const {
-  return impl_->layout.has_value();
-}
+bool Cluster::shorthand() const { return impl_->layout.has_value(); }
 
 int Cluster::device_index(const std::string& name) const {
   const int v = vertex_index(name);
@@ -135,8 +130,7 @@ void Cluster::set_layout(ShorthandLayout layout) {
   // (The builder lays every node of one group out alike, so its links match node 0's
   // one by one; a slowed link is a later change, checked when asked.)
   const auto alike = [&](int a, int b) {
-    const LinkSpec &x = links_[static_cast<size_t>(a)].spec,
-                   &y = links_[static_cast<size_t>(b)].spec;
+    const LinkSpec &x = links_[static_cast<size_t>(a)].spec, &y = links_[static_cast<size_t>(b)].spec;
     return x.bytes_per_s == y.bytes_per_s && x.latency == y.latency && x.kind == y.kind;
   };
   for (int n = 1; n < nodes; ++n) {
@@ -366,7 +360,7 @@ bool Cluster::nodes_interchangeable() const {
   if (!impl_->layout || impl_->layout->intra_links < 0) return false;
   // A slowed link (SPEC section 10) is unlike its counterparts.
   return !slowdowns_on_ || std::none_of(slowdowns_.begin(), slowdowns_.end(),
-                                        [](const Slowdown& x) { return x.link; });
+                                         [](const Slowdown& x) { return x.link; });
 }
 
 int Cluster::link_node(LinkDirection d) const {
@@ -423,8 +417,8 @@ const Route& Cluster::searched_and_cached(RouteShard& shard, int64_t key, int sr
   const auto pred = [&](int v) {
     return tree.partial ? tree.settled.at(v) : tree.pred[static_cast<size_t>(v)];
   };
-  Route r = make_route(
-      tree_hops(impl_->graph, links_, pred, src, devices_[static_cast<size_t>(dst_device)].vertex));
+  Route r = make_route(tree_hops(impl_->graph, links_, pred, src,
+                                 devices_[static_cast<size_t>(dst_device)].vertex));
   return shard.routes.emplace(key, std::move(r)).first->second;
 }
 
