@@ -199,6 +199,10 @@ def scan(path):
                 tag = "-".join(row["name"].split("-")[:2 if "large" in row["name"] else 1])
             if row["gpu"].startswith("h100") and not row.get("group"):
                 sets.setdefault("h100", []).append(abs(sim / row["measured"] - 1))
+            if row["gpu"].startswith("h100"):
+                sets.setdefault("h100+cp/moe", []).append(abs(sim / row["measured"] - 1))
+            if row["gpu"].startswith("h100") and row["model"].get("mlp") == "swiglu":
+                sets.setdefault("llama", []).append(abs(sim / row["measured"] - 1))
             sets.setdefault(tag, []).append(abs(sim / row["measured"] - 1))
         line = "  ".join(f"{t} {100 * sum(e) / len(e):.1f}/{100 * max(e):.1f}"
                          for t, e in sorted(sets.items()))

@@ -301,3 +301,34 @@ for gpus, bf16, fp8 in ((128, 7.325, 5.298), (256, 7.39, 5.224), (512, 7.324, 5.
                    f"step {step} s, ETP 4", tensor_overlap="backward")
         row["gpu"] = "gb200"
         ROWS.append(parallel(row, ep=8, etp=4))
+
+
+# dgxc-benchmarking's Llama 3.1 tables (llama3.1/README_{8b,70b,405b}.md @ 1b9bb6b3, NeMo
+# 24.12, DGX-H100), BF16 and FP8 of one layout; recipes llama3.1/llama3.1_{8b,70b,405b}.yaml
+# at that commit: micro-batch 1, no recompute, context parallel 2, distributed optimizer with
+# both overlaps, gradients in bf16, tp_comm_overlap where TP > 1. tokens/s/GPU = seq x GBS /
+# step time / GPUs at the smallest scale; 405B also at 576 GPUs, its first full-depth row
+# (configure.sh: the 32-GPU run is a 7-layer proxy without a pipeline).
+DGXC_LLAMA = "dgxc-benchmarking (NVIDIA/dgxc-benchmarking llama3.1/README_{}.md @ 1b9bb6b3)"
+for prec, t8, t70, t405p, t405 in (("bf16", 12.78, 14.61, 9.00, 17.50),
+                                   ("fp8", 9.44, 10.46, 5.75, 11.00)):
+    ROWS += [
+        parallel(nemo(f"dgxc-llama3.1-8b-cp2-{prec}", DGXC_LLAMA.format("8b"), LLAMA3_8B, 8192,
+                      8, 128, 1, 1, 1, 1, prec, 8192 * 128 / t8 / 8, f"step {t8} s"), cp=2),
+        parallel(nemo(f"dgxc-llama3.1-70b-cp2-{prec}", DGXC_LLAMA.format("70b"), LLAMA3_70B,
+                      8192, 64, 128, 1, 4, 4, 5, prec, 8192 * 128 / t70 / 64, f"step {t70} s"),
+                 cp=2),
+        parallel(nemo(f"dgxc-llama3.1-405b-7l-cp2-{prec}", DGXC_LLAMA.format("405b"),
+                      dict(LLAMA31_405B, layers=7), 8192, 32, 126, 1, 8, 1, 1, prec,
+                      8192 * 126 / t405p / 32, f"step {t405p} s, 7-layer proxy"), cp=2),
+        parallel(nemo(f"dgxc-llama3.1-405b-cp2-{prec}", DGXC_LLAMA.format("405b"), LLAMA31_405B,
+                      8192, 576, 252, 1, 8, 9, 7, prec, 8192 * 252 / t405 / 576,
+                      f"step {t405} s"), cp=2),
+    ]
+
+# Megatron-Bridge's Llama 3 70B on H100 (performance-summary-archive.md @ 4ab94dfa, release
+# 26.04.01, FP8 current scaling): TP 4, PP 8, VP 5, no context parallelism, sequence
+# parallelism and the tensor-parallel overlap on (perf_recipes/llama/h100/llama3.py), GBS 256,
+# micro-batch 1, no recompute; tokens/s/GPU as printed.
+ROWS.append(nemo("bridge-h100-llama3-70b-fp8", BRIDGE + ", 26.04.01", LLAMA3_70B, 8192, 64, 256,
+                 1, 4, 8, 5, "fp8", 1664))
