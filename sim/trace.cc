@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -84,33 +86,107 @@ std::string lane_suffix(int lane) {
   return lane == 0 ? "" : fmt::format(" #{}", lane + 1);
 }
 
-// Events formatted straight into one buffer, handed to the stream a megabyte at a time.
+// Events formatted straight into one buffer through raw pointers (fmt's compiled formats
+// write to a char* without checks), handed to the stream a megabyte at a time. next(extra)
+// makes room for one event of at most kEvent bytes plus `extra` (the lengths of the names
+// it holds) and returns where to format it; done(end) takes what was written.
 class Writer {
  public:
-  explicit Writer(std::ostream& out) : out_(out) {}
+  static constexpr size_t kEvent = 512;  // an event's bytes besides its names
+  explicit Writer(std::ostream& out) : out_(out), buf_(kFlush + kEvent) {}
   ~Writer() { flush(); }
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
-  // Starts the next event (after a separator unless it is the first) and returns where to
-  // format it.
-  std::back_insert_iterator<fmt::memory_buffer> next() {
-    if (buf_.size() >= (size_t{1} << 20)) flush();
-    if (!first_) buf_.append(std::string_view(",\n"));
+  char* next(size_t extra = 0) {
+    if (size_ >= kFlush) flush();
+    if (buf_.size() < size_ + 2 + kEvent + extra) buf_.resize(size_ + 2 + kEvent + extra);
+    char* p = buf_.data() + size_;
+    if (!first_) {
+      *p++ = ',';
+      *p++ = '\n';
+    }
     first_ = false;
-    return std::back_inserter(buf_);
+    return p;
   }
-  void raw(std::string_view s) { buf_.append(s); }
+  void done(char* end) {
+    size_ = static_cast<size_t>(end - buf_.data());
+    PIPESIM_ASSERT(size_ <= buf_.size(), "a trace event fits the room made for it");
+  }
+  void raw(std::string_view s) {
+    if (buf_.size() < size_ + s.size()) buf_.resize(size_ + s.size());
+    std::copy(s.begin(), s.end(), buf_.data() + size_);
+    size_ += s.size();
+  }
   void flush() {
-    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-    buf_.clear();
+    out_.write(buf_.data(), static_cast<std::streamsize>(size_));
+    size_ = 0;
   }
 
  private:
+  static constexpr size_t kFlush = size_t{1} << 20;
   std::ostream& out_;
-  fmt::memory_buffer buf_;
+  std::vector<char> buf_;
+  size_t size_ = 0;
   bool first_ = true;
 };
+
+// The hot events' pieces, written by hand: a literal (its length known at compile time, so
+// the copy is a few moves), a string, an integer, a Micros ("{}{}.{:06}" above).
+template <size_t N>
+char* put(char* p, const char (&s)[N]) {
+  std::memcpy(p, s, N - 1);
+  return p + N - 1;
+}
+char* put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+int count_digits(uint64_t v) {
+  int n = 1;
+  for (; v >= 10000; v /= 10000) n += 4;
+  return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+// `v`'s decimal digits, or its last `width` digits zero-padded where width > 0; two
+// digits at a time from the back.
+char* put_digits(char* p, uint64_t v, int width = 0) {
+  static constexpr char kPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  const int n = width > 0 ? width : count_digits(v);
+  char* q = p + n;
+  for (int left = n; left >= 2; left -= 2) {
+    q -= 2;
+    std::memcpy(q, kPairs + 2 * (v % 100), 2);
+    v /= 100;
+  }
+  if (q > p) *--q = static_cast<char>('0' + v % 10);
+  return p + n;
+}
+char* put(char* p, int64_t v) {
+  if (v < 0) *p++ = '-';
+  return put_digits(p, v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v));
+}
+char* put(char* p, Micros m) {
+  const int64_t ps = m.t.ps_count();
+  if (ps < 0) *p++ = '-';
+  const uint64_t u = ps < 0 ? 0 - static_cast<uint64_t>(ps) : static_cast<uint64_t>(ps);
+  p = put_digits(p, u / 1'000'000);
+  *p++ = '.';
+  return put_digits(p, u % 1'000'000, 6);
+}
+// "{:.4f}" of a float: the float times 10^4 is exact in a double, and rounding it to the
+// nearest integer, ties to even, is what fmt prints (fmt's correctly rounded digits).
+// Negative, huge and not-a-number values go through fmt.
+char* put_fixed4(char* p, float x) {
+  const double v = static_cast<double>(x) * 10000.0;
+  if (std::signbit(x) || !(v < 1e15)) return fmt::format_to(p, FMT_COMPILE("{:.4f}"), x);
+  const auto k = static_cast<uint64_t>(std::nearbyint(v));
+  p = put_digits(p, k / 10000);
+  *p++ = '.';
+  return put_digits(p, k % 10000, 4);
+}
 
 }  // namespace
 
@@ -124,27 +200,30 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
   auto pair = lanes.count.begin();
   for (int d = 0; d < n; ++d) {
     const std::string& name = cluster.device(d).name;
-    fmt::format_to(w.next(), R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":{}}}}})",
-                   d, quoted(name));
-    fmt::format_to(
+    const std::string q = quoted(name);
+    w.done(fmt::format_to(
+        w.next(q.size()),
+        R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":{}}}}})", d, q));
+    w.done(fmt::format_to(
         w.next(),
-        R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", d, d);
-    fmt::format_to(
+        R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", d, d));
+    w.done(fmt::format_to(
         w.next(),
-        R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"compute"}}}})", d);
+        R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"compute"}}}})", d));
     for (; pair != lanes.count.end() && pair->first.first == d; ++pair) {
       const int p = pair->first.second;
       for (int lane = 0; lane < pair->second; ++lane) {
         const std::string names =
             fmt::format("{}->{}{}", name, cluster.device(p).name, lane_suffix(lane));
-        fmt::format_to(
-            w.next(),
+        const std::string send = quoted("send " + names), recv = quoted("recv " + names);
+        w.done(fmt::format_to(
+            w.next(send.size()),
             R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", d,
-            send_tid(lanes, p, lane), quoted("send " + names));
-        fmt::format_to(
-            w.next(),
+            send_tid(lanes, p, lane), send));
+        w.done(fmt::format_to(
+            w.next(recv.size()),
             R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", p,
-            recv_tid(lanes, n, d, lane), quoted("recv " + names));
+            recv_tid(lanes, n, d, lane), recv));
       }
     }
   }
@@ -155,12 +234,13 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
     label.clear();
     if (op.kind != OpKind::kTransfer) {
       append_op_label(label, op);
-      fmt::format_to(
-          w.next(),
-          FMT_COMPILE(
-              R"({{"ph":"X","cat":"compute","name":"{}","pid":{},"tid":0,"ts":{},"dur":{},"args":{{"stage":{},"micro_batch":{},"iteration":{}}}}})"),
-          std::string_view(label.data(), label.size()), op.device, ts, dur, op.stage,
-          op.micro_batch, op.iteration);
+      const std::string_view name(label.data(), label.size());
+      char* it = put(w.next(name.size()), R"({"ph":"X","cat":"compute","name":")");
+      it = put(put(put(it, name), R"(","pid":)"), int64_t{op.device});
+      it = put(put(put(it, R"(,"tid":0,"ts":)"), ts), R"(,"dur":)");
+      it = put(put(put(it, dur), R"(,"args":{"stage":)"), int64_t{op.stage});
+      it = put(put(put(it, R"(,"micro_batch":)"), int64_t{op.micro_batch}), R"(,"iteration":)");
+      w.done(put(put(it, int64_t{op.iteration}), "}}"));
       continue;
     }
     if (is_collective(op.comm)) {
@@ -174,35 +254,32 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
     const int lane = lanes.of_op[static_cast<size_t>(id)];
     const int64_t stid = send_tid(lanes, op.peer, lane), rtid = recv_tid(lanes, n, op.device, lane);
     for (const auto& [pid, tid] : {std::pair{op.device, stid}, std::pair{op.peer, rtid}}) {
-      fmt::format_to(
-          w.next(),
-          FMT_COMPILE(
-              R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"bytes":{}}}}})"),
-          name, pid, tid, ts, dur, op.bytes);
+      char* it = put(put(w.next(name.size()), R"({"ph":"X","cat":"transfer","name":")"), name);
+      it = put(put(put(put(it, R"(","pid":)"), int64_t{pid}), R"(,"tid":)"), tid);
+      it = put(put(put(put(it, R"(,"ts":)"), ts), R"(,"dur":)"), dur);
+      w.done(put(put(put(it, R"(,"args":{"bytes":)"), op.bytes), "}}"));
     }
-    fmt::format_to(
-        w.next(),
-        FMT_COMPILE(
-            R"({{"ph":"s","cat":"transfer","name":"{}","id":{},"pid":{},"tid":{},"ts":{}}})"),
-        name, id, op.device, stid, ts);
-    fmt::format_to(
-        w.next(),
-        FMT_COMPILE(
-            R"({{"ph":"f","bp":"e","cat":"transfer","name":"{}","id":{},"pid":{},"tid":{},"ts":{}}})"),
-        name, id, op.peer, rtid, ts);
+    char* it = put(put(w.next(name.size()), R"({"ph":"s","cat":"transfer","name":")"), name);
+    it = put(put(put(put(it, R"(","id":)"), int64_t{id}), R"(,"pid":)"), int64_t{op.device});
+    it = put(put(put(put(it, R"(,"tid":)"), stid), R"(,"ts":)"), ts);
+    w.done(put(it, "}"));
+    it = put(put(w.next(name.size()), R"({"ph":"f","bp":"e","cat":"transfer","name":")"), name);
+    it = put(put(put(put(it, R"(","id":)"), int64_t{id}), R"(,"pid":)"), int64_t{op.peer});
+    it = put(put(put(put(it, R"(,"tid":)"), rtid), R"(,"ts":)"), ts);
+    w.done(put(it, "}"));
   }
   // Memory counters: replay the recorded changes from the static level.
   std::vector<MemBreakdown> mem(static_cast<size_t>(n));
   auto counter = [&](int d, Time t) {
-    auto it = w.next();
-    it = fmt::format_to(it, FMT_COMPILE(R"j({{"ph":"C","name":"memory (bytes)","pid":{},"ts":{},"args":{{)j"),
-                        d, Micros{t});
+    char* it = put(w.next(), R"j({"ph":"C","name":"memory (bytes)","pid":)j");
+    it = put(put(put(put(it, int64_t{d}), R"(,"ts":)"), Micros{t}), R"(,"args":{)");
     for (int c = 0; c < kMemCategories; ++c) {
-      it = fmt::format_to(it, FMT_COMPILE("{}\"{}\":{}"), c == 0 ? "" : ",",
-                          to_string(static_cast<MemCategory>(c)),
-                          mem[static_cast<size_t>(d)][static_cast<size_t>(c)]);
+      if (c != 0) *it++ = ',';
+      *it++ = '"';
+      it = put(put(it, to_string(static_cast<MemCategory>(c))), "\":");
+      it = put(it, mem[static_cast<size_t>(d)][static_cast<size_t>(c)]);
     }
-    w.raw("}}");
+    w.done(put(it, "}}"));
   };
   for (int d = 0; d < n; ++d) {
     mem[static_cast<size_t>(d)] = graph.static_memory(d);
@@ -216,23 +293,23 @@ void write_trace(std::ostream& out, const TaskGraph& graph, const Cluster& clust
   }
   // Link utilisation: one counter per link direction, in a "network" process after the GPUs.
   if (!tl.link_samples.empty()) {
-    fmt::format_to(w.next(),
-                   R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":"network"}}}})", n);
-    fmt::format_to(
+    w.done(fmt::format_to(
+        w.next(), R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":"network"}}}})",
+        n));
+    w.done(fmt::format_to(
         w.next(),
-        R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", n, n);
+        R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", n, n));
   }
   std::vector<std::string> util_names(static_cast<size_t>(cluster.num_links()) * 2);
   for (const LinkSample& s : tl.link_samples) {
     std::string& util = util_names[static_cast<size_t>(s.link)];
     if (util.empty()) util = quoted("util " + cluster.direction_name(s.link));
-    fmt::format_to(
-        w.next(),
-        FMT_COMPILE(R"({{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"utilisation":{:.4f}}}}})"),
-        util, n, Micros{s.time}, s.utilisation);
+    // A float's "{:.4f}" has at most 45 characters.
+    char* it = put(put(w.next(util.size() + 64), R"({"ph":"C","name":)"), util);
+    it = put(put(put(put(it, R"(,"pid":)"), int64_t{n}), R"(,"ts":)"), Micros{s.time});
+    w.done(put(put_fixed4(put(it, R"(,"args":{"utilisation":)"), s.utilisation), "}}"));
   }
   w.raw("\n]}\n");
 }
 
 }  // namespace pipesim
-
