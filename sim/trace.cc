@@ -13,27 +13,14 @@
 #include "sim/report.h"
 
 namespace pipesim {
-// A time in microseconds with six decimals, formatted from its integer picoseconds: the
-// digits "{:.6f}" prints for t.microseconds() (exactly so below 4,500 s, where the double
-// still resolves 1e-6 us), without going through floating point.
+namespace {
+
+// A time in microseconds with six decimals, written from its integer picoseconds (put
+// below): the digits "{:.6f}" prints for t.microseconds() (exactly so below 4,500 s, where
+// the double still resolves 1e-6 us), without going through floating point.
 struct Micros {
   Time t;
 };
-}  // namespace pipesim
-template <>
-struct fmt::formatter<pipesim::Micros> {
-  constexpr auto parse(fmt::format_parse_context& ctx) { return ctx.begin(); }
-  template <class Context>
-  auto format(pipesim::Micros m, Context& ctx) const {
-    const int64_t ps = m.t.ps_count();
-    const int64_t whole = ps / 1'000'000, frac = ps % 1'000'000;
-    return fmt::format_to(ctx.out(), FMT_COMPILE("{}{}.{:06}"), ps < 0 ? "-" : "",
-                          whole < 0 ? -whole : whole, frac < 0 ? -frac : frac);
-  }
-};
-
-namespace pipesim {
-namespace {
 
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();
@@ -132,7 +119,8 @@ class Writer {
 };
 
 // The hot events' pieces, written by hand: a literal (its length known at compile time, so
-// the copy is a few moves), a string, an integer, a Micros ("{}{}.{:06}" above).
+// the copy is a few moves), a string, an integer, a Micros (as fmt's "{}{}.{:06}" of the
+// sign, whole microseconds and picoseconds left).
 template <size_t N>
 char* put(char* p, const char (&s)[N]) {
   std::memcpy(p, s, N - 1);
