@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -23,10 +22,6 @@
 #include "core/input_file.h"
 #include "core/output_files.h"
 #include "scenario/work_estimate.h"
-#include "schedules/task_graph.h"
-#include "sim/engine.h"
-#include "sim/trace.h"
-#include "topology/cluster.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -341,39 +336,6 @@ TEST(Outputs, AFailedStandardOutputIsExit2) {
 }
 
 // ---- trace ----
-
-TEST(Trace, NumbersReadAsFmtWritesThem) {
-  // The writer puts its events together by hand (sim/trace.cc); each link sample must read
-  // as fmt's "{}.{:06}" of the picoseconds in microseconds and "{:.4f}" of the utilisation,
-  // ties to even included (0.03125 is 0.0312, 0.09375 is 0.0938), at 1 to 19 digits.
-  const Cluster c = ClusterBuilder::shorthand(1, 2, *find_gpu_preset("h100-80gb"),
-                                              *find_link_preset("nvswitch"),
-                                              *find_link_preset("ib-ndr"));
-  const TaskGraph g = TaskGraphBuilder(2).build();
-  Timeline tl;
-  std::vector<float> u{0.03125f, 0.09375f, 0.15625f, 0.21875f, 0.0f, 1.0f, 0.99995f, 2.0f / 3};
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> share(0, 1);
-  while (u.size() < 4000) u.push_back(share(rng));
-  const std::vector<int64_t> ps{0, 1, 999'999, 1'000'000, 123'456'789'012, 4'500'000'000'000'000};
-  std::string expected;
-  for (size_t i = 0; i < u.size(); ++i) {
-    const int64_t t = ps[i % ps.size()] + static_cast<int64_t>(i) * 7'777;
-    tl.link_samples.push_back({Time::ps(t), 0, u[i]});
-    expected += fmt::format(R"("ts":{}.{:06},"args":{{"utilisation":{:.4f}}}}})", t / 1'000'000,
-                            t % 1'000'000, u[i]);
-  }
-  std::ostringstream out;
-  write_trace(out, g, c, tl);
-  std::string got;
-  std::istringstream lines(out.str());
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find("utilisation") == std::string::npos) continue;
-    if (line.back() == ',') line.pop_back();
-    got += line.substr(line.find("\"ts\":"));
-  }
-  EXPECT_EQ(got, expected);
-}
 
 TEST(Trace, NoTwoSlicesOverlapOnATrack) {
   // Before: concurrent flows between two GPUs shared a track and overlapped, and Perfetto

@@ -5,8 +5,10 @@
 
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "core/units.h"
+#include "sim/trace.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -519,6 +521,39 @@ TEST(Properties, RandomPipelines) {
     // The same input gives byte-identical JSON.
     EXPECT_EQ(to_json(r.report), to_json(test::run_pipe(p).report));
   }
+}
+
+TEST(Trace, NumbersReadAsFmtWritesThem) {
+  // The writer puts its events together by hand (sim/trace.cc); each link sample must read
+  // as fmt's "{}.{:06}" of the picoseconds in microseconds and "{:.4f}" of the utilisation,
+  // ties to even included (0.03125 is 0.0312, 0.09375 is 0.0938), at 1 to 19 digits.
+  const Cluster c = ClusterBuilder::shorthand(1, 2, *find_gpu_preset("h100-80gb"),
+                                              *find_link_preset("nvswitch"),
+                                              *find_link_preset("ib-ndr"));
+  const TaskGraph g = TaskGraphBuilder(2).build();
+  Timeline tl;
+  std::vector<float> u{0.03125f, 0.09375f, 0.15625f, 0.21875f, 0.0f, 1.0f, 0.99995f, 2.0f / 3};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> share(0, 1);
+  while (u.size() < 4000) u.push_back(share(rng));
+  const std::vector<int64_t> ps{0, 1, 999'999, 1'000'000, 123'456'789'012, 4'500'000'000'000'000};
+  std::string expected;
+  for (size_t i = 0; i < u.size(); ++i) {
+    const int64_t t = ps[i % ps.size()] + static_cast<int64_t>(i) * 7'777;
+    tl.link_samples.push_back({Time::ps(t), 0, u[i]});
+    expected += fmt::format(R"("ts":{}.{:06},"args":{{"utilisation":{:.4f}}}}})", t / 1'000'000,
+                            t % 1'000'000, u[i]);
+  }
+  std::ostringstream out;
+  write_trace(out, g, c, tl);
+  std::string got;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("utilisation") == std::string::npos) continue;
+    if (line.back() == ',') line.pop_back();
+    got += line.substr(line.find("\"ts\":"));
+  }
+  EXPECT_EQ(got, expected);
 }
 
 }  // namespace
