@@ -136,7 +136,9 @@ int count_digits(uint64_t v) {
   return n + (v >= 10) + (v >= 100) + (v >= 1000);
 }
 // `v`'s decimal digits, or its last `width` digits zero-padded where width > 0; two
-// digits at a time from the back.
+// digits at a time from the back, straight where they go. (fmt::format_int then a copy
+// of its digits made the 634 MiB trace of bench/trace_bench 18 % slower: 1.75-1.90 s
+// against 1.46-1.61 s, side by side.)
 char* put_digits(char* p, uint64_t v, int width = 0) {
   static constexpr char kPairs[] =
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
