@@ -48,6 +48,16 @@ void Lowering::add_static_memory() {
   }
 }
 
+// The part that waits for a collective running beside the segment that starts at part
+// `k` (its consumer): the part after the first one from `k` with compute time (parts of no
+// time issue the next collectives), or part `k` itself when the op has no such part.
+OpId Lowering::after_consumer(const TpParts& r, size_t k) const {
+  for (size_t i = k; i + 1 < r.parts.size(); ++i) {
+    if (b_.op(r.parts[i]).duration > Time::zero()) return r.parts[i + 1];
+  }
+  return r.parts[k];
+}
+
 // The collectives between the segments of every tensor-parallel op: ranks of one replica
 // all-reduce (or all-gather) after each segment, and each rank's next segment waits for
 // the result.
@@ -90,15 +100,20 @@ void Lowering::add_tensor_collectives() {
                     continue;
                   }
                   // Sequence parallelism: reduce-scatter into the sequence-split region
-                  // (layer norm, dropout), all-gather out of it. Overlapped, only the
-                  // reduce-scatter of the input gradient runs beside the dW GEMM: the
-                  // all-gather of the next sublayer's output gradient waits for both.
+                  // (layer norm, dropout), all-gather out of it. Overlapped, the
+                  // reduce-scatter runs beside the compute that produces it (`backward`:
+                  // the input gradient's, beside the dW GEMM) and the all-gather starts
+                  // when both end. Under `backward` what follows waits for the all-gather;
+                  // under `full` it runs beside the segment it feeds (Transformer Engine
+                  // pipelines it with that GEMM) and the segment after that waits.
                   std::vector<CollectiveMember> scatter = members;
                   for (CollectiveMember& m : scatter) m.done = kNone;
                   const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
+                  const bool feeds = beside && in_.tensor_overlap == TensorOverlap::kFull;
                   for (size_t i = 0; i < members.size(); ++i) {
                     members[i].ready = shards[i];
                     if (beside) members[i].ready.push_back(ranks[i]->parts[q + 1]);
+                    if (feeds) members[i].done = after_consumer(*ranks[i], q + 2);
                   }
                   add_all_gather(b_, members, coll.bytes, {g, blk});
                 }

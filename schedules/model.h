@@ -359,7 +359,8 @@ struct StageSpec {
 // communication-GEMM overlap (tp_comm_overlap): every tensor collective, forward and
 // backward, runs beside the compute of the sublayer it follows (issued when that sublayer
 // starts, as TE pipelines it chunk by chunk with the GEMMs); the next sublayer waits for
-// both.
+// both. Under sequence parallelism that is the reduce-scatter; the all-gather after it runs
+// beside the sublayer it feeds, and the one after that waits for it.
 enum class TensorOverlap { kNone, kBackward, kFull };
 
 struct Strategy {

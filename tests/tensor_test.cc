@@ -120,6 +120,49 @@ TEST(Tensor, FullOverlapRunsEveryCollectiveBesideTheComputeBeforeItByHand) {
   EXPECT_LT(r.report.makespan, back.report.makespan);
 }
 
+TEST(Tensor, FullOverlapUnderSequenceParallelismHidesBothHalvesByHand) {
+  // Under sequence parallelism each all-reduce is a reduce-scatter then an all-gather, one
+  // step each of (latency + sbh / bandwidth) at t = 2. With `tensor_overlap: full` the
+  // reduce-scatter runs beside the segment that produces it and the all-gather beside the
+  // segment it feeds (Transformer Engine's ring exchange beside QKV and the first MLP
+  // GEMM): that segment starts when the one before it ends, and the one after it waits for
+  // the all-gather. Here (s = 2048, h = 2048, links of 600 GB/s) each segment outlasts the
+  // collectives beside it, so the forward on each rank is its segments alone: embedding / 2 + the layer's
+  // halves / 2 + head / 2. With `backward` the forward's three all-gathers wait for their
+  // reduce-scatters and the segments before them, and what follows waits for them.
+  const auto yaml = [](const std::string& overlap) {
+    return fmt::format(R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 2,
+  intra_node: {{preset: nvswitch2, bandwidth: 600 GB/s}}}}
+model: {{generator: transformer, layers: 1, hidden: 2048, heads: 16, sequence: 2048, vocab: 32000}}
+training: {{global_batch: 1, micro_batch: 1, precision: mixed, optimizer: adam}}
+strategy: {{schedule: gpipe, pipeline: 1, tensor: 2, sequence_parallel: true, tensor_overlap: {}}}
+)",
+                       overlap);
+  };
+  const auto forward_end = [](const test::SimRun& x) {
+    Time end;
+    for (OpId id : x.graph.stream(0)) {
+      if (x.graph.op(id).kind == OpKind::kForward) end = max(end, x.timeline.end[id]);
+    }
+    return end;
+  };
+  const test::SimRun r = test::run_yaml(yaml("full"));
+  const auto L = at_degree(r.scenario.model.layers, 2);
+  auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
+  const Time step =
+      Cluster::transfer_time(r.scenario.cluster.route(0, 1), int64_t{2048} * 2048);
+  const Time first = L[1].forward / 2, second = L[1].forward - L[1].forward / 2;
+  // Each segment is longer than what runs beside it: the embedding's half than one step,
+  // the layer's halves than two (the all-gather before and the reduce-scatter after share
+  // the link), the head's half than one.
+  ASSERT_GT(half(L[0].forward), step);
+  ASSERT_GT(half(second), step * 2);
+  ASSERT_GT(half(L[2].forward), step);
+  EXPECT_EQ(forward_end(r), half(L[0].forward) + half(first) + half(second) + half(L[2].forward));
+  EXPECT_GT(forward_end(test::run_yaml(yaml("backward"))),
+            forward_end(r) + step * 3);
+}
+
 // Start of the first backward op and end of the last backward or weight-gradient op of
 // device 0.
 std::pair<Time, Time> backward_span(const test::SimRun& r) {

@@ -391,6 +391,9 @@ class Lowering {
       }
     }
     if (acc > Time::zero() || out.empty() || pending) out.emplace_back(acc, TpCollective{});
+    // Under `full` a sequence-parallel all-gather runs beside the segment it feeds, the last
+    // one included: a part of no time after it waits for the gather.
+    if (full && out.back().first > Time::zero()) out.emplace_back(Time::zero(), TpCollective{});
     return out;
   }
 
@@ -438,6 +441,8 @@ class Lowering {
   // all-reduce (or all-gather) after each segment, and each rank's next segment waits for
   // the result.
   void add_tensor_collectives();
+  struct TpParts;
+  OpId after_consumer(const TpParts& r, size_t k) const;
   // The context- and expert-parallel collectives between the segments of every op: the
   // same lane of the copies of one group exchange after each segment (add_tensor_collectives'
   // counterpart across copies).
