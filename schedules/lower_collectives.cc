@@ -48,14 +48,23 @@ void Lowering::add_static_memory() {
   }
 }
 
-// The part that waits for a collective running beside the segment that starts at part
-// `k` (its consumer): the part after the first one from `k` with compute time (parts of no
-// time issue the next collectives), or part `k` itself when the op has no such part.
-OpId Lowering::after_consumer(const TpParts& r, size_t k) const {
+// The segment a collective issued before part `k` runs beside (its consumer): the first
+// part from `k` with compute time (parts of no time issue the next collectives), or the
+// number of parts when no part after it could wait.
+size_t Lowering::consumer_part(const TpParts& r, size_t k) const {
   for (size_t i = k; i + 1 < r.parts.size(); ++i) {
-    if (b_.op(r.parts[i]).duration > Time::zero()) return r.parts[i + 1];
+    if (b_.op(r.parts[i]).duration > Time::zero()) return i;
   }
-  return r.parts[k];
+  return r.parts.size();
+}
+
+// A collective issued when `part` ends waits for `ready` and for what fed that part
+// (gated_): a consumer that ran beside its all-gather ends only once the gather is in.
+std::vector<OpId> Lowering::ready_after(OpId part, std::vector<OpId> ready) const {
+  ready.push_back(part);
+  if (const auto it = gated_.find(part); it != gated_.end())
+    ready.insert(ready.end(), it->second.begin(), it->second.end());
+  return ready;
 }
 
 // The collectives between the segments of every tensor-parallel op: ranks of one replica
@@ -88,8 +97,8 @@ void Lowering::add_tensor_collectives() {
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
-                    members.push_back(
-                        {d, node_of(d), {r->parts[q]}, r->parts[q + (beside ? 2 : 1)]});
+                    members.push_back({d, node_of(d), ready_after(r->parts[q], {}),
+                                       r->parts[q + (beside ? 2 : 1)]});
                   }
                   if (coll.kind == TpCollective::Kind::kAllGather) {
                     add_all_gather(b_, members, coll.bytes, {g, blk});
@@ -105,17 +114,25 @@ void Lowering::add_tensor_collectives() {
                   // the input gradient's, beside the dW GEMM) and the all-gather starts
                   // when both end. Under `backward` what follows waits for the all-gather;
                   // under `full` it runs beside the segment it feeds (Transformer Engine
-                  // pipelines it with that GEMM) and the segment after that waits.
+                  // pipelines it with that GEMM) and the segment after that waits; the
+                  // collectives issued when that segment ends wait for it too (gated_).
                   std::vector<CollectiveMember> scatter = members;
                   for (CollectiveMember& m : scatter) m.done = kNone;
                   const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
-                  const bool feeds = beside && in_.tensor_overlap == TensorOverlap::kFull;
+                  const size_t consumer = beside && in_.tensor_overlap == TensorOverlap::kFull
+                                              ? consumer_part(r0, q + 2)
+                                              : r0.parts.size();
+                  const bool feeds = consumer < r0.parts.size();
                   for (size_t i = 0; i < members.size(); ++i) {
-                    members[i].ready = shards[i];
-                    if (beside) members[i].ready.push_back(ranks[i]->parts[q + 1]);
-                    if (feeds) members[i].done = after_consumer(*ranks[i], q + 2);
+                    members[i].ready =
+                        beside ? ready_after(ranks[i]->parts[q + 1], shards[i]) : shards[i];
+                    if (feeds) members[i].done = ranks[i]->parts[consumer + 1];
                   }
-                  add_all_gather(b_, members, coll.bytes, {g, blk});
+                  const auto gathered = add_all_gather(b_, members, coll.bytes, {g, blk});
+                  for (size_t i = 0; feeds && i < members.size(); ++i) {
+                    auto& gate = gated_[ranks[i]->parts[consumer]];
+                    gate.insert(gate.end(), gathered[i].begin(), gathered[i].end());
+                  }
                 }
               }
             }
@@ -155,8 +172,8 @@ void Lowering::add_group_collectives() {
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
-                    members.push_back(
-                        {d, node_of(d), {r->parts[q]}, r->parts[q + (beside ? 2 : 1)]});
+                    members.push_back({d, node_of(d), ready_after(r->parts[q], {}),
+                                       r->parts[q + (beside ? 2 : 1)]});
                   }
                   const CollectiveTag tag{g, blk};
                   // A replica's share of the micro-batch's bytes.

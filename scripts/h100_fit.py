@@ -186,9 +186,9 @@ def scan(path):
     mean and max absolute error per set, as in docs/presets.md's scan tables."""
     from concurrent.futures import ThreadPoolExecutor
     candidates = json.load(open(path))
-    # The Grok-1 rows take minutes each: `compare` runs them.
+    # The Grok-1 rows and those marked slow take minutes each: `compare` runs them.
     rows = [r for r in ROWS if not r.get("too_large") and not r["gpu"].startswith("a100")
-            and "grok" not in r["name"]]
+            and "grok" not in r["name"] and not r.get("slow")]
     for label, override in candidates.items():
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             sims = list(pool.map(lambda r: simulate(r, (), override or None)[0], rows))

@@ -163,6 +163,28 @@ strategy: {{schedule: gpipe, pipeline: 1, tensor: 2, sequence_parallel: true, te
             forward_end(r) + step * 3);
 }
 
+TEST(Tensor, FullOverlapAllGathersFollowTheOnesThatFedTheirSegment) {
+  // Links slow enough that every collective outlasts the compute beside it. A segment that
+  // ran beside the all-gather feeding it cannot have produced its output before that
+  // gather is in, so the all-gather issued after it (of its reduce-scatter) starts only
+  // once the feeding one has ended: device 0's all-gather sends never overlap each other.
+  const test::SimRun r = test::run_yaml(R"(cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 4,
+  intra_node: {preset: nvswitch2, bandwidth: 20 GB/s}}
+model: {generator: transformer, layers: 2, hidden: 2048, heads: 16, sequence: 4096, vocab: 32000, flash_attention: true}
+training: {global_batch: 1, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {schedule: gpipe, pipeline: 1, tensor: 4, sequence_parallel: true, tensor_overlap: full}
+)");
+  std::vector<std::pair<Time, Time>> gathers;
+  for (OpId id = 0; id < r.graph.size(); ++id) {
+    const Op& op = r.graph.op(id);
+    if (op.comm == CommKind::kAllGather && op.device == 0)
+      gathers.emplace_back(r.timeline.start[id], r.timeline.end[id]);
+  }
+  std::sort(gathers.begin(), gathers.end());
+  ASSERT_GE(gathers.size(), 8u);
+  for (size_t i = 1; i < gathers.size(); ++i) EXPECT_GE(gathers[i].first, gathers[i - 1].second) << i;
+}
+
 // Start of the first backward op and end of the last backward or weight-gradient op of
 // device 0.
 std::pair<Time, Time> backward_span(const test::SimRun& r) {

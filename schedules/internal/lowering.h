@@ -442,7 +442,8 @@ class Lowering {
   // the result.
   void add_tensor_collectives();
   struct TpParts;
-  OpId after_consumer(const TpParts& r, size_t k) const;
+  size_t consumer_part(const TpParts& r, size_t k) const;
+  std::vector<OpId> ready_after(OpId part, std::vector<OpId> ready) const;
   // The context- and expert-parallel collectives between the segments of every op: the
   // same lane of the copies of one group exchange after each segment (add_tensor_collectives'
   // counterpart across copies).
@@ -621,6 +622,9 @@ class Lowering {
   // With copies implicit: device -> (copy, position, lane), the built copies' devices alone.
   std::unordered_map<int, std::tuple<int, int, int>> where_;
   std::unordered_map<OpId, TpParts> tp_parts_;     // first part of a tensor-parallel op
+  // A part that ran beside the all-gather feeding it (TensorOverlap::kFull): the gather's
+  // transfers, which collectives issued when the part ends wait for as well.
+  std::unordered_map<OpId, std::vector<OpId>> gated_;
 };
 
 }  // namespace pipesim::lowering
