@@ -356,7 +356,7 @@ void Lowering::emit_tp_parts(Cursor& cur, const Step& s, const Op& op, const Ste
   for (const auto& sg : segs) collectives.push_back(sg.second);
   if (cur.last_grad[cur.idx - 1] && s.kind == OpKind::kBackward)
     close_buckets_in_segments(cur, c.g, c.split_w, segs, parts);
-  tp_parts_[target] = {std::move(parts), std::move(collectives)};
+  tp_parts_[target] = {std::move(parts), std::move(collectives), {}};
   cur.before = tail(target);
 }
 

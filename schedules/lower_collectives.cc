@@ -58,12 +58,14 @@ size_t Lowering::consumer_part(const TpParts& r, size_t k) const {
   return r.parts.size();
 }
 
-// A collective issued when `part` ends waits for `ready` and for what fed that part
-// (gated_): a consumer that ran beside its all-gather ends only once the gather is in.
-std::vector<OpId> Lowering::ready_after(OpId part, std::vector<OpId> ready) const {
-  ready.push_back(part);
-  if (const auto it = gated_.find(part); it != gated_.end())
-    ready.insert(ready.end(), it->second.begin(), it->second.end());
+// A collective issued when part `k` of `r` ends waits for `ready`, that part and what fed
+// it (TpParts::gated): a consumer that ran beside its all-gather ends only once the gather
+// is in.
+std::vector<OpId> Lowering::ready_after(const TpParts& r, size_t k, std::vector<OpId> ready) {
+  ready.push_back(r.parts[k]);
+  for (const auto& [part, ops] : r.gated) {
+    if (part == k) ready.insert(ready.end(), ops.begin(), ops.end());
+  }
   return ready;
 }
 
@@ -80,7 +82,7 @@ void Lowering::add_tensor_collectives() {
           for (int m = 0; m < Mb_; ++m) {
             for (int j = 0; j < replicas(p); ++j) {
               for (const auto* index : {&fwd_, &rec_, &bwd_}) {
-                std::vector<const TpParts*> ranks;
+                std::vector<TpParts*> ranks;
                 for (int k = 0; k < t; ++k) {
                   const OpId first = (*index)[slot(c, blk, g, m, j * t + k)];
                   const auto it = tp_parts_.find(first);
@@ -97,8 +99,8 @@ void Lowering::add_tensor_collectives() {
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
-                    members.push_back({d, node_of(d), ready_after(r->parts[q], {}),
-                                       r->parts[q + (beside ? 2 : 1)]});
+                    members.push_back(
+                        {d, node_of(d), ready_after(*r, q, {}), r->parts[q + (beside ? 2 : 1)]});
                   }
                   if (coll.kind == TpCollective::Kind::kAllGather) {
                     add_all_gather(b_, members, coll.bytes, {g, blk});
@@ -115,7 +117,7 @@ void Lowering::add_tensor_collectives() {
                   // when both end. Under `backward` what follows waits for the all-gather;
                   // under `full` it runs beside the segment it feeds (Transformer Engine
                   // pipelines it with that GEMM) and the segment after that waits; the
-                  // collectives issued when that segment ends wait for it too (gated_).
+                  // collectives issued when that segment ends wait for it too (gated).
                   std::vector<CollectiveMember> scatter = members;
                   for (CollectiveMember& m : scatter) m.done = kNone;
                   const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
@@ -125,14 +127,12 @@ void Lowering::add_tensor_collectives() {
                   const bool feeds = consumer < r0.parts.size();
                   for (size_t i = 0; i < members.size(); ++i) {
                     members[i].ready =
-                        beside ? ready_after(ranks[i]->parts[q + 1], shards[i]) : shards[i];
+                        beside ? ready_after(*ranks[i], q + 1, shards[i]) : shards[i];
                     if (feeds) members[i].done = ranks[i]->parts[consumer + 1];
                   }
                   const auto gathered = add_all_gather(b_, members, coll.bytes, {g, blk});
-                  for (size_t i = 0; feeds && i < members.size(); ++i) {
-                    auto& gate = gated_[ranks[i]->parts[consumer]];
-                    gate.insert(gate.end(), gathered[i].begin(), gathered[i].end());
-                  }
+                  for (size_t i = 0; feeds && i < members.size(); ++i)
+                    ranks[i]->gated.emplace_back(consumer, gathered[i]);
                 }
               }
             }
@@ -172,8 +172,8 @@ void Lowering::add_group_collectives() {
                   std::vector<CollectiveMember> members;
                   for (const TpParts* r : ranks) {
                     const int d = b_.op(r->parts[q]).device;
-                    members.push_back({d, node_of(d), ready_after(r->parts[q], {}),
-                                       r->parts[q + (beside ? 2 : 1)]});
+                    members.push_back(
+                        {d, node_of(d), ready_after(*r, q, {}), r->parts[q + (beside ? 2 : 1)]});
                   }
                   const CollectiveTag tag{g, blk};
                   // A replica's share of the micro-batch's bytes.

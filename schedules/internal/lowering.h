@@ -443,7 +443,7 @@ class Lowering {
   void add_tensor_collectives();
   struct TpParts;
   size_t consumer_part(const TpParts& r, size_t k) const;
-  std::vector<OpId> ready_after(OpId part, std::vector<OpId> ready) const;
+  static std::vector<OpId> ready_after(const TpParts& r, size_t k, std::vector<OpId> ready);
   // The context- and expert-parallel collectives between the segments of every op: the
   // same lane of the copies of one group exchange after each segment (add_tensor_collectives'
   // counterpart across copies).
@@ -617,14 +617,14 @@ class Lowering {
     // The collective after each segment (bytes 0: none); the segment after it waits for it,
     // or, where it has a `beside` > 0, the one after that.
     std::vector<TpCollective> collectives;
+    // Parts that ran beside the all-gather feeding them (TensorOverlap::kFull), with that
+    // gather's transfers: collectives issued when such a part ends wait for them as well.
+    std::vector<std::pair<size_t, std::vector<OpId>>> gated;
   };
   std::vector<int> member_of_device_;  // [device] copy x lanes + lane (-1: in no copy; experts only)
   // With copies implicit: device -> (copy, position, lane), the built copies' devices alone.
   std::unordered_map<int, std::tuple<int, int, int>> where_;
   std::unordered_map<OpId, TpParts> tp_parts_;     // first part of a tensor-parallel op
-  // A part that ran beside the all-gather feeding it (TensorOverlap::kFull): the gather's
-  // transfers, which collectives issued when the part ends wait for as well.
-  std::unordered_map<OpId, std::vector<OpId>> gated_;
 };
 
 }  // namespace pipesim::lowering
