@@ -393,7 +393,8 @@ class Lowering {
     if (acc > Time::zero() || out.empty() || pending) out.emplace_back(acc, TpCollective{});
     // Under `full` a sequence-parallel all-gather runs beside the segment it feeds, the last
     // one included: a part of no time after it waits for the gather.
-    if (full && out.back().first > Time::zero()) out.emplace_back(Time::zero(), TpCollective{});
+    if (full && in_.sequence_parallel && out.back().first > Time::zero())
+      out.emplace_back(Time::zero(), TpCollective{});
     return out;
   }
 
