@@ -9,7 +9,7 @@
 
 namespace pipesim {
 
-void advise_huge_pages([[maybe_unused]] const void* data, [[maybe_unused]] size_t bytes) {
+void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr size_t kMin = size_t{4} << 20;
   if (bytes < kMin) return;

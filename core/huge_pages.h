@@ -11,7 +11,7 @@ namespace pipesim {
 // arrays of graphs with millions of ops are first touched in a burst and then read in
 // scattered order; huge pages cost one page fault and one TLB entry per 2 MiB instead of
 // per 4 KiB. Call it before the range is first written.
-void advise_huge_pages(const void* data, size_t bytes);
+void advise_huge_pages(void* data, size_t bytes);
 // v.reserve(n), then the advice above on the buffer (while its pages are still untouched).
 template <class T>
 void reserve_huge(std::vector<T>& v, size_t n) {

@@ -203,8 +203,8 @@ TaskGraphBuilder::TaskGraphBuilder(int num_devices)
       static_memory_(static_cast<size_t>(num_devices), MemBreakdown{}) {}
 
 void TaskGraphBuilder::reserve(size_t ops, size_t deps) {
-  reserve_huge(ops_, ops);
-  reserve_huge(edges_, deps);
+  ops_.reserve(ops);
+  edges_.reserve(deps);
 }
 
 void TaskGraphBuilder::add_ring(const CompactRing& ring) {
@@ -237,27 +237,16 @@ void TaskGraphBuilder::set_copies(const Placement& placement, int built) {
                  "whole groups of copies built");
 }
 
-namespace {
-// Doubles a full vector's capacity as push_back would, with the new buffer advised onto
-// huge pages (a graph built without reserve() still gets them for its big arrays).
-template <class T>
-void grow_if_full(std::vector<T>& v) {
-  if (v.size() == v.capacity()) reserve_huge(v, std::max<size_t>(16, v.size() * 2));
-}
-}  // namespace
-
 OpId TaskGraphBuilder::add(const Op& op) {
   PIPESIM_ASSERT(op.device >= 0 && op.device < num_devices_, "op device out of range");
   const auto id = static_cast<OpId>(ops_.size());
-  grow_if_full(ops_);
   ops_.push_back(op);
   if (is_compute(op.kind)) streams_[static_cast<size_t>(op.device)].push_back(id);
   return id;
 }
 
 void TaskGraphBuilder::add_dep(OpId op, OpId dep) {
-  grow_if_full(edges_);
-  edges_.emplace_back(op, dep);
+  edges_.push_back({op, dep});
 }
 
 void TaskGraphBuilder::add_static_memory(int device, MemCategory c, int64_t bytes) {

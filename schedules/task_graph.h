@@ -17,6 +17,7 @@
 
 #include "core/checked.h"
 #include "core/huge_pages.h"
+#include "core/pod_array.h"
 #include "core/placement.h"
 #include "core/time.h"
 
@@ -112,7 +113,7 @@ class TaskGraph {
  public:
   size_t size() const { return ops_.size(); }
   const Op& op(OpId id) const { return ops_[id]; }
-  const std::vector<Op>& ops() const { return ops_; }
+  std::span<const Op> ops() const { return ops_; }
   std::span<const OpId> deps(OpId id) const {
     return {deps_.data() + dep_begin_[id], dep_begin_[id + 1] - dep_begin_[id]};
   }
@@ -175,7 +176,7 @@ class TaskGraph {
                        const std::vector<uint32_t>& indeg) const;
 
   friend class TaskGraphBuilder;
-  std::vector<Op> ops_;
+  PodArray<Op> ops_;
   std::vector<uint32_t> dep_begin_{0}, succ_begin_{0};
   std::vector<OpId> deps_, succ_;
   std::vector<uint32_t> stream_begin_{0};
@@ -229,9 +230,11 @@ class TaskGraphBuilder {
   int copies_ = 1;
   int built_copies_ = 0;
   std::vector<int32_t> copy_devices_;
-  std::vector<Op> ops_;
-
-  std::vector<std::pair<OpId, OpId>> edges_;  // (op, dep)
+  PodArray<Op> ops_;
+  struct Edge {
+    OpId op, dep;
+  };
+  PodArray<Edge> edges_;
   std::vector<std::vector<OpId>> streams_;
   std::vector<MemBreakdown> static_memory_;
 };

@@ -1,10 +1,13 @@
-// Units, time and the event queue.
+// Units, time, the event queue and the per-op arrays.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
+#include <span>
 #include <set>
 
 #include "core/error.h"
+#include "core/pod_array.h"
 #include "core/units.h"
 #include "sim/event_queue.h"
 
@@ -206,6 +209,37 @@ TEST(EventQueue, ManyTimesSharingCacheLinesKeepOrder) {
   while (!q.empty()) pop_and_check();
   EXPECT_TRUE(reference.empty());
   EXPECT_EQ(q.size(), 0u);
+}
+
+// A PodArray keeps every element as it grows from the heap into pages of its own and on
+// through remapped pages (kPodPagesFrom is 1 MiB: 16 K of these 64-byte elements), and its
+// copies and moves hold the same elements.
+TEST(PodArray, KeepsItsElementsAcrossEveryWayOfGrowing) {
+  struct Row {
+    int64_t a[8];
+  };
+  static_assert(sizeof(Row) == 64);
+  PodArray<Row> v;
+  constexpr int64_t n = 200'000;  // 12.8 MB: heap, then own pages, then four remaps
+  for (int64_t i = 0; i < n; ++i) v.push_back(Row{{i, -i, 0, 0, 0, 0, 0, 3 * i}});
+  ASSERT_EQ(v.size(), static_cast<size_t>(n));
+  EXPECT_GE(v.capacity() * sizeof(Row), 4 * kPodPagesFrom);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(v[static_cast<size_t>(i)].a[0], i);
+    ASSERT_EQ(v[static_cast<size_t>(i)].a[7], 3 * i);
+  }
+  PodArray<Row> copy = v;
+  EXPECT_EQ(copy.size(), v.size());
+  EXPECT_EQ(std::memcmp(copy.data(), v.data(), v.size() * sizeof(Row)), 0);
+  PodArray<Row> moved = std::move(v);
+  EXPECT_EQ(moved.size(), static_cast<size_t>(n));
+  EXPECT_EQ(moved.back().a[1], -(n - 1));
+  moved.resize(n + 5);
+  EXPECT_EQ(moved[static_cast<size_t>(n) + 4].a[0], 0);
+  EXPECT_EQ(moved[static_cast<size_t>(n) - 1].a[0], n - 1);
+  int64_t sum = 0;
+  for (const Row& r : std::span<const Row>(copy)) sum += r.a[0];
+  EXPECT_EQ(sum, n * (n - 1) / 2);
 }
 
 }  // namespace
