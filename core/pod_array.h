@@ -4,10 +4,12 @@
 // std::vector grows by allocating a buffer twice as large, copying every element into it
 // and freeing the old one: the op list of a 12 M-op graph (the 576-GPU Llama 3.1 405B run)
 // touched 3 GB of fresh pages and copied 0.8 GB on its way to 0.8 GB. PodArray keeps a
-// large array in pages of its own (grow_pod_block) and, on Linux, grows it by remapping
-// those pages to a larger range (mremap): each element is written once and each page
-// faulted in once. Small arrays, and large ones elsewhere, live on the heap and grow as
-// std::vector does.
+// large array in pages of its own (grow_pod_block), whole huge pages at a huge-page
+// boundary, and on Linux grows it by remapping those pages, in place or to a larger range
+// at such a boundary (mremap): past its first MiB each element is written once, each page
+// faulted in once, and every huge page stays whole. Small arrays, and large ones
+// elsewhere, live on the heap and grow as std::vector does. (LeakSanitizer does not scan
+// the mapped pages: elements holding the only pointer to heap memory would read as leaks.)
 #pragma once
 
 #include <algorithm>
@@ -21,8 +23,8 @@
 namespace pipesim {
 
 // A block of `bytes` holding the first `keep` bytes of `block` (of `old_bytes`; null: none),
-// which it frees or moves; whole pages of its own past kPodPagesFrom bytes (advised onto
-// huge pages), the heap below. Throws std::bad_alloc.
+// which it frees or moves; from kPodPagesFrom bytes up, pages of its own (advised onto huge
+// pages from 4 MiB, advise_huge_pages), the heap below. Throws std::bad_alloc.
 constexpr size_t kPodPagesFrom = size_t{1} << 20;
 void* grow_pod_block(void* block, size_t old_bytes, size_t keep, size_t bytes);
 void free_pod_block(void* block, size_t bytes);
@@ -68,7 +70,12 @@ class PodArray {
   operator std::span<const T>() const { return {data_, size_}; }
 
   void push_back(const T& v) {
-    if (size_ == capacity_) reserve(std::max<size_t>(16, 2 * capacity_));
+    if (size_ == capacity_) {
+      const T copy = v;  // (v may be one of the elements the growth moves)
+      reserve(std::max<size_t>(16, 2 * capacity_));
+      data_[size_++] = copy;
+      return;
+    }
     data_[size_++] = v;
   }
   // Room for n elements (never shrinks).

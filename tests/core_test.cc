@@ -1,6 +1,7 @@
 // Units, time, the event queue and the per-op arrays.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <span>
@@ -212,8 +213,9 @@ TEST(EventQueue, ManyTimesSharingCacheLinesKeepOrder) {
 }
 
 // A PodArray keeps every element as it grows from the heap into pages of its own and on
-// through remapped pages (kPodPagesFrom is 1 MiB: 16 K of these 64-byte elements), and its
-// copies and moves hold the same elements.
+// through remapped pages (kPodPagesFrom is 1 MiB: 16 K of these 64-byte elements), those
+// pages stay at a huge-page boundary (Linux), and its copies and moves hold the same
+// elements.
 TEST(PodArray, KeepsItsElementsAcrossEveryWayOfGrowing) {
   struct Row {
     int64_t a[8];
@@ -224,6 +226,9 @@ TEST(PodArray, KeepsItsElementsAcrossEveryWayOfGrowing) {
   for (int64_t i = 0; i < n; ++i) v.push_back(Row{{i, -i, 0, 0, 0, 0, 0, 3 * i}});
   ASSERT_EQ(v.size(), static_cast<size_t>(n));
   EXPECT_GE(v.capacity() * sizeof(Row), 4 * kPodPagesFrom);
+#if defined(__linux__)
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % (uintptr_t{2} << 20), 0u);
+#endif
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(v[static_cast<size_t>(i)].a[0], i);
     ASSERT_EQ(v[static_cast<size_t>(i)].a[7], 3 * i);
@@ -240,6 +245,18 @@ TEST(PodArray, KeepsItsElementsAcrossEveryWayOfGrowing) {
   int64_t sum = 0;
   for (const Row& r : std::span<const Row>(copy)) sum += r.a[0];
   EXPECT_EQ(sum, n * (n - 1) / 2);
+  // Copied into an array that owns pages already; an element pushed onto its own array as
+  // that array grows (the growth moves it).
+  PodArray<Row> small;
+  small.push_back(Row{{7}});
+  copy = small;
+  EXPECT_EQ(copy.size(), 1u);
+  EXPECT_EQ(copy[0].a[0], 7);
+  for (int i = 0; i < 20; ++i) small.push_back(small[0]);
+  moved.resize(moved.capacity());
+  moved.push_back(moved[5]);
+  EXPECT_EQ(small.back().a[0], 7);
+  EXPECT_EQ(moved.back().a[0], 5);
 }
 
 }  // namespace
