@@ -152,10 +152,21 @@ std::vector<LayerPiece> pieces_of(const Layer& x, const std::vector<PieceKind>& 
   for (size_t i = 0; i < x.ops.size(); ++i) {
     const OpCost& op = x.ops[i];
     const PieceKind kind = kinds[i];
-    if (out.empty() || out.back().kind != kind) out.push_back({kind, {}, {}, {}});
-    out.back().forward += op.forward;
-    out.back().backward_input += op.backward_input;
-    out.back().backward_weight += op.backward_weight;
+    if (out.empty() || out.back().kind != kind) out.push_back({kind, {}, {}, {}, {}, {}, {}});
+    LayerPiece& p = out.back();
+    p.forward += op.forward;
+    p.backward_input += op.backward_input;
+    p.backward_weight += op.backward_weight;
+    // (The backward runs the piece's ops in reverse: what precedes the row-parallel GEMM's
+    // input gradient there is what follows it here.)
+    if (op.name == "qkv" || op.name == "q_up" || op.name == "kv_up" || op.name == "fc1")
+      p.lead_forward = p.forward;
+    if (op.name == "projection" || op.name == "fc2") {
+      p.tail_forward = op.forward;
+      p.lead_backward = op.backward_input;
+    } else if (p.tail_forward > Time::zero()) {
+      p.lead_backward += op.backward_input + op.backward_weight;
+    }
   }
   return out;
 }
@@ -465,6 +476,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   x.tensor_parallel = true;
   x.tp_forward_allreduces = x.tp_backward_allreduces = moe ? 1 : 2;
   x.tp_allreduce_bytes = sbh * elem;
+  x.tp_fp8 = fp8;
   // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
   // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
   // (Latent attention's column-parallel GEMM there: the queries' up-projection.)

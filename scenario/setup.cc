@@ -127,7 +127,8 @@ GroupDegrees group_degrees(const Scenario& s) {
           .context_comm = st.context_comm,
           .routing_imbalance = st.routing_imbalance,
           .dedup_dispatch = st.dedup_dispatch,
-          .shared_expert_overlap = st.shared_expert_overlap};
+          .shared_expert_overlap = st.shared_expert_overlap,
+          .tensor_pieces = st.tensor_overlap == TensorOverlap::kFull};
 }
 
 StageCosts stage_costs(const Scenario& s) {

@@ -90,6 +90,10 @@ struct StageProfile {
       // and what follows the part waits for it (expert tensor parallelism's all-gather
       // after the dispatch, the combine after the reduce-scatter).
       TpCollective forward_then, backward_then;
+      // Under Strategy::tensor_overlap full with sequence parallelism, the start of the
+      // pass that the tensor all-gather feeding the piece runs beside (LayerPiece's leads):
+      // what follows it waits for the gather.
+      Time lead_forward, lead_backward;
     };
     std::vector<Piece> pieces;
     int64_t expert_params = 0;  // of params: routed experts, sharded over the EP ranks
@@ -113,6 +117,9 @@ struct GroupDegrees {
   double routing_imbalance = 1.0;
   bool dedup_dispatch = false;         // Strategy::dedup_dispatch
   bool shared_expert_overlap = false;  // Strategy::shared_expert_overlap
+  // Strategy::tensor_overlap full: a generated layer's tensor collectives placed by its
+  // pieces, beside the GEMMs Transformer Engine pairs them with (LayerPiece's leads and tail).
+  bool tensor_pieces = false;
 };
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},

@@ -116,21 +116,26 @@ void Lowering::add_tensor_collectives() {
                   // the input gradient's, beside the dW GEMM) and the all-gather starts
                   // when both end. Under `backward` what follows waits for the all-gather;
                   // under `full` it runs beside the segment it feeds (Transformer Engine
-                  // pipelines it with that GEMM) and the segment after that waits; the
-                  // collectives issued when that segment ends wait for it too (gated).
-                  std::vector<CollectiveMember> scatter = members;
-                  for (CollectiveMember& m : scatter) m.done = kNone;
-                  const auto shards = add_reduce_scatter(b_, scatter, coll.bytes, {g, blk});
+                  // pipelines it with that GEMM), which waits for the reduce-scatter (the
+                  // residual add and norm before that GEMM read its result), and the
+                  // segment after that waits for the gather; the collectives issued when
+                  // that segment ends wait for it too (gated).
                   const size_t consumer = beside && in_.tensor_overlap == TensorOverlap::kFull
                                               ? consumer_part(r0, q + 2)
                                               : r0.parts.size();
                   const bool feeds = consumer < r0.parts.size();
+                  std::vector<CollectiveMember> scatter = members;
+                  for (size_t i = 0; i < scatter.size(); ++i)
+                    scatter[i].done = feeds ? ranks[i]->parts[consumer] : kNone;
+                  const auto shards = add_reduce_scatter(
+                      b_, scatter, coll.scatter_fp8 ? coll.bytes / 2 : coll.bytes, {g, blk});
                   for (size_t i = 0; i < members.size(); ++i) {
                     members[i].ready =
                         beside ? ready_after(*ranks[i], q + 1, shards[i]) : shards[i];
                     if (feeds) members[i].done = ranks[i]->parts[consumer + 1];
                   }
-                  const auto gathered = add_all_gather(b_, members, coll.bytes, {g, blk});
+                  const auto gathered = add_all_gather(
+                      b_, members, coll.gather_fp8 ? coll.bytes / 2 : coll.bytes, {g, blk});
                   for (size_t i = 0; feeds && i < members.size(); ++i)
                     ranks[i]->gated.emplace_back(consumer, gathered[i]);
                 }

@@ -51,6 +51,10 @@ struct TpCollective {
   int64_t bytes = 0;
   Time beside;
   CollectiveGroup group = CollectiveGroup::kTensor;
+  // Under sequence parallelism, where a tensor all-reduce is a reduce-scatter and an
+  // all-gather: whether each moves fp8 elements, half of `bytes` (16-bit ones; Transformer
+  // Engine casts to fp8 before it gathers: Layer::tp_fp8).
+  bool scatter_fp8 = false, gather_fp8 = false;
   // A MoE dispatch or combine under a deduplicating dispatcher (Strategy::expert_dispatch):
   // each token, routed to top_k of `experts`, travels once to each GPU and each node holding
   // any of its experts (0: an all-to-all of every routed copy).
@@ -87,6 +91,13 @@ enum class PieceKind : uint8_t {
 struct LayerPiece {
   PieceKind kind = PieceKind::kMlp;
   Time forward, backward_input, backward_weight;
+  // The GEMMs Transformer Engine pairs a tensor-parallel collective with
+  // (Strategy::tensor_overlap full): `lead_forward`, the piece's forward up to and including
+  // its first column-parallel GEMM (QKV, fc1), which the all-gather feeding it runs beside;
+  // `lead_backward`, its backward up to and including the row-parallel GEMM's input
+  // gradient (projection, fc2), likewise; `tail_forward`, its row-parallel GEMM's forward,
+  // which the reduce-scatter of its output runs beside. Zero where the piece has none.
+  Time lead_forward, lead_backward, tail_forward;
 };
 
 // An analytic layer's times at tensor degree t, expert-parallel degree ep, context degree
@@ -169,6 +180,11 @@ struct Layer {
   bool tensor_parallel = false;
   int tp_forward_allreduces = 0, tp_backward_allreduces = 0;
   int64_t tp_allreduce_bytes = 0;
+  // Under fp8: Transformer Engine's sequence-parallel all-gathers move the activation in
+  // fp8, half of tp_allreduce_bytes (it casts a GEMM's input, and in the backward its output
+  // gradient, before gathering), and under its overlap (Strategy::tensor_overlap full) the
+  // forward's reduce-scatters too (userbuffers' fp8 output buffers).
+  bool tp_fp8 = false;
   // Per backward all-reduce, in order: the weight-gradient GEMM of the column-parallel
   // linear whose input gradient it reduces (TpCollective::beside).
   std::vector<Time> tp_backward_beside;

@@ -21,6 +21,20 @@ std::vector<TpCollective> allreduces(int n, int64_t bytes, const std::vector<Tim
   return out;
 }
 
+// A tensor all-reduce of `x` as sequence parallelism splits it under fp8 (Layer::tp_fp8):
+// the all-gather in fp8, and in the forward under Transformer Engine's overlap (`full`) the
+// reduce-scatter too.
+TpCollective in_fp8(TpCollective c, const Layer& x, bool forward, bool full) {
+  c.gather_fp8 = x.tp_fp8;
+  c.scatter_fp8 = x.tp_fp8 && forward && full;
+  return c;
+}
+std::vector<TpCollective> in_fp8(std::vector<TpCollective> v, const Layer& x, bool forward,
+                                 bool full) {
+  for (TpCollective& c : v) c = in_fp8(c, x, forward, full);
+  return v;
+}
+
 // The layer as stage_profiles sees it at tensor degree t: a shape-described layer's times
 // become t x one rank's (the lowering divides by t), its activations t x one rank's split
 // share plus the replicated part. (What stage_profiles reads; shape-described layers have
@@ -161,6 +175,15 @@ void expert_collectives(PieceKind kind, const MoeFacts& moe, int64_t tokens, con
 //            after them (forward: dispatch, all-gather, experts, reduce-scatter, combine; the
 //            backward the mirror: the combine's gradients, all-gather, experts,
 //            reduce-scatter, the dispatch's)
+// A reduce-scatter pipelined with the GEMM producing its input (Transformer Engine's
+// userbuffers, `pipeline` with num_splits 4): the GEMM runs in kSplits chunks and each chunk's
+// reduce-scatter starts when the chunk is done, so the collective runs beside all the GEMM
+// but its first chunk (issued that much into the GEMM).
+Time pipelined(Time gemm) {
+  constexpr int64_t kSplits = 4;
+  return gemm - gemm / kSplits;
+}
+
 std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
                                                          const GroupDegrees& g) {
   using K = TpCollective::Kind;
@@ -179,12 +202,16 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
     p.backward_input = lp.backward_input;
     p.backward_weight = lp.backward_weight;
     const bool tp = t > 1 && x.tp_allreduce_bytes > 0;
-    const auto tp_ar = [&](Time w) {
-      return coll(K::kAllReduce, x.tp_allreduce_bytes, CollectiveGroup::kTensor, w);
+    const auto tp_ar = [&](Time w, bool forward) {
+      return in_fp8(coll(K::kAllReduce, x.tp_allreduce_bytes, CollectiveGroup::kTensor, w), x,
+                    forward, g.tensor_pieces);
     };
     switch (lp.kind) {
       case PieceKind::kPreAttention:
-        if (tp) p.backward_after = tp_ar(beside.empty() ? Time{} : beside.back());
+        if (tp) {
+          p.backward_after = tp_ar(beside.empty() ? Time{} : beside.back(), false);
+          p.lead_forward = lp.lead_forward;
+        }
         if (cp > 1 && g.context_comm == ContextComm::kAllGather)
           p.forward_after = coll(K::kAllGather, kv, CollectiveGroup::kContext);
         if (cp > 1 && g.context_comm == ContextComm::kA2a)
@@ -203,7 +230,10 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
         }
         break;
       case PieceKind::kPostAttention:
-        if (tp) p.forward_after = tp_ar({});
+        if (tp) {
+          p.forward_after = tp_ar(pipelined(lp.tail_forward), true);
+          p.lead_backward = lp.lead_backward;
+        }
         if (cp > 1 && g.context_comm == ContextComm::kAllGather)
           p.backward_after = coll(K::kAllGather, kv, CollectiveGroup::kContext);
         if (cp > 1 && g.context_comm == ContextComm::kA2a)
@@ -211,8 +241,10 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
         break;
       case PieceKind::kMlp:
         if (tp) {
-          p.forward_after = tp_ar({});
-          p.backward_after = tp_ar(beside.size() > 1 ? beside.front() : Time{});
+          p.forward_after = tp_ar(pipelined(lp.tail_forward), true);
+          p.backward_after = tp_ar(beside.size() > 1 ? beside.front() : Time{}, false);
+          p.lead_forward = lp.lead_forward;
+          p.lead_backward = lp.lead_backward;
         }
         break;
       case PieceKind::kSharedExperts:  // beside the dispatch or after the rest (below)
@@ -335,15 +367,19 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
           params,
           layer.tp_replicated_params,
           layer.forward,
-          allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes),
-          allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes,
-                     layer.tp_backward_beside),
+          in_fp8(allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes), layer, true,
+                 groups.tensor_pieces),
+          in_fp8(allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes,
+                            layer.tp_backward_beside),
+                 layer, false, groups.tensor_pieces),
           layer.recomputed,
           {},
           0};
       cost.expert_params = experts;
       p.expert_params = checked_add(p.expert_params, experts, "a stage's parameter count");
-      if (!layer.pieces.empty() && (layer.moe || groups.context > 1 || groups.expert > 1)) {
+      if (!layer.pieces.empty() &&
+          (layer.moe || groups.context > 1 || groups.expert > 1 ||
+           (groups.tensor_pieces && sequence_parallel && t > 1 && layer.tensor_parallel))) {
         cost.pieces = layer_pieces(layer, t, groups);
         cost.tp_forward.clear();
         cost.tp_backward.clear();

@@ -24,7 +24,7 @@ Layer moe_layer() {
   x.name = "moe";
   x.moe = MoeFacts{4, 1, 0, 200'000'000, 0};
   const auto piece = [](PieceKind k, double f) {
-    return LayerPiece{k, test::ms(f), test::ms(2 * f), Time::zero()};
+    return LayerPiece{k, test::ms(f), test::ms(2 * f), Time::zero(), {}, {}, {}};
   };
   x.pieces = {piece(PieceKind::kPreExperts, 1), piece(PieceKind::kExperts, 2),
               piece(PieceKind::kPostExperts, 1)};

@@ -120,47 +120,110 @@ TEST(Tensor, FullOverlapRunsEveryCollectiveBesideTheComputeBeforeItByHand) {
   EXPECT_LT(r.report.makespan, back.report.makespan);
 }
 
-TEST(Tensor, FullOverlapUnderSequenceParallelismHidesBothHalvesByHand) {
-  // Under sequence parallelism each all-reduce is a reduce-scatter then an all-gather, one
-  // step each of (latency + sbh / bandwidth) at t = 2. With `tensor_overlap: full` the
-  // reduce-scatter runs beside the segment that produces it and the all-gather beside the
-  // segment it feeds (Transformer Engine's ring exchange beside QKV and the first MLP
-  // GEMM): that segment starts when the one before it ends, and the one after it waits for
-  // the all-gather. Here (s = 2048, h = 2048, links of 600 GB/s) each segment outlasts the
-  // collectives beside it, so the forward on each rank is its segments alone: embedding / 2
-  // + the layer's halves / 2 + head / 2. With `backward` nothing of the forward overlaps:
-  // each of its three all-reduces is a reduce-scatter then an all-gather on idle links after
-  // its segment, two steps each, six in all.
-  const auto yaml = [](const std::string& overlap) {
-    return fmt::format(R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 2,
-  intra_node: {{preset: nvswitch2, bandwidth: 600 GB/s}}}}
+// The parts a generated layer's forward is cut into under `tensor_overlap: full` with
+// sequence parallelism (Transformer Engine's userbuffers), on the whole layer's scale
+// (each rank runs a part in 1/t of it): each reduce-scatter is pipelined with the GEMM
+// producing it in 4 chunks, so it runs beside that GEMM's last 3/4; each all-gather runs
+// beside the GEMM it feeds (ring exchange), which waits for the reduce-scatter before it
+// (the residual add and the norm read its result):
+//   a: ln1 QKV core, projection's first 1/4, dropout-add | RS
+//   b: projection's last 3/4                              (beside RS)
+//   c: ln2 fc1                                            (waits RS; beside AG)
+//   d: GeLU, fc2's first 1/4, dropout-add | RS            (waits AG)
+//   e: fc2's last 3/4                                     (beside RS)
+std::vector<Time> full_overlap_parts(const Layer& x) {
+  const auto piece = [&](PieceKind k) {
+    for (const LayerPiece& p : x.pieces)
+      if (p.kind == k) return p;
+    ADD_FAILURE() << "no such piece";
+    return LayerPiece{};
+  };
+  const LayerPiece pre = piece(PieceKind::kPreAttention), core = piece(PieceKind::kAttention),
+                   post = piece(PieceKind::kPostAttention), mlp = piece(PieceKind::kMlp);
+  const auto last_3_4 = [](Time g) { return g - g / 4; };
+  const Time b = last_3_4(post.tail_forward), e = last_3_4(mlp.tail_forward);
+  return {pre.forward + core.forward + post.forward - b, b, mlp.lead_forward,
+          mlp.forward - mlp.lead_forward - e, e};
+}
+
+// One layer (h = s = 2048) at t = 2 on two A100s with links of `bandwidth`, GPipe, one
+// micro-batch, sequence parallelism.
+std::string sequence_parallel_layer(const std::string& overlap, const std::string& bandwidth) {
+  return fmt::format(R"(cluster: {{gpu: a100-80gb, nodes: 1, gpus_per_node: 2,
+  intra_node: {{preset: nvswitch2, bandwidth: {}}}}}
 model: {{generator: transformer, layers: 1, hidden: 2048, heads: 16, sequence: 2048, vocab: 32000}}
 training: {{global_batch: 1, micro_batch: 1, precision: mixed, optimizer: adam}}
 strategy: {{schedule: gpipe, pipeline: 1, tensor: 2, sequence_parallel: true, tensor_overlap: {}}}
 )",
-                       overlap);
-  };
-  const auto forward_end = [](const test::SimRun& x) {
-    Time end;
-    for (OpId id : x.graph.stream(0)) {
-      if (x.graph.op(id).kind == OpKind::kForward) end = max(end, x.timeline.end[id]);
-    }
-    return end;
-  };
-  const test::SimRun r = test::run_yaml(yaml("full"));
-  const auto L = at_degree(r.scenario.model.layers, 2);
-  auto half = [](Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); };
-  const Time step = Cluster::transfer_time(r.scenario.cluster.route(0, 1), int64_t{2048} * 2048);
-  const Time first = L[1].forward / 2, second = L[1].forward - L[1].forward / 2;
-  // Each segment is longer than what runs beside it: the embedding's half than one step,
-  // the layer's halves than two (the all-gather before and the reduce-scatter after share
-  // the link), the head's half than one.
+                     bandwidth, overlap);
+}
+
+Time forward_end(const test::SimRun& x) {
+  Time end;
+  for (OpId id : x.graph.stream(0)) {
+    if (x.graph.op(id).kind == OpKind::kForward) end = max(end, x.timeline.end[id]);
+  }
+  return end;
+}
+
+// That layer under `tensor_overlap: full`: the run, one rank's share of a time (t = 2), one
+// step of a collective (latency + sbh / bandwidth) and the layer's parts (full_overlap_parts).
+struct SequenceParallelRun {
+  test::SimRun r;
+  std::vector<Layer> L;
+  Time step;
+  std::vector<Time> parts;
+  static Time half(Time t) { return Time::ps(t.ps_count() / 2 + t.ps_count() % 2); }
+};
+SequenceParallelRun run_full_overlap(const std::string& bandwidth) {
+  SequenceParallelRun x{test::run_yaml(sequence_parallel_layer("full", bandwidth)), {}, {}, {}};
+  x.L = at_degree(x.r.scenario.model.layers, 2);
+  x.step = Cluster::transfer_time(x.r.scenario.cluster.route(0, 1), int64_t{2048} * 2048);
+  x.parts = full_overlap_parts(x.L[1]);
+  return x;
+}
+
+TEST(Tensor, FullOverlapUnderSequenceParallelismHidesBothHalvesByHand) {
+  // Under sequence parallelism each all-reduce is a reduce-scatter then an all-gather, one
+  // step each at t = 2. With `tensor_overlap: full` the embedding's reduce-scatter runs
+  // beside it, and the layer's collectives beside the GEMMs Transformer Engine pairs them
+  // with (full_overlap_parts). Here (links of 600 GB/s) each part outlasts the collective
+  // beside it, so the forward on each rank is its parts alone: embedding / 2 + the layer's
+  // parts / 2 + head / 2. With `backward` nothing of the forward overlaps: each of its three
+  // all-reduces is a reduce-scatter then an all-gather on idle links after its segment, two
+  // steps each, six in all.
+  const auto [r, L, step, parts] = run_full_overlap("600 GB/s");
+  const auto half = SequenceParallelRun::half;
   ASSERT_GT(half(L[0].forward), step);
-  ASSERT_GT(half(second), step * 2);
   ASSERT_GT(half(L[2].forward), step);
-  const Time segments = half(L[0].forward) + half(first) + half(second) + half(L[2].forward);
+  Time segments = half(L[0].forward) + half(L[2].forward);
+  for (const Time part : parts) {
+    ASSERT_GT(half(part), step);
+    segments += half(part);
+  }
   EXPECT_EQ(forward_end(r), segments);
-  EXPECT_EQ(forward_end(test::run_yaml(yaml("backward"))), segments + step * 6);
+  // The layer's time is the same cut in halves (the `backward` run's segments).
+  EXPECT_EQ(forward_end(test::run_yaml(sequence_parallel_layer("backward", "600 GB/s"))),
+            half(L[0].forward) + half(L[1].forward / 2) + half(L[1].forward - L[1].forward / 2) +
+                half(L[2].forward) + step * 6);
+}
+
+TEST(Tensor, FullOverlapExposesAReduceScatterLongerThanItsGemmByHand) {
+  // The same layer on links of 70 GB/s: one step now outlasts the projection's last 3/4 on
+  // a rank (part b) but no other part. Nothing else is on the link while it runs (the
+  // embedding's all-gather ran beside part a), so ln2 and fc1 (part c) start when it ends:
+  // the forward is the parts' times plus (step - b / 2), the embedding's and the head's
+  // parts at least a step (each runs beside one).
+  const auto [r, L, step, parts] = run_full_overlap("70 GB/s");
+  const auto half = SequenceParallelRun::half;
+  ASSERT_LT(half(parts[1]), step);
+  Time expect = max(half(L[0].forward), step) + max(half(L[2].forward), step) + step;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i == 1) continue;
+    ASSERT_GT(half(parts[i]), step) << i;
+    expect += half(parts[i]);
+  }
+  EXPECT_EQ(forward_end(r), expect);
 }
 
 TEST(Tensor, FullOverlapAllGathersFollowTheOnesThatFedTheirSegment) {

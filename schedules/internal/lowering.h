@@ -366,7 +366,8 @@ class Lowering {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
       if (kind == OpKind::kRecompute && !lc.recomputed) continue;  // kept, not re-run
       if (!lc.pieces.empty()) {
-        piece_segments(lc, fwd, has_w, overlap, full, acc, pending, out);
+        piece_segments(lc, fwd, has_w, overlap, full, full && in_.sequence_parallel, acc, pending,
+                       out);
         continue;
       }
       const Time t =
@@ -402,16 +403,26 @@ class Lowering {
   // pass runs them: a collective beside a piece is issued before it and followed by a
   // segment of the piece's time; one after a piece is issued when it ends (a tensor
   // all-reduce of an input gradient, under `overlap`, beside the weight-gradient GEMM
-  // before it, as tp_segments does; under `full`, every tensor collective beside all the
-  // compute since the collective before it).
+  // before it, as tp_segments does). Under `full` a tensor collective runs beside the GEMM
+  // Transformer Engine pairs it with, where the piece names one (its `beside`: the forward's
+  // pipelined reduce-scatter beside the last chunks of the GEMM producing it, the backward's
+  // beside the weight gradient of the GEMM whose input gradient it reduces), else beside all
+  // the compute since the collective before it; and with `gate` (sequence parallelism) a
+  // piece's lead ends a segment of its own, the one the all-gather feeding it runs beside.
   static void piece_segments(const StageProfile::LayerCost& lc, bool fwd, bool has_w, bool overlap,
-                             bool full, Time& acc, bool& pending,
+                             bool full, bool gate, Time& acc, bool& pending,
                              std::vector<std::pair<Time, TpCollective>>& out) {
     const size_t n = lc.pieces.size();
     for (size_t i = 0; i < n; ++i) {
       const auto& p = lc.pieces[fwd ? i : n - 1 - i];
-      const Time t =
-          fwd ? p.forward : (has_w ? p.backward_input : p.backward_input + p.backward_weight);
+      Time t = fwd ? p.forward : (has_w ? p.backward_input : p.backward_input + p.backward_weight);
+      if (const Time lead = fwd ? p.lead_forward : p.lead_backward;
+          gate && lead > Time::zero() && lead < t) {
+        out.emplace_back(acc + lead, TpCollective{});
+        acc = Time::zero();
+        pending = false;
+        t -= lead;
+      }
       if (const TpCollective& b = fwd ? p.forward_beside : p.backward_beside; b.bytes > 0) {
         TpCollective c = b;
         c.beside = t;
@@ -429,7 +440,11 @@ class Lowering {
         const bool tensor = c.group == CollectiveGroup::kTensor;
         const bool beside = overlap && tensor && c.kind == TpCollective::Kind::kAllReduce &&
                             c.beside > Time::zero();
-        c.beside = full && tensor ? acc : beside ? std::min(c.beside, acc) : Time::zero();
+        // (A split backward's weight gradient is not in this pass: all of it, as before.)
+        const bool paired = c.beside > Time::zero() && (fwd || !has_w);
+        c.beside = full && tensor ? (paired ? std::min(c.beside, acc) : acc)
+                   : beside       ? std::min(c.beside, acc)
+                                  : Time::zero();
         out.emplace_back(acc - c.beside, c);
         acc = Time::zero();
         pending = c.beside > Time::zero();
