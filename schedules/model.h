@@ -93,7 +93,8 @@ struct LayerPiece {
   Time forward, backward_input, backward_weight;
   // The GEMMs Transformer Engine pairs a tensor-parallel collective with
   // (Strategy::tensor_overlap full): `lead_forward`, the piece's forward up to and including
-  // its first column-parallel GEMM (QKV, fc1), which the all-gather feeding it runs beside;
+  // its column-parallel GEMMs (QKV, fc1; latent attention's up-projections), which the
+  // all-gather feeding it runs beside;
   // `lead_backward`, its backward up to and including the row-parallel GEMM's input
   // gradient (projection, fc2), likewise; `tail_forward`, its row-parallel GEMM's forward,
   // which the reduce-scatter of its output runs beside. Zero where the piece has none.
@@ -372,11 +373,11 @@ struct StageSpec {
 // kBackward: Megatron-LM's asynchronous all-reduce (its default since 2022): in the
 // backward, each column-parallel linear's input-gradient all-reduce (reduce-scatter under
 // sequence parallelism) runs beside its weight-gradient GEMM. kFull: Transformer Engine's
-// communication-GEMM overlap (tp_comm_overlap): every tensor collective, forward and
-// backward, runs beside the compute of the sublayer it follows (issued when that sublayer
-// starts, as TE pipelines it chunk by chunk with the GEMMs); the next sublayer waits for
-// both. Under sequence parallelism that is the reduce-scatter; the all-gather after it runs
-// beside the sublayer it feeds, and the one after that waits for it.
+// communication-GEMM overlap (tp_comm_overlap): without sequence parallelism every tensor
+// all-reduce, forward and backward, runs beside the compute of the sublayer it follows
+// (issued when that sublayer starts) and the next sublayer waits for both; under sequence
+// parallelism a generated layer's reduce-scatters and all-gathers run beside the GEMMs TE
+// pairs them with (LayerPiece's leads and tail; docs/parallelism.md, "Overlap everywhere").
 enum class TensorOverlap { kNone, kBackward, kFull };
 
 struct Strategy {

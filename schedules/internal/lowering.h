@@ -357,7 +357,8 @@ class Lowering {
     // that time with no collective of its own; the segment after that waits for it.
     const bool overlap =
         in_.tensor_overlap == TensorOverlap::kBackward && kind == OpKind::kBackward && !has_w;
-    // TensorOverlap::kFull: every tensor collective beside the compute before it.
+    // TensorOverlap::kFull: every tensor collective beside the compute before it (a
+    // generated layer's under sequence parallelism: piece_segments).
     const bool full = in_.tensor_overlap == TensorOverlap::kFull;
     Time acc;
     bool pending = false;  // the last segment runs beside a collective
@@ -417,7 +418,7 @@ class Lowering {
       const auto& p = lc.pieces[fwd ? i : n - 1 - i];
       Time t = fwd ? p.forward : (has_w ? p.backward_input : p.backward_input + p.backward_weight);
       if (const Time lead = fwd ? p.lead_forward : p.lead_backward;
-          gate && lead > Time::zero() && lead < t) {
+          gate && lead > Time::zero() && lead <= t) {
         out.emplace_back(acc + lead, TpCollective{});
         acc = Time::zero();
         pending = false;
@@ -441,7 +442,7 @@ class Lowering {
         const bool beside = overlap && tensor && c.kind == TpCollective::Kind::kAllReduce &&
                             c.beside > Time::zero();
         // (A split backward's weight gradient is not in this pass: all of it, as before.)
-        const bool paired = c.beside > Time::zero() && (fwd || !has_w);
+        const bool paired = gate && c.beside > Time::zero() && (fwd || !has_w);
         c.beside = full && tensor ? (paired ? std::min(c.beside, acc) : acc)
                    : beside       ? std::min(c.beside, acc)
                                   : Time::zero();
