@@ -202,9 +202,11 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
     p.backward_input = lp.backward_input;
     p.backward_weight = lp.backward_weight;
     const bool tp = t > 1 && x.tp_allreduce_bytes > 0;
+    // (A context rank's tensor group carries its own 1/cp of the tokens.)
     const auto tp_ar = [&](Time w, bool forward) {
-      return in_fp8(coll(K::kAllReduce, x.tp_allreduce_bytes, CollectiveGroup::kTensor, w), x,
-                    forward, g.tensor_pieces);
+      return in_fp8(coll(K::kAllReduce, ceil_div(x.tp_allreduce_bytes, int64_t{cp}),
+                         CollectiveGroup::kTensor, w),
+                    x, forward, g.tensor_pieces);
     };
     switch (lp.kind) {
       case PieceKind::kPreAttention:
@@ -361,16 +363,17 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.params = checked_add(p.params, params, "a stage's parameter count");
       p.replicated_params =
           checked_add(p.replicated_params, layer.tp_replicated_params, "a stage's parameter count");
+      // A context rank's tensor collectives carry its 1/cp of the tokens.
+      const int64_t tp_bytes = ceil_div(layer.tp_allreduce_bytes, int64_t{groups.context});
       StageProfile::LayerCost cost{
           layer.backward_input,
           layer.backward_weight,
           params,
           layer.tp_replicated_params,
           layer.forward,
-          in_fp8(allreduces(layer.tp_forward_allreduces, layer.tp_allreduce_bytes), layer, true,
+          in_fp8(allreduces(layer.tp_forward_allreduces, tp_bytes), layer, true,
                  groups.tensor_pieces),
-          in_fp8(allreduces(layer.tp_backward_allreduces, layer.tp_allreduce_bytes,
-                            layer.tp_backward_beside),
+          in_fp8(allreduces(layer.tp_backward_allreduces, tp_bytes, layer.tp_backward_beside),
                  layer, false, groups.tensor_pieces),
           layer.recomputed,
           {},

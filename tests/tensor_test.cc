@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "scenario/setup.h"
 #include "schedules/lower.h"
@@ -50,6 +51,28 @@ TEST(Tensor, AllReducesPerLayerAndTheirBytes) {
     EXPECT_EQ(transfers, (2 + 4 * L) * 4) << L;
     EXPECT_EQ(bytes, (2 + 4 * L) * 4 * kSbh);  // each all-reduce moves 2(t - 1) x 2sbh
   }
+}
+
+TEST(Tensor, ContextRanksReduceTheirOwnTokens) {
+  // Tensor and context parallelism, 2 x 2 (s = 4096, h = 1024, bf16, sequence parallelism):
+  // a context rank holds s / 2 tokens, so each of its tensor reduce-scatters moves one ring
+  // step of (s / 2) x h x 2 bytes / t = 2 MiB per member, half of what the same layer moves
+  // without context parallelism (and every transfer of one is as big).
+  const auto bytes = [](int cp) {
+    const test::SimRun r = test::run_yaml(fmt::format(
+        R"(cluster: {{gpu: h100-80gb, nodes: 1, gpus_per_node: {}, intra_node: nvswitch}}
+model: {{generator: transformer, layers: 1, hidden: 1024, heads: 8, ffn: 4096, vocab: 32000, sequence: 4096, flash_attention: true}}
+training: {{global_batch: 1, micro_batch: 1, precision: bf16, optimizer: adam}}
+strategy: {{schedule: gpipe, pipeline: 1, tensor: 2, context: {}, sequence_parallel: true}}
+)",
+        2 * cp, cp));
+    std::set<int64_t> seen;
+    for (const Op& op : r.graph.ops())
+      if (op.comm == CommKind::kReduceScatter) seen.insert(op.bytes);
+    return seen;
+  };
+  EXPECT_EQ(bytes(1), std::set<int64_t>{int64_t{4096} * 1024 * 2 / 2});
+  EXPECT_EQ(bytes(2), std::set<int64_t>{int64_t{2048} * 1024 * 2 / 2});
 }
 
 // The layers as the ranks of a tensor group of degree t cost them (each split GEMM at
