@@ -158,6 +158,15 @@ void expert_collectives(PieceKind kind, const MoeFacts& moe, int64_t tokens, con
   }
 }
 
+// A reduce-scatter pipelined with the GEMM producing its input (Transformer Engine's
+// userbuffers, `pipeline` with num_splits 4): the GEMM runs in kSplits chunks and each chunk's
+// reduce-scatter starts when the chunk is done, so the collective runs beside all the GEMM
+// but its first chunk (issued that much into the GEMM).
+Time pipelined(Time gemm) {
+  constexpr int64_t kSplits = 4;
+  return gemm - gemm / kSplits;
+}
+
 // The collectives of a layer's pieces (LayerCost::Piece) at tensor degree t, for one rank of
 // one micro-batch:
 //   tensor   the all-reduce after the attention block (forward: after the projection;
@@ -175,15 +184,6 @@ void expert_collectives(PieceKind kind, const MoeFacts& moe, int64_t tokens, con
 //            after them (forward: dispatch, all-gather, experts, reduce-scatter, combine; the
 //            backward the mirror: the combine's gradients, all-gather, experts,
 //            reduce-scatter, the dispatch's)
-// A reduce-scatter pipelined with the GEMM producing its input (Transformer Engine's
-// userbuffers, `pipeline` with num_splits 4): the GEMM runs in kSplits chunks and each chunk's
-// reduce-scatter starts when the chunk is done, so the collective runs beside all the GEMM
-// but its first chunk (issued that much into the GEMM).
-Time pipelined(Time gemm) {
-  constexpr int64_t kSplits = 4;
-  return gemm - gemm / kSplits;
-}
-
 std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
                                                          const GroupDegrees& g) {
   using K = TpCollective::Kind;
