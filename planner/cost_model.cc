@@ -12,6 +12,58 @@
 #include "schedules/zero.h"
 
 namespace pipesim::planner {
+namespace {
+
+// One layer's tensor collectives under `tensor_overlap: full` with sequence parallelism,
+// each half of an all-reduce beside the GEMM Transformer Engine pairs it with, as the
+// lowering pairs them (schedules/stage_profiles.cc layer_pieces): in the forward the
+// reduce-scatter beside the last 3/4 of the projection or fc2 and the all-gather beside the
+// norm and GEMM it feeds; in the backward the all-gather beside the input gradients it feeds
+// and the reduce-scatter beside its weight gradient (Layer::tp_backward_beside), unless a
+// zero-bubble schedule defers W. What each leaves past its window, in seconds for one rank
+// (the pieces are the whole layer's, t x cp ranks' shares; the layer's own times are
+// already 1/cp). A layer without pieces runs its collectives beside its own compute.
+struct FullOverlapLeft {
+  double forward = 0, backward = 0, backward_split_w = 0;
+};
+FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, double scatter,
+                                  double forward_scatter, double allreduce) {
+  FullOverlapLeft r;
+  double ranks = static_cast<double>(t) * cp;
+  const auto left = [&](double c, Time window) {
+    return std::max(0.0, c - window.seconds() / ranks);
+  };
+  if (x.pieces.empty()) {
+    ranks = t;
+    r.forward = left(x.tp_forward_allreduces * allreduce, x.forward);
+    r.backward = left(x.tp_backward_allreduces * allreduce, x.backward());
+    r.backward_split_w = left(x.tp_backward_allreduces * allreduce, x.backward_input);
+    return r;
+  }
+  const std::vector<Time>& beside = x.tp_backward_beside;
+  const auto scatter_beside = [&](Time w) {
+    r.backward += left(scatter, w);
+    r.backward_split_w += scatter;
+  };
+  for (const LayerPiece& p : x.pieces) {
+    if (p.kind == PieceKind::kPreAttention) {
+      r.forward += left(gather, p.lead_forward);
+      scatter_beside(beside.empty() ? Time{} : beside.back());
+    }
+    if (p.kind == PieceKind::kPostAttention || p.kind == PieceKind::kMlp) {
+      r.forward += left(forward_scatter, p.tail_forward - p.tail_forward / 4);
+      r.backward += left(gather, p.lead_backward);
+      r.backward_split_w += left(gather, p.lead_backward);
+    }
+    if (p.kind == PieceKind::kMlp) {
+      r.forward += left(gather, p.lead_forward);
+      scatter_beside(beside.size() > 1 ? beside.front() : Time{});
+    }
+  }
+  return r;
+}
+
+}  // namespace
 
 CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int context,
                      int expert)
@@ -20,8 +72,9 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
       net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
-  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_,
-                  &tp_bwd_beside_, &whole_, &whole_rf_})
+  for (auto* v :
+       {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_, &tp_bwd_beside_, &whole_,
+        &whole_rf_, &full_fwd_, &full_rfwd_, &full_bwd_, &full_bwd_split_})
     v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
@@ -92,11 +145,24 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     for (int q = 0; q < x.tp_backward_allreduces; ++q) {
       const double beside =
           static_cast<size_t>(q) < x.tp_backward_beside.size()
-              ? x.tp_backward_beside[static_cast<size_t>(q)].seconds() / std::max(1, t_)
+              ? x.tp_backward_beside[static_cast<size_t>(q)].seconds() / (std::max(1, t_) * context)
               : 0.0;
       tp_bwd_beside_[l + 1] += std::max(0.0, tp_allreduce(x.tp_allreduce_bytes) - beside);
     }
     tp_bwd_beside_[l + 1] += a2a;
+    FullOverlapLeft full;
+    if (x.tensor_parallel && t_ > 1 && x.tp_allreduce_bytes > 0) {
+      // (Under fp8 the all-gathers, and under `full` the forward's reduce-scatters, move one
+      // byte an element: Layer::tp_fp8.)
+      const int64_t narrow = x.tp_fp8 ? x.tp_allreduce_bytes / 2 : x.tp_allreduce_bytes;
+      full = full_overlap_left(x, t_, context, tp_allreduce(narrow) / 2,
+                               tp_allreduce(x.tp_allreduce_bytes) / 2, tp_allreduce(narrow) / 2,
+                               tp_allreduce(x.tp_allreduce_bytes));
+    }
+    full_fwd_[l + 1] = full_fwd_[l] + full.forward + a2a;
+    full_rfwd_[l + 1] = full_rfwd_[l] + (x.recomputed ? full.forward + a2a : 0.0);
+    full_bwd_[l + 1] = full_bwd_[l] + full.backward + a2a;
+    full_bwd_split_[l + 1] = full_bwd_split_[l] + full.backward_split_w + a2a;
     // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
     // rank), another layer all its activations (split like them).
     kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);
@@ -193,8 +259,14 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   const double tp = sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) +
                     sum(beside ? tp_bwd_beside_ : tp_bwd_);
   const double compute = compute_time(first, last, replicas, t);
-  // TensorOverlap::kFull: the collectives run beside the compute; what it cannot hide.
-  if (s_.strategy.tensor_overlap == TensorOverlap::kFull) return std::max(compute, tp);
+  if (s_.strategy.tensor_overlap == TensorOverlap::kFull) {
+    // With sequence parallelism, what each collective leaves past the GEMM it is paired with;
+    // without, the collectives run beside the compute: what it cannot hide.
+    if (t.sequence_parallel)
+      return compute + sum(full_fwd_) + (t.recompute == Recompute::kFull ? sum(full_rfwd_) : 0.0) +
+             sum(t.w_fill == 0 ? full_bwd_ : full_bwd_split_);
+    return std::max(compute, tp);
+  }
   return compute + tp;
 }
 

@@ -159,6 +159,10 @@ class CostModel {
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
+  // Under `tensor_overlap: full` with sequence parallelism: what the tensor collectives leave
+  // past the GEMMs they run beside (full_rfwd_: a full recompute's forward again;
+  // full_bwd_split_: the backward of a zero-bubble schedule, W deferred).
+  std::vector<double> full_fwd_, full_rfwd_, full_bwd_, full_bwd_split_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank

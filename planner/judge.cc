@@ -87,9 +87,26 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
   return strategy_section(strategy_of(p, base), placement_of(p, base), base.cluster);
 }
 
+namespace {
+
+// The framework's settings, which every plan keeps from the scenario: the tensor and
+// pipeline overlaps, the gradient buckets, the all-reduce algorithm.
+Strategy framework_settings(const Strategy& b) {
+  Strategy st;
+  st.allreduce = b.allreduce;
+  st.bucket_bytes = b.bucket_bytes;
+  st.bucket_buffers = b.bucket_buffers;
+  st.tensor_overlap = b.tensor_overlap;
+  st.p2p_overlap = b.p2p_overlap;
+  st.overlap_grad_reduce = b.overlap_grad_reduce;
+  return st;
+}
+
+}  // namespace
+
 Strategy strategy_of(const PlanPoint& p, const Scenario& base) {
   const Strategy& b = base.strategy;
-  Strategy st;
+  Strategy st = framework_settings(b);
   st.schedule = p.schedule;
   for (const StageSpec& s : p.stages)
     st.stages.push_back(
@@ -112,11 +129,6 @@ Strategy strategy_of(const PlanPoint& p, const Scenario& base) {
                       : p.schedule == ScheduleKind::kZbV ? 2
                                                          : 1;
   st.warmup = p.warmup;
-  st.allreduce = b.allreduce;
-  st.bucket_bytes = b.bucket_bytes;
-  st.bucket_buffers = b.bucket_buffers;
-  st.tensor_overlap = b.tensor_overlap;
-  st.p2p_overlap = b.p2p_overlap;
   st.overlap_grad_reduce = b.overlap_grad_reduce || p.zero > 1;
   st.overlap_param_gather = b.overlap_param_gather && (p.zero == 1 || p.zero == 2);
   return st;
@@ -139,7 +151,8 @@ const Scenario& Judge::at_micro_batch(int64_t b) const {
   std::unique_ptr<Scenario>& sc = scenarios_[b];
   if (!sc) {
     // The strategy: any that every micro-batch size takes (the scenario's own may not).
-    Strategy trivial;
+    // (With the framework's settings, which the cost model reads.)
+    Strategy trivial = framework_settings(base_.strategy);
     trivial.schedule =
         is_async(base_.strategy.schedule) ? ScheduleKind::kPipeDream : ScheduleKind::kDapple;
     trivial.stages = even_partition(base_.model, 1);
