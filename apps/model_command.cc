@@ -50,15 +50,25 @@ struct Ranks {
 
 // Where the analytic costs' efficiency curves come from (SPEC section 9: a GPU that
 // borrows another generation's curves says so).
+// And the share of compute speed it loses beside its own transfers inside a server.
 std::string curves_line(const GpuSpec& gpu) {
   const bool fitted = gpu.curves.ends_with(" runs");  // a preset's fit, not the user's
+  const std::string slowed =
+      gpu.comm_interference > 0
+          ? fmt::format(
+                "{}'s compute runs {:g} % slower while it sends inside its server "
+                "(cluster.gpu.comm_interference)\n",
+                gpu.name, 100 * gpu.comm_interference)
+          : "";
   if (gpu.curves_borrowed && fitted)
     return fmt::format(
-        "{}'s efficiency curves are borrowed from the fit to {} (none of its own yet; "
-        "docs/presets.md)\n",
-        gpu.name, gpu.curves);
+               "{}'s efficiency curves are borrowed from the fit to {} (none of its own yet; "
+               "docs/presets.md)\n",
+               gpu.name, gpu.curves) +
+           slowed;
   return fmt::format("{}'s efficiency curves: {}{}\n", gpu.name, fitted ? "fitted to " : "",
-                     gpu.curves);
+                     gpu.curves) +
+         slowed;
 }
 
 // A mixture of experts: how many layers route, and the parameters a token visits.

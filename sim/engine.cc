@@ -241,6 +241,11 @@ void Engine::note_sending(int d, int delta, Time now) {
   push_compute_end(d, graph_.stream(d)[cursor_[du]], now);
 }
 
+bool Engine::slows_compute(OpId id) const {
+  const Op& op = graph_.op(id);
+  return op.peer >= 0 && cluster_.device(op.device).node == cluster_.device(op.peer).node;
+}
+
 bool Engine::is_current_end(OpId id, Time now) const {
   if (pace_.empty()) return true;
   return tl_.end[id] == Time::max() &&
@@ -250,7 +255,7 @@ bool Engine::is_current_end(OpId id, Time now) const {
 void Engine::start_transfer(OpId id, Time now) {
   const Op& op = graph_.op(id);
   tl_.start[id] = now;
-  if (!pace_.empty()) note_sending(op.device, +1, now);
+  if (!pace_.empty() && slows_compute(id)) note_sending(op.device, +1, now);
   if (const uint32_t r = ring_of(id); r != kNoRing) {
     if (fold_ && ring_waits(r, now)) return;
     join(r, id - graph_.rings()[r].first, now);
@@ -385,7 +390,7 @@ void Engine::finish(OpId id, Time now, const Route* route) {
       for (LinkDirection h : route->hops) record_link(h, now);
     }
     // (Every transfer that ends started in start_transfer, which counted it.)
-    if (!pace_.empty()) note_sending(op.device, -1, now);
+    if (!pace_.empty() && slows_compute(id)) note_sending(op.device, -1, now);
   } else {
     const auto d = static_cast<size_t>(op.device);
     apply_memory(id, op.mem_at_end, now, true);

@@ -8,10 +8,11 @@
 // A compact ring (TaskGraph::rings) runs each of its steps as such a transfer, started when
 // the chunk before it has arrived, exactly as the ring's expanded transfers would run, or,
 // when its members are symmetric or periodic, as a phase or folded (SimOptions::fold).
-// While a GPU sends a transfer of its own, its compute op runs slower by the GPU's
-// GpuSpec::comm_interference (the SMs and memory bandwidth the communication kernel takes):
-// the op's remaining work is re-timed whenever its GPU's first transfer starts or its
-// last one ends, in integer picoseconds.
+// While a GPU sends a transfer of its own inside its server, its compute op runs slower by
+// the GPU's GpuSpec::comm_interference (the SMs and memory bandwidth the communication
+// kernel takes copying over NVLink; a transfer leaving the server goes through the NIC and
+// is not counted): the op's remaining work is re-timed whenever its GPU's first such
+// transfer starts or its last one ends, in integer picoseconds.
 #pragma once
 
 #include <cstdint>

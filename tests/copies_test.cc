@@ -232,7 +232,8 @@ TEST(Copies, CommunicationSlowingComputeFoldsToTheFullRun) {
   const Pair plain =
       both(scenario(8, "{preset: ib-ndr, nics: 8}",
                     "{schedule: interleaved, virtual_stages: 2, pipeline: 2, tensor: 4, data: 8, "
-                    "zero: 1, allreduce: ring, tensor_overlap: backward, sequence_parallel: true}"));
+                    "zero: 1, allreduce: ring, tensor_overlap: backward, sequence_parallel: true}",
+                    8, "", "{preset: h100-80gb, comm_interference: 0}"));
   EXPECT_GT(p.full.makespan, plain.full.makespan);
   EXPECT_GT(p.full.devices[0].busy, plain.full.devices[0].busy);
 }

@@ -155,6 +155,24 @@ TEST(HandWorked, CommunicationSlowsTheComputeItOverlaps) {
   EXPECT_EQ(r.timeline.devices[1].busy, us(6250));
 }
 
+// The same two stages on two servers, the transfers through their network ports: a
+// transfer leaving its server goes through the NIC and slows nothing, so the run is the
+// one without interference (OneFOneBWithCommunication: busy 6 ms on each GPU).
+TEST(HandWorked, TransfersLeavingTheServerDoNotSlowCompute) {
+  PipeSpec p = two_stages_with_transfers();
+  p.gpu = "{preset: a100-80gb, comm_interference: 0.5}";
+  std::string yaml = test::to_yaml(p);
+  const std::string one = "nodes: 1\n  gpus_per_node: 2\n";
+  ASSERT_NE(yaml.find(one), std::string::npos);
+  yaml.replace(yaml.find(one), one.size(),
+               "nodes: 2\n  gpus_per_node: 1\n"
+               "  inter_node: {kind: infiniband, bandwidth: 10 GB/s, latency: 100 us}\n");
+  const SimRun r = test::run_yaml(yaml);
+  EXPECT_EQ(r.timeline.makespan, Time::ms(10));
+  EXPECT_EQ(r.timeline.devices[0].busy, Time::ms(6));
+  EXPECT_EQ(r.timeline.devices[1].busy, Time::ms(6));
+}
+
 TEST(HandWorked, CommunicationInterferenceIsAShareOfTheSpeed) {
   PipeSpec p;
   p.gpu = "{preset: a100-80gb, comm_interference: 0.95}";

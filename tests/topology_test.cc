@@ -74,6 +74,12 @@ TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {
             std::string::npos);
   EXPECT_NE(model("h100-80gb").out.find("h100-80gb's efficiency curves: fitted to H100 runs"),
             std::string::npos);
+  // The Hopper fit's share of compute lost beside the GPU's own transfers, said.
+  EXPECT_NE(model("h100-80gb")
+                .out.find("h100-80gb's compute runs 30 % slower while it sends "
+                          "inside its server"),
+            std::string::npos);
+  EXPECT_EQ(model("a100-80gb").out.find("slower while it sends"), std::string::npos);
   EXPECT_NE(model("{name: x, memory: 8 GiB, peak: 10 TFLOPS}").out.find("flat 0.5"),
             std::string::npos);
 }

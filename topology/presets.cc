@@ -16,12 +16,14 @@ struct KernelFit {
 // One generation's fit (docs/presets.md shows the scan that chose each level): the share
 // of the peak GEMMs of 128 GFLOP reach (16-bit and fp8) and 16-bit GEMMs of 8 TFLOP and
 // more, the factor on Calculon's memory table, the fused attention kernels (FlashAttention
-// 2/3 and cuDNN's; the Triton kernel of 2022), and the fp8 GEMMs' share of the fp8 peak.
+// 2/3 and cuDNN's; the Triton kernel of 2022), the fp8 GEMMs' share of the fp8 peak, and
+// the share of compute speed lost beside the GPU's own transfers inside its server.
 struct Fit {
   double matrix_top, matrix_huge, memory_factor;
   KernelFit attention, triton;
   double fp8_top;
   const char* runs;  // what it was fitted to, for pipesim model
+  double comm_interference = 0;
 };
 // Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
 // memory) and llm-foundry's A100 runs (attention, the largest GEMMs). llm-foundry's ran the
@@ -30,7 +32,7 @@ constexpr Fit kAmpere{0.70, 0.85, 0.6, {0.30, false}, {0.30, false}, 0.70, "A100
 // NVIDIA's NeMo / dgxc-benchmarking / Megatron-LM H100 runs (bf16 and fp8; the CUDA
 // attention kernels) and llm-foundry's H100 runs, all 52 bf16 rows (the Triton kernel, on
 // the measured kernel's shape: it gains with size as the CUDA kernels do).
-constexpr Fit kHopper{0.64, 0.64, 0.40, {0.5, true}, {0.28, true}, 0.68, "H100 runs"};
+constexpr Fit kHopper{0.64, 0.64, 0.40, {0.5, true}, {0.28, true}, 0.68, "H100 runs", 0.3};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
@@ -89,6 +91,7 @@ GpuSpec gpu(const Datasheet& d) {
   g.vector_efficiency = vector_curve();
   g.memory_efficiency = memory_curve(d.fit.memory_factor);
   g.curves = d.fit.runs;
+  g.comm_interference = d.fit.comm_interference;
   g.curves_borrowed = d.borrowed;
   return g;
 }

@@ -49,9 +49,9 @@ struct GpuSpec {
   }
   // cluster.gpu.efficiency: one share for every op and size, replacing the three curves.
   std::optional<double> efficiency;
-  // The share of its compute speed a GPU loses while it sends a transfer of its own (the
-  // SMs and memory bandwidth a communication kernel takes from the compute it overlaps;
-  // cluster.gpu.comm_interference, fitted with the curves per generation).
+  // The share of its compute speed a GPU loses while it sends a transfer of its own inside
+  // its server (the SMs and memory bandwidth a communication kernel takes from the compute
+  // it overlaps; cluster.gpu.comm_interference, fitted with the curves per generation).
   double comm_interference = 0;
   // Which runs the curves were fitted to (docs/presets.md), and whether this GPU borrows
   // them from another generation (pipesim model says so).

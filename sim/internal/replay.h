@@ -233,6 +233,9 @@ class Engine {
     Time due;                // and its end
   };
   std::vector<Pace> pace_;
+  // Whether transfer `id` (a compact ring's member: each of its steps) slows its sender's
+  // compute: it stays inside the sender's server (with pace_).
+  bool slows_compute(OpId id) const;
   std::vector<MemBreakdown> memory_;
   std::vector<Latent> latent_;  // [slot] named by kLatencyDone events
   std::vector<uint32_t> free_latent_;
