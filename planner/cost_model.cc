@@ -20,11 +20,20 @@ namespace {
 // reduce-scatter beside the last 3/4 of the projection or fc2 and the all-gather beside the
 // norm and GEMM it feeds; in the backward the all-gather beside the input gradients it feeds
 // and the reduce-scatter beside its weight gradient (Layer::tp_backward_beside), unless a
-// zero-bubble schedule defers W. What each leaves past its window, in seconds for one rank
-// (the pieces are the whole layer's, t x cp ranks' shares; the layer's own times are
-// already 1/cp). A layer without pieces runs its collectives beside its own compute.
+// zero-bubble schedule defers W (then charged whole: the lowering runs it beside the input
+// gradients before it, so this errs slow). What each leaves past its window, in seconds for
+// one rank (the pieces are the whole layer's, t x cp ranks' shares; the layer's own times
+// are already 1/cp). A layer without pieces runs its reduce-scatters beside its own
+// compute, its all-gathers beside the next layer's lead like the other layers' (backward:
+// its all-reduces beside its backward).
+//
+// The all-gather beside a layer's first lead is the previous layer's, so a pass over a
+// range of layers has none beside its first lead and ends with one beside nothing:
+// `edge_forward` (the range starts at this layer) and `edge_backward` (its backward starts
+// at this layer) are what the pairing above hid that the pass does not.
 struct FullOverlapLeft {
   double forward = 0, backward = 0, backward_split_w = 0;
+  double edge_forward = 0, edge_backward = 0;
 };
 FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, double scatter,
                                   double forward_scatter, double allreduce) {
@@ -33,9 +42,11 @@ FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, 
   const auto left = [&](double c, Time window) {
     return std::max(0.0, c - window.seconds() / ranks);
   };
+  const auto hidden = [&](double c, Time window) { return c - left(c, window); };
   if (x.pieces.empty()) {
     ranks = t;
-    r.forward = left(x.tp_forward_allreduces * allreduce, x.forward);
+    r.forward = left(x.tp_forward_allreduces * forward_scatter, x.forward);
+    r.edge_forward = x.tp_forward_allreduces > 0 ? gather : 0.0;  // (its gather left last)
     r.backward = left(x.tp_backward_allreduces * allreduce, x.backward());
     r.backward_split_w = left(x.tp_backward_allreduces * allreduce, x.backward_input);
     return r;
@@ -48,12 +59,14 @@ FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, 
   for (const LayerPiece& p : x.pieces) {
     if (p.kind == PieceKind::kPreAttention) {
       r.forward += left(gather, p.lead_forward);
+      r.edge_forward = hidden(gather, p.lead_forward);
       scatter_beside(beside.empty() ? Time{} : beside.back());
     }
     if (p.kind == PieceKind::kPostAttention || p.kind == PieceKind::kMlp) {
       r.forward += left(forward_scatter, p.tail_forward - p.tail_forward / 4);
       r.backward += left(gather, p.lead_backward);
       r.backward_split_w += left(gather, p.lead_backward);
+      r.edge_backward = hidden(gather, p.lead_backward);  // (the last piece's: first back)
     }
     if (p.kind == PieceKind::kMlp) {
       r.forward += left(gather, p.lead_forward);
@@ -74,7 +87,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   const size_t L = s.model.layers.size();
   for (auto* v :
        {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_, &tp_bwd_beside_, &whole_,
-        &whole_rf_, &full_fwd_, &full_rfwd_, &full_bwd_, &full_bwd_split_})
+        &whole_rf_, &full_fwd_, &full_rfwd_, &full_bwd_, &full_bwd_split_, &a2a_, &a2a_rf_})
     v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
@@ -163,6 +176,10 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     full_rfwd_[l + 1] = full_rfwd_[l] + (x.recomputed ? full.forward + a2a : 0.0);
     full_bwd_[l + 1] = full_bwd_[l] + full.backward + a2a;
     full_bwd_split_[l + 1] = full_bwd_split_[l] + full.backward_split_w + a2a;
+    edge_fwd_.push_back(full.edge_forward);
+    edge_bwd_.push_back(full.edge_backward);
+    a2a_[l + 1] = a2a_[l] + a2a;
+    a2a_rf_[l + 1] = a2a_rf_[l] + (x.recomputed ? a2a : 0.0);
     // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
     // rank), another layer all its activations (split like them).
     kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);
@@ -262,10 +279,15 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   if (s_.strategy.tensor_overlap == TensorOverlap::kFull) {
     // With sequence parallelism, what each collective leaves past the GEMM it is paired with;
     // without, the collectives run beside the compute: what it cannot hide.
-    if (t.sequence_parallel)
-      return compute + sum(full_fwd_) + (t.recompute == Recompute::kFull ? sum(full_rfwd_) : 0.0) +
-             sum(t.w_fill == 0 ? full_bwd_ : full_bwd_split_);
-    return std::max(compute, tp);
+    const bool again = t.recompute == Recompute::kFull;
+    if (t.sequence_parallel) {
+      const auto f = static_cast<size_t>(first), b = static_cast<size_t>(last);
+      return compute + sum(full_fwd_) + (again ? sum(full_rfwd_) + edge_fwd_[f] : 0.0) +
+             sum(t.w_fill == 0 ? full_bwd_ : full_bwd_split_) + edge_fwd_[f] + edge_bwd_[b];
+    }
+    // (Expert all-to-alls wait for the router and hold up the experts: never hidden.)
+    const double a2a = 2 * sum(a2a_) + (again ? sum(a2a_rf_) : 0.0);
+    return std::max(compute, tp - a2a) + a2a;
   }
   return compute + tp;
 }

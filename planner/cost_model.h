@@ -163,6 +163,10 @@ class CostModel {
   // past the GEMMs they run beside (full_rfwd_: a full recompute's forward again;
   // full_bwd_split_: the backward of a zero-bubble schedule, W deferred).
   std::vector<double> full_fwd_, full_rfwd_, full_bwd_, full_bwd_split_;
+  // [layer] what a pass starting there gains wrongly from the pairing above (the
+  // all-gather beside its first lead is the layer before's); expert all-to-alls, prefix sums
+  // (a2a_rf_: of the layers a full recompute re-runs).
+  std::vector<double> edge_fwd_, edge_bwd_, a2a_, a2a_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank
