@@ -6,77 +6,13 @@
 #include <limits>
 
 #include "planner/copy_layout.h"
+#include "planner/full_overlap.h"
 #include "scenario/setup.h"
 #include "schedules/collective_estimates.h"
 #include "schedules/partition.h"
 #include "schedules/zero.h"
 
 namespace pipesim::planner {
-namespace {
-
-// One layer's tensor collectives under `tensor_overlap: full` with sequence parallelism,
-// each half of an all-reduce beside the GEMM Transformer Engine pairs it with, as the
-// lowering pairs them (schedules/stage_profiles.cc layer_pieces): in the forward the
-// reduce-scatter beside the last 3/4 of the projection or fc2 and the all-gather beside the
-// norm and GEMM it feeds; in the backward the all-gather beside the input gradients it feeds
-// and the reduce-scatter beside its weight gradient (Layer::tp_backward_beside), unless a
-// zero-bubble schedule defers W (then charged whole: the lowering runs it beside the input
-// gradients before it, so this errs slow). What each leaves past its window, in seconds for
-// one rank (the pieces are the whole layer's, t x cp ranks' shares; the layer's own times
-// are already 1/cp). A layer without pieces runs its reduce-scatters beside its own
-// compute, its all-gathers beside the next layer's lead like the other layers' (backward:
-// its all-reduces beside its backward).
-//
-// The all-gather beside a layer's first lead is the previous layer's, so a pass over a
-// range of layers has none beside its first lead and ends with one beside nothing:
-// `edge_forward` (the range starts at this layer) and `edge_backward` (its backward starts
-// at this layer) are what the pairing above hid that the pass does not.
-struct FullOverlapLeft {
-  double forward = 0, backward = 0, backward_split_w = 0;
-  double edge_forward = 0, edge_backward = 0;
-};
-FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, double scatter,
-                                  double forward_scatter, double allreduce) {
-  FullOverlapLeft r;
-  double ranks = static_cast<double>(t) * cp;
-  const auto left = [&](double c, Time window) {
-    return std::max(0.0, c - window.seconds() / ranks);
-  };
-  const auto hidden = [&](double c, Time window) { return c - left(c, window); };
-  if (x.pieces.empty()) {
-    ranks = t;
-    r.forward = left(x.tp_forward_allreduces * forward_scatter, x.forward);
-    r.edge_forward = x.tp_forward_allreduces > 0 ? gather : 0.0;  // (its gather left last)
-    r.backward = left(x.tp_backward_allreduces * allreduce, x.backward());
-    r.backward_split_w = left(x.tp_backward_allreduces * allreduce, x.backward_input);
-    return r;
-  }
-  const std::vector<Time>& beside = x.tp_backward_beside;
-  const auto scatter_beside = [&](Time w) {
-    r.backward += left(scatter, w);
-    r.backward_split_w += scatter;
-  };
-  for (const LayerPiece& p : x.pieces) {
-    if (p.kind == PieceKind::kPreAttention) {
-      r.forward += left(gather, p.lead_forward);
-      r.edge_forward = hidden(gather, p.lead_forward);
-      scatter_beside(beside.empty() ? Time{} : beside.back());
-    }
-    if (p.kind == PieceKind::kPostAttention || p.kind == PieceKind::kMlp) {
-      r.forward += left(forward_scatter, p.tail_forward - p.tail_forward / 4);
-      r.backward += left(gather, p.lead_backward);
-      r.backward_split_w += left(gather, p.lead_backward);
-      r.edge_backward = hidden(gather, p.lead_backward);  // (the last piece's: first back)
-    }
-    if (p.kind == PieceKind::kMlp) {
-      r.forward += left(gather, p.lead_forward);
-      scatter_beside(beside.size() > 1 ? beside.front() : Time{});
-    }
-  }
-  return r;
-}
-
-}  // namespace
 
 CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int context,
                      int expert)
