@@ -15,7 +15,7 @@
 namespace pipesim::planner {
 
 CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int context,
-                     int expert)
+                     int expert, int expert_tensor)
     : s_(s),
       t_(tensor),
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
@@ -43,7 +43,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
                                 });
   };
   const auto tp_allreduce = [&](int64_t bytes) { return ring_allreduce(t_, bytes); };
-  const int etp = s.strategy.expert_tensor;
+  const int etp = std::max(1, expert_tensor);
   // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
   // of them away, over the network where the group outgrows a server (one rail port).
   per_node_ = s.cluster.gpus_of_node(0);

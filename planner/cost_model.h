@@ -76,9 +76,12 @@ class CostModel {
   // scenario must have `s`'s cluster and all-reduce choice.
   // `context` and `expert`: each GPU's share of every layer's tokens (1/context of its time
   // and activations) and of a MoE layer's experts (1/expert of their parameters; the
-  // dispatch and combine all-to-alls on the critical path).
+  // dispatch and combine all-to-alls on the critical path). `expert_tensor`: each expert
+  // split over that many GPUs (1/(expert x expert_tensor) of the experts' parameters, the
+  // gathered tokens' all-gather and reduce-scatter). These are the plan's degrees, not
+  // `s.strategy`'s (the planner prices every plan on one scenario per micro-batch size).
   explicit CostModel(const Scenario& s, int tensor = 1, const NetworkCosts* net = nullptr,
-                     int context = 1, int expert = 1);
+                     int context = 1, int expert = 1, int expert_tensor = 1);
   int tensor() const { return t_; }
 
   const Scenario& scenario() const { return s_; }

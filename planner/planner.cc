@@ -187,7 +187,7 @@ class Planner {
           if (fixed("strategy.context") && cp != fix.context) continue;
           for (const int ep : planner::expert_degrees(sc)) {
             if (fixed("strategy.expert") && ep != fix.expert) continue;
-            planner::CostModel cm(sc, t, net_.get(), cp, ep);
+            planner::CostModel cm(sc, t, net_.get(), cp, ep, fix.expert_tensor);
             cm.keep_free(opt_.headroom);
             // Asynchronous iterations are steady-state gaps: no bound (planner/bound.h).
             space_bound_ =
@@ -347,10 +347,11 @@ class Planner {
 
   // A plan's estimate on its real placement (phase 1 costs every plan placed contiguously).
   planner::Estimate placed_estimate(const PlanPoint& p, const Placement& d) {
-    std::unique_ptr<planner::CostModel>& cm = models_[{p.micro_batch, p.tensor}];
+    std::unique_ptr<planner::CostModel>& cm =
+        models_[{p.micro_batch, p.tensor, p.context, p.expert, p.expert_tensor}];
     if (!cm) {
       cm = std::make_unique<planner::CostModel>(judge_.at_micro_batch(p.micro_batch), p.tensor,
-                                                net_.get());
+                                                net_.get(), p.context, p.expert, p.expert_tensor);
       cm->keep_free(opt_.headroom);
     }
     const planner::Estimate e =
@@ -595,8 +596,9 @@ class Planner {
   Scenario base_;
   // The network terms, the same at every micro-batch size and tensor degree.
   std::unique_ptr<planner::NetworkCosts> net_ = std::make_unique<planner::NetworkCosts>(base_);
-  // (micro-batch, tensor) -> the cost model of the scenario at that micro-batch.
-  std::map<std::pair<int64_t, int>, std::unique_ptr<planner::CostModel>> models_;
+  // The cost model of the scenario at a micro-batch size, by (micro-batch size, tensor,
+  // context, expert, expert-tensor degree).
+  std::map<std::tuple<int64_t, int, int, int, int>, std::unique_ptr<planner::CostModel>> models_;
   planner::Judge judge_{base_, opt_};
   // Every parameter's optimizer step once, and the least work bound of the space so far.
   double optimizer_s_ = planner::CostModel(base_, 1, net_.get())
