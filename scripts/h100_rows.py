@@ -338,3 +338,43 @@ ROWS.append(nemo("bridge-h100-llama3-70b-fp8", BRIDGE + ", 26.04.01", LLAMA3_70B
 ROWS.append(dict(parallel(nemo("bridge-h100-llama3.1-405b-fp8", BRIDGE + ", 26.04.01",
                                LLAMA31_405B, 8192, 1024, 1536, 1, 8, 8, 8, "fp8", 328), cp=2),
                  slow=True))
+
+# dgxc-benchmarking v25.05.04 (NeMo 25.04; llama3.1/README.md and nemotron/README.md @
+# 1f6d9f40e4117d7c71b726f86074ac01c29f87f5; launch.sh there sets each layout, NeMo's
+# scripts/performance/llm/pretrain_*.py @ v2.3.1 the rest: no recompute, the tensor-parallel
+# overlap with userbuffers). tokens/s/GPU = seq x GBS / step time / GPUs.
+DGXC_2505 = ("dgxc-benchmarking v25.05.04 (NVIDIA/dgxc-benchmarking {} @ "
+             "1f6d9f40e4117d7c71b726f86074ac01c29f87f5)")
+for prec, t405, t15, t340 in (("bf16", 19.810, 2.746, 4.606), ("fp8", 13.020, 1.988, 3.107)):
+    # Llama 3.1 405B on 512 H100s: TP 8, PP 8, VP 8, CP 2, DP 4, GBS 256 (= GPUs / 2).
+    ROWS.append(parallel(nemo(f"dgxc2505-llama3.1-405b-cp2-{prec}",
+                              DGXC_2505.format("llama3.1/README.md"), LLAMA31_405B, 8192, 512,
+                              256, 1, 8, 8, 8, prec, 8192 * 256 / t405 / 512, f"step {t405} s"),
+                         cp=2))
+    # Nemotron-4 15B on 16 H100s: TP 2, MBS 2, GBS 64; 340B on 256: TP 8, PP 8, VP 12, GBS 64.
+    ROWS += [
+        nemo(f"dgxc2505-nemotron4-15b-{prec}", DGXC_2505.format("nemotron/README.md"),
+             NEMOTRON4_15B, 4096, 16, 64, 2, 2, 1, 1, prec, 4096 * 64 / t15 / 16,
+             f"step {t15} s"),
+        nemo(f"dgxc2505-nemotron4-340b-{prec}", DGXC_2505.format("nemotron/README.md"),
+             NEMOTRON4_340B, 4096, 256, 64, 1, 8, 8, 12, prec, 4096 * 64 / t340 / 256,
+             f"step {t340} s"),
+    ]
+# The same release on GB200 NVL72: Llama 3.1 405B at TP 4, PP 8, VP 8, CP 2, GBS = GPUs / 2;
+# Nemotron-4 340B at TP 8, PP 4, VP 12, GBS = GPUs / 4 (weak scaling, 128-512 GPUs).
+for gpus, b405, f405, b340, f340 in ((128, 9.347, 6.131, 2.189, 1.483),
+                                     (256, 9.484, 6.183, 2.19, 1.517),
+                                     (512, 9.508, 6.244, 2.229, 1.549)):
+    for prec, s405, s340 in (("bf16", b405, b340), ("fp8", f405, f340)):
+        row = parallel(nemo(f"dgxc2505-gb200-llama3.1-405b-{gpus}-{prec}",
+                            DGXC_2505.format("llama3.1/README.md"), LLAMA31_405B, 8192, gpus,
+                            gpus // 2, 1, 4, 8, 8, prec, 8192 * (gpus // 2) / s405 / gpus,
+                            f"step {s405} s"), cp=2)
+        row["gpu"] = "gb200"
+        ROWS.append(row)
+        row = blackwell(f"dgxc2505-gb200-nemotron4-340b-{gpus}-{prec}",
+                        DGXC_2505.format("nemotron/README.md"), "gb200", NEMOTRON4_340B, 4096,
+                        gpus, gpus // 4, 1, 8, 4, 12, 4096 * (gpus // 4) / s340 / gpus,
+                        note=f"step {s340} s")
+        row["precision"] = prec
+        ROWS.append(row)
