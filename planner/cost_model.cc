@@ -184,7 +184,7 @@ double CostModel::optimizer_time(int first, int last, int ranks) const {
 double CostModel::zero_gather_time(int g, int r, int stride, int first, int last,
                                    const ScheduleTraits& t) const {
   if (t.zero < 3 || r * t.data < 2) return 0;
-  const int64_t weights = params(first, last) * pb_.weights;
+  const int64_t weights = params(first, last) * pb_.gathered;
   const int passes = t.recompute == Recompute::kFull ? 3 : 2;
   return passes * 0.5 * allreduce_bytes_time(g, r, t.data, stride, weights, true);
 }
@@ -463,7 +463,7 @@ void CostModel::gather_terms(const PlanPoint& p, const Placement* placed,
                              std::vector<double>& out) const {
   stage_group_terms(
       p, placed, true,
-      [&](const StageSpec& st) { return params(st.first_layer, st.last_layer) * pb_.weights; },
+      [&](const StageSpec& st) { return params(st.first_layer, st.last_layer) * pb_.gathered; },
       out);
 }
 

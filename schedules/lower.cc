@@ -63,6 +63,8 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   cur.split.den *= in_.context;  // a context rank's share of the tokens
   cur.steps = &in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
   cur.has_r.assign(static_cast<size_t>(G_ / P_) * Mb_, 0);
+  cur.block_ops.assign(static_cast<size_t>(G_ / P_), 0);
+  cur.block_second.assign(cur.block_ops.size(), kNone);
   cur.has_w.assign(cur.has_r.size(), 0);
   for (const Step& s : *cur.steps) {
     const size_t k = static_cast<size_t>(s.chunk) * Mb_ + static_cast<size_t>(s.micro_batch);
@@ -188,8 +190,9 @@ bool Lowering::emit_step(Cursor& cur) {
     const OpId id = b_.add(op);
     auto& steps = optimizers_[{cur.p, cur.k, op.iteration}];
     steps.push_back({id, cur.before, std::move(cur.buckets), std::move(cur.bucket_bytes), kNone,
-                     cur.block_first, cur.block_second});
-    cur.block_first = cur.block_second = kNone;
+                     std::move(cur.block_second)});
+    cur.block_ops.assign(cur.block_ops.size(), 0);
+    cur.block_second.assign(cur.block_ops.size(), kNone);
     cur.pending_optimizer = {{{cur.p, cur.k, op.iteration}, steps.size() - 1}};
     cur.buckets.clear();
     cur.bucket_bytes.clear();
@@ -205,10 +208,8 @@ bool Lowering::emit_step(Cursor& cur) {
 // After a compute op: the optimizer step before it learns it (its weights' all-gather
 // feeds it), and under ZeRO-3 its layers' weights are gathered one layer ahead.
 void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
-  if (cur.block_first == kNone)
-    cur.block_first = first;
-  else if (cur.block_second == kNone)
-    cur.block_second = first;
+  char& ops = cur.block_ops[static_cast<size_t>(s.chunk)];
+  if (ops < 2 && ++ops == 2) cur.block_second[static_cast<size_t>(s.chunk)] = first;
   if (cur.pending_optimizer) {
     optimizers_[cur.pending_optimizer->first][cur.pending_optimizer->second].next = first;
     cur.pending_optimizer.reset();

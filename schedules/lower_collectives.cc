@@ -218,17 +218,9 @@ void Lowering::add_allreduces() {
                   : add_allreduce(b_, algo, group, bytes, {p, it}, images_of(group));
     };
     if (zero && !gathers_weights(p) && in_.overlap_param_gather) {
-      // Beside the iteration's first forward: the weights the previous step updated
-      // (none before the first iteration: its gather stands for the steady state's).
       const auto previous = optimizers_.find({p, std::get<1>(key), it - 1});
-      std::vector<CollectiveMember> during;
-      for (size_t i = 0; i < members.size(); ++i) {
-        const int d = b_.op(members[i].op).device;
-        std::vector<OpId> ready;
-        if (previous != optimizers_.end()) ready.push_back(previous->second.at(i).op);
-        during.push_back({d, node_of(d), std::move(ready), members[i].second});
-      }
-      add_all_gather(b_, during, weight_bytes(p), {p, it}, algo, images_of(during));
+      add_overlapped_gathers(p, it, members,
+                             previous == optimizers_.end() ? nullptr : &previous->second, algo);
     } else if (zero && !gathers_weights(p)) {
       std::vector<CollectiveMember> after;
       for (const OptimizerStep& m : members) {
@@ -269,6 +261,47 @@ void Lowering::add_allreduces() {
   }
 }
 
+// overlap_param_gather: the weights the previous step updated (none before the first
+// iteration: its gather stands for the steady state's), gathered chunk by chunk in chunk
+// order on the device's one communication stream, each beside its chunk's first compute op
+// of the iteration and before its second (Megatron-Core dispatches a model chunk's gather
+// at the previous chunk's first forward and waits for it before the chunk's forward). Each
+// chunk gathers its share of the position's weights (its parameters' share).
+void Lowering::add_overlapped_gathers(int p, int it, const std::vector<OptimizerStep>& members,
+                                      const std::vector<OptimizerStep>* previous,
+                                      AllReduceAlgo algo) {
+  const std::vector<int> chunks = stages_of(p);
+  int64_t total_params = 0;
+  for (const int g : chunks)
+    total_params = checked_add(total_params, in_.stages[static_cast<size_t>(g)].params,
+                               "a device's parameter count");
+  const int64_t total = weight_bytes(p);
+  int64_t sent = 0, params_before = 0;
+  std::vector<std::vector<OpId>> before(members.size());
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const int64_t params = in_.stages[static_cast<size_t>(chunks[c])].params;
+    params_before += params;
+    // (The last chunk takes what rounding left: the gathers move the position's bytes.)
+    const int64_t upto =
+        c + 1 == chunks.size() || total_params == 0
+            ? total
+            : static_cast<int64_t>(static_cast<long double>(total) * params_before / total_params);
+    const int64_t bytes = upto - sent;
+    sent = upto;
+    std::vector<CollectiveMember> during;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const int d = b_.op(members[i].op).device;
+      std::vector<OpId> ready = before[i];
+      if (c == 0 && previous != nullptr) ready.push_back(previous->at(i).op);
+      const OpId second = c < members[i].second.size() ? members[i].second[c] : kNone;
+      during.push_back({d, node_of(d), std::move(ready), second});
+    }
+    if (bytes <= 0) continue;
+    before = add_all_gather(b_, during, bytes, {chunks.size() > 1 ? chunks[c] : p, it}, algo,
+                            images_of(during));
+  }
+}
+
 int Lowering::image_device(int d) const {
   const auto& [c, p, lane] = where_.at(d);
   return placement_[static_cast<size_t>((c + built_) % copies_)][static_cast<size_t>(p)]
@@ -304,7 +337,7 @@ void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerSt
     }
     add_reduce_scatter(b_, group, bytes, {p, it}, algo);
     add_all_gather(b_, after[key],
-                   checked_mul(expert_rank_params(p), in_.param_bytes.weights, "a weight gather"),
+                   checked_mul(expert_rank_params(p), in_.param_bytes.gathered, "a weight gather"),
                    {p, it}, algo);
   }
 }
@@ -326,7 +359,7 @@ void Lowering::add_weight_gathers() {
     const int g = std::get<2>(key), p = position(g);
     gather.result = add_all_gather(b_, gather.members,
                                    checked_mul(split_bytes(gather.params, tensor(p)),
-                                               in_.param_bytes.weights, "a weight gather"),
+                                               in_.param_bytes.gathered, "a weight gather"),
                                    {g, std::get<1>(key) / in_.micro_batches_per_iteration},
                                    allreduce_algo(p), images_of(gather.members));
   }

@@ -26,6 +26,7 @@ ParamBytes bytes_per_param(const Training& t) {
   const Precision p = t.precision;
   ParamBytes b;
   b.weights = element_bytes(p);
+  b.gathered = b.weights;
   b.gradients = t.fp32_gradients ? 4 : element_bytes(p);
   // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does);
   // fp8 keeps an fp8 copy of the 16-bit weights beside them (Transformer Engine).

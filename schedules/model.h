@@ -291,6 +291,9 @@ int64_t element_bytes(Precision p);
 // SPEC section 3: bytes per parameter kept resident for the whole run.
 struct ParamBytes {
   int64_t weights = 0;
+  // What a weight all-gather (ZeRO) moves: the 16-bit (or fp32) weights. Under fp8 the fp8
+  // copy in `weights` is cast on each rank from the gathered 16-bit weights, not sent.
+  int64_t gathered = 0;
   int64_t gradients = 0;
   int64_t optimizer = 0;  // optimizer state, and the fp32 master copy under mixed precision
 };

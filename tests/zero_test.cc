@@ -69,6 +69,27 @@ TEST(Zero, BytesPerParameterAsInTheZeroPaper) {
   }
 }
 
+TEST(Zero, Fp8GathersTheSixteenBitWeights) {
+  // Under fp8 each rank keeps its 16-bit weights and an fp8 copy (3 bytes a parameter,
+  // SPEC section 9), but the all-gather after the step moves the 16-bit weights only: the
+  // fp8 copy is cast from them on every rank. ZeRO-1 and ZeRO-3 gather 2 Psi bytes as under
+  // mixed precision: (N_d - 1) chunks of 2 Psi / N_d from each of the N_d ranks per gather.
+  for (const int stage : {1, 3}) {
+    std::string fp8 = zero(stage);
+    fp8.replace(fp8.find("a100-80gb"), 9, "h100-80gb");
+    fp8.replace(fp8.find("precision: mixed"), 16, "precision: fp8");
+    const test::SimRun r = test::run_yaml(fp8);
+    const test::SimRun mixed = test::run_yaml(zero(stage));
+    EXPECT_EQ(bytes_by_kind(r).at(CommKind::kAllGather),
+              bytes_by_kind(mixed).at(CommKind::kAllGather))
+        << stage;
+    if (stage == 1) {
+      EXPECT_EQ(bytes_by_kind(r).at(CommKind::kAllGather), (kNd - 1) * kNd * (2 * kPsi / kNd));
+      EXPECT_EQ(static_bytes(r, 0, MemCategory::kWeights), 3 * kPsi);
+    }
+  }
+}
+
 TEST(Zero, CommunicationVolume) {
   // A ring all-reduce of 2 Psi bytes sends 2 (N_d - 1) chunks of 2 Psi / N_d from each
   // rank. Stages 1 and 2: a reduce-scatter and an all-gather, (N_d - 1) chunks each: the
@@ -210,6 +231,58 @@ TEST(Zero, OverlappedParamGatherRunsBesideTheFirstForward) {
                                                                      ", overlap_param_gather: true"))});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("strategy.overlap_param_gather"), std::string::npos) << bad.err;
+}
+
+TEST(Zero, OverlappedParamGatherGoesChunkByChunk) {
+  // Under an interleaved schedule each chunk's weights are gathered apart, in chunk order on
+  // the device's one communication stream, and each gates only its own chunk's second
+  // compute op (Megatron-Core gathers a model chunk ahead of that chunk's forward). Two
+  // positions of two one-layer chunks, two copies, one 2 GB layer (1 G parameters, 16-bit)
+  // a chunk: each chunk's gather moves 1 GB to the other copy's device, 10 ms on a 100 GB/s
+  // link, longer than a chunk's two 1 ms forwards. So position 0's second forward of chunk
+  // 0 starts once chunk 0's gather is done, before chunk 1's is (it once waited for the
+  // whole position's weights), and chunk 1's second op waits for chunk 1's gather.
+  const test::SimRun r = test::run_yaml(R"(
+cluster: {gpu: a100-80gb, nodes: 1, gpus_per_node: 4,
+          intra_node: {kind: nvswitch, bandwidth: 100 GB/s, latency: 0 us}}
+model:
+  layers:
+    - {name: l, forward: 1 ms, backward: 2 ms, activation: 1 MiB, output: 1 MiB, params: 1000M,
+       repeat: 4}
+training: {global_batch: 8, micro_batch: 1, precision: mixed, optimizer: adam, iterations: 2}
+strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 2, data: 2, zero: 1,
+           overlap_param_gather: true}
+)");
+  // Iteration 1's gathers and compute ops on device 0 (position 0: global stages 0 and 2).
+  const int d = 0;
+  std::map<int, Time> gather_start, gather_end;
+  std::map<int, std::vector<Time>> starts;  // [chunk] its compute ops' starts, in order
+  std::map<int, int64_t> gathered;
+  for (OpId id = 0; id < static_cast<OpId>(r.graph.size()); ++id) {
+    const Op& op = r.graph.op(id);
+    if (op.kind == OpKind::kTransfer && op.comm == CommKind::kAllGather && op.iteration == 1 &&
+        (op.device == d || op.peer == d)) {
+      if (!gather_start.count(op.stage) || r.timeline.start[id] < gather_start[op.stage])
+        gather_start[op.stage] = r.timeline.start[id];
+      gather_end[op.stage] = std::max(gather_end[op.stage], r.timeline.end[id]);
+      if (op.device == d) gathered[op.stage] += op.bytes;
+    }
+  }
+  for (OpId id : r.graph.stream(d)) {
+    const Op& op = r.graph.op(id);
+    if (op.kind != OpKind::kTransfer && op.iteration == 1 && op.kind != OpKind::kOptimizer &&
+        op.part == 0)
+      starts[op.stage].push_back(r.timeline.start[id]);
+  }
+  ASSERT_EQ(gathered.size(), 2u);
+  EXPECT_EQ(gathered[0], 1'000'000'000);  // 2 GB on 2 ranks: each sends its half
+  EXPECT_EQ(gathered[2], 1'000'000'000);
+  EXPECT_GE(gather_start[2], gather_end[0]);
+  ASSERT_GE(starts[0].size(), 2u);
+  ASSERT_GE(starts[2].size(), 2u);
+  EXPECT_GE(starts[0][1], gather_end[0]);
+  EXPECT_LT(starts[0][1], gather_end[2]);
+  EXPECT_GE(starts[2][1], gather_end[2]);
 }
 
 TEST(Zero, StageThreeGathersOneLayerAheadByHand) {

@@ -126,9 +126,10 @@ class Lowering {
     std::vector<OpId> buckets;   // ops after which each gradient bucket is ready, in order
     std::vector<int64_t> bytes;  // each bucket's gradient bytes
     OpId next = kNone;           // the device's next compute op (waits for ZeRO's weights)
-    // The device's first two compute ops of this iteration (overlap_param_gather: the
-    // second waits for the weights gathered after the previous iteration's step).
-    OpId first = kNone, second = kNone;
+    // Per chunk of the position, its second compute op of this iteration
+    // (overlap_param_gather: it waits for that chunk's weights, gathered after the previous
+    // iteration's step; the first runs beside the gather).
+    std::vector<OpId> second;
   };
   int node_of(int d) const {
     return in_.device_node.empty() ? 0 : in_.device_node[static_cast<size_t>(d)];
@@ -212,7 +213,7 @@ class Lowering {
   }
   // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
   int64_t weight_bytes(int p) const {
-    return checked_mul(rank_params(p), in_.param_bytes.weights, "a weight gather");
+    return checked_mul(rank_params(p), in_.param_bytes.gathered, "a weight gather");
   }
   // ZeRO-3 keeps the layer being computed and the one being gathered: the two largest.
   int64_t gather_buffer(int p) const {
@@ -284,7 +285,9 @@ class Lowering {
     std::optional<std::pair<GatherKey, size_t>> last_gather;  // ZeRO-3: the slot's last gather
     std::vector<OpId> buckets;
     std::vector<int64_t> bucket_bytes;
-    OpId block_first = kNone, block_second = kNone;  // this iteration's first two compute ops
+    // Per chunk: how many compute ops this iteration has run so far (up to 2), and its second.
+    std::vector<char> block_ops;
+    std::vector<OpId> block_second;
   };
 
   Cursor make_cursor(int c, int p, int lane);
@@ -592,6 +595,8 @@ class Lowering {
   void add_pipeline_transfers();
 
   // Gradient all-reduce among the devices of each position before each optimizer step.
+  void add_overlapped_gathers(int p, int it, const std::vector<OptimizerStep>& members,
+                              const std::vector<OptimizerStep>* previous, AllReduceAlgo algo);
   void add_allreduces();
 
   // ZeRO-3: before each layer's part of F, R and B, the devices holding copies of its stage
