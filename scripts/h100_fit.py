@@ -6,6 +6,8 @@
                                          # one line per row: measured, simulated, error
   scripts/h100_fit.py table               # the same as a Markdown table (docs/validation.md)
   scripts/h100_fit.py scan SETTINGS.json  # mean / max error per GPU set for each candidate fit
+  scripts/h100_fit.py scan SETTINGS.json --gpus b200,gb200
+                                         # the same on those GPUs' rows alone (all of them)
 
 Run from the repository root after building (build/pipesim). The rows and their sources
 are in scripts/h100_rows.py; docs/validation.md gives the results.
@@ -180,22 +182,27 @@ def table():
               f"{row['measured']:.0f} | {sim:.0f} | {100 * err:+.1f} % |")
 
 
-def scan(path):
+def scan(path, gpus=None):
     """Each candidate of SETTINGS.json ({"label": {cluster.gpu overrides}, ...}) on every
-    H100, B200 and GB200 row (the Hopper fit's and its borrowers'), two rows at a time: the
-    mean and max absolute error per set, as in docs/presets.md's scan tables."""
+    H100, B200 and GB200 row, two rows at a time: the mean and max absolute error per set,
+    as in docs/presets.md's scan tables. With `gpus`, every row of those GPUs (one
+    generation's fit), by GPU."""
     from concurrent.futures import ThreadPoolExecutor
     candidates = json.load(open(path))
     # The Grok-1 rows and those marked slow take minutes each: `compare` runs them.
     rows = [r for r in ROWS if not r.get("too_large") and not r["gpu"].startswith("a100")
             and "grok" not in r["name"] and not r.get("slow")]
+    if gpus:
+        rows = [r for r in ROWS if not r.get("too_large") and r["gpu"] in gpus]
     for label, override in candidates.items():
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             sims = list(pool.map(lambda r: simulate(r, (), override or None)[0], rows))
         sets = {}
         for row, sim in zip(rows, sims):
-            tag = row.get("group") or row["gpu"].split("-")[0]
-            if tag == "h100":  # by source: nemo, dgxc, megatron, foundry, foundry-large
+            tag = row["gpu"] if gpus else row.get("group") or row["gpu"].split("-")[0]
+            if gpus:
+                sets.setdefault("all", []).append(abs(sim / row["measured"] - 1))
+            elif tag == "h100":  # by source: nemo, dgxc, megatron, foundry, foundry-large
                 tag = "-".join(row["name"].split("-")[:2 if "large" in row["name"] else 1])
             if row["gpu"].startswith("h100") and not row.get("group"):
                 sets.setdefault("h100", []).append(abs(sim / row["measured"] - 1))
@@ -216,7 +223,8 @@ def main():
     elif cmd == "table":
         table()
     elif cmd == "scan":
-        scan(sys.argv[2])
+        args = sys.argv[3:]
+        scan(sys.argv[2], args[args.index("--gpus") + 1].split(",") if "--gpus" in args else None)
     elif cmd == "compare":
         args = sys.argv[2:]
         only = None

@@ -44,14 +44,16 @@ TEST(Presets, EveryNamedPresetExists) {
   EXPECT_DOUBLE_EQ(find_gpu_preset("h100-80gb")->fp8_flops, 1979e12);
   // NVLink 5: 1.8 TB/s both ways per GPU.
   EXPECT_DOUBLE_EQ(find_link_preset("nvlink5")->bytes_per_s, 900e9);
-  // The A100s and the H100 have curves fitted to their own runs; the others say whose
-  // they borrow.
-  for (const char* g : {"v100-16gb", "h200", "b200", "gb200", "mi300x"})
+  // The A100s, the H100 and Blackwell have curves fitted to their own runs; the others say
+  // whose they borrow.
+  for (const char* g : {"v100-16gb", "h200", "mi300x"})
     EXPECT_TRUE(find_gpu_preset(g)->curves_borrowed) << g;
-  EXPECT_FALSE(find_gpu_preset("a100-80gb")->curves_borrowed);
-  EXPECT_FALSE(find_gpu_preset("h100-80gb")->curves_borrowed);
+  for (const char* g : {"a100-80gb", "h100-80gb", "b200", "gb200"})
+    EXPECT_FALSE(find_gpu_preset(g)->curves_borrowed) << g;
   EXPECT_EQ(find_gpu_preset("h100-80gb")->curves, "H100 runs");
-  EXPECT_EQ(find_gpu_preset("b200")->curves, "H100 runs");
+  EXPECT_EQ(find_gpu_preset("h200")->curves, "H100 runs");
+  EXPECT_EQ(find_gpu_preset("b200")->curves, "B200 and GB200 runs");
+  EXPECT_EQ(find_gpu_preset("gb200")->curves, "B200 and GB200 runs");
 }
 
 TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {

@@ -33,6 +33,11 @@ constexpr Fit kAmpere{0.70, 0.85, 0.6, {0.30, false}, {0.30, false}, 0.70, "A100
 // attention kernels) and llm-foundry's H100 runs, all 52 bf16 rows (the Triton kernel, on
 // the measured kernel's shape: it gains with size as the CUDA kernels do).
 constexpr Fit kHopper{0.64, 0.64, 0.40, {0.5, true}, {0.28, true}, 0.68, "H100 runs", 0.3};
+// Blackwell (B200, GB200): the Hopper fit's kernels, memory and interference with its own
+// GEMM levels, fitted to the 26 published B200 and GB200 runs (NeMo 25.02-25.04,
+// Megatron-Bridge 25.11, dgxc-benchmarking v25.05; docs/presets.md "Blackwell's own levels").
+constexpr Fit kBlackwell{0.52, 0.52, 0.40, {0.5, true}, {0.28, true}, 0.48, "B200 and GB200 runs",
+                         0.3};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
@@ -108,8 +113,8 @@ const std::array<GpuSpec, 9>& gpu_presets() {
       gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 2039e9, kAmpere, false}),
       gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 3350e9, kHopper, false}),
       gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 4800e9, kHopper, true}),
-      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, kHopper, true}),
-      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, kHopper, true}),
+      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, kBlackwell, false}),
+      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, kBlackwell, false}),
       gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 5300e9, kHopper, true}),
   }};
   return table;
