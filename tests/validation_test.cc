@@ -227,5 +227,26 @@ TEST(Validation, HopperPublishedRuns) {
   EXPECT_NEAR(ratio, 8611.0 / 3684.0, 0.11 * 8611.0 / 3684.0);
 }
 
+// Blackwell's own GEMM levels (docs/presets.md, "Blackwell's own levels"), fitted over the
+// 26 B200 and GB200 rows, on two rows of different software: NeMo 25.02's B200 Llama 3 8B
+// (-7.7 %) and dgxc-benchmarking v25.05's GB200 Nemotron-4 340B at 128 GPUs, bf16 (+7.9 %;
+// +20.3 % on the Hopper levels, +27.4 % with the weight gathers right).
+TEST(Validation, BlackwellPublishedRuns) {
+  struct Row {
+    const char* name;
+    double published, tolerance;
+  };
+  for (const Row& row :
+       {Row{"nemo-b200-llama3-8b-fp8", 26006, 0.09},
+        Row{"dgxc2505-gb200-nemotron4-340b-128-bf16", 4096 * 32 / 2.189 / 128, 0.09}}) {
+    const test::SimRun r = test::run_yaml(test::read_file(
+        std::string(PIPESIM_SOURCE_DIR) + "/scenarios/validation/" + row.name + ".yaml"));
+    const double gpus = static_cast<double>(r.report.devices.size());
+    ASSERT_TRUE(r.report.tokens_per_s.has_value()) << row.name;
+    EXPECT_NEAR(*r.report.tokens_per_s / gpus, row.published, row.published * row.tolerance)
+        << row.name;
+  }
+}
+
 }  // namespace
 }  // namespace pipesim
