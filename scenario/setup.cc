@@ -351,7 +351,8 @@ std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<s
 namespace {
 
 // training.failures for the GPUs the run uses (SPEC section 10, sim/goodput.h). A checkpoint
-// holds the weights and the optimizer state (with its fp32 master copy); given as a rate,
+// holds the weights (not fp8's copies, cast again on load) and the optimizer state (with
+// its fp32 master copy); given as a rate,
 // every GPU holding a distinct part writes its part at that rate at once: all GPUs under
 // ZeRO (the optimizer state is sharded over the data-parallel ranks, as Megatron-LM's
 // distributed checkpoints save it), else one data-parallel copy.
@@ -367,7 +368,7 @@ FailureModel failure_model(const Scenario& s, const RunInfo& info) {
     const ParamBytes pb = bytes_per_param(s.training);
     double bytes = 0;
     for (const Layer& l : s.model.layers)
-      bytes += static_cast<double>(l.params) * static_cast<double>(pb.weights + pb.optimizer);
+      bytes += static_cast<double>(l.params) * static_cast<double>(pb.gathered + pb.optimizer);
     const int writers =
         info.zero_applies ? info.gpus : std::max(1, info.gpus / std::max(1, info.parallelism.data));
     m.checkpoint_s = bytes / writers / f.checkpoint_bytes_per_s;

@@ -266,21 +266,19 @@ void Lowering::add_allreduces() {
 // order on the device's one communication stream, each beside its chunk's first compute op
 // of the iteration and before its second (Megatron-Core dispatches a model chunk's gather
 // at the previous chunk's first forward and waits for it before the chunk's forward). Each
-// chunk gathers its share of the position's weights (its parameters' share).
+// chunk gathers its share of the position's weights (its rank's parameters' share).
 void Lowering::add_overlapped_gathers(int p, int it, const std::vector<OptimizerStep>& members,
                                       const std::vector<OptimizerStep>* previous,
                                       AllReduceAlgo algo) {
   const std::vector<int> chunks = stages_of(p);
   int64_t total_params = 0;
   for (const int g : chunks)
-    total_params = checked_add(total_params, in_.stages[static_cast<size_t>(g)].params,
-                               "a device's parameter count");
+    total_params = checked_add(total_params, gathered_params(g), "a device's parameter count");
   const int64_t total = weight_bytes(p);
   int64_t sent = 0, params_before = 0;
   std::vector<std::vector<OpId>> before(members.size());
   for (size_t c = 0; c < chunks.size(); ++c) {
-    const int64_t params = in_.stages[static_cast<size_t>(chunks[c])].params;
-    params_before += params;
+    params_before += gathered_params(chunks[c]);
     // (The last chunk takes what rounding left: the gathers move the position's bytes.)
     const int64_t upto =
         c + 1 == chunks.size() || total_params == 0
@@ -291,8 +289,9 @@ void Lowering::add_overlapped_gathers(int p, int it, const std::vector<Optimizer
     std::vector<CollectiveMember> during;
     for (size_t i = 0; i < members.size(); ++i) {
       const int d = b_.op(members[i].op).device;
+      // (The first gather built waits for the previous step; the rest for the gather before.)
       std::vector<OpId> ready = before[i];
-      if (c == 0 && previous != nullptr) ready.push_back(previous->at(i).op);
+      if (ready.empty() && previous != nullptr) ready.push_back(previous->at(i).op);
       const OpId second = c < members[i].second.size() ? members[i].second[c] : kNone;
       during.push_back({d, node_of(d), std::move(ready), second});
     }

@@ -189,6 +189,24 @@ TEST(ExpertTensor, ExpertStateIsShardedOverBothDegrees) {
   EXPECT_NE(split.report.info.layout.find("ETP 2"), std::string::npos);
 }
 
+// Under ZeRO-1 the updated weights are gathered once: the dense ones over the data-parallel
+// copies, the routed experts over their expert-data-parallel group (add_expert_reduction),
+// not again with the dense ones. Data 4, EP 2, 16-bit weights: a ring of 4 moves 3 x the
+// dense bytes, each of the two expert groups (2 members) 1 x its half of the experts.
+TEST(ExpertTensor, ExpertsAreGatheredOnce) {
+  const test::SimRun r = test::run_yaml(test::moe_scenario("data: 4, expert: 2, zero: 1"));
+  int64_t dense = 0, experts = 0;
+  for (const Layer& l : r.scenario.model.layers) {
+    const int64_t e = l.moe ? l.moe->expert_params : 0;
+    dense += l.params - e;
+    experts += e;
+  }
+  int64_t gathered = 0;
+  for (const Op& op : r.graph.ops())
+    if (op.kind == OpKind::kTransfer && op.comm == CommKind::kAllGather) gathered += op.bytes;
+  EXPECT_EQ(gathered, 3 * (2 * dense) + 2 * (2 * experts / 2));
+}
+
 // Megatron-Core's expert-data-parallel group: the members holding the same experts (member
 // index alike modulo EP x ETP), tensor ranks included. One stage of 200 M expert parameters
 // (2-byte gradients: S = 400 MB), TP 2 x 2 copies, EP 1: every GPU holds all the experts

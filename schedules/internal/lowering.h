@@ -212,8 +212,21 @@ class Lowering {
     return std::max(1, copies_ * replicas(p) * tensor(p) / expert_ranks());
   }
   // Bytes of position p's weights on one tensor rank (what ZeRO gathers).
+  // (Experts reduced apart are gathered apart too, add_expert_reduction.)
   int64_t weight_bytes(int p) const {
-    return checked_mul(rank_params(p), in_.param_bytes.gathered, "a weight gather");
+    return checked_mul(separate_experts(p) ? dense_rank_params(p) : rank_params(p),
+                       in_.param_bytes.gathered, "a weight gather");
+  }
+  // The parameters of global stage g that one rank of its position gathers (its share of
+  // weight_bytes, by which an interleaved position's gather is split over its chunks).
+  int64_t gathered_params(int g) const {
+    const int p = position(g);
+    const StageProfile& sp = in_.stages[static_cast<size_t>(g)];
+    const int64_t dense =
+        tensor_rank_params(sp.params - sp.expert_params, sp.replicated_params, tensor(p));
+    return separate_experts(p) ? dense
+                               : checked_add(dense, split_bytes(sp.expert_params, expert_ranks()),
+                                             "a device's parameter count");
   }
   // ZeRO-3 keeps the layer being computed and the one being gathered: the two largest.
   int64_t gather_buffer(int p) const {
