@@ -14,6 +14,7 @@
 #include "api/internal/scenario_impl.h"
 #include "api/internal/simulation.h"
 #include "api/internal/spec_yaml.h"
+#include "core/json_text.h"
 #include "core/units.h"
 #include "planner/planner.h"
 #include "scenario/resolved.h"
@@ -234,7 +235,7 @@ PlanResult plan(const LoadedScenario& scenario, const PlanConfig& options) {
     r.warnings = p.warnings;
     nlohmann::ordered_json j = to_json(p);
     add_version_and_overrides(j, s.overrides);
-    r.json = j.dump(2) + "\n";
+    r.json = json_text(j, 2) + "\n";
     return r;
   });
 }
@@ -267,7 +268,7 @@ SweepResult sweep(const LoadedScenario& scenario, const std::vector<Axis>& axes,
     }
     r.failed = w.failed;
     r.out_of_memory = w.out_of_memory;
-    r.json = to_json(w).dump(2) + "\n";
+    r.json = json_text(to_json(w), 2) + "\n";
     std::ostringstream csv;
     write_sweep_csv(csv, w);
     r.csv = csv.str();

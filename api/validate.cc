@@ -11,6 +11,7 @@
 #include "api/pipesim.h"
 #include "backend/cuda_plugin.h"
 #include "backend/executors.h"
+#include "core/json_text.h"
 
 namespace pipesim::api {
 
@@ -46,7 +47,7 @@ ValidateResult validate(const LoadedScenario& scenario, const ValidateConfig& op
         .calibrated_makespan_s = v.calibrated ? std::optional(v.calibrated_s) : std::nullopt,
         .calibrated_error = v.calibrated ? std::optional(v.calibrated_error) : std::nullopt,
         .peaks_equal = v.peaks_equal,
-        .json = j.dump(2) + "\n"};
+        .json = json_text(j, 2) + "\n"};
   });
 }
 

@@ -13,6 +13,7 @@
 #include "backend/validation_sweep.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_text.h"
 #include "core/output_files.h"
 #include "scenario/setup.h"
 #include "sim/engine.h"
@@ -142,7 +143,7 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
         quiet_ ? nullptr : &err);
     nlohmann::ordered_json j = to_json(r);
     add_version_and_overrides(j, o);
-    text = j.dump(2) + "\n";
+    text = json_text(j, 2) + "\n";
     table = validation_sweep_table(r);
   } else {
     const Scenario s = load_scenario(scenario_, o);
@@ -150,7 +151,7 @@ int BackendCommands::validate(std::ostream& out, std::ostream& err) const {
     const Validation v = pipesim::validate(s, *e, options);
     nlohmann::ordered_json j = to_json(v);
     add_version_and_overrides(j, o);
-    text = j.dump(2) + "\n";
+    text = json_text(j, 2) + "\n";
     table = validation_table(v);
   }
   OutputFiles files(log.files());

@@ -21,6 +21,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_text.h"
 #include "core/output_files.h"
 #include "core/units.h"
 #include "parallel/distributed.h"
@@ -266,7 +267,7 @@ int cmd_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   }
   nlohmann::ordered_json j = to_json(p);
   add_version_and_overrides(j, overrides);
-  text = j.dump(2) + "\n";
+  text = json_text(j, 2) + "\n";
   if (a.json == "-") {
     out << text;
   } else {

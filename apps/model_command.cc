@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checked.h"
+#include "core/json_text.h"
 #include "core/output_files.h"
 #include "core/units.h"
 
@@ -203,7 +204,7 @@ int model_command(const Scenario& sc, const std::vector<InputIdentity>& inputs,
                 {"activation_bytes", activation},
                 {"forward_s", fwd.seconds()},
                 {"backward_s", bwd.seconds()}};
-  const std::string text = j.dump(2) + "\n";
+  const std::string text = json_text(j, 2) + "\n";
   OutputFiles files(inputs);
   if (json_path == "-") {
     out << text;

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/input_file.h"
+#include "core/json_text.h"
 #include "core/output_files.h"
 #include "parallel/distributed.h"
 #include "scenario/scenario.h"
@@ -100,7 +101,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
   std::exception_ptr refused;
   try {
     if (writer && !json_.empty() && json_ != "-")
-      files.add("--json", json_, [&](std::ostream& f) { f << to_json(s).dump(2) << "\n"; });
+      files.add("--json", json_, [&](std::ostream& f) { f << json_text(to_json(s), 2) << "\n"; });
     if (writer && !csv_.empty() && csv_ != "-")
       files.add("--csv", csv_, [&](std::ostream& f) { write_sweep_csv(f, s); });
   } catch (...) {
@@ -119,7 +120,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
                        s.points.front().error, files.empty() ? "" : " (no output file written)");
   }
   if (json_ == "-") {
-    out << to_json(s).dump(2) << "\n";
+    out << json_text(to_json(s), 2) << "\n";
   } else if (csv_ == "-") {
     write_sweep_csv(out, s);
   } else {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/json_text.h"
 #include "planner/bound.h"
 
 namespace pipesim::planner {
@@ -288,7 +289,7 @@ Exhaustive::Outcome Exhaustive::solve(std::vector<Candidate>& done, Plan& result
             "--exhaustive: a plan simulated to {:.6g} s and {} B, below its bounds {:.6g} s "
             "and {} B: the search may have cut off a better plan (please report this "
             "scenario): {}",
-            c->iteration_s, c->peak_memory, bounds[k], floors[k], c->strategy.dump()));
+            c->iteration_s, c->peak_memory, bounds[k], floors[k], json_text(c->strategy)));
       if (c->fits()) best = std::min(best, c->iteration_s);
       done.push_back(std::move(*c));
     }

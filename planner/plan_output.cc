@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/json_text.h"
 #include "core/units.h"
 #include "planner/planner.h"
 
@@ -233,7 +234,7 @@ std::string plan_table(const Plan& p) {
   out += bound_line(p);
   if (!p.candidates.empty()) {
     const Candidate& b = p.candidates.front();
-    out += "best strategy: " + b.strategy.dump() + "\n";
+    out += "best strategy: " + json_text(b.strategy) + "\n";
     if (b.micro_batch) out += fmt::format("with training.micro_batch: {}\n", *b.micro_batch);
   }
   return out;

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/units.h"
 
 namespace pipesim {
@@ -347,7 +348,7 @@ std::string to_json(const Report& r) {
   for (const auto& [key, value] : r.info.overrides) sets[key] = value;
   j["overrides"] = sets;
   j["wall_s"] = r.info.wall_s;
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 namespace {

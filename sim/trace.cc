@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "sim/report.h"
 
 namespace pipesim {
@@ -23,7 +24,7 @@ struct Micros {
 };
 
 std::string quoted(const std::string& s) {
-  return nlohmann::json(s).dump();
+  return json_text(nlohmann::json(s));
 }
 
 // Perfetto drops a slice that overlaps another on its track without nesting in it, so the

@@ -7,7 +7,11 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/json_text.h"
+#include "scenario/setup.h"
 #include "scenario/work_estimate.h"
+#include "sim/engine.h"
+#include "sim/report.h"
 #include "tests/support.h"
 
 namespace pipesim {
@@ -125,6 +129,20 @@ TEST(Fuzz, MutatedScenariosNeverCrash) {
   // The mutations should exercise both sides.
   EXPECT_GT(accepted, 50);
   EXPECT_GT(rejected, 500);
+}
+
+// fuzz_set's find: a name whose bytes are not UTF-8 (as `--set` gave it) once made the
+// JSON report throw. Every JSON output replaces such bytes (core/json_text.h).
+TEST(Fuzz, NamesThatAreNotUtf8AreWrittenReplaced) {
+  const std::string line("name=\x01\0\0\0\0\0\0Ep\0! ", 17);
+  const Scenario s = load_default_scenario({parse_override(line)});
+  // (The override's NULs come back from the YAML parser as F0 80 80 80, not UTF-8.)
+  ASSERT_NE(s.name.find("\xf0\x80"), std::string::npos);
+  const TaskGraph graph = scenario_task_graph(s);
+  const Timeline tl = simulate(graph, s.cluster);
+  const std::string json = to_json(make_report(graph, s.cluster, tl, run_info(s, 0.0)));
+  EXPECT_NE(json.find("\xef\xbf\xbd"), std::string::npos);
+  EXPECT_NE(json_text(nlohmann::json(s.name)).find("\xef\xbf\xbd"), std::string::npos);
 }
 
 TEST(Fuzz, RandomOverridesNeverCrash) {
