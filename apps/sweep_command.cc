@@ -77,7 +77,8 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
       std::vector<std::string> keys;
       for (const Override& o : options.sets) keys.push_back(o.key);
       for (const GridAxis& a : axes) keys.push_back(a.key);
-      warnings = what_if_warnings(base, keys);
+      warnings = scenario_warnings(base);
+      for (std::string& w : what_if_warnings(base, keys)) warnings.push_back(std::move(w));
       if (slow_gpus_ > 0 && !base.cluster.slowdowns().empty())
         warnings.push_back(
             "--slow-gpus replaces the scenario's own cluster.slowdown at every point: one GPU "

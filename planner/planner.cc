@@ -631,6 +631,9 @@ Plan plan(const std::string& file, const std::vector<Override>& overrides,
 Plan plan(const Scenario& scenario, const PlanOptions& options) {
   Planner planner(scenario, options);
   Plan p = planner.run();
+  std::vector<std::string> said = scenario_warnings(scenario);
+  said.insert(said.end(), p.warnings.begin(), p.warnings.end());
+  p.warnings = std::move(said);
   p.headroom = options.headroom;
   p.fixed = options.fix;
   p.capacity_bytes = planner.capacity();

@@ -165,7 +165,9 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .user_order = {},
               .user_order_at = {},
               .pipeline = 0,
-              .price_model = {}};
+              .price_model = {},
+              .input_warnings = {}};
+  sc.input_warnings = internal::cluster_warnings(root["cluster"], sc.cluster);
   sc.name = root["name"].IsDefined() ? r.scalar(root["name"], "name")
                                      : lossy_utf8(std::filesystem::path(source).stem().string());
   const YAML::Node training = r.require(root, "", "training");

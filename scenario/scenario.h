@@ -63,6 +63,9 @@ struct Scenario {
   // Prices `model` for other training settings; empty for a model built in code, whose
   // layers are what they are (with_micro_batch then refuses another micro-batch).
   ModelPricer price_model;
+  // What reading the file found worth a warning (a default the user may not mean); the
+  // report's warnings list these first.
+  std::vector<std::string> input_warnings;
 };
 
 Scenario load_scenario_file(const std::string& path, const std::vector<Override>& overrides = {});

@@ -198,14 +198,8 @@ SlotOrders scenario_orders(const Scenario& s) {
   return build_orders(spec);
 }
 
-namespace {
-
-// What the user should hear of that is neither an error nor in the numbers (SPEC
-// section 9): a GPU without efficiency curves under analytic layers, GPUs the strategy
-// leaves idle, a tensor group spanning nodes, a weight-gather overlap with nothing to
-// gather.
-std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_applies) {
-  std::vector<std::string> out;
+std::vector<std::string> scenario_warnings(const Scenario& s) {
+  std::vector<std::string> out = s.input_warnings;
   // Analytic layers on a GPU without curves of any generation run at a flat 0.5 of its
   // peaks: say so (SPEC: nothing silent), once per such GPU.
   const bool analytic = std::any_of(s.model.layers.begin(), s.model.layers.end(),
@@ -232,6 +226,16 @@ std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_app
         "others at the ratio of their peaks to device 0's (an assumption; analytic layers are "
         "priced on each GPU)",
         fixed, fixed == 1 ? "" : "s"));
+  return out;
+}
+
+namespace {
+
+// What the user should hear of that is neither an error nor in the numbers (SPEC
+// section 9): the scenario's own (scenario_warnings), GPUs the strategy leaves idle, a
+// tensor group spanning nodes, a weight-gather overlap with nothing to gather.
+std::vector<std::string> run_warnings(const Scenario& s, int gpus, bool zero_applies) {
+  std::vector<std::string> out = scenario_warnings(s);
   // What a Megatron user would want to hear of: GPUs the strategy leaves idle, and a
   // tensor group whose every-layer collectives cross the network.
   if (gpus < s.cluster.num_devices())

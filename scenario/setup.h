@@ -49,6 +49,12 @@ std::vector<int> warmup_depths(const Scenario& s);
 // an iteration, the GPUs used and their peak, tokens per sample, the overrides applied.
 RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& overrides = {});
 
+// What the scenario itself should tell its user whatever the strategy (SPEC: nothing
+// silent): defaults of the file a user may not mean (Scenario::input_warnings), a GPU
+// without efficiency curves under analytic layers, given times on GPUs that differ.
+// Every run's report lists them; plan and sweep say them once.
+std::vector<std::string> scenario_warnings(const Scenario& s);
+
 // What-ifs that cannot change some layers (SPEC: nothing silent): `keys` overridden on
 // `s` (--set, a sweep's axes) against layers with given or measured times: a micro-batch
 // they do not scale with, a GPU or precision their times do not follow, selective

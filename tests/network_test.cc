@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "core/units.h"
 #include "scenario/setup.h"
@@ -399,6 +400,44 @@ strategy: {{schedule: gpipe, pipeline: 2, data: 8, placement: [{}]}}
   const auto r = test::cli({"run", test::write_temp("nics.yaml", yaml(9))});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("cluster.inter_node.nics"), std::string::npos) << r.err;
+}
+
+// A link preset is one port; given to nodes of several GPUs without `nics`, it is a
+// default a DGX user does not mean (8 times too slow for a DGX H100): run says so, on
+// stderr and in the report's warnings. `nics` (even 1) or a bandwidth of one's own is
+// meant, and stays quiet; so does one node, or nodes of 2 GPUs.
+TEST(Network, APresetPortForANodeOfGpusWarns) {
+  const auto warnings = [](const std::string& gpus, const std::string& inter) {
+    const std::string yaml = "cluster: {gpu: h100-80gb, nodes: 2, gpus_per_node: " + gpus +
+                             ", intra_node: nvswitch, inter_node: " + inter +
+                             "}\nmodel: {layers: [{name: l, forward: 1 ms, backward: 1 ms}]}\n"
+                             "training: {global_batch: 16, micro_batch: 1}\n"
+                             "strategy: {schedule: dapple, pipeline: 1, data: " +
+                             std::to_string(2 * std::stoi(gpus)) + "}\n";
+    const test::CliResult r =
+        test::cli({"run", test::write_temp("ports.yaml", yaml), "--json", "-"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    const nlohmann::json report = nlohmann::json::parse(r.out);
+    std::string all;
+    for (const auto& w : report["warnings"]) all += w.get<std::string>() + "\n";
+    // (Each report warning is on stderr too.)
+    if (all.find("cluster.inter_node") != std::string::npos) {
+      EXPECT_NE(r.err.find("pipesim: warning: cluster.inter_node"), std::string::npos);
+    }
+    return all;
+  };
+  const std::string said = warnings("8", "ib-ndr");
+  EXPECT_NE(said.find("'ib-ndr' is one network port for each node of 8 GPUs"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("{preset: ib-ndr, nics: 8}"), std::string::npos) << said;
+  EXPECT_NE(warnings("8", "{preset: eth400}").find("cluster.inter_node"), std::string::npos);
+  EXPECT_EQ(warnings("8", "{preset: ib-ndr, nics: 8}").find("cluster.inter_node"),
+            std::string::npos);
+  EXPECT_EQ(warnings("8", "{preset: ib-ndr, nics: 1}").find("cluster.inter_node"),
+            std::string::npos);
+  EXPECT_EQ(warnings("8", "{kind: infiniband, bandwidth: 200 GB/s}").find("cluster.inter_node"),
+            std::string::npos);
+  EXPECT_EQ(warnings("2", "ib-ndr").find("cluster.inter_node"), std::string::npos);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <istream>
 #include <string>
+#include <vector>
 
 #include "scenario/internal/reader.h"
 #include "scenario/scenario.h"
@@ -12,6 +13,8 @@
 namespace pipesim::internal {
 
 Cluster read_cluster(const Reader& r, const YAML::Node& n);
+// Warnings on what the cluster section leaves to defaults a user may not mean.
+std::vector<std::string> cluster_warnings(const YAML::Node& n, const Cluster& c);
 
 // The model section in any of its forms; `nested` for a model read from another file,
 // which may not include a third.

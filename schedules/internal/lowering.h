@@ -608,9 +608,10 @@ class Lowering {
   void add_pipeline_transfers();
 
   // Gradient all-reduce among the devices of each position before each optimizer step.
+  void add_allreduces();
+  // overlap_param_gather: position p's weights gathered chunk by chunk after the step.
   void add_overlapped_gathers(int p, int it, const std::vector<OptimizerStep>& members,
                               const std::vector<OptimizerStep>* previous, AllReduceAlgo algo);
-  void add_allreduces();
 
   // ZeRO-3: before each layer's part of F, R and B, the devices holding copies of its stage
   // all-gather the layer's weights (their tensor rank's share), each starting when its
