@@ -297,13 +297,15 @@ class Planner {
     const std::vector<Costed> best = list.best();
     for (size_t i = 0; i < best.size() && out.size() < want; ++i) take(best[i]);
     if (out.size() < want && !list.complete()) return std::nullopt;
+    // Estimated front of iteration time vs peak memory (by time, keep strictly smaller
+    // memory): before the families, as the simulation budget cuts the list from its end and
+    // the front is the plan's answer on the memory axis.
+    const std::vector<Costed> front = list.front();
+    for (size_t i = 0; i < std::min<size_t>(front.size(), 16); ++i) take(front[i]);
     // The best two estimates of every schedule (with its chunk count) too: the estimate's
     // error differs by schedule (interleaving's fill and drain, zero-bubble's W filling), so
     // the simulator sees each family's best however the estimate ranks it.
     for (const Costed& c : list.families()) take(c);
-    // Estimated front of iteration time vs peak memory (by time, keep strictly smaller memory).
-    const std::vector<Costed> front = list.front();
-    for (size_t i = 0; i < std::min<size_t>(front.size(), 16); ++i) take(front[i]);
     // Placement variants of the best few: the same stages on other GPUs, first under one
     // policy for every stage (DAPPLE's three, planner::placement_variants), then, for the best two,
     // with one stage at a time under another policy than the rest (placement per stage). Only
