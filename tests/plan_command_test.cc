@@ -440,19 +440,22 @@ strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero:
   EXPECT_FALSE(zero1["best"]["oom"].get<bool>());
 }
 
+// A Megatron-style scenario with room to spare: 8 H100s, a 24-layer GPT, Adam.
+constexpr const char* kFrontScenario = R"(
+cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch}
+model: {generator: transformer, layers: 24, hidden: 1024, heads: 16, ffn: 4096, vocab: 50304,
+        sequence: 1024, flash_attention: true}
+training: {global_batch: 32, micro_batch: 1, precision: mixed, optimizer: adam}
+strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero: 1}
+)";
+
 // The time/memory front reaches the ZeRO-1 plans even where memory bounds nothing (the
 // ranking keeps each plan at the lowest ZeRO stage it fits under, and the search used to
 // stop at the levels memory did not need): on the scenario above with Adam's state, 8 GPUs
 // with room to spare, the front holds ZeRO-1 plans, each pasting back to its figures, each
 // leaner than the same plan without ZeRO, and along the front time rises as memory falls.
 TEST(Planner, FrontHoldsZeroOnePlansWhereMemoryBoundsNothing) {
-  const std::string file = test::write_temp("megatron_style_front.yaml", R"(
-cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch}
-model: {generator: transformer, layers: 24, hidden: 1024, heads: 16, ffn: 4096, vocab: 50304,
-        sequence: 1024, flash_attention: true}
-training: {global_batch: 32, micro_batch: 1, precision: mixed, optimizer: adam}
-strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero: 1}
-)");
+  const std::string file = test::write_temp("megatron_style_front.yaml", kFrontScenario);
   const std::string j = test::temp_path("megatron_style_front.json");
   const auto r = test::cli({"plan", file, "--json", j, "--quiet"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -574,13 +577,7 @@ namespace {
 // reaches 1.98 GiB (1.36 GiB unbudgeted); with the families first it kept 4 points, the
 // leanest 2.15 GiB.
 TEST(Planner, TheSimulationBudgetKeepsTheFront) {
-  const std::string file = test::write_temp("budget_front.yaml", R"(
-cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8, intra_node: nvswitch}
-model: {generator: transformer, layers: 24, hidden: 1024, heads: 16, ffn: 4096, vocab: 50304,
-        sequence: 1024, flash_attention: true}
-training: {global_batch: 32, micro_batch: 1, precision: mixed, optimizer: adam}
-strategy: {schedule: interleaved, pipeline: 2, virtual_stages: 3, data: 4, zero: 1}
-)");
+  const std::string file = test::write_temp("budget_front.yaml", kFrontScenario);
   const auto leanest = [](const Plan& p) {
     double lean = std::numeric_limits<double>::infinity();
     for (const Candidate& c : p.pareto) lean = std::min(lean, static_cast<double>(c.peak_memory));
