@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "core/input_file.h"
@@ -65,8 +66,8 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
 
   // The files the scenario reads, which no output may replace; whether the scenario is
   // valid without the grid's values is for each point to say.
-  // The what-ifs the grid and --set ask of layers that cannot follow them (SPEC: nothing
-  // silent), said once for the whole sweep.
+  // The scenario's own warnings and the what-ifs the grid and --set ask of layers that
+  // cannot follow them (SPEC: nothing silent), said once for the whole sweep.
   std::vector<InputIdentity> inputs;
   std::vector<std::string> warnings;
   {
@@ -77,7 +78,12 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) const {
       std::vector<std::string> keys;
       for (const Override& o : options.sets) keys.push_back(o.key);
       for (const GridAxis& a : axes) keys.push_back(a.key);
-      warnings = scenario_warnings(base);
+      // (The scenario's own warnings hold at every point unless the grid moves the cluster
+      // or the model; each point's report says them then.)
+      if (std::none_of(axes.begin(), axes.end(), [](const GridAxis& a) {
+            return a.key.starts_with("cluster") || a.key.starts_with("model");
+          }))
+        warnings = scenario_warnings(base);
       for (std::string& w : what_if_warnings(base, keys)) warnings.push_back(std::move(w));
       if (slow_gpus_ > 0 && !base.cluster.slowdowns().empty())
         warnings.push_back(

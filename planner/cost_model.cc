@@ -44,20 +44,16 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   };
   const auto tp_allreduce = [&](int64_t bytes) { return ring_allreduce(t_, bytes); };
   const int etp = std::max(1, expert_tensor);
-  // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
-  // of them away, over the network where the group outgrows a server (one rail port).
   per_node_ = s.cluster.gpus_of_node(0);
   // Communication slowing compute (GpuSpec::comm_interference x, as the engine paces it):
   // compute beside a collective of its tensor group inside a server runs at 1 - x of its
-  // speed, so each second of collective the compute hides costs it x seconds more.
-  double slow = 0;
-  if (t_ <= per_node_ && s_.strategy.tensor_overlap != TensorOverlap::kNone) {
-    for (const Device& d : s.cluster.devices()) slow = std::max(slow, d.gpu.comm_interference);
-  }
-  slow_ = slow;
-  const auto hidden = [&](double total, double left) {
-    return left + slow * std::max(0.0, total - left);
-  };
+  // speed, so a collective of c beside compute of w takes max(c, w + x c): it leaves
+  // max(c - w, x c) past the compute (device 0's x, as every estimate prices device 0).
+  slow_ = t_ <= per_node_ && s_.strategy.tensor_overlap != TensorOverlap::kNone
+              ? s.cluster.device(0).gpu.comm_interference
+              : 0.0;
+  // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
+  // of them away, over the network where the group outgrows a server (one rail port).
   const auto all_to_all = [&](int64_t bytes) {
     if (expert < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
     const int span = expert * std::max(1, t_);
@@ -108,7 +104,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
               ? x.tp_backward_beside[static_cast<size_t>(q)].seconds() / (std::max(1, t_) * context)
               : 0.0;
       const double ar = tp_allreduce(x.tp_allreduce_bytes);
-      tp_bwd_beside_[l + 1] += hidden(ar, std::max(0.0, ar - beside));
+      tp_bwd_beside_[l + 1] += std::max(ar - beside, slow_ * ar);
     }
     tp_bwd_beside_[l + 1] += a2a;
     FullOverlapLeft full;
@@ -118,16 +114,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       const int64_t narrow = x.tp_fp8 ? x.tp_allreduce_bytes / 2 : x.tp_allreduce_bytes;
       const double gather = tp_allreduce(narrow) / 2,
                    scatter = tp_allreduce(x.tp_allreduce_bytes) / 2;
-      full = full_overlap_left(x, t_, context, gather, scatter, gather, 2 * scatter);
-      // Each pass's collectives in all (an all-gather and a reduce-scatter for each of the
-      // layer's all-reduces), what the compute beside them hid paying x of it.
-      // (A layer without pieces: its reduce-scatters forward, its all-reduces backward.)
-      const bool pieces = !x.pieces.empty();
-      const double forward = x.tp_forward_allreduces * (pieces ? 2 : 1) * gather;
-      const double backward = x.tp_backward_allreduces * (pieces ? gather + scatter : 2 * scatter);
-      full.forward = hidden(forward, full.forward);
-      full.backward = hidden(backward, full.backward);
-      full.backward_split_w = hidden(backward, full.backward_split_w);
+      full = full_overlap_left(x, t_, context, gather, scatter, gather, 2 * scatter, slow_);
     }
     full_fwd_[l + 1] = full_fwd_[l] + full.forward + a2a;
     full_rfwd_[l + 1] = full_rfwd_[l] + (x.recomputed ? full.forward + a2a : 0.0);
@@ -244,7 +231,7 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
     }
     // (Expert all-to-alls wait for the router and hold up the experts: never hidden.)
     const double a2a = 2 * sum(a2a_) + (again ? sum(a2a_rf_) : 0.0);
-    return std::max(compute + slow_ * std::min(compute, tp - a2a), tp - a2a) + a2a;
+    return std::max(compute + slow_ * (tp - a2a), tp - a2a) + a2a;
   }
   return compute + tp;
 }

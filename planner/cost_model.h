@@ -180,8 +180,8 @@ class CostModel {
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   double launch_ = 0;  // the largest GPU launch_overhead, seconds per step
-  // The largest GPU comm_interference where the tensor group sits in a server and overlaps
-  // its collectives (else 0): hidden tensor collectives cost x of their time.
+  // Device 0's comm_interference x where the tensor group sits in a server and overlaps its
+  // collectives (else 0): a collective beside compute leaves at least x of its time.
   double slow_ = 0;
   ParamBytes pb_;
   std::unique_ptr<NetworkCosts> own_net_;

@@ -28,8 +28,11 @@ struct FullOverlapLeft {
   double edge_forward = 0, edge_backward = 0;
 };
 // `gather`, `scatter` (the backward's), `forward_scatter` and `allreduce`: each collective's
-// time on the tensor group, in seconds (the fp8 ones already narrowed).
+// time on the tensor group, in seconds (the fp8 ones already narrowed). `slow`: the share of
+// its speed compute loses beside a collective (GpuSpec::comm_interference; 0 where the
+// group leaves the server), which makes a collective leave max(c - w, slow c) past its
+// window w.
 FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, double scatter,
-                                  double forward_scatter, double allreduce);
+                                  double forward_scatter, double allreduce, double slow = 0);
 
 }  // namespace pipesim::planner

@@ -591,26 +591,4 @@ Cluster read_cluster(const Reader& r, const YAML::Node& n) {
   return c;
 }
 
-// A node of several GPUs given one network port by default through a link preset, which
-// is one port (`ib-ndr` is one 400 Gbit/s port): DGX and HGX servers have one per GPU, so
-// the network would be gpus_per_node times too slow for them, silently (SPEC section 9).
-// An explicit bandwidth (an aggregate per node) or `nics` says the user meant it.
-std::vector<std::string> cluster_warnings(const YAML::Node& n, const Cluster& c) {
-  std::vector<std::string> out;
-  const YAML::Node inter = n["inter_node"];
-  if (!inter.IsDefined() || c.num_nodes() < 2 || n["node_groups"].IsDefined()) return out;
-  const bool preset = inter.IsScalar() || (inter.IsMap() && inter["preset"].IsDefined() &&
-                                           !inter["bandwidth"].IsDefined());
-  if (!preset || (inter.IsMap() && inter["nics"].IsDefined())) return out;
-  const int per_node = c.num_devices() / c.num_nodes();
-  if (per_node < 4) return out;
-  const std::string name = inter.IsScalar() ? inter.Scalar() : inter["preset"].Scalar();
-  out.push_back(fmt::format(
-      "cluster.inter_node: '{}' is one network port for each node of {} GPUs (nics: 1, the "
-      "default); DGX and HGX servers have one port per GPU: write {{preset: {}, nics: {}}} for "
-      "them, or nics: 1 to keep one port",
-      name, per_node, name, per_node));
-  return out;
-}
-
 }  // namespace pipesim::internal

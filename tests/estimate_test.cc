@@ -214,6 +214,16 @@ TEST(Estimate, APortPerGpuIsSharedByNoOtherGroup) {
 // A generated transformer on 2 H100s joined by PCIe 3 (the tensor collectives last about
 // as long as the GEMMs beside them), tensor-parallel with sequence parallelism, and the
 // framework settings a plan keeps from the scenario (`extra`).
+// The pair's one plan: every layer on one stage of the two tensor ranks, with SP.
+planner::PlanPoint tensor_pair_plan() {
+  planner::PlanPoint p;
+  p.stages = {{0, 5, 1}};
+  p.tensor = 2;
+  p.sequence_parallel = true;
+  p.micro_batch = 1;
+  return p;
+}
+
 std::string tensor_pair(const std::string& extra) {
   return R"(cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2, intra_node: pcie3}
 model: {generator: transformer, layers: 4, hidden: 2048, heads: 16, sequence: 2048, vocab: 32000}
@@ -248,11 +258,7 @@ TEST(Estimate, TheFrameworksSettingsReachTheAnalyticPhase) {
 // the estimate stays above the compute alone). On these slow links `full` leaves some
 // exposed; the estimate follows the simulation within 5 % (2 % today).
 TEST(Estimate, TensorOverlapShortensTheStageAsTheSimulationDoes) {
-  planner::PlanPoint p;
-  p.stages = {{0, 5, 1}};
-  p.tensor = 2;
-  p.sequence_parallel = true;
-  p.micro_batch = 1;
+  const planner::PlanPoint p = tensor_pair_plan();
   std::map<std::string, double> est, sim;
   for (const std::string mode : {"none", "backward", "full"}) {
     const std::string yaml = tensor_pair(", tensor_overlap: " + mode);
@@ -265,6 +271,26 @@ TEST(Estimate, TensorOverlapShortensTheStageAsTheSimulationDoes) {
   EXPECT_GT(sim["none"], sim["backward"]);
   EXPECT_GT(sim["backward"], sim["full"]);
   for (const auto& [mode, t] : est) EXPECT_NEAR(t / sim[mode], 1.0, 0.05) << mode;
+}
+
+// Communication slowing compute: on a GPU with comm_interference x the compute beside a
+// hidden tensor collective of c runs x c longer (the pair takes max(c, w + x c)), in the
+// estimate as in the simulation. The pair above under `full` on H100s (x = 0.3) against the
+// same with x = 0: the estimate grows by as much as the simulation, within a fifth.
+TEST(Estimate, HiddenTensorCollectivesSlowTheComputeBesideThem) {
+  const planner::PlanPoint p = tensor_pair_plan();
+  std::map<double, double> est, sim;
+  for (const double x : {0.0, 0.3}) {
+    std::string yaml = tensor_pair(", tensor_overlap: full");
+    yaml.replace(yaml.find("gpu: h100-80gb"), 14,
+                 fmt::format("gpu: {{preset: h100-80gb, comm_interference: {}}}", x));
+    const Scenario s = load_scenario_text(yaml, "full.yaml");
+    est[x] = planner::CostModel(s, 2).estimate(p, 4).iteration_s;
+    sim[x] = test::run_yaml(yaml).report.iteration_time.seconds();
+  }
+  EXPECT_GT(sim[0.3], sim[0.0]);
+  EXPECT_NEAR((est[0.3] - est[0.0]) / (sim[0.3] - sim[0.0]), 1.0, 0.2);
+  EXPECT_NEAR(est[0.3] / sim[0.3], 1.0, 0.05);
 }
 
 // Expert all-to-alls wait for the router and hold up the experts: the lowering never runs

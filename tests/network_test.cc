@@ -407,13 +407,14 @@ strategy: {{schedule: gpipe, pipeline: 2, data: 8, placement: [{}]}}
 // stderr and in the report's warnings. `nics` (even 1) or a bandwidth of one's own is
 // meant, and stays quiet; so does one node, or nodes of 2 GPUs.
 TEST(Network, APresetPortForANodeOfGpusWarns) {
-  const auto warnings = [](const std::string& gpus, const std::string& inter) {
-    const std::string yaml = "cluster: {gpu: h100-80gb, nodes: 2, gpus_per_node: " + gpus +
+  const auto warnings = [](const std::string& gpus, const std::string& inter, int nodes = 2) {
+    const std::string yaml = "cluster: {gpu: h100-80gb, nodes: " + std::to_string(nodes) +
+                             ", gpus_per_node: " + gpus +
                              ", intra_node: nvswitch, inter_node: " + inter +
                              "}\nmodel: {layers: [{name: l, forward: 1 ms, backward: 1 ms}]}\n"
                              "training: {global_batch: 16, micro_batch: 1}\n"
                              "strategy: {schedule: dapple, pipeline: 1, data: " +
-                             std::to_string(2 * std::stoi(gpus)) + "}\n";
+                             std::to_string(nodes * std::stoi(gpus)) + "}\n";
     const test::CliResult r =
         test::cli({"run", test::write_temp("ports.yaml", yaml), "--json", "-"});
     EXPECT_EQ(r.code, 0) << r.err;
@@ -429,8 +430,11 @@ TEST(Network, APresetPortForANodeOfGpusWarns) {
   const std::string said = warnings("8", "ib-ndr");
   EXPECT_NE(said.find("'ib-ndr' is one network port for each node of 8 GPUs"), std::string::npos)
       << said;
-  EXPECT_NE(said.find("{preset: ib-ndr, nics: 8}"), std::string::npos) << said;
+  EXPECT_NE(said.find("write nics: 8"), std::string::npos) << said;
   EXPECT_NE(warnings("8", "{preset: eth400}").find("cluster.inter_node"), std::string::npos);
+  // A kind alone is its default preset, one port too.
+  EXPECT_NE(warnings("8", "{kind: infiniband, latency: 2 us}").find("'infiniband'"),
+            std::string::npos);
   EXPECT_EQ(warnings("8", "{preset: ib-ndr, nics: 8}").find("cluster.inter_node"),
             std::string::npos);
   EXPECT_EQ(warnings("8", "{preset: ib-ndr, nics: 1}").find("cluster.inter_node"),
@@ -438,6 +442,7 @@ TEST(Network, APresetPortForANodeOfGpusWarns) {
   EXPECT_EQ(warnings("8", "{kind: infiniband, bandwidth: 200 GB/s}").find("cluster.inter_node"),
             std::string::npos);
   EXPECT_EQ(warnings("2", "ib-ndr").find("cluster.inter_node"), std::string::npos);
+  EXPECT_EQ(warnings("8", "ib-ndr", 1).find("cluster.inter_node"), std::string::npos);
 }
 
 }  // namespace
