@@ -21,9 +21,9 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
       net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
-  for (auto* v :
-       {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_, &tp_bwd_beside_, &whole_,
-        &whole_rf_, &full_fwd_, &full_rfwd_, &full_bwd_, &full_bwd_split_, &a2a_, &a2a_rf_})
+  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_,
+                  &tp_bwd_beside_, &tp_bwd_beside_sp_, &whole_, &whole_rf_, &full_fwd_, &full_rfwd_,
+                  &full_bwd_, &full_bwd_split_, &a2a_, &a2a_rf_})
     v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
@@ -98,6 +98,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
     // share; replicas would shorten the GEMM further, which this leaves out).
     tp_bwd_beside_[l + 1] = tp_bwd_beside_[l];
+    tp_bwd_beside_sp_[l + 1] = tp_bwd_beside_sp_[l];
     for (int q = 0; q < x.tp_backward_allreduces; ++q) {
       const double beside =
           static_cast<size_t>(q) < x.tp_backward_beside.size()
@@ -105,8 +106,12 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
               : 0.0;
       const double ar = tp_allreduce(x.tp_allreduce_bytes);
       tp_bwd_beside_[l + 1] += std::max(ar - beside, slow_ * ar);
+      // (With sequence parallelism the reduce-scatter half runs beside dW, the all-gather
+      // after both: Lowering::add_tensor_collectives.)
+      tp_bwd_beside_sp_[l + 1] += std::max(ar / 2 - beside, slow_ * ar / 2) + ar / 2;
     }
     tp_bwd_beside_[l + 1] += a2a;
+    tp_bwd_beside_sp_[l + 1] += a2a;
     FullOverlapLeft full;
     if (x.tensor_parallel && t_ > 1 && x.tp_allreduce_bytes > 0) {
       // (Under fp8 the all-gathers, and under `full` the forward's reduce-scatters, move one
@@ -218,7 +223,9 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   // except where a zero-bubble schedule takes W out of the backward.
   const bool beside = s_.strategy.tensor_overlap == TensorOverlap::kBackward && t.w_fill == 0;
   const double tp = sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) +
-                    sum(beside ? tp_bwd_beside_ : tp_bwd_);
+                    sum(!beside               ? tp_bwd_
+                        : t.sequence_parallel ? tp_bwd_beside_sp_
+                                              : tp_bwd_beside_);
   const double compute = compute_time(first, last, replicas, t);
   if (s_.strategy.tensor_overlap == TensorOverlap::kFull) {
     // With sequence parallelism, what each collective leaves past the GEMM it is paired with;

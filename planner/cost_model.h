@@ -161,7 +161,9 @@ class CostModel {
   std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
-  std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, whole_, whole_rf_;
+  // tp_bwd_beside_sp_: with sequence parallelism (only the reduce-scatter beside dW).
+  std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, tp_bwd_beside_sp_, whole_,
+      whole_rf_;
   // Under `tensor_overlap: full` with sequence parallelism: what the tensor collectives leave
   // past the GEMMs they run beside (full_rfwd_: a full recompute's forward again;
   // full_bwd_split_: the backward of a zero-bubble schedule, W deferred).
