@@ -96,7 +96,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     tp_bwd_[l + 1] =
         tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes) + a2a;
     // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
-    // share; replicas would shorten the GEMM further, which this leaves out).
+    // share; replicas shorten both alike: stage_time).
     tp_bwd_beside_[l + 1] = tp_bwd_beside_[l];
     tp_bwd_beside_sp_[l + 1] = tp_bwd_beside_sp_[l];
     for (int q = 0; q < x.tp_backward_allreduces; ++q) {
@@ -169,6 +169,32 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     launch_ = std::max(launch_, d.gpu.launch_overhead.seconds());
   }
   pb_ = bytes_per_param(s.training);
+  price_splits(context, expert, etp);
+}
+
+void CostModel::price_splits(int context, int expert, int expert_tensor) {
+  const auto& layers = s_.model.layers;
+  if (std::none_of(layers.begin(), layers.end(), [](const Layer& l) { return !!l.tensor_retime; }))
+    return;
+  // At most one sample per replica, and no more replicas than the cluster holds.
+  const int64_t groups = s_.cluster.num_devices() / std::max(1, t_ * context);
+  const int64_t K = std::min<int64_t>({s_.training.micro_batch, groups, 64});
+  for (int64_t k = 2; k <= K; ++k) {
+    SplitSums sums;
+    for (auto* v : {&sums.f, &sums.b, &sums.w, &sums.rf}) v->assign(layers.size() + 1, 0.0);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      // (As the constructor's loop: the whole layer at these degrees, on 1/context of the
+      // tokens; the k shards' time, which compute_time divides by the split.)
+      const Layer x = layers[l].at_tensor_degree(t_, expert, context * static_cast<int>(k),
+                                                 std::max(1, expert_tensor));
+      const double f = x.forward.seconds() / context;
+      sums.f[l + 1] = sums.f[l] + f;
+      sums.b[l + 1] = sums.b[l] + x.backward_input.seconds() / context;
+      sums.w[l + 1] = sums.w[l] + x.backward_weight.seconds() / context;
+      sums.rf[l + 1] = sums.rf[l] + (x.recomputed ? f : 0.0);
+    }
+    splits_.push_back(std::move(sums));
+  }
 }
 
 namespace {
@@ -184,11 +210,23 @@ double CostModel::split(int replicas) const {
   return static_cast<double>(b) / static_cast<double>((b + replicas - 1) / replicas);
 }
 
+const CostModel::SplitSums* CostModel::split_sums(int replicas) const {
+  const int64_t b = s_.training.micro_batch;
+  const int64_t k = b > 0 ? std::min<int64_t>(replicas, b) : replicas;
+  return k >= 2 && static_cast<size_t>(k - 2) < splits_.size()
+             ? &splits_[u(static_cast<int>(k - 2))]
+             : nullptr;
+}
+
 double CostModel::forward_time(int first, int last, int replicas) const {
-  return (f_[u(last) + 1] - f_[u(first)]) / (split(replicas) * t_);
+  const SplitSums* at = split_sums(replicas);
+  const std::vector<double>& f = at ? at->f : f_;
+  return (f[u(last) + 1] - f[u(first)]) / (split(replicas) * t_);
 }
 double CostModel::weight_time(int first, int last, int replicas) const {
-  return (w_[u(last) + 1] - w_[u(first)]) / (split(replicas) * t_);
+  const SplitSums* at = split_sums(replicas);
+  const std::vector<double>& w = at ? at->w : w_;
+  return (w[u(last) + 1] - w[u(first)]) / (split(replicas) * t_);
 }
 double CostModel::optimizer_time(int first, int last, int ranks) const {
   return (opt_[u(last) + 1] - opt_[u(first)]) / std::max(1, ranks);
@@ -204,7 +242,9 @@ double CostModel::zero_gather_time(int g, int r, int stride, int first, int last
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
-  const double again = t.recompute == Recompute::kFull        ? sum(rf_)
+  // Replicas splitting the micro-batch run each layer at their share's speed.
+  const SplitSums* at = split_sums(replicas);
+  const double again = t.recompute == Recompute::kFull        ? sum(at ? at->rf : rf_)
                        : t.recompute == Recompute::kSelective ? sum(core_)
                                                               : 0.0;
   // Without sequence parallelism the ops outside the tensor-parallel region run whole.
@@ -212,13 +252,17 @@ double CostModel::compute_time(int first, int last, int replicas, const Schedule
       t.sequence_parallel || t_ < 2
           ? 0.0
           : (t_ - 1) * (sum(whole_) + (t.recompute == Recompute::kFull ? sum(whole_rf_) : 0.0));
-  return (sum(f_) + again + sum(b_) + sum(w_) + whole) / (split(replicas) * t_);
+  const double passes = at ? sum(at->f) + sum(at->b) + sum(at->w) : sum(f_) + sum(b_) + sum(w_);
+  return (passes + again + whole) / (split(replicas) * t_);
 }
 
 double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
-  // forward's); they do not shrink with replicas.
-  const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
+  // forward's). Replicas splitting the micro-batch each move their share of its bytes, beside
+  // their share of the compute (the latency taken as shrinking too).
+  const double r = split(replicas);
+  const auto sum = [&](const std::vector<double>& v) { return (v[u(last) + 1] - v[u(first)]) / r; };
+  const auto one = [&](const std::vector<double>& v, int at) { return v[u(at)] / r; };
   // Under Strategy::tensor_overlap the backward's all-reduces run beside the dW GEMMs,
   // except where a zero-bubble schedule takes W out of the backward.
   const bool beside = s_.strategy.tensor_overlap == TensorOverlap::kBackward && t.w_fill == 0;
@@ -232,9 +276,9 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
     // without, the collectives run beside the compute: what it cannot hide.
     const bool again = t.recompute == Recompute::kFull;
     if (t.sequence_parallel) {
-      const auto f = static_cast<size_t>(first), b = static_cast<size_t>(last);
-      return compute + sum(full_fwd_) + (again ? sum(full_rfwd_) + edge_fwd_[f] : 0.0) +
-             sum(t.w_fill == 0 ? full_bwd_ : full_bwd_split_) + edge_fwd_[f] + edge_bwd_[b];
+      return compute + sum(full_fwd_) + (again ? sum(full_rfwd_) + one(edge_fwd_, first) : 0.0) +
+             sum(t.w_fill == 0 ? full_bwd_ : full_bwd_split_) + one(edge_fwd_, first) +
+             one(edge_bwd_, last);
     }
     // (Expert all-to-alls wait for the router and hold up the experts: never hidden.)
     const double a2a = 2 * sum(a2a_) + (again ? sum(a2a_rf_) : 0.0);

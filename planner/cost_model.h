@@ -160,6 +160,17 @@ class CostModel {
   int per_node_ = 0;  // GPUs of server 0
   std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
+  // f_, b_, w_ and rf_ with each layer priced at one replica's share of the samples, where a
+  // stage's replicas split each micro-batch k ways (k from 2 to at most its samples:
+  // splits_[k - 2]) and the layer can be priced again (stage_profiles' sample_split); empty
+  // when none can.
+  struct SplitSums {
+    std::vector<double> f, b, w, rf;
+  };
+  std::vector<SplitSums> splits_;
+  void price_splits(int context, int expert, int expert_tensor);
+  // The sums a stage of `replicas` replicas runs at (null: f_, b_, w_ and rf_ themselves).
+  const SplitSums* split_sums(int replicas) const;
   // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
   // tp_bwd_beside_sp_: with sequence parallelism (only the reduce-scatter beside dW).
   std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, tp_bwd_beside_sp_, whole_,

@@ -128,7 +128,9 @@ GroupDegrees group_degrees(const Scenario& s) {
           .routing_imbalance = st.routing_imbalance,
           .dedup_dispatch = st.dedup_dispatch,
           .shared_expert_overlap = st.shared_expert_overlap,
-          .tensor_pieces = st.tensor_overlap == TensorOverlap::kFull};
+          .tensor_pieces = st.tensor_overlap == TensorOverlap::kFull,
+          .micro_batch = s.training.micro_batch,
+          .round_robin = st.schedule == ScheduleKind::kPipeDream};
 }
 
 StageCosts stage_costs(const Scenario& s) {

@@ -57,9 +57,7 @@ Lowering::Cursor Lowering::make_cursor(int c, int p, int lane) {
   cur.d = device(c, p, lane);
   // Replicas split each micro-batch into whole samples (round-robin replicas take whole
   // micro-batches instead).
-  const int r = in_.orders.round_robin ? 1 : replicas(p);
-  const int64_t b = in_.micro_batch_samples;
-  cur.split = b <= 0 || b % r == 0 ? Share{1, r} : Share{samples_of(j, r, b), b};
+  cur.split = sample_share(p, j);
   cur.split.den *= in_.context;  // a context rank's share of the tokens
   cur.steps = &in_.orders.steps[static_cast<size_t>(p)][static_cast<size_t>(j)];
   cur.has_r.assign(static_cast<size_t>(G_ / P_) * Mb_, 0);

@@ -120,6 +120,11 @@ struct GroupDegrees {
   // Strategy::tensor_overlap full: a generated layer's tensor collectives placed by its
   // pieces, beside the GEMMs Transformer Engine pairs them with (LayerPiece's leads and tail).
   bool tensor_pieces = false;
+  // Stage replicas split each micro-batch's samples (DAPPLE): a replica's ops are priced at
+  // its share, as min(replicas, micro_batch) equal parts (0: samples not known, r parts);
+  // under round robin (PipeDream) each replica runs whole micro-batches.
+  int64_t micro_batch = 0;
+  bool round_robin = false;
 };
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},

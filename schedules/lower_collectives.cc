@@ -81,6 +81,7 @@ void Lowering::add_tensor_collectives() {
         for (const int g : stages_of(p)) {
           for (int m = 0; m < Mb_; ++m) {
             for (int j = 0; j < replicas(p); ++j) {
+              const Share share = sample_share(p, j);
               for (const auto* index : {&fwd_, &rec_, &bwd_}) {
                 std::vector<TpParts*> ranks;
                 for (int k = 0; k < t; ++k) {
@@ -102,12 +103,14 @@ void Lowering::add_tensor_collectives() {
                     members.push_back(
                         {d, node_of(d), ready_after(*r, q, {}), r->parts[q + (beside ? 2 : 1)]});
                   }
+                  // The replica's share of the micro-batch's activation.
+                  const int64_t bytes = split_bytes(coll.bytes, share);
                   if (coll.kind == TpCollective::Kind::kAllGather) {
-                    add_all_gather(b_, members, coll.bytes, {g, blk});
+                    add_all_gather(b_, members, bytes, {g, blk});
                     continue;
                   }
                   if (!in_.sequence_parallel) {
-                    add_allreduce(b_, AllReduceAlgo::kRing, members, coll.bytes, {g, blk});
+                    add_allreduce(b_, AllReduceAlgo::kRing, members, bytes, {g, blk});
                     continue;
                   }
                   // Sequence parallelism: reduce-scatter into the sequence-split region
@@ -128,14 +131,14 @@ void Lowering::add_tensor_collectives() {
                   for (size_t i = 0; i < scatter.size(); ++i)
                     scatter[i].done = feeds ? ranks[i]->parts[consumer] : kNone;
                   const auto shards = add_reduce_scatter(
-                      b_, scatter, coll.scatter_fp8 ? coll.bytes / 2 : coll.bytes, {g, blk});
+                      b_, scatter, coll.scatter_fp8 ? bytes / 2 : bytes, {g, blk});
                   for (size_t i = 0; i < members.size(); ++i) {
                     members[i].ready =
                         beside ? ready_after(*ranks[i], q + 1, shards[i]) : shards[i];
                     if (feeds) members[i].done = ranks[i]->parts[consumer + 1];
                   }
-                  const auto gathered = add_all_gather(
-                      b_, members, coll.gather_fp8 ? coll.bytes / 2 : coll.bytes, {g, blk});
+                  const auto gathered =
+                      add_all_gather(b_, members, coll.gather_fp8 ? bytes / 2 : bytes, {g, blk});
                   for (size_t i = 0; feeds && i < members.size(); ++i)
                     ranks[i]->gated.emplace_back(consumer, gathered[i]);
                 }
@@ -182,7 +185,8 @@ void Lowering::add_group_collectives() {
                   }
                   const CollectiveTag tag{g, blk};
                   // A replica's share of the micro-batch's bytes.
-                  const int64_t bytes = split_bytes(coll.bytes, replicas(p));
+                  const int64_t bytes = split_bytes(
+                      coll.bytes, sample_share(p, members_of.front().second / tensor(p)));
                   if (coll.kind == K::kAllToAll)
                     add_all_to_all(b_, members, bytes, tag, {coll.top_k, coll.experts});
                   else if (coll.kind == K::kReduceScatter)

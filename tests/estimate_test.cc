@@ -3,7 +3,10 @@
 // link, every copy's cuts at once, data-parallel groups of different stages sharing a port
 // by processor sharing, and ports per node. Worked by hand on single-GPU and two-GPU servers
 // joined by a slow Ethernet, and checked against the simulator where it sets the pace.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "planner/cost_model.h"
 #include "planner/judge.h"
@@ -364,6 +367,52 @@ strategy: {schedule: dapple, pipeline: 1, data: 4, context: 2}
     EXPECT_EQ(c.point.context, 2);
     EXPECT_NEAR(c.estimate_s / c.makespan_s, 1.0, 0.25) << c.strategy.dump();
   }
+}
+
+}  // namespace
+}  // namespace pipesim
+
+namespace pipesim {
+namespace {
+
+// A stage's replicas split each micro-batch's samples (DAPPLE): two replicas of a TP 2
+// stage at micro-batch 2 run what two data-parallel copies of it run at micro-batch 1, one
+// sample each. Their ops are priced at that sample (a generated layer's GEMMs as min(r, b)
+// shards on the efficiency curves) and their tensor collectives carry that sample's bytes
+// (s x h x 2 / t = 4 MiB per reduce-scatter step); both were the whole micro-batch's (busy
+// 1.9 % below the copies', steps of 8 MiB). The estimate prices a replica as the
+// simulation does.
+std::string replica_pair(int micro_batch, const std::string& stage, int data) {
+  return fmt::format(
+      R"(cluster: {{gpu: h100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch}}
+model: {{generator: transformer, layers: 4, hidden: 2048, heads: 16, sequence: 2048, vocab: 32000}}
+training: {{global_batch: 8, micro_batch: {}, precision: bf16, optimizer: adam}}
+strategy: {{schedule: dapple, tensor: 2, sequence_parallel: true, data: {}, stages: [{}]}}
+)",
+      micro_batch, data, stage);
+}
+
+TEST(Estimate, ReplicasRunAsDataCopiesOfTheirSamples) {
+  const std::string replicas = replica_pair(2, "{layers: 0-5, replicas: 2}", 1);
+  const std::string copies = replica_pair(1, "{layers: 0-5}", 2);
+  const test::SimRun r = test::run_yaml(replicas), d = test::run_yaml(copies);
+  const auto scatters = [](const test::SimRun& run) {
+    std::set<int64_t> seen;
+    for (const Op& op : run.graph.ops())
+      if (op.comm == CommKind::kReduceScatter) seen.insert(op.bytes);
+    return seen;
+  };
+  EXPECT_EQ(scatters(r), std::set<int64_t>{int64_t{2048} * 2048 * 2 / 2});
+  EXPECT_EQ(scatters(d), scatters(r));
+  const double busy_r = r.report.devices[0].busy.seconds(),
+               busy_d = d.report.devices[0].busy.seconds();
+  EXPECT_NEAR(busy_r / busy_d, 1.0, 0.01) << busy_r << " " << busy_d;
+  // The estimate: one replica's stage time is one copy's.
+  const Scenario sr = load_scenario_text(replicas, "replicas.yaml"),
+                 sd = load_scenario_text(copies, "copies.yaml");
+  const planner::CostModel cr(sr, 2), cd(sd, 2);
+  const planner::ScheduleTraits t = planner::traits(ScheduleKind::kDapple, Warmup::kSchedule);
+  EXPECT_NEAR(cr.stage_time(0, 5, 2, t) / cd.stage_time(0, 5, 1, t), 1.0, 0.01);
 }
 
 }  // namespace

@@ -257,6 +257,14 @@ class Lowering {
     return static_cast<int>(placement_[0][static_cast<size_t>(p)].size());
   }
   int replicas(int p) const { return lanes(p) / tensor(p); }
+  // Replica j's share of each micro-batch's samples on position p: 1/r when its r replicas
+  // split them evenly, else its whole samples over the micro-batch's; all of it when
+  // replicas take whole micro-batches in turn (round robin).
+  Share sample_share(int p, int j) const {
+    const int r = in_.orders.round_robin ? 1 : replicas(p);
+    const int64_t b = in_.micro_batch_samples;
+    return b <= 0 || b % r == 0 ? Share{1, r} : Share{samples_of(j, r, b), b};
+  }
   // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
   // whole on each rank unless sequence parallelism splits it too.
   int64_t lane_bytes(int64_t total, int64_t replicated, Share split, int t) const {
