@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "planner/copy_layout.h"
-#include "planner/full_overlap.h"
+#include "planner/layer_comm.h"
 #include "scenario/setup.h"
 #include "schedules/collective_estimates.h"
 #include "schedules/partition.h"
@@ -28,41 +28,10 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
     v->assign(L + 1, 0);
-  // A ring all-reduce on a group of n GPUs inside one server (alpha_beta_allreduce's ring:
-  // 2(n - 1) steps of bytes / n), each step on the route between two of its GPUs: the
-  // tensor group's, and an expert-tensor group's all-gather and reduce-scatter together.
-  const auto ring_allreduce = [&](int n, int64_t bytes) {
-    if (n < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
-    const Route& r = s.cluster.route(0, 1);
-    GroupShape ring;
-    ring.n = n;
-    return alpha_beta_allreduce(AllReduceAlgo::kRing, ring, bytes, 1,
-                                [&](StepEdges, int64_t chunk) {
-                                  return r.latency.seconds() +
-                                         static_cast<double>(chunk) / r.bottleneck_bytes_per_s;
-                                });
-  };
-  const auto tp_allreduce = [&](int64_t bytes) { return ring_allreduce(t_, bytes); };
   const int etp = std::max(1, expert_tensor);
   per_node_ = s.cluster.gpus_of_node(0);
-  // Communication slowing compute (GpuSpec::comm_interference x, as the engine paces it):
-  // compute beside a collective of its tensor group inside a server runs at 1 - x of its
-  // speed, so a collective of c beside compute of w takes max(c, w + x c): it leaves
-  // max(c - w, x c) past the compute (device 0's x, as every estimate prices device 0).
-  slow_ = t_ <= per_node_ && s_.strategy.tensor_overlap != TensorOverlap::kNone
-              ? s.cluster.device(0).gpu.comm_interference
-              : 0.0;
-  // A MoE layer's dispatch or combine: each GPU sends its tokens' routed copies, (EP - 1)/EP
-  // of them away, over the network where the group outgrows a server (one rail port).
-  const auto all_to_all = [&](int64_t bytes) {
-    if (expert < 2 || bytes <= 0 || s.cluster.num_devices() < 2) return 0.0;
-    const int span = expert * std::max(1, t_);
-    const bool across = span > per_node_ && s.cluster.num_devices() > per_node_;
-    const Route& r = s.cluster.route(0, across ? per_node_ : 1);
-    const double away =
-        across ? 1.0 - static_cast<double>(per_node_) / span : (expert - 1.0) / expert;
-    return r.latency.seconds() + static_cast<double>(bytes) * away / r.bottleneck_bytes_per_s;
-  };
+  const LayerCommCosts comm(s, t_, context, expert, etp);
+  slow_ = comm.slow();
   for (size_t l = 0; l < L; ++l) {
     // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_tensor_degree),
     // on 1/context of the tokens.
@@ -85,48 +54,20 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       x.params = x.params - experts + share;
       x.tp_replicated_params += share;
     }
-    // Per pass: the dispatch and the combine, and under expert tensor parallelism the
-    // gathered tokens' all-gather and reduce-scatter.
-    const int64_t tokens = x.moe ? x.moe->dispatch_bytes / (int64_t{t_} * context) : 0;
-    const double a2a = x.moe ? 2 * all_to_all(tokens) + ring_allreduce(etp, tokens * etp) : 0;
+    const LayerComm c = comm.of(x);
+    const double a2a = c.all_to_all;
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
     core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
-    tp_fwd_[l + 1] =
-        tp_fwd_[l] + x.tp_forward_allreduces * tp_allreduce(x.tp_allreduce_bytes) + a2a;
-    tp_bwd_[l + 1] =
-        tp_bwd_[l] + x.tp_backward_allreduces * tp_allreduce(x.tp_allreduce_bytes) + a2a;
-    // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
-    // share; replicas shorten both alike: stage_time).
-    tp_bwd_beside_[l + 1] = tp_bwd_beside_[l];
-    tp_bwd_beside_sp_[l + 1] = tp_bwd_beside_sp_[l];
-    for (int q = 0; q < x.tp_backward_allreduces; ++q) {
-      const double beside =
-          static_cast<size_t>(q) < x.tp_backward_beside.size()
-              ? x.tp_backward_beside[static_cast<size_t>(q)].seconds() / (std::max(1, t_) * context)
-              : 0.0;
-      const double ar = tp_allreduce(x.tp_allreduce_bytes);
-      tp_bwd_beside_[l + 1] += std::max(ar - beside, slow_ * ar);
-      // (With sequence parallelism the reduce-scatter half runs beside dW, the all-gather
-      // after both: Lowering::add_tensor_collectives.)
-      tp_bwd_beside_sp_[l + 1] += std::max(ar / 2 - beside, slow_ * ar / 2) + ar / 2;
-    }
-    tp_bwd_beside_[l + 1] += a2a;
-    tp_bwd_beside_sp_[l + 1] += a2a;
-    FullOverlapLeft full;
-    if (x.tensor_parallel && t_ > 1 && x.tp_allreduce_bytes > 0) {
-      // (Under fp8 the all-gathers, and under `full` the forward's reduce-scatters, move one
-      // byte an element: Layer::tp_fp8.)
-      const int64_t narrow = x.tp_fp8 ? x.tp_allreduce_bytes / 2 : x.tp_allreduce_bytes;
-      const double gather = tp_allreduce(narrow) / 2,
-                   scatter = tp_allreduce(x.tp_allreduce_bytes) / 2;
-      full = full_overlap_left(x, t_, context, gather, scatter, gather, 2 * scatter, slow_);
-    }
-    full_fwd_[l + 1] = full_fwd_[l] + full.forward + a2a;
-    full_rfwd_[l + 1] = full_rfwd_[l] + (x.recomputed ? full.forward + a2a : 0.0);
-    full_bwd_[l + 1] = full_bwd_[l] + full.backward + a2a;
-    full_bwd_split_[l + 1] = full_bwd_split_[l] + full.backward_split_w + a2a;
-    edge_fwd_.push_back(full.edge_forward);
-    edge_bwd_.push_back(full.edge_backward);
+    tp_fwd_[l + 1] = tp_fwd_[l] + c.forward;
+    tp_bwd_[l + 1] = tp_bwd_[l] + c.backward;
+    tp_bwd_beside_[l + 1] = tp_bwd_beside_[l] + c.beside;
+    tp_bwd_beside_sp_[l + 1] = tp_bwd_beside_sp_[l] + c.beside_sp;
+    full_fwd_[l + 1] = full_fwd_[l] + c.full.forward + a2a;
+    full_rfwd_[l + 1] = full_rfwd_[l] + (x.recomputed ? c.full.forward + a2a : 0.0);
+    full_bwd_[l + 1] = full_bwd_[l] + c.full.backward + a2a;
+    full_bwd_split_[l + 1] = full_bwd_split_[l] + c.full.backward_split_w + a2a;
+    edge_fwd_.push_back(c.full.edge_forward);
+    edge_bwd_.push_back(c.full.edge_backward);
     a2a_[l + 1] = a2a_[l] + a2a;
     a2a_rf_[l + 1] = a2a_rf_[l] + (x.recomputed ? a2a : 0.0);
     // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
@@ -287,83 +228,6 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   return compute + tp;
 }
 
-double CostModel::gpu_share(double bytes, double replicated, int replicas,
-                            const ScheduleTraits& t) const {
-  replicated = t.sequence_parallel ? 0.0 : std::min(replicated, bytes);
-  return ((bytes - replicated) / t_ + replicated) / split(replicas);
-}
-
-double CostModel::working_set(int replicas, const ScheduleTraits& t) const {
-  switch (t.recompute) {
-    case Recompute::kFull:
-      return static_cast<double>(max_layer_act_) / (split(replicas) * t_);
-    case Recompute::kSelective:
-      return static_cast<double>(max_core_) / (split(replicas) * t_);
-    case Recompute::kNone:
-      break;
-  }
-  return 0;
-}
-
-double CostModel::kept_bytes(int first, int last, int replicas, const ScheduleTraits& t) const {
-  const auto sum = [&](const std::vector<int64_t>& v) {
-    return static_cast<double>(v[u(last) + 1] - v[u(first)]);
-  };
-  switch (t.recompute) {
-    case Recompute::kFull:
-      return (sum(kept_full_) + sum(kept_split_) / t_) / split(replicas);
-    case Recompute::kSelective:
-      return gpu_share(sum(act_) - sum(core_bytes_), sum(repl_), replicas, t);
-    case Recompute::kNone:
-      break;
-  }
-  return gpu_share(sum(act_), sum(repl_), replicas, t);
-}
-
-int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
-                                const ScheduleTraits& t) const {
-  const auto sum = [&](const std::vector<int64_t>& v) {
-    return static_cast<double>(v[u(last) + 1] - v[u(first)]);
-  };
-  const double params =
-      (static_cast<double>(this->params(first, last)) - sum(repl_params_)) / t_ + sum(repl_params_);
-  const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
-  // Resident parameter state, ZeRO-sharded over the stage's replicas x data ranks.
-  const ZeroBytes z =
-      zero_resident_bytes(static_cast<int64_t>(params), pb_, t.zero, replicas * t.data);
-  const double state = static_cast<double>(z.weights + z.gradients + z.optimizer) +
-                       params * static_cast<double>(stashed * pb_.weights);
-  const auto share = [&](double bytes, double replicated) {
-    return gpu_share(bytes, replicated, replicas, t);
-  };
-  const double act = share(sum(act_), sum(repl_));
-  // Micro-batches in flight, each keeping `kept`, plus one working set (a recompute's one
-  // layer). Zero bubble defers W(j) past B(j + c s): those micro-batches stay live until
-  // their W (ZB-H1 peaks at p on every stage, ZB-H2 at 2p - 1), keeping what W reads (under
-  // a recompute at most what F kept: B frees what R allocated again).
-  const int64_t pending = t.w_fill > 0 ? std::min<int64_t>(int64_t{t.w_fill} * s, M) : 0;
-  const int64_t base = t.all_in_flight ? M : std::min<int64_t>(t.deep ? 2 * (S - s) - 1 : S - s, M);
-  const int64_t k = std::min<int64_t>(base + pending, M);
-  // zb-1p / zb-2p: up to their memory limit's micro-batches on every stage.
-  const auto limit =
-      static_cast<double>(t.fills_limit ? std::min<int64_t>(int64_t{t.w_fill} * S, M) : 0);
-  double live = 0;
-  if (t.recompute == Recompute::kFull) {
-    live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           working_set(replicas, t);
-  } else if (t.recompute == Recompute::kSelective) {
-    live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           working_set(replicas, t);
-  } else {
-    // Past B, a micro-batch waiting for its W keeps only what W reads.
-    live = std::max(limit * act,
-                    static_cast<double>(base) * act +
-                        static_cast<double>(k - base) * share(sum(weight_act_), sum(weight_repl_)));
-  }
-  const double total = state + live + reserved_;
-  return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);
-}
-
 double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const {
   if (bytes <= 0) return 0;
   // Tensor groups: rank to rank between groups, i.e. lanes of t per group.
@@ -386,66 +250,6 @@ int64_t CostModel::gradient_bytes(int first, int last) const {
 double CostModel::allreduce_bytes_time(int g, int r, int data, int stride, int64_t bytes,
                                        bool ring) const {
   return net_->allreduce(g, r, data, stride, t_, bytes, ring);
-}
-
-namespace {
-// The activations position q holds at its peak under Megatron's interleaved order, `kept`
-// bytes per micro-batch of global stage g: (P - q - 1) * 2 + (v - 1) * P forwards, then one
-// forward and one backward per step, then the backwards; the k-th forward runs chunk
-// (k / P) mod v, the k-th backward chunk v - 1 - (k / P) mod v (the reference table's 11,
-// 9, 7, 5 forwards in flight for P = 4, v = 2, before the first backward). The peak is
-// after a forward; the order repeats every v P steps, so two rounds past the warm-up
-// reach it.
-int64_t interleaved_activations(const std::vector<double>& kept, int q, int P, int v, int64_t M) {
-  const int64_t total = int64_t{v} * M, round = int64_t{v} * P;
-  const int64_t warmup = std::min<int64_t>((P - q - 1) * 2 + (v - 1) * P, total);
-  const int64_t end = std::min(total, warmup + 2 * round);
-  const auto chunk = [&](int64_t k) { return static_cast<int>((k / P) % v); };
-  double live = 0, peak = 0;
-  int64_t b = 0;
-  for (int64_t f = 0; f < end; ++f) {
-    live += kept[u(chunk(f) * P + q)];
-    peak = std::max(peak, live);
-    if (f >= warmup) live -= kept[u((v - 1 - chunk(b++)) * P + q)];
-  }
-  return static_cast<int64_t>(peak);
-}
-
-}  // namespace
-
-int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTraits& t) const {
-  const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
-  const bool interleaved = v > 1 && p.schedule != ScheduleKind::kZbV;
-  thread_local std::vector<int64_t> dev_mem;  // per position, its chunks together
-  thread_local std::vector<double> kept;      // [g]: interleaved, a micro-batch's activations
-  dev_mem.assign(u(P), 0);
-  kept.assign(u(G), 0.0);
-  for (int g = 0; g < G; ++g) {
-    const StageSpec& st = p.stages[u(g)];
-    const int q = p.position_of(g);
-    // zb-v: each chunk as a ZB-H1 stage (P micro-batches of the device's activations).
-    // Interleaved: each chunk's static memory here, its activations below.
-    if (!interleaved) {
-      dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
-                       (g < P ? 0 : reserved_);
-      continue;
-    }
-    ScheduleTraits state = t;  // the chunk's state alone; one working set per device
-    state.recompute = Recompute::kNone;
-    dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, 0, state) -
-                     (g < P ? 0 : reserved_) +
-                     (g < P ? static_cast<int64_t>(working_set(st.replicas, t)) : 0);
-    kept[u(g)] = kept_bytes(st.first_layer, st.last_layer, st.replicas, t);
-  }
-  if (interleaved)
-    for (int q = 0; q < P; ++q) dev_mem[u(q)] += interleaved_activations(kept, q, P, v, M);
-  int64_t peak = 0;
-  for (int64_t m : dev_mem) peak = std::max(peak, m);
-  return peak;
-}
-
-bool CostModel::fits(const PlanPoint& p, int64_t M) const {
-  return peak_memory(p, M, traits(p)) <= capacity_;
 }
 
 double CostModel::cut_terms(const PlanPoint& p, const Placement* placed,

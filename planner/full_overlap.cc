@@ -8,10 +8,8 @@ FullOverlapLeft full_overlap_left(const Layer& x, int t, int cp, double gather, 
                                   double forward_scatter, double allreduce, double slow) {
   FullOverlapLeft r;
   double ranks = static_cast<double>(t) * cp;
-  // (Compute beside a collective runs at 1 - slow of its speed: a collective of c beside
-  // compute of w takes max(c, w + slow c), leaving max(c - w, slow c) past the compute.)
   const auto left = [&](double c, Time window) {
-    return std::max(c - window.seconds() / ranks, slow * c);
+    return left_past(c, window.seconds() / ranks, slow);
   };
   const auto hidden = [&](double c, Time window) { return c - left(c, window); };
   if (x.pieces.empty()) {

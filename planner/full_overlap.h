@@ -2,6 +2,8 @@
 // parallelism, collective by collective (planner/cost_model.cc's stage_time).
 #pragma once
 
+#include <algorithm>
+
 #include "schedules/model.h"
 
 namespace pipesim::planner {
@@ -23,6 +25,13 @@ namespace pipesim::planner {
 // range of layers has none beside its first lead and ends with one beside nothing:
 // `edge_forward` (the range starts at this layer) and `edge_backward` (its backward starts
 // at this layer) are what the pairing above hid that the pass does not.
+// What a collective of c seconds leaves past compute of w beside it when that compute runs
+// at 1 - slow of its speed meanwhile (GpuSpec::comm_interference, as the engine paces it):
+// the pair takes max(c, w + slow c).
+inline double left_past(double c, double w, double slow) {
+  return std::max(c - w, slow * c);
+}
+
 struct FullOverlapLeft {
   double forward = 0, backward = 0, backward_split_w = 0;
   double edge_forward = 0, edge_backward = 0;

@@ -1,5 +1,7 @@
 #include "planner/plan_point.h"
 
+#include <algorithm>
+
 namespace pipesim::planner {
 
 int PlanPoint::gpus() const {
@@ -71,6 +73,20 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
       break;
   }
   return t;
+}
+
+PlanPoint data_twin(const PlanPoint& p) {
+  if (p.stages.empty()) return p;
+  const int r = p.stages.front().replicas;
+  if (r < 2 || p.micro_batch % r != 0 ||
+      std::any_of(p.stages.begin(), p.stages.end(),
+                  [r](const StageSpec& s) { return s.replicas != r; }))
+    return p;
+  PlanPoint twin = p;
+  for (StageSpec& s : twin.stages) s.replicas = 1;
+  twin.data *= r;
+  twin.micro_batch /= r;
+  return twin;
 }
 
 std::vector<PlacedPoint> placement_variants(const PlanPoint& p, const Cluster& c, bool with_own) {

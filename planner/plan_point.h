@@ -44,6 +44,13 @@ struct PlanPoint {
   friend bool operator==(const PlanPoint&, const PlanPoint&) = default;
 };
 
+// `p`'s data-parallel twin: where every stage has the same r > 1 replicas and they split
+// each micro-batch evenly (r divides b), r times the data-parallel copies at micro-batch
+// b / r, one replica a stage. The two run the same work per GPU (stage_profiles prices a
+// replica at its samples) and differ only in where their GPUs sit, but the replicas cost r
+// times the simulation (copies fold, replicas do not). Otherwise `p` itself.
+PlanPoint data_twin(const PlanPoint& p);
+
 // What a schedule does to the terms above.
 struct ScheduleTraits {
   Recompute recompute = Recompute::kNone;  // full: t += F; selective: t += attention core

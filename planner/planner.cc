@@ -289,10 +289,21 @@ class Planner {
   std::optional<std::vector<Costed>> choose(const planner::Shortlist& list, size_t want) {
     std::vector<Costed> out;
     std::set<std::string> seen;
+    // A plan's data-parallel twin (planner::data_twin) stands for it: the same work per GPU,
+    // a fraction of the simulation. (Only for generated transformers, whose blocks are
+    // priced at a replica's samples; shape-described and profile layers on replicas scale
+    // linearly, at the whole micro-batch's efficiency.)
+    const auto& layers = base_.model.layers;
+    const std::vector<int64_t> sizes =
+        std::all_of(layers.begin(), layers.end(),
+                    [](const Layer& l) { return l.source == "analytic" && !l.tensor_split; })
+            ? micro_batch_sizes(base_)
+            : std::vector<int64_t>{};
     auto take = [&](const Costed& c) {
-      if (allowed(c.point) && seen.insert(judge_.key_of(c.point)).second &&
-          judge_.orderable(c.point))
-        out.push_back(c);
+      const Costed pick = twin_of(c, sizes);
+      if (allowed(pick.point) && seen.insert(judge_.key_of(pick.point)).second &&
+          judge_.orderable(pick.point))
+        out.push_back(pick);
     };
     const std::vector<Costed> best = list.best();
     for (size_t i = 0; i < best.size() && out.size() < want; ++i) take(best[i]);
@@ -345,6 +356,16 @@ class Planner {
       }
     }
     return out;
+  }
+
+  // `c` or, where it has one the search prices (a micro-batch size it tries) and the user's
+  // fixed keys allow, its data-parallel twin on its own placement.
+  Costed twin_of(const Costed& c, const std::vector<int64_t>& sizes) {
+    const PlanPoint twin = planner::data_twin(c.point);
+    if (twin == c.point || !allowed(twin) ||
+        std::find(sizes.begin(), sizes.end(), twin.micro_batch) == sizes.end())
+      return c;
+    return {twin, placed_estimate(twin, twin.devices(base_.cluster))};
   }
 
   // A plan's estimate on its real placement (phase 1 costs every plan placed contiguously).

@@ -415,5 +415,27 @@ TEST(Estimate, ReplicasRunAsDataCopiesOfTheirSamples) {
   EXPECT_NEAR(cr.stage_time(0, 5, 2, t) / cd.stage_time(0, 5, 1, t), 1.0, 0.01);
 }
 
+// Phase 2 simulates a plan's data-parallel twin in its place (replicas do not fold in the
+// simulation, copies do): every stage's r replicas at micro-batch b become r times the
+// copies at b / r; uneven replicas, or r not dividing b, have no twin.
+TEST(Estimate, APlansDataTwinRunsItsReplicasAsCopies) {
+  planner::PlanPoint p;
+  p.stages = {{0, 2, 4}, {3, 5, 4}};
+  p.data = 2;
+  p.micro_batch = 8;
+  p.tensor = 2;
+  const planner::PlanPoint twin = planner::data_twin(p);
+  EXPECT_EQ(twin.data, 8);
+  EXPECT_EQ(twin.micro_batch, 2);
+  for (const StageSpec& s : twin.stages) EXPECT_EQ(s.replicas, 1);
+  EXPECT_EQ(twin.gpus(), p.gpus());
+  planner::PlanPoint uneven = p;
+  uneven.stages[1].replicas = 2;
+  EXPECT_EQ(planner::data_twin(uneven), uneven);
+  planner::PlanPoint indivisible = p;
+  indivisible.micro_batch = 6;
+  EXPECT_EQ(planner::data_twin(indivisible), indivisible);
+}
+
 }  // namespace
 }  // namespace pipesim
