@@ -353,9 +353,13 @@ std::vector<OpSpec> ops_at_degrees(const std::vector<OpSpec>& ops,
       op.repeats = routed.E * d.tensor * d.context / d.expert;
       op.weight_bytes = op.weight_bytes / routed.E * op.repeats;
     } else if (!whole[i]) {
+      // Each tensor rank reads its 1/t of the weights, once per context rank or sample
+      // share (roofline spreads weight_bytes over the repeats).
       op.repeats *= d.tensor * d.context;
+      op.weight_bytes *= d.context;
     } else {
       op.repeats *= d.context;
+      op.weight_bytes *= d.context;
     }
   }
   return split;

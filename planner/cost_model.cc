@@ -183,8 +183,9 @@ double CostModel::zero_gather_time(int g, int r, int stride, int first, int last
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
-  // Replicas splitting the micro-batch run each layer at their share's speed.
-  const SplitSums* at = split_sums(replicas);
+  // Replicas splitting the micro-batch run each layer at their share's speed (PipeDream's
+  // round-robin replicas run whole micro-batches).
+  const SplitSums* at = t.stashed == -1 ? nullptr : split_sums(replicas);
   const double again = t.recompute == Recompute::kFull        ? sum(at ? at->rf : rf_)
                        : t.recompute == Recompute::kSelective ? sum(core_)
                                                               : 0.0;

@@ -78,7 +78,8 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
 PlanPoint data_twin(const PlanPoint& p) {
   if (p.stages.empty()) return p;
   const int r = p.stages.front().replicas;
-  if (r < 2 || p.micro_batch % r != 0 ||
+  // (PipeDream's replicas take whole micro-batches in turn: no twin.)
+  if (r < 2 || p.micro_batch % r != 0 || p.schedule == ScheduleKind::kPipeDream ||
       std::any_of(p.stages.begin(), p.stages.end(),
                   [r](const StageSpec& s) { return s.replicas != r; }))
     return p;

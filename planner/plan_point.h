@@ -48,7 +48,8 @@ struct PlanPoint {
 // each micro-batch evenly (r divides b), r times the data-parallel copies at micro-batch
 // b / r, one replica a stage. The two run the same work per GPU (stage_profiles prices a
 // replica at its samples) and differ only in where their GPUs sit, but the replicas cost r
-// times the simulation (copies fold, replicas do not). Otherwise `p` itself.
+// times the simulation (copies fold, replicas do not). Otherwise (and under PipeDream,
+// whose replicas take whole micro-batches in turn) `p` itself.
 PlanPoint data_twin(const PlanPoint& p);
 
 // What a schedule does to the terms above.

@@ -300,7 +300,8 @@ class Planner {
             ? micro_batch_sizes(base_)
             : std::vector<int64_t>{};
     auto take = [&](const Costed& c) {
-      const Costed pick = twin_of(c, sizes);
+      Costed pick = twin_of(c, sizes);
+      if (!judge_.orderable(pick.point)) pick = c;  // (a twin that cannot run: the plan)
       if (allowed(pick.point) && seen.insert(judge_.key_of(pick.point)).second &&
           judge_.orderable(pick.point))
         out.push_back(pick);
