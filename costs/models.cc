@@ -352,14 +352,11 @@ std::vector<OpSpec> ops_at_degrees(const std::vector<OpSpec>& ops,
       }
       op.repeats = routed.E * d.tensor * d.context / d.expert;
       op.weight_bytes = op.weight_bytes / routed.E * op.repeats;
-    } else if (!whole[i]) {
+    } else {
       // Each tensor rank reads its 1/t of the weights, once per context rank or sample
       // share (roofline spreads weight_bytes over the repeats).
-      op.repeats *= d.tensor * d.context;
-      op.weight_bytes *= d.context;
-    } else {
-      op.repeats *= d.context;
-      op.weight_bytes *= d.context;
+      op.split_rows(d.context);
+      if (!whole[i]) op.repeats *= d.tensor;
     }
   }
   return split;
@@ -556,6 +553,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   OpSpec lookup = elementwise_op("lookup", s * b * h, 2, 3 * e + 1, 0);
   lookup.backward_weight = {0, 3 * e * s * b * h};
   m.layers.push_back(layer("embedding", {lookup}, 2 * s * b * h, embed_params, sbh, sbh * elem));
+  m.layers.back().sample_retime = ops_sample_retime({lookup}, training, gpu);
   m.layers.back().tp_replicated_activation = sbh;
   m.layers.back().tp_replicated_weight_activation = sbh;
   m.layers.back().tp_replicated_params = positions;
@@ -578,6 +576,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.push_back(layer("head", head_ops, 2 * b * s * h * V,
                            (t.tie_embeddings ? 0 : t.vocab * t.hidden) + norm_params(t),
                            logits * (elem + 4) + 2 * sbh * elem, 0));
+  m.layers.back().sample_retime = ops_sample_retime(head_ops, training, gpu);
   m.layers.back().tp_replicated_activation = 2 * sbh * elem;
   m.layers.back().tp_replicated_weight_activation = sbh * elem;  // the projection's input
   m.layers.back().tp_replicated_params = norm_params(t);

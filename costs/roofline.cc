@@ -122,4 +122,15 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
   return l;
 }
 
+std::shared_ptr<const SampleRetime> ops_sample_retime(std::vector<OpSpec> ops,
+                                                      const Training& training,
+                                                      const GpuSpec& gpu) {
+  return std::make_shared<const SampleRetime>([ops = std::move(ops), training, gpu](int k) {
+    std::vector<OpSpec> split = ops;
+    for (OpSpec& op : split) op.split_rows(k);
+    const Layer l = layer_from_ops("", split, 0, 0, 0, 0, training, gpu);
+    return TensorTimes{l.forward, l.backward_input, l.backward_weight, {}, {}, l.ops};
+  });
+}
+
 }  // namespace pipesim

@@ -3,6 +3,7 @@
 // efficiency curves (or its flat cluster.gpu.efficiency).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ struct OpSpec {
   // FLOPs times `batch`, batch-dependent bytes times `batch` x `element` (ops built with
   // bytes counted in elements).
   OpSpec& scale(double batch, double element = 1);
+  // The op as k sequential shards of its rows (a context rank's tokens, a stage replica's
+  // samples), each on the curves at its own size and each reading the weights whole.
+  OpSpec& split_rows(double k) {
+    repeats *= k;
+    weight_bytes *= k;
+    return *this;
+  }
 };
 
 // A GEMM of an [m, k] input by a [k, n] weight: 2mkn FLOPs per pass; the forward reads the
@@ -60,5 +68,10 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
 Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double forward_flops,
                      int64_t params, int64_t activation_bytes, int64_t output_bytes,
                      const Training& training, const GpuSpec& gpu);
+
+// Layer::sample_retime for a layer timed from `ops` (layer_from_ops): each op split into k
+// shards of the micro-batch's samples (OpSpec::split_rows).
+std::shared_ptr<const SampleRetime> ops_sample_retime(std::vector<OpSpec> ops,
+                                                      const Training& training, const GpuSpec& gpu);
 
 }  // namespace pipesim

@@ -140,12 +140,13 @@ std::shared_ptr<const TensorSplit> shape_tensor_split(const ShapeOp& op, const S
                                                       LinearSplit split, const Training& training,
                                                       const GpuSpec& gpu) {
   if (!splittable(op)) return nullptr;
-  return std::make_shared<const TensorSplit>([op, input, split, training, gpu](int t) {
+  return std::make_shared<const TensorSplit>([op, input, split, training, gpu](int t, int k) {
     const ShardCost c = std::visit(Shard{input, t, split}, op);
     const double b = static_cast<double>(training.micro_batch);
     const double elem = static_cast<double>(element_bytes(training.precision));
-    const Layer timed =
-        layer_from_ops("", internal::scaled_ops(c.cost, b, elem), 0, 0, 0, 0, training, gpu);
+    std::vector<OpSpec> ops = internal::scaled_ops(c.cost, b, elem);
+    for (OpSpec& o : ops) o.split_rows(k);
+    const Layer timed = layer_from_ops("", ops, 0, 0, 0, 0, training, gpu);
     TensorShard s;
     s.forward = timed.forward;
     s.backward_input = timed.backward_input;

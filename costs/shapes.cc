@@ -463,10 +463,13 @@ Layer shape_layer(std::string name, const ShapeOp& op, bool drop_carried, ShapeS
   for (const auto& t : state.carried) out += tensor_bytes(t, elem);
   const double flops = c.flops * b;
   if (!(flops < 1e30)) too_large("a layer's FLOPs");
-  return layer_from_ops(
-      std::move(name), scaled_ops(c, b, elem), flops, to_whole(c.params, "a layer's parameters"),
+  std::vector<OpSpec> ops = scaled_ops(c, b, elem);
+  Layer x = layer_from_ops(
+      std::move(name), ops, flops, to_whole(c.params, "a layer's parameters"),
       to_whole((c.activation_elements * elem + c.activation_id_bytes) * b, "a layer's activations"),
       to_whole(out * b, "a layer's output"), training, gpu);
+  x.sample_retime = ops_sample_retime(std::move(ops), training, gpu);
+  return x;
 }
 
 int64_t shape_input_bytes(const TensorShape& input, const Training& training) {

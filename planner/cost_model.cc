@@ -33,9 +33,9 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   const LayerCommCosts comm(s, t_, context, expert, etp);
   slow_ = comm.slow();
   for (size_t l = 0; l < L; ++l) {
-    // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_tensor_degree),
-    // on 1/context of the tokens.
-    Layer x = s.model.layers[l].at_tensor_degree(t_, expert, context, etp);
+    // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_degrees), on
+    // 1/context of the tokens.
+    Layer x = s.model.layers[l].at_degrees(t_, expert, context, etp, 1);
     if (context > 1) {
       for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
                       &x.tp_whole_forward, &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
@@ -115,7 +115,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
 
 void CostModel::price_splits(int context, int expert, int expert_tensor) {
   const auto& layers = s_.model.layers;
-  if (std::none_of(layers.begin(), layers.end(), [](const Layer& l) { return !!l.tensor_retime; }))
+  if (std::none_of(layers.begin(), layers.end(),
+                   [](const Layer& l) { return l.tensor_retime || l.sample_retime; }))
     return;
   // At most one sample per replica, and no more replicas than the cluster holds.
   const int64_t groups = s_.cluster.num_devices() / std::max(1, t_ * context);
@@ -126,8 +127,8 @@ void CostModel::price_splits(int context, int expert, int expert_tensor) {
     for (size_t l = 0; l < layers.size(); ++l) {
       // (As the constructor's loop: the whole layer at these degrees, on 1/context of the
       // tokens; the k shards' time, which compute_time divides by the split.)
-      const Layer x = layers[l].at_tensor_degree(t_, expert, context * static_cast<int>(k),
-                                                 std::max(1, expert_tensor));
+      const Layer x = layers[l].at_degrees(t_, expert, context, std::max(1, expert_tensor),
+                                           static_cast<int>(k));
       const double f = x.forward.seconds() / context;
       sums.f[l + 1] = sums.f[l] + f;
       sums.b[l + 1] = sums.b[l] + x.backward_input.seconds() / context;
@@ -152,8 +153,7 @@ double CostModel::split(int replicas) const {
 }
 
 const CostModel::SplitSums* CostModel::split_sums(int replicas) const {
-  const int64_t b = s_.training.micro_batch;
-  const int64_t k = b > 0 ? std::min<int64_t>(replicas, b) : replicas;
+  const int k = sample_shards(replicas, s_.training.micro_batch, false);
   return k >= 2 && static_cast<size_t>(k - 2) < splits_.size()
              ? &splits_[u(static_cast<int>(k - 2))]
              : nullptr;
@@ -183,9 +183,9 @@ double CostModel::zero_gather_time(int g, int r, int stride, int first, int last
 
 double CostModel::compute_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<double>& v) { return v[u(last) + 1] - v[u(first)]; };
-  // Replicas splitting the micro-batch run each layer at their share's speed (PipeDream's
-  // round-robin replicas run whole micro-batches).
-  const SplitSums* at = t.stashed == -1 ? nullptr : split_sums(replicas);
+  // Replicas splitting the micro-batch run each layer at their share's speed (replicas that
+  // take turns run whole micro-batches).
+  const SplitSums* at = t.take_turns ? nullptr : split_sums(replicas);
   const double again = t.recompute == Recompute::kFull        ? sum(at ? at->rf : rf_)
                        : t.recompute == Recompute::kSelective ? sum(core_)
                                                               : 0.0;

@@ -33,6 +33,7 @@ ScheduleTraits traits(const PlanPoint& p) {
 ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
   ScheduleTraits t;
   t.recompute = r;
+  t.take_turns = replicas_take_turns(k);
   switch (k) {
     case ScheduleKind::kGpipe:
       t.all_in_flight = true;
@@ -78,8 +79,8 @@ ScheduleTraits traits(ScheduleKind k, Warmup w, Recompute r) {
 PlanPoint data_twin(const PlanPoint& p) {
   if (p.stages.empty()) return p;
   const int r = p.stages.front().replicas;
-  // (PipeDream's replicas take whole micro-batches in turn: no twin.)
-  if (r < 2 || p.micro_batch % r != 0 || p.schedule == ScheduleKind::kPipeDream ||
+  // (Replicas that take whole micro-batches in turn, PipeDream's, have no twin.)
+  if (r < 2 || p.micro_batch % r != 0 || replicas_take_turns(p.schedule) ||
       std::any_of(p.stages.begin(), p.stages.end(),
                   [r](const StageSpec& s) { return s.replicas != r; }))
     return p;

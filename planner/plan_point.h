@@ -61,6 +61,7 @@ struct ScheduleTraits {
   int w_fill = 0;                          // zero bubble: W fills the bubble (1: ZB-H1, 2: ZB-H2)
   bool async = false;                      // no flush: PipeDream, 2BW
   int stashed = 0;                         // -1: PipeDream's S - s - 1 versions; else that many
+  bool take_turns = false;                 // replicas take whole micro-batches in turn
   // zb-1p / zb-2p: the order builder defers W while the stage's activations stay under its
   // memory limit (w_fill x S micro-batches' activations, p M_B or 2p M_B), so every stage
   // may hold that many (ZB-H1/H2's fixed orders hold fewer on the later stages).

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "parallel/distributed.h"
-#include "planner/baselines.h"
+#include "planner/baseline_runs.h"
 #include "planner/bound.h"
 #include "planner/exhaustive.h"
 #include "planner/judge.h"
@@ -22,8 +22,6 @@
 #include "planner/search.h"
 #include "scenario/device_speed.h"
 #include "scenario/setup.h"
-#include "sim/copies.h"
-#include "sim/engine.h"
 
 namespace pipesim {
 
@@ -48,6 +46,10 @@ constexpr double kAnalyticShare = 0.4;
 
 // Per-stage placement variants are tried on pipelines up to this deep.
 constexpr size_t kMaxPerStagePositions = 16;
+
+// A plan whose simulation costs at most this share of PlanOptions::max_sim_work (about a
+// quarter of a second) is cheap to simulate.
+constexpr double kCheapShare = 1.0 / 16;
 
 class Planner {
  public:
@@ -98,7 +100,7 @@ class Planner {
     if (opt_.time_limit_s > 0)  // phase 1 takes at most this share; simulations the rest
       analytic_deadline_ = after(t0, kAnalyticShare * opt_.time_limit_s);
     for (const std::string& text : opt_.compare)
-      compared_scenario(text);  // refused before the search
+      planner::compared_scenario(base_, text);  // refused before the search
     Plan result;
     std::vector<Costed> chosen;
     chosen = analytic_choice(result, t0);
@@ -117,7 +119,7 @@ class Planner {
     refine(chosen, done, result);
     if (opt_.baselines) {
       // The baselines' plans compete too: the planner never recommends less than they do.
-      result.baselines = baselines(t0);
+      result.baselines = planner::simulate_baselines(base_, judge_, opt_.max_sim_work, t0);
       std::set<std::string> have;
       for (const Candidate& c : done) have.insert(judge_.key_of(c.point));
       for (const Baseline& b : result.baselines) {
@@ -138,7 +140,7 @@ class Planner {
       result.lower_bound_s = checked_bound(done, result);
     else
       mixed_speeds(result);
-    result.compared = compared(done);
+    result.compared = planner::simulate_compared(base_, judge_, opt_.compare, done);
     judge_.finish(done, result);
     result.wall_s = since(t0);
     return result;
@@ -290,13 +292,12 @@ class Planner {
     std::vector<Costed> out;
     std::set<std::string> seen;
     // A plan's data-parallel twin (planner::data_twin) stands for it: the same work per GPU,
-    // a fraction of the simulation. (Only for generated transformers, whose blocks are
-    // priced at a replica's samples; shape-described and profile layers on replicas scale
-    // linearly, at the whole micro-batch's efficiency.)
+    // a fraction of the simulation. (Only where every layer is priced at a replica's
+    // samples, Layer::at_degrees, and at the twin's micro-batch, micro_batch_sizes.)
     const auto& layers = base_.model.layers;
     const std::vector<int64_t> sizes =
         std::all_of(layers.begin(), layers.end(),
-                    [](const Layer& l) { return l.source == "analytic" && !l.tensor_split; })
+                    [](const Layer& l) { return l.tensor_retime || l.sample_retime; })
             ? micro_batch_sizes(base_)
             : std::vector<int64_t>{};
     auto take = [&](const Costed& c) {
@@ -361,7 +362,10 @@ class Planner {
 
   // `c` or, where it has one the search prices (a micro-batch size it tries) and the user's
   // fixed keys allow, its data-parallel twin on its own placement.
+  // A plan's data-parallel twin, where the plan is not cheap to simulate (a cheap one keeps
+  // its own placement, which the twin's does not repeat: a stage's replicas side by side).
   Costed twin_of(const Costed& c, const std::vector<int64_t>& sizes) {
+    if (c.estimate.work <= kCheapShare * opt_.max_sim_work) return c;
     const PlanPoint twin = planner::data_twin(c.point);
     if (twin == c.point || !allowed(twin) ||
         std::find(sizes.begin(), sizes.end(), twin.micro_batch) == sizes.end())
@@ -478,7 +482,8 @@ class Planner {
             const planner::Estimate e = placed_estimate(n, devices);
             // Only plans cheap to simulate (about a quarter of a second each): on large
             // clusters the budget goes to phase 2's best estimates instead.
-            if (!e.fits || e.work > opt_.max_sim_work / 16 || spent + e.work > budget) continue;
+            if (!e.fits || e.work > kCheapShare * opt_.max_sim_work || spent + e.work > budget)
+              continue;
             spent += e.work;
             next.push_back({std::move(n), e});
           }
@@ -499,121 +504,6 @@ class Planner {
       judge_.progress(
           fmt::format("refined: {} neighbours simulated in {} rounds, best {:.1f} samples/s",
                       simulated, rounds, done[best().front()].throughput));
-  }
-
-  // The scenario with one of PlanOptions::compare as its strategy, read like the file's
-  // strategy section; an InputError naming --compare if it is not a valid one.
-  Scenario compared_scenario(const std::string& text) const {
-    try {
-      return with_strategy_yaml(base_, text, "--compare");
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("'{}': {}", text, e.problem()), e.allowed(),
-                       "--compare " + e.key(), {"<command line>"});
-    }
-  }
-
-  // The user's strategies (PlanOptions::compare), simulated and ranked against `done`.
-  std::vector<Compared> compared(const std::vector<Candidate>& done) const {
-    std::vector<Compared> out;
-    double best = std::numeric_limits<double>::infinity();
-    for (const Candidate& c : done)
-      if (c.fits() && !c.estimated_only) best = std::min(best, c.iteration_s);
-    for (const std::string& text : opt_.compare) {
-      Compared x;
-      x.given = text;
-      planner::Judge::simulate_scenario(compared_scenario(text), x.result);
-      judge_.mark_tight(x.result);
-      x.rank = 1;
-      for (const Candidate& c : done) x.rank += planner::Judge::ranks_before(c, x.result);
-      x.regret = std::isfinite(best) ? x.result.iteration_s / best - 1 : 0.0;
-      judge_.progress(fmt::format("compared {}: rank {}, {:+.1f} % against the best", text, x.rank,
-                                  100 * x.regret));
-      out.push_back(std::move(x));
-    }
-    return out;
-  }
-
-  // One baseline plan simulated with `placement`: its result, or why not.
-  Baseline simulate_baseline(const StagePlan& sp, ScheduleKind kind,
-                             PlacementPolicy placement) const {
-    Baseline b;
-    PlanPoint p;
-    p.stages = sp.stages;
-    p.data = sp.data;
-    p.placement = placement;
-    p.micro_batch = base_.training.micro_batch;
-    p.schedule = kind;
-    const int64_t M = base_.training.global_batch / (p.micro_batch * p.data);
-    const Placement devices = p.devices(base_.cluster);
-    const planner::Estimate e = planner::CostModel(base_).estimate(p, M, &devices);
-    if (e.work > opt_.max_sim_work) {
-      b.error = fmt::format("too large to simulate here (work {:.3g}): {}", e.work, sp.note);
-    } else if (judge_.past_deadline() || !judge_.may_finish(e.work)) {
-      b.error = "not simulated: the time limit was reached";
-    } else {
-      try {
-        b.result = judge_.simulate_one(p, e);
-        if (!b.result) b.error = "the loader refused the baseline's plan";
-      } catch (const DeadlinePassed&) {
-        b.error = "not simulated: the time limit was reached";
-      } catch (const CopiesDoNotFold& x) {
-        b.error = fmt::format("too large to simulate here ({}): {}", x.problem(), sp.note);
-      }
-    }
-    return b;
-  }
-
-  std::vector<Baseline> baselines(Clock::time_point t0) const {
-    std::vector<Baseline> out;
-    const ScheduleKind kind =
-        is_async(base_.strategy.schedule) ? ScheduleKind::kPipeDream : ScheduleKind::kDapple;
-    const std::pair<const char*, StagePlan (*)(const Scenario&, const Deadline&)> makers[] = {
-        {"pipedream", &pipedream_baseline},
-        {"dapple", &dapple_baseline},
-        {"data_parallel", &data_parallel_baseline}};
-    for (const auto& [name, make] : makers) {
-      Baseline b;
-      b.name = name;
-      if (judge_.past_deadline()) {
-        b.error = "not planned: the time limit was reached";
-        out.push_back(std::move(b));
-        continue;
-      }
-      try {
-        const StagePlan sp = make(base_, judge_.deadline());
-        b.note = sp.note;
-        // DAPPLE places a replicated pipeline by the best of its three policies: each is
-        // simulated and the fastest that fits kept.
-        std::vector<PlacementPolicy> placements{sp.placement};
-        if (std::string_view(name) == "dapple" && sp.data > 1 && sp.stages.size() > 1)
-          placements = {PlacementPolicy::kFreshFirst, PlacementPolicy::kAppendFirst,
-                        PlacementPolicy::kScatterFirst};
-        for (const PlacementPolicy placement : placements) {
-          Baseline tried = simulate_baseline(sp, kind, placement);
-          if (!tried.result) {
-            if (!b.result && b.error.empty()) b.error = tried.error;
-            continue;
-          }
-          const Candidate& c = *tried.result;
-          if (!b.result || (c.fits() && !b.result->fits()) ||
-              (c.fits() == b.result->fits() && c.iteration_s < b.result->iteration_s)) {
-            b.result = std::move(tried.result);
-            b.error.clear();
-            if (placements.size() > 1)
-              b.note = fmt::format("{}; placed {} (the fastest of fresh-, append- and "
-                                   "scatter-first in the simulation)",
-                                   sp.note, to_string(placement));
-          }
-        }
-      } catch (const InputError& e) {
-        b.error = e.what();
-      } catch (const DeadlinePassed&) {
-        b.error = "not planned: the time limit was reached";
-      }
-      out.push_back(std::move(b));
-    }
-    judge_.progress(fmt::format("baselines simulated at {:.2f} s", since(t0)));
-    return out;
   }
 
   PlanOptions opt_;

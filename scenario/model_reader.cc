@@ -397,6 +397,21 @@ void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix
     l.forward = scaled_time(l.forward, f);
     l.backward_input = scaled_time(l.backward_input, f);
     l.backward_weight = scaled_time(l.backward_weight, f);
+    if (flops > 0) {
+      // Its samples split k ways (stage replicas): k GEMMs of 1/k, each reading the weights.
+      const double bytes = 2 * static_cast<double>(l.output_bytes) / 4 * elem * r;
+      const double weights = static_cast<double>(l.params) * elem;
+      const Time whole = roofline({flops * r, bytes}, true, weights, 1, gpu, t.precision).time;
+      l.sample_retime = std::make_shared<const SampleRetime>(
+          [f = l.forward, b = l.backward_input, w = l.backward_weight, flops = flops * r, bytes,
+           weights, whole, gpu, p = t.precision, scaled_time](int k) {
+            const Time split = roofline({flops, bytes}, true, weights * k, k, gpu, p).time;
+            const double g = whole > Time::zero() ? static_cast<double>(split.ps_count()) /
+                                                        static_cast<double>(whole.ps_count())
+                                                  : 1.0;
+            return TensorTimes{scaled_time(f, g), scaled_time(b, g), scaled_time(w, g), {}, {}, {}};
+          });
+    }
     l.activation_bytes = scaled_bytes(l.activation_bytes);
     if (l.weight_activation)
       l.weight_activation = std::min(scaled_bytes(*l.weight_activation), l.activation_bytes);

@@ -130,7 +130,7 @@ GroupDegrees group_degrees(const Scenario& s) {
           .shared_expert_overlap = st.shared_expert_overlap,
           .tensor_pieces = st.tensor_overlap == TensorOverlap::kFull,
           .micro_batch = s.training.micro_batch,
-          .round_robin = st.schedule == ScheduleKind::kPipeDream};
+          .round_robin = replicas_take_turns(st.schedule)};
 }
 
 StageCosts stage_costs(const Scenario& s) {

@@ -124,7 +124,7 @@ void add_layer(const Scenario& s, const StageSpec& stage, const Layer& layer, bo
   if (!layer.tensor_split || t <= 1) return;
   // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends), each
   // also cutting the op into one more part.
-  const TensorShard shard = (*layer.tensor_split)(st.tensor_of(stage));
+  const TensorShard shard = (*layer.tensor_split)(st.tensor_of(stage), 1);
   CollectiveCount collectives;
   double parts = 0;
   const auto count = [&](const std::vector<TpCollective>& list, double times) {

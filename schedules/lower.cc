@@ -576,10 +576,7 @@ void Lowering::add_pipeline_transfers() {
 GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool sequence_parallel,
                              bool recompute, int64_t samples, int context) {
   using lowering::lane_share;
-  lowering::Share split =
-      samples <= 0 || samples % replicas == 0
-          ? lowering::Share{1, replicas}
-          : lowering::Share{lowering::samples_of(0, replicas, samples), samples};
+  lowering::Share split = lowering::replica_share(0, replicas, samples);
   split.den *= context;
   const int64_t act =
       lane_share(sp.activation_bytes, sp.replicated_activation, split, t, sequence_parallel);

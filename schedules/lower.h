@@ -121,8 +121,9 @@ struct GroupDegrees {
   // pieces, beside the GEMMs Transformer Engine pairs them with (LayerPiece's leads and tail).
   bool tensor_pieces = false;
   // Stage replicas split each micro-batch's samples (DAPPLE): a replica's ops are priced at
-  // its share, as min(replicas, micro_batch) equal parts (0: samples not known, r parts);
-  // under round robin (PipeDream) each replica runs whole micro-batches.
+  // its share, in sample_shards(replicas, micro_batch, round_robin) equal parts (0: samples
+  // not known); under round robin (replicas_take_turns: PipeDream) each replica runs whole
+  // micro-batches.
   int64_t micro_batch = 0;
   bool round_robin = false;
 };

@@ -188,6 +188,17 @@ Layer Layer::at_tensor_degree(int t, int ep, int cp, int etp) const {
   return x;
 }
 
+Layer Layer::at_degrees(int t, int ep, int cp, int etp, int k) const {
+  if (tensor_retime || cp * k <= 1 || !sample_retime) return at_tensor_degree(t, ep, cp * k, etp);
+  // (Without tensor_retime: the layer itself at every degree, its rows split cp k ways.)
+  Layer x = *this;
+  const TensorTimes times = (*sample_retime)(cp * k);
+  x.forward = times.forward;
+  x.backward_input = times.backward_input;
+  x.backward_weight = times.backward_weight;
+  return x;
+}
+
 std::vector<OpCost> Layer::rank_ops(int t, int ep, int cp, bool sequence_parallel,
                                     int etp) const {
   if (tensor_split && t > 1) return {};  // its shards are layers of their own (sharded())

@@ -64,14 +64,17 @@ struct TpCollective {
 // One tensor rank's share of a shape-described layer split t ways (costs/shape_shards.cc):
 // its times from the per-op rooflines of the sharded shapes, its activations (the part split
 // t ways, and what every rank keeps whole), and the collectives its forward and backward
-// issue, in order, each after an equal segment of the pass.
+// issue, in order, each after an equal segment of the pass. Its times are for the micro-batch
+// as k equal shards of its samples, each op priced at one shard's size (stage replicas
+// splitting it, GroupDegrees::sample_split; k = 1: whole); activations and collectives are
+// the whole micro-batch's.
 struct TensorShard {
   Time forward, backward_input, backward_weight;
   int64_t split_activation = 0;       // one rank's share
   int64_t replicated_activation = 0;  // whole on every rank
   std::vector<TpCollective> forward_collectives, backward_collectives;
 };
-using TensorSplit = std::function<TensorShard(int t)>;
+using TensorSplit = std::function<TensorShard(int t, int k)>;
 
 // The parts of a generated transformer layer, in the order its forward runs them, where
 // context and expert parallelism place their collectives (schedules/stage_profiles.cc):
@@ -113,6 +116,9 @@ struct TensorTimes {
   std::vector<OpCost> ops;            // the ops at that degree, every rank's shards together
 };
 using TensorRetime = std::function<TensorTimes(int t, int ep, int cp, int etp)>;
+// A layer's times with each micro-batch's samples split into k equal shards, each op priced
+// at one shard's size (the k shards' time together; stage replicas, GroupDegrees::sample_split).
+using SampleRetime = std::function<TensorTimes(int k)>;
 
 // A mixture-of-experts layer (SPEC section 9): what expert parallelism shards and sends.
 struct MoeFacts {
@@ -215,6 +221,10 @@ struct Layer {
   // Generated layers under tensor parallelism: the times at degree t, each op the tensor
   // group splits looked up on the efficiency curves at one rank's size. Null otherwise.
   std::shared_ptr<const TensorRetime> tensor_retime;
+  // Shape-described layers, a generated model's embedding and head, and profiles whose
+  // matrix FLOPs are known: the layer's times with its rows split k ways (generated blocks
+  // split them by tensor_retime's context degree). Null otherwise: its time splits linearly.
+  std::shared_ptr<const SampleRetime> sample_retime;
   // Where the times come from: analytic (per-op roofline), profile (as measured), or a
   // profile scaled to another batch: profile/linear or profile/curve.
   std::string source = "profile";
@@ -229,6 +239,10 @@ struct Layer {
   // context group of cp, experts split over etp ranks) cost it: tensor_retime's times where
   // it has one, else the layer itself.
   Layer at_tensor_degree(int t, int ep = 1, int cp = 1, int etp = 1) const;
+  // The same with each micro-batch's samples split into k shards besides (stage replicas):
+  // tensor_retime at context degree cp k, or sample_retime(cp k) (a context rank's tokens
+  // shrink its rows as a replica's samples do); the layer itself for a layer with neither.
+  Layer at_degrees(int t, int ep, int cp, int etp, int k) const;
   // One rank's share of each op at tensor degree t, expert degree ep and context degree cp,
   // as the lowering divides the layer (`pipesim model --ops`): the ops the tensor group
   // splits at 1/(t cp) of their time at that degree, the ones it keeps whole at their whole
@@ -314,6 +328,18 @@ enum class ScheduleKind {
 };
 
 std::string_view to_string(ScheduleKind k);
+
+// Whether a schedule's stage replicas take whole micro-batches in turn (PipeDream's round
+// robin) rather than split each micro-batch's samples among them (DAPPLE; SPEC section 2).
+inline bool replicas_take_turns(ScheduleKind k) {
+  return k == ScheduleKind::kPipeDream;
+}
+// The equal shards a stage's r replicas price a micro-batch of b samples in (each op at one
+// shard's size): min(r, b), r where b is not known (0), 1 where they take turns.
+inline int sample_shards(int replicas, int64_t micro_batch, bool take_turns) {
+  if (take_turns || replicas <= 1) return 1;
+  return micro_batch > 0 ? static_cast<int>(std::min<int64_t>(replicas, micro_batch)) : replicas;
+}
 
 // Where global stages sit on the P pipeline positions: chunk c of position p is global stage
 // c P + p (round robin), except in zb-v's V (is_v_shape), whose chunk 1 runs back up the

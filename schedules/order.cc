@@ -257,7 +257,7 @@ SlotOrders async_orders(const OrderSpec& spec) {
   out.micro_batches = N;
   const int total_ranks = std::accumulate(spec.replicas.begin(), spec.replicas.end(), 0);
   out.round_robin =
-      spec.kind == ScheduleKind::kPipeDream &&
+      replicas_take_turns(spec.kind) &&
       std::any_of(spec.replicas.begin(), spec.replicas.end(), [](int r) { return r > 1; });
   int ranks_before = 0;
   for (int p = 0; p < P; ++p) {

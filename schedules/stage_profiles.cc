@@ -264,13 +264,6 @@ std::vector<StageProfile::LayerCost::Piece> layer_pieces(const Layer& x, int t,
   return result;
 }
 
-// The parts a stage's replicas split a micro-batch's samples into, for pricing (GroupDegrees).
-int sample_split(int replicas, const GroupDegrees& g) {
-  if (g.round_robin || replicas <= 1) return 1;
-  return g.micro_batch > 0 ? static_cast<int>(std::min<int64_t>(replicas, g.micro_batch))
-                           : replicas;
-}
-
 // The layer as one rank of its stage costs it, where that differs from the layer itself:
 // a shape-described layer's shard (t x one rank's), an analytic layer retimed at its
 // degrees (one rank's GEMMs are 1/t of the layer's, and less efficient for it; a MoE
@@ -278,16 +271,17 @@ int sample_split(int replicas, const GroupDegrees& g) {
 // tokens), the tokens an expert-tensor group gathers, the routing imbalance, and the ops
 // every tensor rank runs whole without sequence parallelism.
 std::optional<Layer> at_degrees(const Layer& base, const std::optional<TensorShard>& shard, int t,
-                                bool sequence_parallel, const GroupDegrees& groups, int replicas) {
+                                bool sequence_parallel, const GroupDegrees& groups, int shards) {
   std::optional<Layer> copy;
   if (shard) copy = sharded(base, *shard, t);
   const int ep = base.moe ? groups.expert : 1;
   const int etp = base.moe ? groups.expert_tensor : 1;
   // A replica's ops see its share of the samples as a context rank's see its share of the
-  // tokens: both shrink every op's rows alike.
-  const int cp = groups.context * sample_split(replicas, groups);
-  if (!shard && (t > 1 || ep > 1 || etp > 1 || cp > 1) && base.tensor_retime)
-    copy = base.at_tensor_degree(t, ep, cp, etp);
+  // tokens: both shrink every op's rows alike (Layer::at_degrees).
+  const int cp = groups.context;
+  if (!shard && (t > 1 || ep > 1 || etp > 1 || cp > 1 || shards > 1) &&
+      (base.tensor_retime || base.sample_retime))
+    copy = base.at_degrees(t, ep, cp, etp, shards);
   if (base.moe && etp > 1) {
     // Each rank keeps the tokens its expert-tensor group gathered for the experts (the
     // first GEMM's input, which W reads): etp times its own routed copies.
@@ -346,10 +340,12 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
       const int t = tensor.empty() ? 1 : tensor[g];
       const Layer& base = model.layers.at(static_cast<size_t>(l));
+      // The shards each micro-batch's samples are priced in on this stage's replicas.
+      const int shards = sample_shards(s.replicas, groups.micro_batch, groups.round_robin);
       std::optional<TensorShard> shard;
-      if (t > 1 && base.tensor_split) shard = (*base.tensor_split)(t);
+      if (t > 1 && base.tensor_split) shard = (*base.tensor_split)(t, shards);
       const std::optional<Layer> copy =
-          at_degrees(base, shard, t, sequence_parallel, groups, s.replicas);
+          at_degrees(base, shard, t, sequence_parallel, groups, shards);
       const Layer& layer = copy ? *copy : base;
       const int64_t experts = layer.moe ? layer.moe->expert_params : 0;
       const Time optimizer = rank_optimizer(layer, t, groups);

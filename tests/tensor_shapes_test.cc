@@ -169,7 +169,7 @@ TEST(TensorShapes, OneRankAtDegreeOneIsTheWholeLayer) {
                             1));
   for (const Layer& l : r.scenario.model.layers) {
     ASSERT_TRUE(l.tensor_split) << l.name;
-    const TensorShard s = (*l.tensor_split)(1);
+    const TensorShard s = (*l.tensor_split)(1, 1);
     EXPECT_EQ(s.forward, l.forward) << l.name;
     EXPECT_EQ(s.backward_input, l.backward_input) << l.name;
     EXPECT_EQ(s.backward_weight, l.backward_weight) << l.name;
@@ -178,7 +178,7 @@ TEST(TensorShapes, OneRankAtDegreeOneIsTheWholeLayer) {
   const test::SimRun lstm = test::run_yaml(
       shaped("{sequence: [5, 16]}", "    - {lstm: {hidden: 24, bidirectional: true}}", 1));
   const Layer& l = lstm.scenario.model.layers[0];
-  const TensorShard s = (*l.tensor_split)(1);
+  const TensorShard s = (*l.tensor_split)(1, 1);
   EXPECT_EQ(s.forward, l.forward);
   EXPECT_EQ(s.backward_input, l.backward_input);
   EXPECT_EQ(s.split_activation + s.replicated_activation, l.activation_bytes);

@@ -53,6 +53,11 @@ inline int64_t split_bytes(int64_t b, Share s) {
 inline int64_t samples_of(int j, int r, int64_t b) {
   return b / r + (j < b % r ? 1 : 0);
 }
+// Replica j's Share of a micro-batch of b samples that its stage's r replicas split (b = 0:
+// not known, 1 / r).
+inline Share replica_share(int j, int r, int64_t b) {
+  return b <= 0 || b % r == 0 ? Share{1, r} : Share{samples_of(j, r, b), b};
+}
 inline int64_t first_sample(int j, int r, int64_t b) {
   return j * (b / r) + std::min<int64_t>(j, b % r);
 }
@@ -261,9 +266,7 @@ class Lowering {
   // split them evenly, else its whole samples over the micro-batch's; all of it when
   // replicas take whole micro-batches in turn (round robin).
   Share sample_share(int p, int j) const {
-    const int r = in_.orders.round_robin ? 1 : replicas(p);
-    const int64_t b = in_.micro_batch_samples;
-    return b <= 0 || b % r == 0 ? Share{1, r} : Share{samples_of(j, r, b), b};
+    return replica_share(j, in_.orders.round_robin ? 1 : replicas(p), in_.micro_batch_samples);
   }
   // Bytes of one lane's share of `total`, `replicated` of which tensor parallelism leaves
   // whole on each rank unless sequence parallelism splits it too.
