@@ -21,14 +21,16 @@ PassTimes pass_times(const CostModel& cm, const PlanPoint& p, int first, int las
                      bool split_w) {
   ScheduleTraits plain;  // per pass: no recompute, nothing run whole on every tensor rank
   plain.sequence_parallel = true;
+  plain.take_turns = replicas_take_turns(p.schedule);
   ScheduleTraits again = plain;
   again.recompute = p.schedule == ScheduleKind::kGpipeRecompute ? Recompute::kFull : p.recompute;
   const double e = even(cm, replicas);
   PassTimes t;
-  t.f = cm.forward_time(first, last, replicas) * e;
+  t.f = cm.forward_time(first, last, replicas, plain.take_turns) * e;
   const double all = per_replica_compute(cm, first, last, replicas, plain);
   const double backward = std::max(0.0, all - t.f);
-  t.w = split_w ? std::min(backward, cm.weight_time(first, last, replicas) * e) : 0.0;
+  t.w = split_w ? std::min(backward, cm.weight_time(first, last, replicas, plain.take_turns) * e)
+                : 0.0;
   t.b = backward - t.w;
   t.r = std::max(0.0, per_replica_compute(cm, first, last, replicas, again) - all);
   return t;

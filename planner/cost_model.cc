@@ -159,13 +159,13 @@ const CostModel::SplitSums* CostModel::split_sums(int replicas) const {
              : nullptr;
 }
 
-double CostModel::forward_time(int first, int last, int replicas) const {
-  const SplitSums* at = split_sums(replicas);
+double CostModel::forward_time(int first, int last, int replicas, bool take_turns) const {
+  const SplitSums* at = take_turns ? nullptr : split_sums(replicas);
   const std::vector<double>& f = at ? at->f : f_;
   return (f[u(last) + 1] - f[u(first)]) / (split(replicas) * t_);
 }
-double CostModel::weight_time(int first, int last, int replicas) const {
-  const SplitSums* at = split_sums(replicas);
+double CostModel::weight_time(int first, int last, int replicas, bool take_turns) const {
+  const SplitSums* at = take_turns ? nullptr : split_sums(replicas);
   const std::vector<double>& w = at ? at->w : w_;
   return (w[u(last) + 1] - w[u(first)]) / (split(replicas) * t_);
 }
@@ -389,8 +389,8 @@ void CostModel::position_terms(const PlanPoint& p, const ScheduleTraits& t, cons
     out.dev_t[u(q)] += step;
     out.dev_a[u(q)] += step - std::max(work, gather) +
                        std::max(work, gather / (terms.share != nullptr ? terms.share[g] : 1.0));
-    out.dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas);
-    out.dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas);
+    out.dev_w[u(q)] += weight_time(st.first_layer, st.last_layer, st.replicas, t.take_turns);
+    out.dev_f[u(q)] += forward_time(st.first_layer, st.last_layer, st.replicas, t.take_turns);
     if (g + 1 < G) {
       const StageSpec& nx = p.stages[u(g) + 1];
       const double c = terms.cut[g];
@@ -437,7 +437,7 @@ double CostModel::allreduce_tail(const PlanPoint& p, const ScheduleTraits& t,
       nb = std::clamp(std::ceil(bytes / static_cast<double>(s_.strategy.bucket_bytes)), 1.0,
                       static_cast<double>(st.last_layer - st.first_layer + 1));
       const double pass = stage_time(st.first_layer, st.last_layer, st.replicas, t) -
-                          forward_time(st.first_layer, st.last_layer, st.replicas);
+                          forward_time(st.first_layer, st.last_layer, st.replicas, t.take_turns);
       early = std::max(0.0, pass) * (1 - 1 / nb);
     }
     comm_end[u(q)] = std::max(std::max(comm_end[u(q)], ready - early) + terms.allreduce[g],

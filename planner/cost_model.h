@@ -98,11 +98,13 @@ class CostModel {
   // stage_time without the tensor all-reduces: a lower bound on the slowest stage of any
   // split of the layers over that many replicas.
   double compute_time(int first, int last, int replicas, const ScheduleTraits& t) const;
-  double weight_time(int first, int last, int replicas) const;
+  // The W and F passes alone (replicas that take turns, ScheduleTraits::take_turns, run
+  // whole micro-batches).
+  double weight_time(int first, int last, int replicas, bool take_turns) const;
   // What a stage's work is divided by on its slowest replica: r when the replicas split
   // the micro-batch evenly, else b / ceil(b / r) (each replica takes whole samples).
   double split(int replicas) const;
-  double forward_time(int first, int last, int replicas) const;
+  double forward_time(int first, int last, int replicas, bool take_turns) const;
   // The optimizer step of layers [first, last], sharded over `ranks` under ZeRO.
   double optimizer_time(int first, int last, int ranks = 1) const;
   // ZeRO-3's weight all-gathers of layers [first, last] per micro-batch (before the forward,
@@ -162,8 +164,8 @@ class CostModel {
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // f_, b_, w_ and rf_ with each layer priced at one replica's share of the samples, where a
   // stage's replicas split each micro-batch k ways (k from 2 to at most its samples:
-  // splits_[k - 2]) and the layer can be priced again (stage_profiles' sample_split); empty
-  // when none can.
+  // splits_[k - 2]) and the layer can be priced again (Layer::at_degrees, as stage_profiles
+  // prices it); empty when none can.
   struct SplitSums {
     std::vector<double> f, b, w, rf;
   };

@@ -95,9 +95,10 @@ void Exhaustive::walk(const CostModel& cm, PlanPoint& p, const std::vector<int>&
   if (!tr.async) {
     ScheduleTraits plain;
     plain.sequence_parallel = true;
+    plain.take_turns = tr.take_turns;
     double chain = per_replica_compute(cm, 0, L - 1, most, plain);
     if (needs_split_backward(p.schedule))
-      chain -= cm.weight_time(0, L - 1, most) * cm.split(most) / most;
+      chain -= cm.weight_time(0, L - 1, most, tr.take_turns) * cm.split(most) / most;
     int64_t least_out = std::numeric_limits<int64_t>::max();
     for (int l = 0; l + 1 < L; ++l) least_out = std::min(least_out, cm.output_bytes(l));
     int hops = 0;

@@ -26,7 +26,7 @@ class LayerCommCosts {
   // Groups of `tensor` GPUs inside server 0 (on the route between its first two GPUs),
   // ranks of `context` sharing the tokens, `expert` x `expert_tensor` sharing the experts.
   LayerCommCosts(const Scenario& s, int tensor, int context, int expert, int expert_tensor);
-  // `x`: the layer as the tensor group's ranks cost it (Layer::at_tensor_degree), its times
+  // `x`: the layer as the tensor group's ranks cost it (Layer::at_degrees), its times
   // and activation bytes already 1/context.
   LayerComm of(const Layer& x) const;
   // Device 0's comm_interference where the tensor group sits in a server and overlaps its

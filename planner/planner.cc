@@ -360,10 +360,10 @@ class Planner {
     return out;
   }
 
-  // `c` or, where it has one the search prices (a micro-batch size it tries) and the user's
-  // fixed keys allow, its data-parallel twin on its own placement.
-  // A plan's data-parallel twin, where the plan is not cheap to simulate (a cheap one keeps
-  // its own placement, which the twin's does not repeat: a stage's replicas side by side).
+  // `c` or, where `c` is not cheap to simulate, the search prices its data-parallel twin
+  // (a micro-batch size it tries) and the user's fixed keys allow it, the twin on its own
+  // placement (a cheap plan keeps its placement, which the twin's does not repeat: a
+  // stage's replicas side by side).
   Costed twin_of(const Costed& c, const std::vector<int64_t>& sizes) {
     if (c.estimate.work <= kCheapShare * opt_.max_sim_work) return c;
     const PlanPoint twin = planner::data_twin(c.point);

@@ -136,7 +136,8 @@ class Dp {
             std::max(cm_.stage_time(j, k, r, t_), cm_.zero_gather_time(g, r, stride_, j, k, t_));
         double fill = t;
         if (t_.w_fill > 0) {
-          const double w = cm_.weight_time(j, k, r), f = cm_.forward_time(j, k, r);
+          const double w = cm_.weight_time(j, k, r, t_.take_turns),
+                       f = cm_.forward_time(j, k, r, t_.take_turns);
           const double fb = t - w * (1 + t_.w_fill);
           fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
         }

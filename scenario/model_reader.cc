@@ -397,21 +397,6 @@ void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix
     l.forward = scaled_time(l.forward, f);
     l.backward_input = scaled_time(l.backward_input, f);
     l.backward_weight = scaled_time(l.backward_weight, f);
-    if (flops > 0) {
-      // Its samples split k ways (stage replicas): k GEMMs of 1/k, each reading the weights.
-      const double bytes = 2 * static_cast<double>(l.output_bytes) / 4 * elem * r;
-      const double weights = static_cast<double>(l.params) * elem;
-      const Time whole = roofline({flops * r, bytes}, true, weights, 1, gpu, t.precision).time;
-      l.sample_retime = std::make_shared<const SampleRetime>(
-          [f = l.forward, b = l.backward_input, w = l.backward_weight, flops = flops * r, bytes,
-           weights, whole, gpu, p = t.precision, scaled_time](int k) {
-            const Time split = roofline({flops, bytes}, true, weights * k, k, gpu, p).time;
-            const double g = whole > Time::zero() ? static_cast<double>(split.ps_count()) /
-                                                        static_cast<double>(whole.ps_count())
-                                                  : 1.0;
-            return TensorTimes{scaled_time(f, g), scaled_time(b, g), scaled_time(w, g), {}, {}, {}};
-          });
-    }
     l.activation_bytes = scaled_bytes(l.activation_bytes);
     if (l.weight_activation)
       l.weight_activation = std::min(scaled_bytes(*l.weight_activation), l.activation_bytes);
@@ -419,6 +404,37 @@ void scale_profile(Model& m, int64_t measured, const std::vector<double>& matrix
     l.source = flops > 0 ? "profile/curve" : "profile/linear";
   }
   m.input_bytes = scaled_bytes(m.input_bytes);
+}
+
+// A profile's layers whose matrix FLOPs are known (`flops`, at the training's micro-batch:
+// PipeDream Conv2d and Linear nodes) split over k stage replicas' samples: their times
+// scaled by the ratio of their roofline as k GEMMs of 1/k, each reading the weights, to
+// the roofline of one (the same model scale_profile brings them to another batch with).
+void add_sample_retimes(Model& m, const std::vector<double>& flops, const Training& t,
+                        const GpuSpec& gpu) {
+  const double elem = static_cast<double>(element_bytes(t.precision));
+  for (size_t i = 0; i < m.layers.size() && i < flops.size(); ++i) {
+    Layer& l = m.layers[i];
+    if (l.source == "analytic" || !(flops[i] > 0)) continue;
+    // Input and output about the size of the output (activation_size is fp32).
+    const double bytes = 2 * static_cast<double>(l.output_bytes) / 4 * elem;
+    const double weights = static_cast<double>(l.params) * elem;
+    const Time whole = roofline({flops[i], bytes}, true, weights, 1, gpu, t.precision).time;
+    if (!(whole > Time::zero())) continue;
+    l.sample_retime = std::make_shared<const SampleRetime>(
+        [f = l.forward, b = l.backward_input, w = l.backward_weight, flops = flops[i], bytes,
+         weights, whole, gpu, p = t.precision](int k) {
+          const Time split = roofline({flops, bytes}, true, weights * k, k, gpu, p).time;
+          // (k shards of a GEMM take at most eff(F) / eff(F / k) of its time: a small factor.)
+          const double g =
+              static_cast<double>(split.ps_count()) / static_cast<double>(whole.ps_count());
+          const auto scaled = [g](Time x) {
+            return Time::ps(static_cast<int64_t>(
+                std::min(std::round(static_cast<double>(x.ps_count()) * g), 9.2e18)));
+          };
+          return TensorTimes{scaled(f), scaled(b), scaled(w), {}, {}, {}};
+        });
+  }
 }
 
 // model: {profile: FILE}: measured per-layer costs from a CSV table, PipeDream's profile
@@ -453,9 +469,13 @@ Model read_profile(const Reader& r, const YAML::Node& n, const Training& t, cons
   }
   if (n["batch"].IsDefined()) {
     const int64_t measured = r.integer(n["batch"], "model.batch", 1, int64_t{1} << 24);
-    if (measured != t.micro_batch)
+    if (measured != t.micro_batch) {
       r.at(n["batch"], "model.batch", [&] { scale_profile(m, measured, matrix_flops, t, gpu); });
+      for (double& f : matrix_flops)
+        f *= static_cast<double>(t.micro_batch) / static_cast<double>(measured);
+    }
   }
+  add_sample_retimes(m, matrix_flops, t, gpu);
   if (n["name"].IsDefined()) m.name = r.scalar(n["name"], "model.name");
   if (n["input"].IsDefined()) m.input_bytes = r.bytes(n["input"], "model.input");
   return m;

@@ -196,6 +196,14 @@ Layer Layer::at_degrees(int t, int ep, int cp, int etp, int k) const {
   x.forward = times.forward;
   x.backward_input = times.backward_input;
   x.backward_weight = times.backward_weight;
+  // The weight-gradient GEMMs the backward's collectives run beside (a head's logits, its
+  // only one), as their share of the weight gradient.
+  if (backward_weight > Time::zero()) {
+    const double g = static_cast<double>(x.backward_weight.ps_count()) /
+                     static_cast<double>(backward_weight.ps_count());
+    for (Time& b : x.tp_backward_beside)
+      b = Time::ps(static_cast<int64_t>(std::round(static_cast<double>(b.ps_count()) * g)));
+  }
   return x;
 }
 
@@ -203,8 +211,12 @@ std::vector<OpCost> Layer::rank_ops(int t, int ep, int cp, bool sequence_paralle
                                     int etp) const {
   if (tensor_split && t > 1) return {};  // its shards are layers of their own (sharded())
   std::vector<OpCost> out = ops;
-  if (tensor_retime && (t > 1 || ((ep > 1 || etp > 1) && moe) || cp > 1))
+  if (tensor_retime && (t > 1 || ((ep > 1 || etp > 1) && moe) || cp > 1)) {
     out = (*tensor_retime)(t, moe ? ep : 1, cp, moe ? etp : 1).ops;
+  } else if (!tensor_retime && sample_retime && cp > 1) {
+    std::vector<OpCost> split = (*sample_retime)(cp).ops;  // (a profile's: none)
+    if (split.size() == ops.size()) out = std::move(split);
+  }
   PIPESIM_ASSERT(out.size() == ops.size(), "a retimed layer keeps its ops");
   // The lowering runs a layer's time / (t cp) on each rank. Without sequence parallelism
   // stage_profiles first adds t - 1 whole copies of each whole op (at its time on the full

@@ -66,8 +66,8 @@ struct TpCollective {
 // t ways, and what every rank keeps whole), and the collectives its forward and backward
 // issue, in order, each after an equal segment of the pass. Its times are for the micro-batch
 // as k equal shards of its samples, each op priced at one shard's size (stage replicas
-// splitting it, GroupDegrees::sample_split; k = 1: whole); activations and collectives are
-// the whole micro-batch's.
+// splitting it, sample_shards; k = 1: whole); activations and collectives are the whole
+// micro-batch's.
 struct TensorShard {
   Time forward, backward_input, backward_weight;
   int64_t split_activation = 0;       // one rank's share
@@ -117,7 +117,7 @@ struct TensorTimes {
 };
 using TensorRetime = std::function<TensorTimes(int t, int ep, int cp, int etp)>;
 // A layer's times with each micro-batch's samples split into k equal shards, each op priced
-// at one shard's size (the k shards' time together; stage replicas, GroupDegrees::sample_split).
+// at one shard's size (the k shards' time together; stage replicas, sample_shards).
 using SampleRetime = std::function<TensorTimes(int k)>;
 
 // A mixture-of-experts layer (SPEC section 9): what expert parallelism shards and sends.

@@ -185,6 +185,25 @@ TEST(ProfileBatch, CurveScalingAndInPlaceOps) {
   EXPECT_EQ(relu.source, "profile/linear");
   EXPECT_EQ(relu.activation_bytes, 0);
   EXPECT_EQ(relu.forward, Time::us(1600));
+  // On 4 stage replicas (Layer::sample_retime) the Linear runs 4 GEMMs of 4 samples, each
+  // reading the weights: its time at 16 samples times roofline(4 x 1/4) / roofline(1). The
+  // ReLU's FLOPs are not known: it splits linearly.
+  const auto at16 = [&](double k) {
+    return static_cast<double>(
+        roofline({flops * 16, bytes * 16}, true, weights * k, k, gpu, Precision::kMixed)
+            .time.ps_count());
+  };
+  ASSERT_TRUE(lin.sample_retime);
+  const double g = at16(4) / at16(1);
+  EXPECT_GT(g, 1.5);  // 4 x 4 samples: the weights read four times over
+  EXPECT_EQ(
+      (*lin.sample_retime)(4).forward,
+      Time::ps(static_cast<int64_t>(std::round(static_cast<double>(lin.forward.ps_count()) * g))));
+  EXPECT_FALSE(relu.sample_retime);
+  // A graph measured at the training's micro-batch (no batch: taken as given) splits the
+  // same way.
+  const Scenario given = load_scenario_text(profile_scenario(graph, ""), "p.yaml");
+  EXPECT_TRUE(given.model.layers[0].sample_retime);
 }
 
 TEST(OptimizerStep, ProfilesGetTheMemoryBoundUpdate) {
