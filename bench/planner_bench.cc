@@ -7,7 +7,9 @@
 // within 10 % of its --time-limit. BM_CandidateBy*: a candidate's scenario as the planner makes
 // it (with_strategy on the loaded value) against loading the file with its strategy written
 // in (what it did before): the ratio is the per-candidate saving. BM_PlanGpt175bDgxc: dgxc's
-// GPT-3 175B on 1024 and 4096 H100s, one thread, under 60 CPU-s each.
+// GPT-3 175B on 1024 and 4096 H100s, one thread, under 60 CPU-s each. BM_CostModelAmoebaNet:
+// one cost model (the planner builds one per micro-batch size and degree) at micro-batch 1
+// against 8 and 16, where it prices every layer again for each replica split (price_splits).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -16,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "planner/cost_model.h"
 #include "planner/judge.h"
 #include "planner/planner.h"
 
@@ -52,6 +55,26 @@ void run_plan(benchmark::State& state, const std::string& file, Run run = Run::k
       benchmark::Counter(static_cast<double>(p.explored) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate);
 }
+
+// AmoebaNet-36 (shape-described) on DAPPLE's 16 V100s: its cost model at micro-batch b. At
+// b = 1 each layer is priced once; at b it is priced again for every replica split from 2
+// to b (CostModel::price_splits): the ratio is what pricing replicas at their samples costs.
+void BM_CostModelAmoebaNet(benchmark::State& state) {
+  const Scenario s = load_scenario_text(
+      fmt::format(R"(cluster: {{gpu: v100-16gb, nodes: 2, gpus_per_node: 8, intra_node: nvlink,
+          inter_node: eth25}}
+model: {{include: amoebanet36}}
+training: {{global_batch: 512, micro_batch: {}, precision: mixed, optimizer: adam}}
+strategy: {{schedule: dapple, pipeline: 1, data: 16}}
+)",
+                  state.range(0)),
+      "amoebanet.yaml");
+  for (auto _ : state) {
+    const planner::CostModel cm(s, 1);
+    benchmark::DoNotOptimize(&cm);
+  }
+}
+BENCHMARK(BM_CostModelAmoebaNet)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond);
 
 // 16 V100s on 2 nodes, GPT-2-medium-sized (the embedded default scenario).
 void BM_Plan16Gpus(benchmark::State& state) {

@@ -103,12 +103,21 @@ int64_t interleaved_activations(const std::vector<double>& kept, int q, int P, i
   const int64_t warmup = std::min<int64_t>((P - q - 1) * 2 + (v - 1) * P, total);
   const int64_t end = std::min(total, warmup + 2 * round);
   const auto chunk = [&](int64_t k) { return static_cast<int>((k / P) % v); };
+  // Step f's forward adds its chunk's activations (chunk(f)); past the warm-up the backward
+  // of step f - warmup frees its chunk's (v - 1 - chunk(f - warmup)). Each chunk holds for a
+  // run of P steps, so within a run where neither changes every step moves the live bytes by
+  // the same amount, and their peak (after the add, before the free) is at one of its ends.
   double live = 0, peak = 0;
-  int64_t b = 0;
-  for (int64_t f = 0; f < end; ++f) {
-    live += kept[u(chunk(f) * P + q)];
-    peak = std::max(peak, live);
-    if (f >= warmup) live -= kept[u((v - 1 - chunk(b++)) * P + q)];
+  for (int64_t f = 0; f < end;) {
+    int64_t next = (f / P + 1) * P;  // the forward's chunk changes
+    next = f < warmup ? std::min(next, warmup) : std::min(next, f + P - (f - warmup) % P);
+    next = std::min(next, end);
+    const double add = kept[u(chunk(f) * P + q)];
+    const double step = f < warmup ? add : add - kept[u((v - 1 - chunk(f - warmup)) * P + q)];
+    const auto n = static_cast<double>(next - f);
+    peak = std::max({peak, live + add, live + (n - 1) * step + add});
+    live += n * step;
+    f = next;
   }
   return static_cast<int64_t>(peak);
 }
