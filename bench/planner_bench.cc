@@ -50,6 +50,7 @@ void run_plan(benchmark::State& state, const std::string& file, Run run = Run::k
     benchmark::DoNotOptimize(p.candidates.data());
   }
   state.counters["costed"] = static_cast<double>(p.explored);
+  state.counters["bounded"] = static_cast<double>(p.bounded);
   state.counters["simulated"] = p.simulated;
   state.counters["costed_per_s"] =
       benchmark::Counter(static_cast<double>(p.explored) * static_cast<double>(state.iterations()),
@@ -240,6 +241,7 @@ void BM_PlanGpt175bDgxc(benchmark::State& state) {
     benchmark::DoNotOptimize(p.candidates.data());
   }
   state.counters["costed"] = static_cast<double>(p.explored);
+  state.counters["bounded"] = static_cast<double>(p.bounded);
   state.counters["simulated"] = p.simulated;
   state.counters["best_s"] = p.candidates.empty() ? 0.0 : p.candidates.front().iteration_s;
 }

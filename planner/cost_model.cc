@@ -448,7 +448,21 @@ double CostModel::allreduce_tail(const PlanPoint& p, const ScheduleTraits& t,
   return exposed;
 }
 
-Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms) const {
+double CostModel::time_bound(const PlanPoint& p, int64_t M) const {
+  const ScheduleTraits t = traits(p);
+  thread_local std::vector<double> dev;
+  dev.assign(u(p.positions()), 0.0);
+  for (size_t g = 0; g < p.stages.size(); ++g) {
+    const StageSpec& st = p.stages[g];
+    dev[u(p.position_of(static_cast<int>(g)))] +=
+        stage_time(st.first_layer, st.last_layer, st.replicas, t);
+  }
+  return static_cast<double>(std::max<int64_t>(0, M - 2)) *
+         *std::max_element(dev.begin(), dev.end());
+}
+
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms,
+                             int64_t memory) const {
   const ScheduleTraits t = traits(p);
   const int P = p.positions(), v = p.virtual_stages;
   thread_local PositionTerms pt;  // scratch reused across calls
@@ -491,7 +505,7 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& ter
   if (!t.async) steady -= std::min(block - without_link, 2 * pt.cuts);
   e.allreduce_s = allreduce_tail(p, t, terms, block);
   e.iteration_s = steady + e.fill_s + e.allreduce_s;
-  e.peak_memory = peak_memory(p, M, t);
+  e.peak_memory = memory >= 0 ? memory : peak_memory(p, M, t);
   e.fits = e.peak_memory <= capacity_;
   e.work = terms.work;
   e.folded_copies = folded_copies(p);

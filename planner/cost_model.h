@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -137,7 +138,9 @@ class CostModel {
                     const Placement* placed = nullptr) const;
   // The same from the plan's terms (cut_terms, gather_terms and allreduce_terms of it or of
   // a plan with the same stages, replicas, data degree and chunk layout).
-  Estimate estimate(const PlanPoint& p, int64_t micro_batches, const PlanTerms& terms) const;
+  // `memory`: memory(p, M) when the caller has it already (else -1).
+  Estimate estimate(const PlanPoint& p, int64_t micro_batches, const PlanTerms& terms,
+                    int64_t memory = -1) const;
   // Per global cut its time (every copy's cut at once); returns PlanTerms::link_load.
   double cut_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
   void gather_terms(const PlanPoint& p, const Placement* placed, std::vector<double>& out) const;
@@ -146,6 +149,12 @@ class CostModel {
                        std::vector<double>& out, std::vector<double>* share = nullptr) const;
   // Whether the plan fits in memory: estimate(p, M).fits, without the time terms.
   bool fits(const PlanPoint& p, int64_t micro_batches) const;
+  // estimate(p, M).peak_memory alone.
+  int64_t memory(const PlanPoint& p, int64_t micro_batches) const;
+  // A lower bound on estimate(p, M).iteration_s from the stages' compute alone, without the
+  // network: max(0, M - 2) times the busiest position's stage times per micro-batch (every
+  // schedule's steady state paces at least that, and its fill, drain and tail add to it).
+  double time_bound(const PlanPoint& p, int64_t micro_batches) const;
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
   // by their group size, which sets how many flows share each re-rating).
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
@@ -203,7 +212,9 @@ class CostModel {
   const NetworkCosts* net_;
   mutable std::map<int, std::vector<StageSpec>> balanced_;
   // The largest per-GPU memory of any position (its chunks together).
-  int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t) const;
+  // Past `above`, it may stop at the first position over it and return that position's.
+  int64_t peak_memory(const PlanPoint& p, int64_t micro_batches, const ScheduleTraits& t,
+                      int64_t above = std::numeric_limits<int64_t>::max()) const;
   // One GPU's share of `bytes` of activations: replicas split the samples, a tensor group
   // all but the `replicated` part (that too under sequence parallelism).
   double gpu_share(double bytes, double replicated, int replicas, const ScheduleTraits& t) const;

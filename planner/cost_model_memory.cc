@@ -124,7 +124,8 @@ int64_t interleaved_activations(const std::vector<double>& kept, int q, int P, i
 
 }  // namespace
 
-int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTraits& t) const {
+int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTraits& t,
+                               int64_t above) const {
   const int G = static_cast<int>(p.stages.size()), P = p.positions(), v = p.virtual_stages;
   const bool interleaved = v > 1 && p.schedule != ScheduleKind::kZbV;
   thread_local std::vector<int64_t> dev_mem;  // per position, its chunks together
@@ -139,6 +140,8 @@ int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTrai
     if (!interleaved) {
       dev_mem[u(q)] += stage_memory(st.first_layer, st.last_layer, st.replicas, q, P, M, t) -
                        (g < P ? 0 : reserved_);
+      // (A position's chunks only add to it.)
+      if (dev_mem[u(q)] > above) return dev_mem[u(q)];
       continue;
     }
     ScheduleTraits state = t;  // the chunk's state alone; one working set per device
@@ -156,7 +159,11 @@ int64_t CostModel::peak_memory(const PlanPoint& p, int64_t M, const ScheduleTrai
 }
 
 bool CostModel::fits(const PlanPoint& p, int64_t M) const {
-  return peak_memory(p, M, traits(p)) <= capacity_;
+  return peak_memory(p, M, traits(p), capacity_) <= capacity_;
+}
+
+int64_t CostModel::memory(const PlanPoint& p, int64_t M) const {
+  return peak_memory(p, M, traits(p));
 }
 
 }  // namespace pipesim::planner

@@ -91,6 +91,7 @@ struct Plan {
   std::vector<Baseline> baselines;
   std::vector<Compared> compared;
   int64_t explored = 0;  // strategies costed
+  int64_t bounded = 0;   // of those, ruled out by a lower bound on their time alone
   int simulated = 0;     // strategies simulated in full
   int rejected = 0;      // simulated candidates the loader refused (should stay 0)
   int too_large = 0;     // chosen by the estimate but too large to simulate

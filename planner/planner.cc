@@ -273,6 +273,7 @@ class Planner {
       return stats.memory_bound;
     });
     result.explored = stats.costed;
+    result.bounded = stats.bounded;
     if (halted_) {
       result.timed_out = true;
       result.warnings.push_back(fmt::format(

@@ -132,22 +132,8 @@ class Dp {
             stats_.memory_bound = true;
           break;
         }
-        const double t =
-            std::max(cm_.stage_time(j, k, r, t_), cm_.zero_gather_time(g, r, stride_, j, k, t_));
-        double fill = t;
-        if (t_.w_fill > 0) {
-          const double w = cm_.weight_time(j, k, r, t_.take_turns),
-                       f = cm_.forward_time(j, k, r, t_.take_turns);
-          const double fb = t - w * (1 + t_.w_fill);
-          fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
-        }
-        double ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0);
-        if (optimistic_)  // the replicas side by side from the start of a node
-          ar = std::min(ar, cm_.allreduce_time(0, r, data_, stride_, j, k, t_.zero > 0));
-        ar += cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
-        const double rest = stages_after > 0 && gpus_after > 0
-                                ? cm_.compute_time(k + 1, L_ - 1, 1, t_) / gpus_after
-                                : 0.0;
+        const auto [t, fill, ar] = move(j, g, r, k);
+        const double rest = stages_after > 0 && gpus_after > 0 ? after_[u(k)] / gpus_after : 0.0;
         for (int i = 0; i < n_rl; ++i) {
           const double c = cut[i];
           double block = std::max(t, c);
@@ -174,6 +160,33 @@ class Dp {
         }
       }
     }
+  }
+
+  // A stage of layers [j, k] on r replicas from GPU g: its time per micro-batch, its share of
+  // the fill and drain, its gradient all-reduce with the optimizer step. They depend on
+  // neither the stage's index nor the depth, so each is computed once per search (every
+  // depth's DP meets the same states again) and kept per (j, g) state in `moves_`.
+  struct Move {
+    double t = -1, fill = 0, ar = 0;
+  };
+  Move move(int j, int g, int r, int k) {
+    std::vector<Move>& row = moves_[u(j) * u(G_ + 1) + u(g)];
+    if (row.empty()) row.resize(u(R_) * u(L_));
+    Move& m = row[u(r - 1) * u(L_) + u(k)];
+    if (m.t >= 0) return m;
+    m.t = std::max(cm_.stage_time(j, k, r, t_), cm_.zero_gather_time(g, r, stride_, j, k, t_));
+    m.fill = m.t;
+    if (t_.w_fill > 0) {
+      const double w = cm_.weight_time(j, k, r, t_.take_turns),
+                   f = cm_.forward_time(j, k, r, t_.take_turns);
+      const double fb = m.t - w * (1 + t_.w_fill);
+      m.fill = t_.w_fill == 2 ? f + std::max(0.0, fb - f) : std::max(0.0, fb);
+    }
+    m.ar = cm_.allreduce_time(g, r, data_, stride_, j, k, t_.zero > 0);
+    if (optimistic_)  // the replicas side by side from the start of a node
+      m.ar = std::min(m.ar, cm_.allreduce_time(0, r, data_, stride_, j, k, t_.zero > 0));
+    m.ar += cm_.optimizer_time(j, k, t_.zero > 0 ? r * data_ : 1);
+    return m;
   }
 
   // Pareto insertion over (block, sum, expo); at most kMaxLabels, the worst objective out.
@@ -206,6 +219,13 @@ class Dp {
   SearchStats& stats_;
   bool optimistic_;
   std::vector<Node> nodes_;
+  std::vector<std::vector<Move>> moves_ = std::vector<std::vector<Move>>(u(L_ + 1) * u(G_ + 1));
+  // [k]: the compute of the layers after k on one GPU.
+  std::vector<double> after_ = [this] {
+    std::vector<double> a(u(L_), 0.0);
+    for (int k = 0; k + 1 < L_; ++k) a[u(k)] = cm_.compute_time(k + 1, L_ - 1, 1, t_);
+    return a;
+  }();
   // Label ids per cell, for the stages placed so far and the next; `live` marks the
   // (layers, GPUs) states with a label at any last-stage replica count, `touched` the
   // cells to clear (a cell, once given a label, keeps at least one).
@@ -481,22 +501,49 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     // ZeRO and sequence parallelism are kept where they are needed: a plan that fits under
     // a lower ZeRO stage, or without SP, runs that way (the simulator's reduce-scatters and
     // gathers cost more than the estimate's ring). A ZeRO stage the user fixed stays.
+    // (Memory only grows at a lower stage or without SP: a plan that does not fit as it is
+    // fits at none of them.)
     const int zero = p.zero;
     const bool sp = p.sequence_parallel;
+    const bool lowers = (zero > 0 && !sc.zero_fixed) || sp;
+    const bool fits = lowers || layout != nullptr ? cm.fits(p, M) : true;  // (else unused)
     bool lower_fits = false;
-    for (int z = zero - 1; z >= 0 && !lower_fits && !sc.zero_fixed; --z) {
+    for (int z = zero - 1; fits && z >= 0 && !lower_fits && !sc.zero_fixed; --z) {
       p.zero = z;
       lower_fits = cm.fits(p, M);
     }
     p.zero = zero;
-    if (sp && !lower_fits) {
+    if (fits && sp && !lower_fits) {
       p.sequence_parallel = false;
       lower_fits = cm.fits(p, M);
       p.sequence_parallel = sp;
     }
-    const Estimate e =
-        layout != nullptr ? cm.estimate(p, M, grid.terms(*layout, zero)) : cm.estimate(p, M);
-    // (Leaner than the level below that fits, it may still belong on the time/memory front.)
+    if (layout == nullptr) {
+      const Estimate e = cm.estimate(p, M);
+      // (Leaner than the level below that fits, it may still belong on the time/memory front.)
+      if (lower_fits) return out.offer_lean(p, e);
+      return offer(p, e);
+    }
+    // A grid plan is costed in full only where it could matter: where its memory and a lower
+    // bound on its time (CostModel::time_bound, no network terms) leave it a place in the
+    // shortlist, or where it could lower the incumbent or set memory_bound (offer above).
+    // Else it is counted as the shortlist would have dropped it: nothing chosen changes.
+    const double work = grid.work(*layout);
+    const double bound = cm.time_bound(p, M);
+    int64_t memory = -1;
+    if (lower_fits || bound >= stats.incumbent) {
+      const auto pass = [&] {
+        ++stats.bounded;
+        if (!lower_fits) out.passed(work);
+      };
+      // Most plans of a large grid do not fit: their memory counts only where the kept
+      // order still takes such plans.
+      if (!fits && !out.may_keep_unfit(work)) return pass();
+      memory = cm.memory(p, M);
+      if (!out.wanted(fits, bound, memory, work, p.schedule, p.virtual_stages, lower_fits))
+        return pass();
+    }
+    const Estimate e = cm.estimate(p, M, grid.terms(*layout, zero), memory);
     if (lower_fits) return out.offer_lean(p, e);
     offer(p, e);
   };

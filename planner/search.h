@@ -39,6 +39,8 @@ struct SearchStats {
   // time, could beat the incumbent (reset by the caller): only then can a lower-memory
   // level (memory_levels) find anything worth keeping.
   bool memory_bound = false;
+  // Of `costed`, the grid plans a lower bound on their time showed could not be kept.
+  int64_t bounded = 0;
 };
 inline constexpr double kBoundFactor = 2.0;
 

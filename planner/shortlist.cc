@@ -5,6 +5,10 @@
 
 namespace pipesim::planner {
 
+namespace {
+constexpr size_t kPerFamily = 2;
+}  // namespace
+
 bool Shortlist::before(const Key& a, const Key& b) {
   if (a.fits != b.fits) return a.fits;
   if (a.fits ? a.time != b.time : a.memory != b.memory)
@@ -31,8 +35,40 @@ void Shortlist::offer_lean(const PlanPoint& p, const Estimate& e) {
   enter_front({e.fits, e.iteration_s, e.peak_memory, index_++}, p, e);
 }
 
+bool Shortlist::wanted(bool fits, double time, int64_t memory, double work, ScheduleKind schedule,
+                       int chunks, bool lean) const {
+  if (work > max_work_) return false;
+  // A later plan takes no longer than `time` only if it is no slower: the keys below rank
+  // at least as early as the plan's own.
+  const Key k{fits, time, memory, index_};
+  if (!lean && (kept_.size() < keep_ || before(k, kept_.front().key))) return true;
+  if (!fits) return false;
+  // The front member at or before `time` with the least memory bars it if it needs no more.
+  const auto pos = std::upper_bound(front_.begin(), front_.end(), time,
+                                    [](double t, const Entry& x) { return t < x.key.time; });
+  if (pos == front_.begin() || std::prev(pos)->key.memory > memory) return true;
+  if (lean) return false;
+  const auto f = family_.find({schedule, chunks});
+  if (f == family_.end()) return true;
+  const auto at = std::upper_bound(f->second.begin(), f->second.end(), k,
+                                   [](const Key& a, const Entry& x) { return before(a, x.key); });
+  return static_cast<size_t>(at - f->second.begin()) < kPerFamily;
+}
+
+bool Shortlist::may_keep_unfit(double work) const {
+  return work <= max_work_ && (kept_.size() < keep_ || !kept_.front().key.fits);
+}
+
+void Shortlist::passed(double work) {
+  if (work > max_work_) {
+    ++too_large_;
+    return;
+  }
+  ++offered_;
+  ++index_;
+}
+
 void Shortlist::enter_family(const Key& k, const PlanPoint& p, const Estimate& e) {
-  constexpr size_t kPerFamily = 2;
   std::vector<Entry>& f = family_[{p.schedule, p.virtual_stages}];
   // The search can offer one plan twice (two of its DPs, or the grid and a DP, agreeing):
   // the family's two places go to two strategies.

@@ -42,6 +42,18 @@ class Shortlist {
   // ranking runs that one): a candidate for the time/memory front alone.
   void offer_lean(const PlanPoint& p, const Estimate& e);
 
+  // Whether a plan of `memory` bytes that takes at least `time` could enter the kept
+  // order, the front or its family (`lean`: the front alone, as offer_lean), were it
+  // offered now (`work`: Estimate::work); when not, the search may call passed() instead of
+  // costing it in full.
+  bool wanted(bool fits, double time, int64_t memory, double work, ScheduleKind schedule,
+              int chunks, bool lean) const;
+  // Whether a plan that does not fit, of `work`, could enter the kept order whatever its
+  // memory (wanted(false, ...) without the memory).
+  bool may_keep_unfit(double work) const;
+  // Counts a plan offer() would have dropped as it would have (`work`: Estimate::work).
+  void passed(double work);
+
   // The kept plans in phase 2's order.
   std::vector<Costed> best() const;
   // The front in phase 2's order (by time, memory strictly decreasing).

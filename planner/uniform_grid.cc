@@ -21,12 +21,20 @@ UniformGrid::Point& UniformGrid::point(int r, int S, int v, bool vee) {
   return *slot;
 }
 
+double UniformGrid::work(Point& x) {
+  if (!x.have_work) {
+    x.work = cm_.simulation_work(x.plan, M_);
+    x.have_work = true;
+  }
+  return x.work;
+}
+
 PlanTerms UniformGrid::terms(Point& x, int zero) {
   if (!x.have_cut) {
     x.link_load = cm_.cut_terms(x.plan, nullptr, x.cut);
-    x.work = cm_.simulation_work(x.plan, M_);
     x.have_cut = true;
   }
+  work(x);
   if (zero == 3 && !x.have_gather) {
     cm_.gather_terms(x.plan, nullptr, x.gather);
     x.have_gather = true;

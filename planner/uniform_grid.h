@@ -24,13 +24,16 @@ class UniformGrid {
   struct Point {
     PlanPoint plan;  // S * v stages of r replicas (its schedule: zb-v or not)
     std::vector<double> cut, gather, cheapest, ring, share;  // share: PlanTerms::share
-    bool have_cut = false, have_gather = false, have_cheapest = false, have_ring = false;
+    bool have_cut = false, have_gather = false, have_cheapest = false, have_ring = false,
+         have_work = false;
     double work = 0, link_load = 0;
   };
   // S positions of r replicas with v chunks each (in a V for zb-v).
   Point& point(int r, int S, int v, bool vee);
   // Its terms under ZeRO stage `zero`, computed on first use.
   PlanTerms terms(Point& p, int zero);
+  // Its simulation work (PlanTerms::work) alone, computed on first use.
+  double work(Point& p);
 
  private:
   const CostModel& cm_;

@@ -12,6 +12,7 @@
 #include "planner/judge.h"
 #include "planner/network_costs.h"
 #include "planner/planner.h"
+#include "planner/search.h"
 #include "tests/planner_cases.h"
 #include "tests/support.h"
 
@@ -233,6 +234,55 @@ model: {generator: transformer, layers: 4, hidden: 2048, heads: 16, sequence: 20
 training: {global_batch: 4, micro_batch: 1, precision: bf16, optimizer: adam}
 strategy: {schedule: dapple, pipeline: 1, tensor: 2, sequence_parallel: true)" +
          extra + "}\n";
+}
+
+// The search skips grid plans whose CostModel::time_bound already rules them out
+// (planner/search.cc), so the bound must never pass the estimate: on every schedule the
+// search tries, with and without a full recompute, ZeRO 0-3, tensor 1 and 2, stage
+// replicas, chunks and 1-8 micro-batches, on servers joined by a slow link (where cuts and
+// all-reduces rather than compute can set the pace).
+TEST(Estimate, TheTimeBoundNeverPassesTheEstimate) {
+  const Scenario s = load_scenario_text(
+      R"(cluster: {gpu: h100-80gb, nodes: 2, gpus_per_node: 4, intra_node: nvlink4, inter_node: eth10}
+model: {generator: transformer, layers: 8, hidden: 1024, heads: 16, sequence: 1024, vocab: 32000}
+training: {global_batch: 64, micro_batch: 2, precision: bf16, optimizer: adam}
+strategy: {schedule: dapple, pipeline: 1, data: 8}
+)",
+      "bound.yaml");
+  int checked = 0;
+  for (const int t : {1, 2}) {
+    const planner::CostModel cm(s, t);
+    for (const planner::ScheduleChoice& c : planner::schedule_choices(s)) {
+      const bool chunked = c.kind == ScheduleKind::kInterleaved || c.kind == ScheduleKind::kZbV;
+      for (const int zero : {0, 1, 3}) {
+        for (const int S : {1, 2, 4}) {
+          for (const int r : {1, 2}) {
+            for (const int v : chunked ? std::vector<int>{2} : std::vector<int>{1}) {
+              if (S * r * t > 8 || S * v > cm.layers()) continue;
+              planner::PlanPoint p;
+              p.stages = cm.balanced(S * v);
+              for (StageSpec& st : p.stages) st.replicas = r;
+              p.tensor = t;
+              p.micro_batch = 2;
+              p.schedule = c.kind;
+              p.warmup = c.warmup;
+              p.recompute = c.recompute;
+              p.zero = zero;
+              p.virtual_stages = v;
+              p.data = 8 / (S * r * t);
+              for (const int64_t M : {1, 2, 3, 8}) {
+                SCOPED_TRACE(fmt::format("{} t {} zero {} S {} r {} v {} M {}", to_string(c.kind),
+                                         t, zero, S, r, v, M));
+                EXPECT_LE(cm.time_bound(p, M), cm.estimate(p, M).iteration_s);
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 500);
 }
 
 // The analytic phase prices every plan at each micro-batch size with a scenario of its own

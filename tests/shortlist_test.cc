@@ -160,5 +160,53 @@ TEST(Shortlist, AFamilysTwoPlacesGoToTwoDistinctPlans) {
   EXPECT_EQ(names(list.families()), (std::vector<int64_t>{0, 1}));
 }
 
+// The search skips a plan when wanted() says that, taking at least a lower bound on its
+// time, it could enter neither the kept order, the front nor its family (counting it with
+// passed() instead). Over random pools, each plan offered or offered lean at random, with
+// a bound of 50-100 % of its time: a shortlist that skips those ends as one that was
+// offered everything, and skips happen.
+TEST(Shortlist, PlansItDoesNotWantChangeNothing) {
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    std::vector<Costed> pool = random_pool(seed, 600);
+    std::mt19937 rng(seed + 100);
+    for (Costed& c : pool) {
+      c.point.schedule = rng() % 2 ? ScheduleKind::kDapple : ScheduleKind::kZb1p;
+      c.point.virtual_stages = static_cast<int>(rng() % 2) + 1;
+    }
+    for (const size_t keep : {size_t{1}, size_t{7}, size_t{64}}) {
+      SCOPED_TRACE(testing::Message() << "seed " << seed << " keep " << keep);
+      Shortlist all(keep, 80.0), skipping(keep, 80.0);
+      int skipped = 0;
+      for (const Costed& c : pool) {
+        const bool lean = rng() % 4 == 0;
+        const Estimate& e = c.estimate;
+        const double bound = e.iteration_s * (0.5 + 0.5 * static_cast<double>(rng() % 3) / 2);
+        const bool wanted = skipping.wanted(e.fits, bound, e.peak_memory, e.work, c.point.schedule,
+                                            c.point.virtual_stages, lean);
+        // (The search asks may_keep_unfit first, without the memory.)
+        if (!e.fits && !lean && wanted) {
+          EXPECT_TRUE(skipping.may_keep_unfit(e.work));
+        }
+        for (Shortlist* list : {&all, &skipping}) {
+          if (list == &skipping && !wanted) {
+            ++skipped;
+            if (!lean) list->passed(e.work);
+          } else if (lean) {
+            list->offer_lean(c.point, e);
+          } else {
+            list->offer(c.point, e);
+          }
+        }
+      }
+      EXPECT_GT(skipped, 100);
+      EXPECT_EQ(names(skipping.best()), names(all.best()));
+      EXPECT_EQ(names(skipping.front()), names(all.front()));
+      EXPECT_EQ(names(skipping.families()), names(all.families()));
+      EXPECT_EQ(skipping.too_large(), all.too_large());
+      EXPECT_EQ(skipping.complete(), all.complete());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipesim::planner
