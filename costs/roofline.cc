@@ -122,13 +122,17 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
   return l;
 }
 
+Layer timed_in_shards(std::vector<OpSpec> ops, int k, const Training& training,
+                      const GpuSpec& gpu) {
+  for (OpSpec& op : ops) op.split_rows(k);
+  return layer_from_ops("", ops, 0, 0, 0, 0, training, gpu);
+}
+
 std::shared_ptr<const SampleRetime> ops_sample_retime(std::vector<OpSpec> ops,
                                                       const Training& training,
                                                       const GpuSpec& gpu) {
   return std::make_shared<const SampleRetime>([ops = std::move(ops), training, gpu](int k) {
-    std::vector<OpSpec> split = ops;
-    for (OpSpec& op : split) op.split_rows(k);
-    const Layer l = layer_from_ops("", split, 0, 0, 0, 0, training, gpu);
+    const Layer l = timed_in_shards(ops, k, training, gpu);
     return TensorTimes{l.forward, l.backward_input, l.backward_weight, {}, {}, l.ops};
   });
 }

@@ -69,6 +69,10 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
                      int64_t params, int64_t activation_bytes, int64_t output_bytes,
                      const Training& training, const GpuSpec& gpu);
 
+// `ops` split into k shards of the micro-batch's samples (OpSpec::split_rows) and timed
+// (layer_from_ops, times only): the k shards' time.
+Layer timed_in_shards(std::vector<OpSpec> ops, int k, const Training& training, const GpuSpec& gpu);
+
 // Layer::sample_retime for a layer timed from `ops` (layer_from_ops): each op split into k
 // shards of the micro-batch's samples (OpSpec::split_rows).
 std::shared_ptr<const SampleRetime> ops_sample_retime(std::vector<OpSpec> ops,

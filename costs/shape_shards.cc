@@ -144,9 +144,7 @@ std::shared_ptr<const TensorSplit> shape_tensor_split(const ShapeOp& op, const S
     const ShardCost c = std::visit(Shard{input, t, split}, op);
     const double b = static_cast<double>(training.micro_batch);
     const double elem = static_cast<double>(element_bytes(training.precision));
-    std::vector<OpSpec> ops = internal::scaled_ops(c.cost, b, elem);
-    for (OpSpec& o : ops) o.split_rows(k);
-    const Layer timed = layer_from_ops("", ops, 0, 0, 0, 0, training, gpu);
+    const Layer timed = timed_in_shards(internal::scaled_ops(c.cost, b, elem), k, training, gpu);
     TensorShard s;
     s.forward = timed.forward;
     s.backward_input = timed.backward_input;

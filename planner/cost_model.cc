@@ -14,131 +14,6 @@
 
 namespace pipesim::planner {
 
-CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int context,
-                     int expert, int expert_tensor)
-    : s_(s),
-      t_(tensor),
-      own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
-      net_(net ? net : own_net_.get()) {
-  const size_t L = s.model.layers.size();
-  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &tp_fwd_, &tp_rfwd_, &tp_bwd_,
-                  &tp_bwd_beside_, &tp_bwd_beside_sp_, &whole_, &whole_rf_, &full_fwd_, &full_rfwd_,
-                  &full_bwd_, &full_bwd_split_, &a2a_, &a2a_rf_})
-    v->assign(L + 1, 0.0);
-  for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
-                  &repl_params_, &weight_act_, &weight_repl_})
-    v->assign(L + 1, 0);
-  const int etp = std::max(1, expert_tensor);
-  per_node_ = s.cluster.gpus_of_node(0);
-  const LayerCommCosts comm(s, t_, context, expert, etp);
-  slow_ = comm.slow();
-  for (size_t l = 0; l < L; ++l) {
-    // The layer as this tensor (and expert) degree's ranks cost it (Layer::at_degrees), on
-    // 1/context of the tokens.
-    Layer x = s.model.layers[l].at_degrees(t_, expert, context, etp, 1);
-    if (context > 1) {
-      for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
-                      &x.tp_whole_forward, &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
-        *v = *v / context;
-      for (int64_t* v : {&x.activation_bytes, &x.output_bytes, &x.tp_replicated_activation,
-                         &x.attention_core_bytes, &x.tp_allreduce_bytes})
-        *v /= context;
-      if (x.weight_activation) *x.weight_activation /= context;
-      x.tp_replicated_weight_activation /= context;
-    }
-    if (x.moe) {
-      // Experts: 1/(expert x expert_tensor) of them on every tensor rank (not split by the
-      // tensor degree).
-      const int64_t experts = x.moe->expert_params;
-      const int64_t share = experts / (int64_t{std::max(1, expert)} * etp);
-      x.params = x.params - experts + share;
-      x.tp_replicated_params += share;
-    }
-    const LayerComm c = comm.of(x);
-    const double a2a = c.all_to_all;
-    const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
-    core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
-    tp_fwd_[l + 1] = tp_fwd_[l] + c.forward;
-    tp_bwd_[l + 1] = tp_bwd_[l] + c.backward;
-    tp_bwd_beside_[l + 1] = tp_bwd_beside_[l] + c.beside;
-    tp_bwd_beside_sp_[l + 1] = tp_bwd_beside_sp_[l] + c.beside_sp;
-    full_fwd_[l + 1] = full_fwd_[l] + c.full.forward + a2a;
-    full_rfwd_[l + 1] = full_rfwd_[l] + (x.recomputed ? c.full.forward + a2a : 0.0);
-    full_bwd_[l + 1] = full_bwd_[l] + c.full.backward + a2a;
-    full_bwd_split_[l + 1] = full_bwd_split_[l] + c.full.backward_split_w + a2a;
-    edge_fwd_.push_back(c.full.edge_forward);
-    edge_bwd_.push_back(c.full.edge_backward);
-    a2a_[l + 1] = a2a_[l] + a2a;
-    a2a_rf_[l + 1] = a2a_rf_[l] + (x.recomputed ? a2a : 0.0);
-    // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
-    // rank), another layer all its activations (split like them).
-    kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);
-    kept_split_[l + 1] = kept_split_[l] + (x.recomputed ? 0 : x.activation_bytes);
-    rf_[l + 1] = rf_[l] + (x.recomputed ? x.forward.seconds() : 0.0);
-    tp_rfwd_[l + 1] = tp_rfwd_[l] + (x.recomputed ? tp_fwd_[l + 1] - tp_fwd_[l] : 0.0);
-    core_bytes_[l + 1] = core_bytes_[l] + x.attention_core_bytes;
-    repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);
-    rings_[l + 1] = rings_[l] + 2 * int64_t{x.tp_forward_allreduces} + x.tp_backward_allreduces;
-    max_layer_act_ = std::max(max_layer_act_, x.activation_bytes);
-    max_core_ = std::max(max_core_, x.attention_core_bytes);
-    // Ops every tensor rank runs whole without sequence parallelism (Layer::tp_whole_*).
-    whole_[l + 1] = whole_[l] + x.tp_whole_forward.seconds() + x.tp_whole_backward_input.seconds() +
-                    x.tp_whole_backward_weight.seconds();
-    whole_rf_[l + 1] = whole_rf_[l] + (x.recomputed ? x.tp_whole_forward.seconds() : 0.0);
-    f_[l + 1] = f_[l] + x.forward.seconds();
-    b_[l + 1] = b_[l] + x.backward_input.seconds();
-    w_[l + 1] = w_[l] + x.backward_weight.seconds();
-    opt_[l + 1] = opt_[l] + x.optimizer.seconds();
-    act_[l + 1] = act_[l] + x.activation_bytes;
-    // What a micro-batch waiting for its W keeps (StageProfile::weight_activation_bytes).
-    weight_act_[l + 1] = weight_act_[l] + x.weight_kept();
-    weight_repl_[l + 1] =
-        weight_repl_[l] +
-        (t_ > 1 ? (x.weight_activation ? std::min({x.tp_replicated_weight_activation,
-                                                   x.tp_replicated_activation, x.weight_kept()})
-                                       : x.tp_replicated_activation)
-                : 0);
-    params_[l + 1] = params_[l] + x.params;
-    repl_params_[l + 1] = repl_params_[l] + std::min(x.tp_replicated_params, x.params);
-    if (x.tied_to >= 0) tied_.push_back(static_cast<int>(l));
-    out_.push_back(x.output_bytes);
-  }
-  capacity_ = std::numeric_limits<int64_t>::max();
-  for (const Device& d : s.cluster.devices()) {
-    capacity_ = std::min(capacity_, d.gpu.memory_bytes);
-    reserved_ = std::max(reserved_, d.gpu.reserved_bytes);
-    launch_ = std::max(launch_, d.gpu.launch_overhead.seconds());
-  }
-  pb_ = bytes_per_param(s.training);
-  price_splits(context, expert, etp);
-}
-
-void CostModel::price_splits(int context, int expert, int expert_tensor) {
-  const auto& layers = s_.model.layers;
-  if (std::none_of(layers.begin(), layers.end(),
-                   [](const Layer& l) { return l.tensor_retime || l.sample_retime; }))
-    return;
-  // At most one sample per replica, and no more replicas than the cluster holds.
-  const int64_t groups = s_.cluster.num_devices() / std::max(1, t_ * context);
-  const int64_t K = std::min<int64_t>({s_.training.micro_batch, groups, 64});
-  for (int64_t k = 2; k <= K; ++k) {
-    SplitSums sums;
-    for (auto* v : {&sums.f, &sums.b, &sums.w, &sums.rf}) v->assign(layers.size() + 1, 0.0);
-    for (size_t l = 0; l < layers.size(); ++l) {
-      // (As the constructor's loop: the whole layer at these degrees, on 1/context of the
-      // tokens; the k shards' time, which compute_time divides by the split.)
-      const Layer x = layers[l].at_degrees(t_, expert, context, std::max(1, expert_tensor),
-                                           static_cast<int>(k));
-      const double f = x.forward.seconds() / context;
-      sums.f[l + 1] = sums.f[l] + f;
-      sums.b[l + 1] = sums.b[l] + x.backward_input.seconds() / context;
-      sums.w[l + 1] = sums.w[l] + x.backward_weight.seconds() / context;
-      sums.rf[l + 1] = sums.rf[l] + (x.recomputed ? f : 0.0);
-    }
-    splits_.push_back(std::move(sums));
-  }
-}
-
 namespace {
 size_t u(int v) {
   return static_cast<size_t>(v);
@@ -201,29 +76,32 @@ double CostModel::compute_time(int first, int last, int replicas, const Schedule
 double CostModel::stage_time(int first, int last, int replicas, const ScheduleTraits& t) const {
   // Tensor all-reduces are on the critical path of every op (a full recompute re-issues the
   // forward's). Replicas splitting the micro-batch each move their share of its bytes, beside
-  // their share of the compute (the latency taken as shrinking too).
+  // their share of the compute, and each pays every collective's latency (the split's sums;
+  // replicas that take turns run whole micro-batches).
   const double r = split(replicas);
+  const SplitSums* at = t.take_turns ? nullptr : split_sums(replicas);
+  const CommSums& c = at ? at->comm : comm_;
   const auto sum = [&](const std::vector<double>& v) { return (v[u(last) + 1] - v[u(first)]) / r; };
-  const auto one = [&](const std::vector<double>& v, int at) { return v[u(at)] / r; };
+  const auto one = [&](const std::vector<double>& v, int i) { return v[u(i)] / r; };
   // Under Strategy::tensor_overlap the backward's all-reduces run beside the dW GEMMs,
   // except where a zero-bubble schedule takes W out of the backward.
   const bool beside = s_.strategy.tensor_overlap == TensorOverlap::kBackward && t.w_fill == 0;
-  const double tp = sum(tp_fwd_) + (t.recompute == Recompute::kFull ? sum(tp_rfwd_) : 0.0) +
-                    sum(!beside               ? tp_bwd_
-                        : t.sequence_parallel ? tp_bwd_beside_sp_
-                                              : tp_bwd_beside_);
+  const double tp = sum(c.tp_fwd) + (t.recompute == Recompute::kFull ? sum(c.tp_rfwd) : 0.0) +
+                    sum(!beside               ? c.tp_bwd
+                        : t.sequence_parallel ? c.beside_sp
+                                              : c.beside);
   const double compute = compute_time(first, last, replicas, t);
   if (s_.strategy.tensor_overlap == TensorOverlap::kFull) {
     // With sequence parallelism, what each collective leaves past the GEMM it is paired with;
     // without, the collectives run beside the compute: what it cannot hide.
     const bool again = t.recompute == Recompute::kFull;
     if (t.sequence_parallel) {
-      return compute + sum(full_fwd_) + (again ? sum(full_rfwd_) + one(edge_fwd_, first) : 0.0) +
-             sum(t.w_fill == 0 ? full_bwd_ : full_bwd_split_) + one(edge_fwd_, first) +
-             one(edge_bwd_, last);
+      return compute + sum(c.full_fwd) + (again ? sum(c.full_rfwd) + one(c.edge_fwd, first) : 0.0) +
+             sum(t.w_fill == 0 ? c.full_bwd : c.full_bwd_split) + one(c.edge_fwd, first) +
+             one(c.edge_bwd, last);
     }
     // (Expert all-to-alls wait for the router and hold up the experts: never hidden.)
-    const double a2a = 2 * sum(a2a_) + (again ? sum(a2a_rf_) : 0.0);
+    const double a2a = 2 * sum(c.a2a) + (again ? sum(c.a2a_rf) : 0.0);
     return std::max(compute + slow_ * (tp - a2a), tp - a2a) + a2a;
   }
   return compute + tp;
@@ -448,7 +326,7 @@ double CostModel::allreduce_tail(const PlanPoint& p, const ScheduleTraits& t,
   return exposed;
 }
 
-double CostModel::time_bound(const PlanPoint& p, int64_t M) const {
+double CostModel::busiest_position(const PlanPoint& p) const {
   const ScheduleTraits t = traits(p);
   thread_local std::vector<double> dev;
   dev.assign(u(p.positions()), 0.0);
@@ -457,8 +335,16 @@ double CostModel::time_bound(const PlanPoint& p, int64_t M) const {
     dev[u(p.position_of(static_cast<int>(g)))] +=
         stage_time(st.first_layer, st.last_layer, st.replicas, t);
   }
-  return static_cast<double>(std::max<int64_t>(0, M - 2)) *
-         *std::max_element(dev.begin(), dev.end());
+  return *std::max_element(dev.begin(), dev.end());
+}
+
+int CostModel::stage_time_key(const ScheduleTraits& t) {
+  return static_cast<int>(t.recompute) * 8 + (t.w_fill > 0 ? 4 : 0) +
+         (t.sequence_parallel ? 2 : 0) + (t.take_turns ? 1 : 0);
+}
+
+double CostModel::time_bound(const PlanPoint& p, int64_t M) const {
+  return static_cast<double>(std::max<int64_t>(0, M - 2)) * busiest_position(p);
 }
 
 Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const PlanTerms& terms,

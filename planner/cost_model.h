@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "planner/layer_comm.h"
 #include "planner/network_costs.h"
 #include "planner/plan_point.h"
 #include "scenario/scenario.h"
@@ -117,6 +118,18 @@ class CostModel {
   // Peak bytes of one replica of stage s (of S) for M micro-batches.
   int64_t stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
                        const ScheduleTraits& t) const;
+  // The same in two steps: what one GPU of the stage holds whatever its place in the
+  // pipeline (parameter state, a micro-batch's activations), then at stage s of S.
+  struct StageBytes {
+    double params = 0;  // parameters on one GPU
+    double state = 0;   // their resident state (ZeRO-sharded weights, gradients, optimizer)
+    double act = 0;     // a micro-batch's activations
+    double kept = 0;    // under a recompute: what it keeps of them, and its working set
+    double working = 0;
+    double weight = 0;  // without: what W reads of them
+  };
+  StageBytes stage_bytes(int first, int last, int replicas, const ScheduleTraits& t) const;
+  int64_t stage_memory(const StageBytes& b, int s, int S, int64_t M, const ScheduleTraits& t) const;
   int64_t output_bytes(int last) const { return out_[static_cast<size_t>(last)]; }
   // Transfer of `bytes` from the stage on devices [g0, g0 + r0) to the one on [g1, g1 + r1),
   // each replica pair moving the samples they share; the busiest link or NIC sets the pace.
@@ -155,6 +168,11 @@ class CostModel {
   // network: max(0, M - 2) times the busiest position's stage times per micro-batch (every
   // schedule's steady state paces at least that, and its fill, drain and tail add to it).
   double time_bound(const PlanPoint& p, int64_t micro_batches) const;
+  // The busiest position's stage times per micro-batch (time_bound's factor). They read of
+  // the schedule only its recompute, whether W is split off, sequence parallelism and
+  // whether replicas take turns (stage_time_key: equal keys, equal times).
+  double busiest_position(const PlanPoint& p) const;
+  static int stage_time_key(const ScheduleTraits& t);
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
   // by their group size, which sets how many flows share each re-rating).
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
@@ -171,29 +189,37 @@ class CostModel {
   int per_node_ = 0;  // GPUs of server 0
   std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
+  // The layers' collectives on their tensor and expert groups, prefix sums per micro-batch
+  // (LayerComm's terms): tensor all-reduces (rfwd: of the layers a full recompute re-runs;
+  // beside_sp: with sequence parallelism, only the reduce-scatter beside dW); under
+  // `tensor_overlap: full` with sequence parallelism what they leave past the GEMMs they run
+  // beside (full_rfwd: a full recompute's forward again; full_bwd_split: the backward of a
+  // zero-bubble schedule, W deferred); [layer] edge_fwd / edge_bwd, what a pass starting
+  // there gains wrongly from that pairing (the all-gather beside its first lead is the layer
+  // before's); expert all-to-alls (a2a_rf: of the layers a full recompute re-runs).
+  struct CommSums {
+    std::vector<double> tp_fwd, tp_rfwd, tp_bwd, beside, beside_sp, full_fwd, full_rfwd, full_bwd,
+        full_bwd_split, edge_fwd, edge_bwd, a2a, a2a_rf;
+    explicit CommSums(size_t layers);
+    void add(size_t l, const LayerComm& c, bool recomputed);
+  };
+  CommSums comm_{0};
   // f_, b_, w_ and rf_ with each layer priced at one replica's share of the samples, where a
   // stage's replicas split each micro-batch k ways (k from 2 to at most its samples:
   // splits_[k - 2]) and the layer can be priced again (Layer::at_degrees, as stage_profiles
-  // prices it); empty when none can.
+  // prices it), and the collectives as k replicas issue them (each its own latency, its
+  // share of the bytes: LayerCommCosts::of); empty when neither changes.
   struct SplitSums {
     std::vector<double> f, b, w, rf;
+    CommSums comm{0};
   };
   std::vector<SplitSums> splits_;
-  void price_splits(int context, int expert, int expert_tensor);
-  // The sums a stage of `replicas` replicas runs at (null: f_, b_, w_ and rf_ themselves).
+  void price_splits(const LayerCommCosts& comm, int context, int expert, int expert_tensor);
+  // The sums a stage of `replicas` replicas runs at (null: f_, b_, w_, rf_ and comm_).
   const SplitSums* split_sums(int replicas) const;
-  // Attention core; tensor all-reduce time (tp_rfwd_: of the layers a full recompute re-runs).
-  // tp_bwd_beside_sp_: with sequence parallelism (only the reduce-scatter beside dW).
-  std::vector<double> core_, tp_fwd_, tp_rfwd_, tp_bwd_, tp_bwd_beside_, tp_bwd_beside_sp_, whole_,
-      whole_rf_;
-  // Under `tensor_overlap: full` with sequence parallelism: what the tensor collectives leave
-  // past the GEMMs they run beside (full_rfwd_: a full recompute's forward again;
-  // full_bwd_split_: the backward of a zero-bubble schedule, W deferred).
-  std::vector<double> full_fwd_, full_rfwd_, full_bwd_, full_bwd_split_;
-  // [layer] what a pass starting there gains wrongly from the pairing above (the
-  // all-gather beside its first lead is the layer before's); expert all-to-alls, prefix sums
-  // (a2a_rf_: of the layers a full recompute re-runs).
-  std::vector<double> edge_fwd_, edge_bwd_, a2a_, a2a_rf_;
+  // Attention core; ops run whole without sequence parallelism (whole_rf_: of the layers a
+  // full recompute re-runs).
+  std::vector<double> core_, whole_, whole_rf_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank

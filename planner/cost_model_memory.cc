@@ -46,23 +46,40 @@ double CostModel::kept_bytes(int first, int last, int replicas, const ScheduleTr
   return gpu_share(sum(act_), sum(repl_), replicas, t);
 }
 
-int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
-                                const ScheduleTraits& t) const {
+CostModel::StageBytes CostModel::stage_bytes(int first, int last, int replicas,
+                                             const ScheduleTraits& t) const {
   const auto sum = [&](const std::vector<int64_t>& v) {
     return static_cast<double>(v[u(last) + 1] - v[u(first)]);
   };
-  const double params =
+  StageBytes b;
+  b.params =
       (static_cast<double>(this->params(first, last)) - sum(repl_params_)) / t_ + sum(repl_params_);
-  const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
   // Resident parameter state, ZeRO-sharded over the stage's replicas x data ranks.
   const ZeroBytes z =
-      zero_resident_bytes(static_cast<int64_t>(params), pb_, t.zero, replicas * t.data);
-  const double state = static_cast<double>(z.weights + z.gradients + z.optimizer) +
-                       params * static_cast<double>(stashed * pb_.weights);
+      zero_resident_bytes(static_cast<int64_t>(b.params), pb_, t.zero, replicas * t.data);
+  b.state = static_cast<double>(z.weights + z.gradients + z.optimizer);
   const auto share = [&](double bytes, double replicated) {
     return gpu_share(bytes, replicated, replicas, t);
   };
-  const double act = share(sum(act_), sum(repl_));
+  b.act = share(sum(act_), sum(repl_));
+  if (t.recompute != Recompute::kNone) {
+    b.kept = kept_bytes(first, last, replicas, t);
+    b.working = working_set(replicas, t);
+  } else {
+    b.weight = share(sum(weight_act_), sum(weight_repl_));
+  }
+  return b;
+}
+
+int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S, int64_t M,
+                                const ScheduleTraits& t) const {
+  return stage_memory(stage_bytes(first, last, replicas, t), s, S, M, t);
+}
+
+int64_t CostModel::stage_memory(const StageBytes& b, int s, int S, int64_t M,
+                                const ScheduleTraits& t) const {
+  const int stashed = t.stashed < 0 ? S - s - 1 : t.stashed;
+  const double state = b.state + b.params * static_cast<double>(stashed * pb_.weights);
   // Micro-batches in flight, each keeping `kept`, plus one working set (a recompute's one
   // layer). Zero bubble defers W(j) past B(j + c s): those micro-batches stay live until
   // their W (ZB-H1 peaks at p on every stage, ZB-H2 at 2p - 1), keeping what W reads (under
@@ -74,17 +91,12 @@ int64_t CostModel::stage_memory(int first, int last, int replicas, int s, int S,
   const auto limit =
       static_cast<double>(t.fills_limit ? std::min<int64_t>(int64_t{t.w_fill} * S, M) : 0);
   double live = 0;
-  if (t.recompute == Recompute::kFull) {
-    live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           working_set(replicas, t);
-  } else if (t.recompute == Recompute::kSelective) {
-    live = std::max(static_cast<double>(k), limit) * kept_bytes(first, last, replicas, t) +
-           working_set(replicas, t);
+  if (t.recompute != Recompute::kNone) {
+    live = std::max(static_cast<double>(k), limit) * b.kept + b.working;
   } else {
     // Past B, a micro-batch waiting for its W keeps only what W reads.
-    live = std::max(limit * act,
-                    static_cast<double>(base) * act +
-                        static_cast<double>(k - base) * share(sum(weight_act_), sum(weight_repl_)));
+    live = std::max(limit * b.act,
+                    static_cast<double>(base) * b.act + static_cast<double>(k - base) * b.weight);
   }
   const double total = state + live + reserved_;
   return total > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(total);

@@ -24,33 +24,35 @@ LayerCommCosts::LayerCommCosts(const Scenario& s, int tensor, int context, int e
 
 // 2(n - 1) steps of bytes / n, each on the route between two of the server's GPUs: the
 // tensor group's, and an expert-tensor group's all-gather and reduce-scatter together.
-double LayerCommCosts::ring_allreduce(int n, int64_t bytes) const {
+double LayerCommCosts::ring_allreduce(int n, int64_t bytes, int shards) const {
   if (n < 2 || bytes <= 0 || s_.cluster.num_devices() < 2) return 0.0;
   const Route& r = s_.cluster.route(0, 1);
   GroupShape ring;
   ring.n = n;
   return alpha_beta_allreduce(AllReduceAlgo::kRing, ring, bytes, 1, [&](StepEdges, int64_t chunk) {
-    return r.latency.seconds() + static_cast<double>(chunk) / r.bottleneck_bytes_per_s;
+    return shards * r.latency.seconds() + static_cast<double>(chunk) / r.bottleneck_bytes_per_s;
   });
 }
 
-double LayerCommCosts::all_to_all(int64_t bytes) const {
+double LayerCommCosts::all_to_all(int64_t bytes, int shards) const {
   if (expert_ < 2 || bytes <= 0 || s_.cluster.num_devices() < 2) return 0.0;
   const int span = expert_ * t_;
   const bool across = span > per_node_ && s_.cluster.num_devices() > per_node_;
   const Route& r = s_.cluster.route(0, across ? per_node_ : 1);
   const double away =
       across ? 1.0 - static_cast<double>(per_node_) / span : (expert_ - 1.0) / expert_;
-  return r.latency.seconds() + static_cast<double>(bytes) * away / r.bottleneck_bytes_per_s;
+  return shards * r.latency.seconds() +
+         static_cast<double>(bytes) * away / r.bottleneck_bytes_per_s;
 }
 
-LayerComm LayerCommCosts::of(const Layer& x) const {
+LayerComm LayerCommCosts::of(const Layer& x, int shards) const {
   LayerComm c;
   // Per pass: the dispatch and the combine, and under expert tensor parallelism the
   // gathered tokens' all-gather and reduce-scatter.
   const int64_t tokens = x.moe ? x.moe->dispatch_bytes / (int64_t{t_} * context_) : 0;
-  c.all_to_all = x.moe ? 2 * all_to_all(tokens) + ring_allreduce(etp_, tokens * etp_) : 0;
-  const double ar = ring_allreduce(t_, x.tp_allreduce_bytes);
+  c.all_to_all =
+      x.moe ? 2 * all_to_all(tokens, shards) + ring_allreduce(etp_, tokens * etp_, shards) : 0;
+  const double ar = ring_allreduce(t_, x.tp_allreduce_bytes, shards);
   c.forward = x.tp_forward_allreduces * ar + c.all_to_all;
   c.backward = x.tp_backward_allreduces * ar + c.all_to_all;
   // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
@@ -68,7 +70,7 @@ LayerComm LayerCommCosts::of(const Layer& x) const {
     // (Under fp8 the all-gathers, and under `full` the forward's reduce-scatters, move one
     // byte an element: Layer::tp_fp8.)
     const int64_t narrow = x.tp_fp8 ? x.tp_allreduce_bytes / 2 : x.tp_allreduce_bytes;
-    const double gather = ring_allreduce(t_, narrow) / 2, scatter = ar / 2;
+    const double gather = ring_allreduce(t_, narrow, shards) / 2, scatter = ar / 2;
     c.full = full_overlap_left(x, t_, context_, gather, scatter, gather, 2 * scatter, slow_);
   }
   return c;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -33,6 +34,30 @@ double checked_time_limit(double seconds, const std::string& key, const Location
   return seconds;
 }
 namespace {
+
+// Which of a front of n plans (fastest first, leanest last) phase 2 simulates, in the order
+// it lists them: at most 16, spread evenly from the fastest to the leanest (a long front's
+// lean end is the answer for a tight GPU), the two ends first, then each gap's middle, so
+// that a simulation budget, which cuts the list from its end, leaves the front spread.
+std::vector<size_t> front_picks(size_t n) {
+  constexpr size_t kPlans = 16;
+  std::vector<size_t> at;  // the evenly spread members
+  for (size_t i = 0; i < std::min(n, kPlans); ++i)
+    at.push_back(n <= kPlans ? i : (i * (n - 1) + (kPlans - 1) / 2) / (kPlans - 1));
+  if (at.size() < 3) return at;
+  std::vector<size_t> out{at.front(), at.back()};
+  std::deque<std::pair<size_t, size_t>> gaps{{0, at.size() - 1}};
+  while (!gaps.empty()) {
+    const auto [lo, hi] = gaps.front();
+    gaps.pop_front();
+    if (hi - lo < 2) continue;
+    const size_t mid = (lo + hi) / 2;
+    out.push_back(at[mid]);
+    gaps.emplace_back(lo, mid);
+    gaps.emplace_back(mid, hi);
+  }
+  return out;
+}
 
 using planner::Clock;
 using planner::Costed;
@@ -315,7 +340,7 @@ class Planner {
     // memory): before the families, as the simulation budget cuts the list from its end and
     // the front is the plan's answer on the memory axis.
     const std::vector<Costed> front = list.front();
-    for (size_t i = 0; i < std::min<size_t>(front.size(), 16); ++i) take(front[i]);
+    for (const size_t i : front_picks(front.size())) take(front[i]);
     // The best two estimates of every schedule (with its chunk count) too: the estimate's
     // error differs by schedule (interleaving's fill and drain, zero-bubble's W filling), so
     // the simulator sees each family's best however the estimate ranks it.
@@ -388,19 +413,23 @@ class Planner {
     return e;
   }
 
-  // Phase 2's list cut where its predicted simulation work passes the budget (the best
-  // estimate always stays): on large clusters each simulation costs seconds, so fewer of
-  // the best are replayed instead of all of them with no time left.
+  // Phase 2's list within the budget of predicted simulation work, in its order: a plan
+  // whose work would pass what is left is left out, the cheaper ones after it still run
+  // (the best estimate always does). On large clusters each simulation costs seconds, so
+  // fewer of the best are replayed instead of all of them with no time left, and one dear
+  // plan (a front's leanest, say) does not take the rest of the list with it.
   void within_budget(std::vector<Costed>& chosen, Plan& result) const {
     double work = 0;
+    size_t kept = 0;
     for (size_t i = 0; i < chosen.size(); ++i) {
-      work += chosen[i].estimate.work;
-      if (i > 0 && work > opt_.sim_budget) {
-        result.over_budget = static_cast<int>(chosen.size() - i);
-        chosen.resize(i);
-        return;
-      }
+      const double w = chosen[i].estimate.work;
+      if (i > 0 && work + w > opt_.sim_budget) continue;
+      work += w;
+      if (kept != i) chosen[kept] = std::move(chosen[i]);
+      ++kept;
     }
+    result.over_budget = static_cast<int>(chosen.size() - kept);
+    chosen.resize(kept);
   }
 
   // --exhaustive: branch and bound over the whole space from the best simulated so far.

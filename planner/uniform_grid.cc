@@ -1,5 +1,7 @@
 #include "planner/uniform_grid.h"
 
+#include <algorithm>
+
 namespace pipesim::planner {
 
 UniformGrid::Point& UniformGrid::point(int r, int S, int v, bool vee) {
@@ -27,6 +29,13 @@ double UniformGrid::work(Point& x) {
     x.have_work = true;
   }
   return x.work;
+}
+
+double UniformGrid::time_bound(Point& x, const PlanPoint& plan) {
+  const int key = CostModel::stage_time_key(traits(plan));
+  auto it = x.busiest.find(key);
+  if (it == x.busiest.end()) it = x.busiest.emplace(key, cm_.busiest_position(plan)).first;
+  return static_cast<double>(std::max<int64_t>(0, M_ - 2)) * it->second;
 }
 
 PlanTerms UniformGrid::terms(Point& x, int zero) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +28,7 @@ class UniformGrid {
     bool have_cut = false, have_gather = false, have_cheapest = false, have_ring = false,
          have_work = false;
     double work = 0, link_load = 0;
+    std::map<int, double> busiest;  // CostModel::busiest_position by stage_time_key
   };
   // S positions of r replicas with v chunks each (in a V for zb-v).
   Point& point(int r, int S, int v, bool vee);
@@ -34,6 +36,9 @@ class UniformGrid {
   PlanTerms terms(Point& p, int zero);
   // Its simulation work (PlanTerms::work) alone, computed on first use.
   double work(Point& p);
+  // CostModel::time_bound of `plan` (the point's stages under a schedule), its busiest
+  // position computed once per CostModel::stage_time_key.
+  double time_bound(Point& p, const PlanPoint& plan);
 
  private:
   const CostModel& cm_;

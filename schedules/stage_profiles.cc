@@ -279,9 +279,10 @@ std::optional<Layer> at_degrees(const Layer& base, const std::optional<TensorSha
   // A replica's ops see its share of the samples as a context rank's see its share of the
   // tokens: both shrink every op's rows alike (Layer::at_degrees).
   const int cp = groups.context;
-  if (!shard && (t > 1 || ep > 1 || etp > 1 || cp > 1 || shards > 1) &&
-      (base.tensor_retime || base.sample_retime))
-    copy = base.at_degrees(t, ep, cp, etp, shards);
+  // (A layer priced again only at its samples changes only with them.)
+  const bool retimed = base.tensor_retime ? t > 1 || ep > 1 || etp > 1 || cp > 1 || shards > 1
+                                          : base.sample_retime && cp * shards > 1;
+  if (!shard && retimed) copy = base.at_degrees(t, ep, cp, etp, shards);
   if (base.moe && etp > 1) {
     // Each rank keeps the tokens its expert-tensor group gathered for the experts (the
     // first GEMM's input, which W reads): etp times its own routed copies.
