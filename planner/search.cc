@@ -403,6 +403,23 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
     out.offer(p, e);
   };
+  // A plan on `devices` (a placement variant): costed in full only where it could matter,
+  // as `add` below does for the grid's plans (its memory, simulation work and time bound
+  // are the same wherever it runs; its network terms are what a placement changes).
+  auto offer_placed = [&](const PlanPoint& n, const Placement& devices) {
+    ++stats.costed;
+    const double bound = cm.time_bound(n, M);
+    if (bound >= stats.incumbent) {
+      const double work = cm.simulation_work(n, M);
+      const bool fits = cm.fits(n, M);
+      if ((!fits && !out.may_keep_unfit(work)) ||
+          !out.wanted(fits, bound, cm.memory(n, M), work, n.schedule, n.virtual_stages, false)) {
+        ++stats.bounded;
+        return out.passed(work);
+      }
+    }
+    offer(n, cm.estimate(n, M, &devices));
+  };
   // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
   // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
   auto add = [&](PlanPoint& p, UniformGrid::Point* layout) {
@@ -497,10 +514,8 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
       // Each under every placement policy, on its own devices: which GPUs share a node
       // decides whether a position's gradients cross the slow link.
       auto add_placed = [&](const PlanPoint& n, UniformGrid::Point*) {
-        for (const auto& [placed, devices] : placement_variants(n, cm.scenario().cluster, true)) {
-          ++stats.costed;
-          offer(placed, cm.estimate(placed, M, &devices));
-        }
+        for (const auto& [placed, devices] : placement_variants(n, cm.scenario().cluster, true))
+          offer_placed(placed, devices);
       };
       for (int P = 2; P <= std::min(max_gpus, L); ++P) {
         if (inter && M % P != 0) continue;
@@ -531,10 +546,8 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
   for (int S = 2; S <= std::min(L, max_gpus); ++S) {
     for (auto& stages : placed_dp.run(S, kKeepPlacedPerDepth)) {
       const PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
-      for (const auto& [n, devices] : placement_variants(p, cluster, false)) {
-        ++stats.costed;
-        offer(n, cm.estimate(n, M, &devices));
-      }
+      for (const auto& [n, devices] : placement_variants(p, cluster, false))
+        offer_placed(n, devices);
     }
   }
 }
