@@ -406,18 +406,30 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
   // A plan on `devices` (a placement variant): costed in full only where it could matter,
   // as `add` below does for the grid's plans (its memory, simulation work and time bound
   // are the same wherever it runs; its network terms are what a placement changes).
+  // Whether a plan that takes at least `bound` need not be costed in full, counted then as
+  // the shortlist would have dropped it (nothing chosen changes): where it could neither
+  // lower the incumbent nor set memory_bound (offer above; a `lean` plan, offer_lean, does
+  // neither) and the shortlist has no place for it. Sets `memory` where it computed it.
+  auto ruled_out = [&](const PlanPoint& p, bool fits, bool lean, double bound, double work,
+                       int64_t& memory) {
+    if (!lean && bound < stats.incumbent) return false;
+    // Most plans of a large grid do not fit: their memory counts only where the kept order
+    // still takes such plans.
+    if (fits || out.may_keep_unfit(work)) {
+      memory = cm.memory(p, M);
+      if (out.wanted(fits, bound, memory, work, p.schedule, p.virtual_stages, lean)) return false;
+    }
+    ++stats.bounded;
+    if (!lean) out.passed(work);
+    return true;
+  };
+  // A plan on `devices` (a placement variant): its memory, simulation work and time bound
+  // are the same wherever it runs; its network terms are what a placement changes.
   auto offer_placed = [&](const PlanPoint& n, const Placement& devices) {
     ++stats.costed;
-    const double bound = cm.time_bound(n, M);
-    if (bound >= stats.incumbent) {
-      const double work = cm.simulation_work(n, M);
-      const bool fits = cm.fits(n, M);
-      if ((!fits && !out.may_keep_unfit(work)) ||
-          !out.wanted(fits, bound, cm.memory(n, M), work, n.schedule, n.virtual_stages, false)) {
-        ++stats.bounded;
-        return out.passed(work);
-      }
-    }
+    int64_t memory = -1;
+    if (ruled_out(n, cm.fits(n, M), false, cm.time_bound(n, M), cm.simulation_work(n, M), memory))
+      return;
     offer(n, cm.estimate(n, M, &devices));
   };
   // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
@@ -450,25 +462,10 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
       if (lower_fits) return out.offer_lean(p, e);
       return offer(p, e);
     }
-    // A grid plan is costed in full only where it could matter: where its memory and a lower
-    // bound on its time (CostModel::time_bound, no network terms) leave it a place in the
-    // shortlist, or where it could lower the incumbent or set memory_bound (offer above).
-    // Else it is counted as the shortlist would have dropped it: nothing chosen changes.
-    const double work = grid.work(*layout);
-    const double bound = grid.time_bound(*layout, p);
+    // A grid plan's bound and work come from its grid point (no network terms).
     int64_t memory = -1;
-    if (lower_fits || bound >= stats.incumbent) {
-      const auto pass = [&] {
-        ++stats.bounded;
-        if (!lower_fits) out.passed(work);
-      };
-      // Most plans of a large grid do not fit: their memory counts only where the kept
-      // order still takes such plans.
-      if (!fits && !out.may_keep_unfit(work)) return pass();
-      memory = cm.memory(p, M);
-      if (!out.wanted(fits, bound, memory, work, p.schedule, p.virtual_stages, lower_fits))
-        return pass();
-    }
+    if (ruled_out(p, fits, lower_fits, grid.time_bound(*layout, p), grid.work(*layout), memory))
+      return;
     const Estimate e = cm.estimate(p, M, grid.terms(*layout, zero), memory);
     if (lower_fits) return out.offer_lean(p, e);
     offer(p, e);
