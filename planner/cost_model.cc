@@ -433,22 +433,27 @@ double CostModel::simulation_work_per_copy(const PlanPoint& p, int64_t M) const 
     // tensor group's members become ready at one moment on their node's idle links, so
     // each ring runs as one phase, t member ops and its timer (step by step it would be
     // 2(t - 1) t transfers).
-    work += 4.0 * static_cast<double>(M) * n * t_;
+    // Each context rank runs its own; its exchanges with the others are counted as the
+    // simulation stores them.
+    const double lanes = static_cast<double>(M) * n * cp_;
+    work += 4.0 * lanes * t_;
+    work += lanes * t_ * (exchange_ops_[u(st.last_layer) + 1] - exchange_ops_[u(st.first_layer)]);
     if (t_ > 1) {
       const auto rings =
           static_cast<double>(rings_[u(st.last_layer) + 1] - rings_[u(st.first_layer)]);
-      work += static_cast<double>(M) * n * rings * (t_ + 2.0);
+      work += lanes * rings * (t_ + 2.0);
     }
-    if (n < 2) continue;
+    const double group = n * cp_;  // the gradients' group: replicas, copies, context ranks
+    if (group < 2) continue;
     const double bytes = static_cast<double>(params(st.first_layer, st.last_layer)) *
                          static_cast<double>(pb_.gradients);
     const double bucket =
         s_.strategy.bucket_bytes > 0 ? static_cast<double>(s_.strategy.bucket_bytes) : bytes;
     const double buckets = std::clamp(std::ceil(bytes / std::max(1.0, bucket)), 1.0,
                                       static_cast<double>(st.last_layer - st.first_layer + 1));
-    work += buckets * 4 * n * std::max(1.0, n / 8);
+    work += buckets * 4 * group * std::max(1.0, group / 8);
   }
-  return work * s_.training.iterations;
+  return work * s_.training.iterations * (uneven_speed_ ? 2 : 1);
 }
 
 }  // namespace pipesim::planner

@@ -174,7 +174,8 @@ class CostModel {
   double busiest_position(const PlanPoint& p) const;
   static int stage_time_key(const ScheduleTraits& t);
   // About how much work simulating the plan takes (ops, plus all-reduce transfers weighted
-  // by their group size, which sets how many flows share each re-rating).
+  // by their group size, which sets how many flows share each re-rating); twice that on
+  // GPUs of different speeds, where the judge also simulates the split balanced by speed.
   double simulation_work(const PlanPoint& p, int64_t micro_batches) const;
   // The same with every copy simulated.
   double simulation_work_per_copy(const PlanPoint& p, int64_t micro_batches) const;
@@ -227,6 +228,13 @@ class CostModel {
   // Parameters of layers [first, last] as one stage holds them (Model::stage_params).
   int64_t params(int first, int last) const;
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
+  // Prefix sums of the ops each GPU's context and expert exchanges store per micro-batch
+  // (a compact ring's member op or an all-to-all's n - 1 transfers, and a cut of the op).
+  std::vector<double> exchange_ops_;
+  int cp_ = 1;  // context ranks: each stage's GPUs are replicas x t x cp
+  // GPUs of different speeds: the judge simulates a plan twice (its split and the one
+  // balanced by speed, Judge::speed_balanced).
+  bool uneven_speed_ = false;
   int64_t max_layer_act_ = 0, max_core_ = 0;
   int64_t capacity_ = 0, reserved_ = 0;
   double launch_ = 0;  // the largest GPU launch_overhead, seconds per step

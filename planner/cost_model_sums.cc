@@ -5,6 +5,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/layer_comm.h"
+#include "scenario/device_speed.h"
 
 namespace pipesim::planner {
 
@@ -32,6 +33,20 @@ Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, in
     x.tp_replicated_params += share;
   }
   return x;
+}
+
+// What one GPU's context and expert exchanges of layer `x` add to its simulation per
+// micro-batch, per pass (F, B and a full recompute's second F): the exchange (a compact
+// ring's member op; an all-to-all's n - 1 transfers run about as fast, measured on the
+// planner's MoE plans) and the cut of the op it splits. Ring attention and expert tensor
+// parallelism's all-gather and reduce-scatter: one exchange; context all-gather and
+// all-to-all: two; a MoE layer's dispatch and combine: two.
+double exchange_ops(const Layer& x, int context, int expert, int etp, ContextComm comm) {
+  double exchanges = 0;
+  if (x.attention && context > 1) exchanges += comm == ContextComm::kP2p ? 1 : 2;
+  if (x.moe && expert > 1) exchanges += 2;
+  if (x.moe && etp > 1) exchanges += 2;
+  return ((x.recomputed ? 2 : 1) + 1) * exchanges * 2;
 }
 }  // namespace
 
@@ -68,6 +83,9 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
       own_net_(net ? nullptr : std::make_unique<NetworkCosts>(s)),
       net_(net ? net : own_net_.get()) {
   const size_t L = s.model.layers.size();
+  cp_ = std::max(1, context);
+  uneven_speed_ = !DeviceSpeed(s).uniform();
+  exchange_ops_.assign(L + 1, 0.0);
   for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &whole_, &whole_rf_}) v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
                   &repl_params_, &weight_act_, &weight_repl_})
@@ -89,6 +107,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     core_bytes_[l + 1] = core_bytes_[l] + x.attention_core_bytes;
     repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);
     rings_[l + 1] = rings_[l] + 2 * int64_t{x.tp_forward_allreduces} + x.tp_backward_allreduces;
+    exchange_ops_[l + 1] =
+        exchange_ops_[l] + exchange_ops(x, cp_, expert, etp, s.strategy.context_comm);
     max_layer_act_ = std::max(max_layer_act_, x.activation_bytes);
     max_core_ = std::max(max_core_, x.attention_core_bytes);
     // Ops every tensor rank runs whole without sequence parallelism (Layer::tp_whole_*).
