@@ -169,7 +169,9 @@ void CostModel::price_splits(const LayerCommCosts& comm, int context, int expert
       sums.b[l + 1] = sums.b[l] + x.backward_input.seconds();
       sums.w[l + 1] = sums.w[l] + x.backward_weight.seconds();
       sums.rf[l + 1] = sums.rf[l] + (x.recomputed ? f : 0.0);
-      sums.comm.add(l, comm.of(x, static_cast<int>(k)), x.recomputed);
+      // (Each replica pays the latency once: the split's times, which stage_time divides
+      // by the split.)
+      sums.comm.add(l, comm.of(x, split(static_cast<int>(k))), x.recomputed);
     }
     splits_.push_back(std::move(sums));
   }

@@ -24,7 +24,7 @@ LayerCommCosts::LayerCommCosts(const Scenario& s, int tensor, int context, int e
 
 // 2(n - 1) steps of bytes / n, each on the route between two of the server's GPUs: the
 // tensor group's, and an expert-tensor group's all-gather and reduce-scatter together.
-double LayerCommCosts::ring_allreduce(int n, int64_t bytes, int shards) const {
+double LayerCommCosts::ring_allreduce(int n, int64_t bytes, double shards) const {
   if (n < 2 || bytes <= 0 || s_.cluster.num_devices() < 2) return 0.0;
   const Route& r = s_.cluster.route(0, 1);
   GroupShape ring;
@@ -34,7 +34,7 @@ double LayerCommCosts::ring_allreduce(int n, int64_t bytes, int shards) const {
   });
 }
 
-double LayerCommCosts::all_to_all(int64_t bytes, int shards) const {
+double LayerCommCosts::all_to_all(int64_t bytes, double shards) const {
   if (expert_ < 2 || bytes <= 0 || s_.cluster.num_devices() < 2) return 0.0;
   const int span = expert_ * t_;
   const bool across = span > per_node_ && s_.cluster.num_devices() > per_node_;
@@ -45,7 +45,7 @@ double LayerCommCosts::all_to_all(int64_t bytes, int shards) const {
          static_cast<double>(bytes) * away / r.bottleneck_bytes_per_s;
 }
 
-LayerComm LayerCommCosts::of(const Layer& x, int shards) const {
+LayerComm LayerCommCosts::of(const Layer& x, double shards) const {
   LayerComm c;
   // Per pass: the dispatch and the combine, and under expert tensor parallelism the
   // gathered tokens' all-gather and reduce-scatter.

@@ -27,10 +27,11 @@ class LayerCommCosts {
   // ranks of `context` sharing the tokens, `expert` x `expert_tensor` sharing the experts.
   LayerCommCosts(const Scenario& s, int tensor, int context, int expert, int expert_tensor);
   // `x`: the layer as the tensor group's ranks cost it (Layer::at_degrees), its times
-  // and activation bytes already 1/context. `shards`: the collectives of that many replicas
-  // each taking 1/shards of the micro-batch (at_degrees' k), added up: each pays its
-  // latency, all move the micro-batch's bytes.
-  LayerComm of(const Layer& x, int shards = 1) const;
+  // and activation bytes already 1/context. `shards`: the collectives of the replicas
+  // splitting the micro-batch, added up: all move the micro-batch's bytes, and the latency
+  // is paid `shards` times, the split (CostModel::split) for the slowest replica's once
+  // (b / ceil(b / r) where r replicas do not divide b samples).
+  LayerComm of(const Layer& x, double shards = 1) const;
   // Device 0's comm_interference where the tensor group sits in a server and overlaps its
   // collectives, else 0 (left_past's `slow`).
   double slow() const { return slow_; }
@@ -38,10 +39,10 @@ class LayerCommCosts {
  private:
   // A ring all-reduce on n GPUs inside one server (alpha_beta_allreduce's ring), each
   // step's latency paid `shards` times (of()'s shards).
-  double ring_allreduce(int n, int64_t bytes, int shards = 1) const;
+  double ring_allreduce(int n, int64_t bytes, double shards = 1) const;
   // A MoE dispatch or combine of `bytes` from each GPU: (EP - 1)/EP of them away, over the
   // network where the group outgrows a server (one rail port).
-  double all_to_all(int64_t bytes, int shards = 1) const;
+  double all_to_all(int64_t bytes, double shards = 1) const;
   const Scenario& s_;
   int t_ = 1, context_ = 1, expert_ = 1, etp_ = 1, per_node_ = 1;
   double slow_ = 0;

@@ -441,14 +441,15 @@ namespace {
 // (s x h x 2 / t = 4 MiB per reduce-scatter step); both were the whole micro-batch's (busy
 // 1.9 % below the copies', steps of 8 MiB). The estimate prices a replica as the
 // simulation does.
-std::string replica_pair(int micro_batch, const std::string& stage, int data) {
+std::string replica_pair(int micro_batch, const std::string& stage, int data,
+                         int global_batch = 8) {
   return fmt::format(
       R"(cluster: {{gpu: h100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch}}
 model: {{generator: transformer, layers: 4, hidden: 2048, heads: 16, sequence: 2048, vocab: 32000}}
-training: {{global_batch: 8, micro_batch: {}, precision: bf16, optimizer: adam}}
+training: {{global_batch: {}, micro_batch: {}, precision: bf16, optimizer: adam}}
 strategy: {{schedule: dapple, tensor: 2, sequence_parallel: true, data: {}, stages: [{}]}}
 )",
-      micro_batch, data, stage);
+      global_batch, micro_batch, data, stage);
 }
 
 // Two replicas of the TP 2 stage (layers 0-5) at micro-batch 2 against two copies at
@@ -488,16 +489,36 @@ TEST(Estimate, ReplicasRunAsDataCopiesOfTheirSamples) {
 // both) and the estimate alike (15.18 against 15.19 ms a micro-batch). Dividing the
 // latency by the replicas too (before), the estimate put a replica at 11.58 ms: 0.76 of a
 // copy.
+std::string slow_links(std::string yaml) {
+  const std::string fast = "intra_node: nvswitch";
+  yaml.replace(yaml.find(fast), fast.size(),
+               "intra_node: {kind: nvswitch, bandwidth: 450 GB/s, latency: 200 us}");
+  return yaml;
+}
+
 TEST(Estimate, EveryReplicaPaysItsCollectivesLatency) {
-  const auto slow = [](std::string yaml) {
-    const std::string fast = "intra_node: nvswitch";
-    yaml.replace(yaml.find(fast), fast.size(),
-                 "intra_node: {kind: nvswitch, bandwidth: 450 GB/s, latency: 200 us}");
-    return yaml;
-  };
-  const std::string replicas = slow(replica_pair(2, "{layers: 0-5, replicas: 2}", 1));
-  const std::string copies = slow(replica_pair(1, "{layers: 0-5}", 2));
+  const std::string replicas = slow_links(replica_pair(2, "{layers: 0-5, replicas: 2}", 1));
+  const std::string copies = slow_links(replica_pair(1, "{layers: 0-5}", 2));
   expect_as_busy_as_a_copy(replicas, copies, test::run_yaml(replicas), test::run_yaml(copies));
+}
+
+// Where the replicas do not divide the micro-batch, the slowest takes whole samples: of 3,
+// two replicas take 2 and 1, and the first runs what one copy runs at micro-batch 2,
+// paying each collective's latency once (on the 200 us links: busy 30.16 against 29.70
+// ms over two micro-batches). The estimate charged the latency k / split = 2 / 1.5 times
+// (25.33 ms a micro-batch against the copy's 22.87); now 22.93.
+TEST(Estimate, AnUnevenSplitsSlowestReplicaPaysTheLatencyOnce) {
+  const std::string replicas = slow_links(replica_pair(3, "{layers: 0-5, replicas: 2}", 1, 6));
+  const std::string copy = slow_links(replica_pair(2, "{layers: 0-5}", 1, 4));
+  const test::SimRun r = test::run_yaml(replicas), d = test::run_yaml(copy);
+  const double busy_r = r.report.devices[0].busy.seconds(),
+               busy_d = d.report.devices[0].busy.seconds();
+  const Scenario sr = load_scenario_text(replicas, "replicas.yaml"),
+                 sd = load_scenario_text(copy, "copy.yaml");
+  const planner::CostModel cr(sr, 2), cd(sd, 2);
+  const planner::ScheduleTraits t = planner::traits(ScheduleKind::kDapple, Warmup::kSchedule);
+  EXPECT_NEAR(busy_r / busy_d, 1.0, 0.02) << busy_r << " " << busy_d;
+  EXPECT_NEAR(cr.stage_time(0, 5, 2, t) / cd.stage_time(0, 5, 1, t), 1.0, 0.02);
 }
 
 // Shape-described layers on replicas are priced at their samples too (Layer::sample_retime;
