@@ -219,7 +219,8 @@ void CostModel::allreduce_terms(const PlanPoint& p, const Placement* placed, boo
       share);
 }
 
-Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed) const {
+Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* placed,
+                             int64_t memory) const {
   // Scratch reused across calls (the search costs millions of plans).
   thread_local std::vector<double> cut, gather, allreduce, share;
   const ScheduleTraits t = traits(p);
@@ -228,7 +229,8 @@ Estimate CostModel::estimate(const PlanPoint& p, int64_t M, const Placement* pla
   allreduce_terms(p, placed, t.zero > 0, allreduce, &share);
   return estimate(
       p, M,
-      {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load, share.data()});
+      {cut.data(), gather.data(), allreduce.data(), simulation_work(p, M), load, share.data()},
+      memory);
 }
 
 // Per position (its chunks together) for one micro-batch, and over the global cuts.

@@ -146,9 +146,9 @@ class CostModel {
   int64_t gradient_bytes(int first, int last) const;
 
   // The whole plan, placed contiguously (copy by copy, stage by stage), or on `placed`
-  // (as PlanPoint::devices gives) for its cuts and all-reduces.
-  Estimate estimate(const PlanPoint& p, int64_t micro_batches,
-                    const Placement* placed = nullptr) const;
+  // (as PlanPoint::devices gives) for its cuts and all-reduces. `memory`: as below.
+  Estimate estimate(const PlanPoint& p, int64_t micro_batches, const Placement* placed = nullptr,
+                    int64_t memory = -1) const;
   // The same from the plan's terms (cut_terms, gather_terms and allreduce_terms of it or of
   // a plan with the same stages, replicas, data degree and chunk layout).
   // `memory`: memory(p, M) when the caller has it already (else -1).

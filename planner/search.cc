@@ -425,12 +425,15 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
   };
   // A plan on `devices` (a placement variant): its memory, simulation work and time bound
   // are the same wherever it runs; its network terms are what a placement changes.
+  // (A bound under the incumbent rules nothing out: neither fit nor work is needed.)
   auto offer_placed = [&](const PlanPoint& n, const Placement& devices) {
     ++stats.costed;
     int64_t memory = -1;
-    if (ruled_out(n, cm.fits(n, M), false, cm.time_bound(n, M), cm.simulation_work(n, M), memory))
+    const double bound = cm.time_bound(n, M);
+    if (bound >= stats.incumbent &&
+        ruled_out(n, cm.fits(n, M), false, bound, cm.simulation_work(n, M), memory))
       return;
-    offer(n, cm.estimate(n, M, &devices));
+    offer(n, cm.estimate(n, M, &devices, memory));
   };
   // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
   // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
