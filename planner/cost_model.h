@@ -228,8 +228,8 @@ class CostModel {
   // Parameters of layers [first, last] as one stage holds them (Model::stage_params).
   int64_t params(int first, int last) const;
   std::vector<int64_t> rings_;  // prefix sums of tensor all-reduces per micro-batch (F twice)
-  // Prefix sums of the ops each GPU's context and expert exchanges store per micro-batch
-  // (a compact ring's member op or an all-to-all's n - 1 transfers, and a cut of the op).
+  // Prefix sums of what each GPU's context and expert exchanges add per micro-batch: an op
+  // per exchange and the cut of the op it splits (cost_model_sums.cc, exchange_ops).
   std::vector<double> exchange_ops_;
   int cp_ = 1;  // context ranks: each stage's GPUs are replicas x t x cp
   // GPUs of different speeds: the judge simulates a plan twice (its split and the one
