@@ -403,37 +403,42 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
     if (e.fits) stats.incumbent = std::min(stats.incumbent, e.iteration_s);
     out.offer(p, e);
   };
-  // A plan on `devices` (a placement variant): costed in full only where it could matter,
-  // as `add` below does for the grid's plans (its memory, simulation work and time bound
-  // are the same wherever it runs; its network terms are what a placement changes).
   // Whether a plan that takes at least `bound` need not be costed in full, counted then as
   // the shortlist would have dropped it (nothing chosen changes): where it could neither
   // lower the incumbent nor set memory_bound (offer above; a `lean` plan, offer_lean, does
-  // neither) and the shortlist has no place for it. Sets `memory` where it computed it.
+  // neither) and the shortlist has no place for it. Sets `memory` where it computed it
+  // (kept where the caller has it already).
   auto ruled_out = [&](const PlanPoint& p, bool fits, bool lean, double bound, double work,
                        int64_t& memory) {
     if (!lean && bound < stats.incumbent) return false;
     // Most plans of a large grid do not fit: their memory counts only where the kept order
     // still takes such plans.
     if (fits || out.may_keep_unfit(work)) {
-      memory = cm.memory(p, M);
+      if (memory < 0) memory = cm.memory(p, M);
       if (out.wanted(fits, bound, memory, work, p.schedule, p.virtual_stages, lean)) return false;
     }
     ++stats.bounded;
     if (!lean) out.passed(work);
     return true;
   };
-  // A plan on `devices` (a placement variant): its memory, simulation work and time bound
-  // are the same wherever it runs; its network terms are what a placement changes.
-  // (A bound under the incumbent rules nothing out: neither fit nor work is needed.)
-  auto offer_placed = [&](const PlanPoint& n, const Placement& devices) {
-    ++stats.costed;
+  // A plan's placement variants, costed in full only where they could matter, as `add`
+  // below does for the grid's plans. Their time bound, fit, simulation work and memory are
+  // the same wherever they run (computed once, the fit and work only once the bound reaches
+  // the incumbent); their network terms are what a placement changes.
+  auto offer_placed = [&](const std::vector<PlacedPoint>& variants) {
+    if (variants.empty()) return;
+    const PlanPoint& first = variants.front().plan;
+    const double bound = cm.time_bound(first, M);
+    std::optional<std::pair<bool, double>> fit_work;
     int64_t memory = -1;
-    const double bound = cm.time_bound(n, M);
-    if (bound >= stats.incumbent &&
-        ruled_out(n, cm.fits(n, M), false, bound, cm.simulation_work(n, M), memory))
-      return;
-    offer(n, cm.estimate(n, M, &devices, memory));
+    for (const auto& [n, devices] : variants) {
+      ++stats.costed;
+      if (bound >= stats.incumbent) {
+        if (!fit_work) fit_work.emplace(cm.fits(first, M), cm.simulation_work(first, M));
+        if (ruled_out(n, fit_work->first, false, bound, fit_work->second, memory)) continue;
+      }
+      offer(n, cm.estimate(n, M, &devices, memory));
+    }
   };
   // One plan: kept where ZeRO and SP are needed, costed (from a grid point's shared terms
   // when it has one), offered to `out`. `p` is the caller's scratch, restored as it was.
@@ -514,8 +519,7 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
       // Each under every placement policy, on its own devices: which GPUs share a node
       // decides whether a position's gradients cross the slow link.
       auto add_placed = [&](const PlanPoint& n, UniformGrid::Point*) {
-        for (const auto& [placed, devices] : placement_variants(n, cm.scenario().cluster, true))
-          offer_placed(placed, devices);
+        offer_placed(placement_variants(n, cm.scenario().cluster, true));
       };
       for (int P = 2; P <= std::min(max_gpus, L); ++P) {
         if (inter && M % P != 0) continue;
@@ -546,8 +550,7 @@ void search(const CostModel& cm, const ScheduleChoice& sc, int data, int64_t mic
   for (int S = 2; S <= std::min(L, max_gpus); ++S) {
     for (auto& stages : placed_dp.run(S, kKeepPlacedPerDepth)) {
       const PlanPoint p = point(std::move(stages), sc, data, micro_batch, 1, cm.tensor());
-      for (const auto& [n, devices] : placement_variants(p, cluster, false))
-        offer_placed(n, devices);
+      offer_placed(placement_variants(p, cluster, false));
     }
   }
 }
