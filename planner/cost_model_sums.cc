@@ -6,6 +6,7 @@
 #include "planner/cost_model.h"
 #include "planner/layer_comm.h"
 #include "scenario/device_speed.h"
+#include "scenario/work_estimate.h"
 
 namespace pipesim::planner {
 
@@ -36,17 +37,12 @@ Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, in
 }
 
 // What one GPU's context and expert exchanges of layer `x` add to its simulation per
-// micro-batch, per pass (F, B and a full recompute's second F): the exchange (a compact
-// ring's member op; an all-to-all's n - 1 transfers run about as fast, measured on the
-// planner's MoE plans) and the cut of the op it splits. Ring attention and expert tensor
-// parallelism's all-gather and reduce-scatter: one exchange; context all-gather and
-// all-to-all: two; a MoE layer's dispatch and combine: two.
+// micro-batch, over its passes (F, B and a full recompute's second F): each exchange (a
+// compact ring's member op; an all-to-all's n - 1 transfers run about as fast, measured on
+// the planner's MoE plans) and the cut of the op it splits.
 double exchange_ops(const Layer& x, int context, int expert, int etp, ContextComm comm) {
-  double exchanges = 0;
-  if (x.attention && context > 1) exchanges += comm == ContextComm::kP2p ? 1 : 2;
-  if (x.moe && expert > 1) exchanges += 2;
-  if (x.moe && etp > 1) exchanges += 2;
-  return ((x.recomputed ? 2 : 1) + 1) * exchanges * 2;
+  const double per_pass = layer_exchanges(x, context, comm, expert, etp).per_pass;
+  return ((x.recomputed ? 2 : 1) + 1) * per_pass * 2;
 }
 }  // namespace
 

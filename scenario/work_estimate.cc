@@ -99,23 +99,11 @@ void add_layer(const Scenario& s, const StageSpec& stage, const Layer& layer, bo
                const StageLanes& x, WorkEstimate& w, double& tp_allreduces) {
   const Strategy& st = s.strategy;
   const double data = x.data, r = x.r, t = x.t, M = x.M;
-  // Context and expert collectives (each member sends n - 1 transfers, and each cuts its
-  // op once more): per pass, p2p's one ring (all-gather and a2a: two exchanges) and a
-  // MoE layer's dispatch and combine.
-  const double passes = (again ? 2 : 1) + 1;
-  double exchanges = 0, members = 1;
-  if (layer.attention && st.context > 1) {
-    exchanges += passes * (st.context_comm == ContextComm::kP2p ? 1 : 2);
-    members = st.context;
-  }
-  if (layer.moe && st.expert > 1) {
-    exchanges += passes * 2;
-    members = std::max<double>(members, st.expert);
-  }
-  if (layer.moe && st.expert_tensor > 1) {  // the all-gather and the reduce-scatter
-    exchanges += passes * 2;
-    members = std::max<double>(members, st.expert_tensor);
-  }
+  // Context and expert collectives: each member sends n - 1 transfers, and each cuts its
+  // op once more.
+  const LayerExchanges e =
+      layer_exchanges(layer, st.context, st.context_comm, st.expert, st.expert_tensor);
+  const double exchanges = ((again ? 2 : 1) + 1) * e.per_pass, members = e.members;
   w.transfers += data * r * t * M * exchanges * (members - 1);
   w.flow_pairs += data * r * t * M * exchanges * (members - 1) * members;
   w.compute_ops += data * r * t * M * exchanges * 2;
@@ -198,6 +186,24 @@ void add_stage(const Scenario& s, size_t g, double fastest, WorkEstimate& w) {
 }
 
 }  // namespace
+
+LayerExchanges layer_exchanges(const Layer& layer, int context, ContextComm comm, int expert,
+                               int expert_tensor) {
+  LayerExchanges e;
+  if (layer.attention && context > 1) {
+    e.per_pass += comm == ContextComm::kP2p ? 1 : 2;
+    e.members = context;
+  }
+  if (layer.moe && expert > 1) {
+    e.per_pass += 2;
+    e.members = std::max<double>(e.members, expert);
+  }
+  if (layer.moe && expert_tensor > 1) {
+    e.per_pass += 2;
+    e.members = std::max<double>(e.members, expert_tensor);
+  }
+  return e;
+}
 
 WorkEstimate estimate_work(const Scenario& s) {
   WorkEstimate w;

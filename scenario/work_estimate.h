@@ -80,6 +80,18 @@ inline constexpr double kLargeCsvBytes = 1.0 * (int64_t{1} << 30);
 
 WorkEstimate estimate_work(const Scenario& s);
 
+// A layer's context and expert exchanges in one pass (its F, its B, or a full recompute's
+// second F), and the members of the largest: ring attention one, a context all-gather or
+// all-to-all two, a MoE layer's dispatch and combine two, expert tensor parallelism's
+// all-gather and reduce-scatter two. Each also cuts the op it splits once more. The run's
+// estimate (estimate_work) and the planner's (CostModel::simulation_work) both count them.
+struct LayerExchanges {
+  double per_pass = 0;
+  double members = 1;
+};
+LayerExchanges layer_exchanges(const Layer& layer, int context, ContextComm comm, int expert,
+                               int expert_tensor);
+
 // Throws InputError (without a location; the caller adds one) when the ops or the devices
 // are over their limit: the ops stored with compact rings (and the flow steps), or with
 // every step expanded.
