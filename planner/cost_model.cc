@@ -11,6 +11,7 @@
 #include "schedules/collective_estimates.h"
 #include "schedules/partition.h"
 #include "schedules/zero.h"
+#include "sim/copies.h"
 
 namespace pipesim::planner {
 
@@ -411,18 +412,27 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
 }
 
 int CostModel::folded_copies(const PlanPoint& p) const {
-  // Identical copies are lowered and simulated once (sim/copies.h) where nothing tells
-  // them apart: one kind of GPU, no slowdown, ring all-reduces (or the choice of one), no
-  // context or expert groups across copies. (Where the fold does not hold after all, the
-  // simulation costs the copies' multiple of this.)
-  // Copies smaller than a server share its NICs, and their all-reduce is hierarchical where
-  // the choice is the simulator's: taken as not folding.
-  int per_copy = 0;
-  for (const StageSpec& st : p.stages) per_copy += st.replicas * t_;
-  const bool folds = p.data > 1 && s_.kind_layer_time.empty() && s_.cluster.slowdowns().empty() &&
-                     !p.rank_groups() && per_copy >= per_node_ &&
-                     (!s_.strategy.allreduce || *s_.strategy.allreduce == AllReduceAlgo::kRing);
-  return folds ? p.data : 1;
+  // Identical copies (data-parallel copies x context ranks) are lowered and simulated g at
+  // a time (sim/copies.h) where nothing tells them apart: one kind of GPU, no slowdown, and
+  // no tree all-reduce (its sends do not rotate with the copies; ZeRO's reduce-scatter is a
+  // ring). g is the fewest of fold_groups that fill whole servers (copies that share a
+  // server's NICs map onto each other only a server at a time) and whole context groups
+  // (or one group spanning every copy, which rotates into itself). The simulator took this
+  // g every time on the shorthand's servers of 8 at 1-24 GPUs a copy, 1 to 8 NICs a
+  // server, context degrees 2 and 4. Expert groups fold at sizes this does not predict
+  // (their gradients' rings stride across the copies): taken as not folding.
+  const int copies = p.data * std::max(1, p.context);
+  const bool tree = s_.strategy.allreduce == AllReduceAlgo::kTree && p.zero == 0;
+  if (copies < 2 || per_node_ < 1 || tree || !s_.kind_layer_time.empty() ||
+      !s_.cluster.slowdowns().empty() || p.expert > 1 || p.expert_tensor > 1)
+    return 1;
+  int per_copy = 0;  // each position's GPUs (an interleaved plan's chunks share them)
+  for (int g = 0; g < p.positions(); ++g) per_copy += p.stages[u(g)].replicas * t_;
+  const int cp = std::max(1, p.context);
+  for (const int g : fold_groups(copies)) {
+    if ((g * per_copy) % per_node_ == 0 && (g % cp == 0 || cp == copies)) return copies / g;
+  }
+  return 1;
 }
 
 double CostModel::simulation_work_per_copy(const PlanPoint& p, int64_t M) const {

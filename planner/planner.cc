@@ -469,7 +469,7 @@ class Planner {
   void refine(const std::vector<Costed>& chosen, std::vector<Candidate>& done, Plan& result) {
     constexpr size_t kRefineFrom = 4;
     constexpr int kRefineRounds = 8;
-    constexpr double kRefineFloor = 2e5;  // about 0.2 s of simulation
+    constexpr double kRefineFloor = 1e6;  // about 0.2-0.7 s of simulation
     std::set<std::string> seen;
     for (const Costed& c : chosen) seen.insert(judge_.key_of(c.point));
     // The best few that fit, and the best of every schedule (with its chunk count) besides:

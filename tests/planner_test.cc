@@ -143,6 +143,55 @@ strategy: {schedule: dapple, pipeline: 2, )";
   }
 }
 
+// The copies the prediction counts once are those the simulator folds: g at a time, the
+// fewest of fold_groups that fill whole servers and whole context groups. On 4 servers of 8
+// (one NIC a GPU), each layout's copies (data x context) over g:
+//   TP 2 x DP 16: 2 GPUs a copy, 4 to a server: 16 / 4;  DP 32: 32 / 8;
+//   TP 2 x PP 2 x DP 8: 8 / 2;  TP 8 x DP 4: 4 / 1;
+//   PP 2 (2 chunks each) x DP 16: 2 GPUs a copy (its 4 chunks share them): 16 / 4;
+//   PP 4 (2 chunks each) x DP 8: 8 / 2 (8 chunks, but 4 GPUs a copy);
+//   TP 2 x CP 2 x DP 8: 16 copies of 2 GPUs: 16 / 4;  TP 8 x CP 4: one context group
+//   spanning the 4 copies, which rotates into itself: 4 / 1;
+//   a tree all-reduce without ZeRO, or a straggler: simulated in full, 1.
+TEST(SimulationWork, CountsTheCopiesTheSimulationFolds) {
+  const std::string base = R"(
+cluster: {gpu: h100-80gb, nodes: 4, gpus_per_node: 8, intra_node: nvswitch,
+          inter_node: {preset: ib-ndr, nics: 8}SLOW}
+model: {generator: transformer, layers: 8, hidden: 1024, heads: 8, sequence: 1024, vocab: 32000}
+training: {global_batch: 64, micro_batch: 1, precision: bf16, optimizer: adam}
+strategy: {)";
+  const std::vector<std::tuple<std::string, std::string, int>> rows{
+      {"schedule: dapple, pipeline: 1, tensor: 2, data: 16", "", 4},
+      {"schedule: dapple, pipeline: 1, data: 32", "", 4},
+      {"schedule: dapple, pipeline: 2, tensor: 2, data: 8", "", 4},
+      {"schedule: dapple, pipeline: 1, tensor: 8, data: 4", "", 4},
+      {"schedule: interleaved, pipeline: 2, virtual_stages: 2, data: 16", "", 4},
+      {"schedule: interleaved, pipeline: 4, virtual_stages: 2, data: 8", "", 4},
+      {"schedule: dapple, pipeline: 1, tensor: 2, context: 2, data: 8", "", 4},
+      {"schedule: dapple, pipeline: 1, tensor: 8, context: 4", "", 4},
+      {"schedule: dapple, pipeline: 2, data: 16, allreduce: tree", "", 1},
+      {"schedule: dapple, pipeline: 1, tensor: 2, data: 16",
+       ", slowdown: [{device: node0/gpu1, compute: 1.2}]", 1}};
+  for (const auto& [strategy, slow, folded] : rows) {
+    std::string yaml = base + strategy + "}\n";
+    yaml.replace(yaml.find("SLOW"), 4, slow);
+    const Scenario sc = load_scenario_text(yaml, "fold.yaml");
+    const Timeline tl = simulate(folded_task_graph(sc), sc.cluster);
+    const Strategy& st = sc.strategy;
+    planner::PlanPoint p;
+    p.stages = st.stages;
+    p.schedule = st.schedule;
+    p.virtual_stages = std::max(1, st.virtual_stages);
+    p.data = st.data;
+    p.context = st.context;
+    p.zero = st.zero;
+    const int t = std::max(1, st.tensor_of(st.stages.front()));
+    const planner::CostModel cm(sc, t, nullptr, st.context);
+    EXPECT_EQ(tl.folded_copies, folded) << strategy << slow;
+    EXPECT_EQ(cm.folded_copies(p), folded) << strategy << slow;
+  }
+}
+
 TEST(Refine, NeighboursOfAPlan) {
   // Stages 0-2 x1, 3-5 x2, 6-7 x1 in 2 copies, micro-batch 2, global batch 16. One step away:
   //  - a cut one layer earlier or later: (0-1 | 2-5 | 6-7), (0-3 | 4-5 | 6-7),
