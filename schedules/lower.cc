@@ -597,8 +597,9 @@ TaskGraph lower(const LoweringInput& in) {
 bool may_build_copies(const LoweringInput& in, int group) {
   const Placement& placement = *in.placement;
   const auto copies = static_cast<int>(placement.size());
+  // (Context groups, `context` consecutive copies, must lie whole in each group built.)
   if (!in.compact_rings || group < 1 || copies % group != 0 || copies / group < 2 ||
-      in.context != 1 || in.expert != 1 || in.expert_tensor != 1)
+      group % std::max(1, in.context) != 0 || in.expert != 1 || in.expert_tensor != 1)
     return false;
   for (const AllReduceAlgo a : in.allreduce) {
     if (a != AllReduceAlgo::kRing) return false;

@@ -472,6 +472,24 @@ TEST(Copies, WhereNoGroupMayBeBuiltTheEstimateDecides) {
   EXPECT_THROW(folded_task_graph(sc, size / 2, size), CopiesDoNotFold);
 }
 
+// `gpus` H100s, up to 8 a server, joined by `inter`; an 8-layer transformer of hidden 512
+// (`model` adds its sequence and other keys) at micro-batch 1.
+std::string small_run(int gpus, const std::string& inter, const std::string& model,
+                      int64_t global_batch, const std::string& strategy) {
+  return fmt::format(R"(cluster:
+  gpu: h100-80gb
+  nodes: {}
+  gpus_per_node: {}
+  intra_node: nvswitch
+  inter_node: {}
+model: {{generator: transformer, layers: 8, hidden: 512, heads: 8, vocab: 8000, {}}}
+training: {{global_batch: {}, micro_batch: 1}}
+strategy: {}
+)",
+                     std::max(1, gpus / 8), std::min(gpus, 8), inter, model, global_batch,
+                     strategy);
+}
+
 // Random strategies on small clusters: folded or not, the full run's figures.
 TEST(Copies, RandomStrategiesAgreeWithTheFullRun) {
   std::mt19937 rng(29);
@@ -490,19 +508,8 @@ TEST(Copies, RandomStrategiesAgreeWithTheFullRun) {
         "{{schedule: {}, pipeline: {}, tensor: {}, data: {}, zero: {}, allreduce: ring{}}}", sched,
         pp, tp, dp, rng() % 3, sched == "interleaved" ? ", virtual_stages: 2" : "");
     SCOPED_TRACE(strategy);
-    const std::string yaml = fmt::format(R"(cluster:
-  gpu: h100-80gb
-  nodes: {}
-  gpus_per_node: {}
-  intra_node: nvswitch
-  inter_node: {}
-model: {{generator: transformer, layers: 8, hidden: 512, heads: 8, sequence: 512, vocab: 8000}}
-training: {{global_batch: {}, micro_batch: 1}}
-strategy: {}
-)",
-                                    nodes, per_node,
-                                    fmt::format(fmt::runtime(inters[rng() % 3]), per_node),
-                                    dp * 4, strategy);
+    const std::string inter = fmt::format(fmt::runtime(inters[rng() % 3]), per_node);
+    const std::string yaml = small_run(gpus, inter, "sequence: 512", dp * 4, strategy);
     const Pair p = both(yaml);
     folded += p.folded.folded_copies > 1;
     expect_identical(p.full, p.folded);
@@ -512,6 +519,41 @@ strategy: {}
   }
   EXPECT_GT(folded, 4);
   EXPECT_GT(implicit, 4);
+}
+
+// Context-parallel copies, random layouts: the copies built a group at a time (each group
+// whole context groups, may_build_copies) report what the full run reports, device by
+// device and link by link.
+TEST(Copies, ContextGroupsBuiltWholeAgreeWithTheFullRun) {
+  std::mt19937 rng(53);
+  const char* comms[] = {"p2p", "all-gather", "a2a"};
+  const char* schedules[] = {"dapple", "interleaved", "zb-h1"};
+  int implicit = 0;
+  for (int trial = 0; trial < 16; ++trial) {
+    const int cp = 2 << (rng() % 2), pp = 1 << (rng() % 2), tp = 1 << (rng() % 2);
+    const int dp = 2 << (rng() % 2);
+    const int gpus = cp * pp * tp * dp;
+    const std::string sched = pp == 1 ? "dapple" : schedules[rng() % 3];
+    const std::string strategy = fmt::format(
+        "{{schedule: {}, pipeline: {}, tensor: {}, context: {}, context_comm: {}, data: {}, "
+        "zero: {}, allreduce: ring{}{}}}",
+        sched, pp, tp, cp, comms[rng() % 3], dp, rng() % 2,
+        tp > 1 ? ", sequence_parallel: true" : "",
+        sched == "interleaved" ? ", virtual_stages: 2" : "");
+    SCOPED_TRACE(strategy);
+    const std::string yaml =
+        small_run(gpus, fmt::format("{{preset: ib-ndr, nics: {}}}", std::min(gpus, 8)),
+                  "sequence: 1024, flash_attention: true", dp * 4, strategy);
+    const Reports r = reports(yaml);
+    implicit += r.built < r.copies;
+    if (r.built < r.copies) {
+      EXPECT_EQ(r.built % cp, 0);
+    }
+    EXPECT_EQ(r.implicit, r.full);
+    EXPECT_EQ(r.devices_differ, 0u);
+    EXPECT_EQ(r.links_differ, 0u);
+  }
+  EXPECT_GT(implicit, 8);
 }
 
 }  // namespace

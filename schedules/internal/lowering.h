@@ -498,13 +498,13 @@ class Lowering {
   // lane, consecutive or expert_tensor apart, so an expert group spans tensor ranks where
   // the expert degree exceeds the copies', as Megatron-Core's expert layout folds them) or
   // expert-tensor groups (kExpertTensor: expert_tensor consecutive members), each as (copy,
-  // lane) pairs.
+  // lane) pairs, among the copies built (whole groups: may_build_copies).
   std::vector<std::vector<std::pair<int, int>>> group_members(int p, CollectiveGroup g) const {
     const int L = lanes(p);
     std::vector<std::vector<std::pair<int, int>>> out;
     if (g == CollectiveGroup::kContext) {
       for (int lane = 0; lane < L; ++lane) {
-        for (int c0 = 0; c0 < copies_; c0 += in_.context) {
+        for (int c0 = 0; c0 < built_; c0 += in_.context) {
           out.emplace_back();
           for (int c = c0; c < c0 + in_.context; ++c) out.back().emplace_back(c, lane);
         }
@@ -514,7 +514,7 @@ class Lowering {
     // Member m = (expert-data rank x expert + expert rank) x e + expert-tensor rank.
     const int e = in_.expert_tensor, block = in_.expert * e;
     const bool tensor_group = g == CollectiveGroup::kExpertTensor;
-    for (int m0 = 0; m0 < copies_ * L; m0 += block) {
+    for (int m0 = 0; m0 < built_ * L; m0 += block) {
       for (int r = 0; r < (tensor_group ? in_.expert : e); ++r) {
         out.emplace_back();
         for (int i = 0; i < (tensor_group ? e : in_.expert); ++i) {
