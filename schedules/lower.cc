@@ -597,10 +597,16 @@ TaskGraph lower(const LoweringInput& in) {
 bool may_build_copies(const LoweringInput& in, int group) {
   const Placement& placement = *in.placement;
   const auto copies = static_cast<int>(placement.size());
-  // (Context groups, `context` consecutive copies, must lie whole in each group built.)
+  // Context groups (`context` consecutive copies) and expert groups (expert x
+  // expert_tensor consecutive members, copy x lanes + lane) must lie whole in each group
+  // built.
   if (!in.compact_rings || group < 1 || copies % group != 0 || copies / group < 2 ||
-      group % std::max(1, in.context) != 0 || in.expert != 1 || in.expert_tensor != 1)
+      group % std::max(1, in.context) != 0)
     return false;
+  const int experts = std::max(1, in.expert) * std::max(1, in.expert_tensor);
+  for (const auto& lanes : placement.front()) {
+    if (group * static_cast<int>(lanes.size()) % experts != 0) return false;
+  }
   for (const AllReduceAlgo a : in.allreduce) {
     if (a != AllReduceAlgo::kRing) return false;
   }

@@ -199,8 +199,8 @@ struct LoweringInput {
   // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).
   bool compact_rings = false;
   // The first `built_copies` copies alone, the others implicit (TaskGraph::built_copies;
-  // 0: all). Needs compact rings, ring collectives, whole context groups in each group of
-  // copies built, no expert groups, and copies alike in their GPUs' pace and overhead
+  // 0: all). Needs compact rings, ring collectives, whole context and expert groups in each
+  // group of copies built, and copies alike in their GPUs' pace and overhead
   // (may_build_copies checks).
   int built_copies = 0;
 };

@@ -333,15 +333,18 @@ void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerSt
       checked_mul(expert_rank_params(p), in_.gradient_bytes_per_param, "an expert all-reduce");
   const AllReduceAlgo algo = allreduce_algo(p);
   for (auto& [key, group] : groups) {
-    if (group.size() < 2) continue;
+    // (With copies implicit, a ring's members are the built copies' share of it.)
+    if (group.size() * static_cast<size_t>(copies_ / built_) < 2) continue;
+    // (Copies built a group at a time hold whole expert groups, so each group's members of
+    // this ring are alike and the ring reaches the implicit ones through their images.)
     if (in_.zero == 0) {
-      add_allreduce(b_, algo, group, bytes, {p, it});
+      add_allreduce(b_, algo, group, bytes, {p, it}, images_of(group));
       continue;
     }
-    add_reduce_scatter(b_, group, bytes, {p, it}, algo);
+    add_reduce_scatter(b_, group, bytes, {p, it}, algo, images_of(group));
     add_all_gather(b_, after[key],
                    checked_mul(expert_rank_params(p), in_.param_bytes.gathered, "a weight gather"),
-                   {p, it}, algo);
+                   {p, it}, algo, images_of(after[key]));
   }
 }
 

@@ -556,5 +556,36 @@ TEST(Copies, ContextGroupsBuiltWholeAgreeWithTheFullRun) {
   EXPECT_GT(implicit, 8);
 }
 
+// Expert-parallel copies, random layouts (EP 2 and 4, expert tensor parallelism, ZeRO or
+// not): the copies built a group at a time (each group whole expert groups,
+// may_build_copies; the experts' gradient rings reach the implicit copies through their
+// images) report what the full run reports.
+TEST(Copies, ExpertGroupsBuiltWholeAgreeWithTheFullRun) {
+  std::mt19937 rng(71);
+  int implicit = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int tp = 1 << (rng() % 2), pp = 1 << (rng() % 2), dp = 2 << (rng() % 3);
+    const int etp = 1 << (rng() % 2), ep = 1 << (1 + rng() % 2);
+    if ((dp * tp) % (ep * etp) != 0) continue;
+    const int gpus = pp * tp * dp;
+    const std::string strategy = fmt::format(
+        "{{schedule: dapple, pipeline: {}, tensor: {}, data: {}, expert: {}, expert_tensor: {}, "
+        "zero: {}, allreduce: ring{}}}",
+        pp, tp, dp, ep, etp, rng() % 2, tp > 1 ? ", sequence_parallel: true" : "");
+    SCOPED_TRACE(strategy);
+    const std::string yaml =
+        small_run(gpus, fmt::format("{{preset: ib-ndr, nics: {}}}", std::min(gpus, 8)),
+                  "sequence: 512, experts: 8, top_k: 2, expert_ffn: 1024, mlp: swiglu, "
+                  "norm: rmsnorm, position: rotary",
+                  dp * 4, strategy);
+    const Reports r = reports(yaml);
+    implicit += r.built < r.copies;
+    EXPECT_EQ(r.implicit, r.full);
+    EXPECT_EQ(r.devices_differ, 0u);
+    EXPECT_EQ(r.links_differ, 0u);
+  }
+  EXPECT_GT(implicit, 4);
+}
+
 }  // namespace
 }  // namespace pipesim
