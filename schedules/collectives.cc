@@ -37,20 +37,22 @@ OpId Builder::send_to(int from, int device, int64_t bytes, const Deps& deps, OpI
 }
 
 void Builder::ring(const std::vector<int>& ranks, int steps, int64_t chunk,
-                   std::vector<Deps>& incoming) {
+                   std::vector<Deps>& incoming, bool spans) {
   const size_t n = ranks.size();
-  const size_t all = n * static_cast<size_t>(images_.copies);
+  const int copies = spans ? images_.copies : 1;
+  const size_t all = n * static_cast<size_t>(copies);
   if (all < 2 || steps < 1) return;
-  PIPESIM_ASSERT(images_.copies == 1 || b_.compact_rings(), "implicit copies in compact rings");
+  PIPESIM_ASSERT(copies == 1 || b_.compact_rings(), "implicit copies in compact rings");
   if (b_.compact_rings()) {
     const int64_t sent = checked_mul(chunk, steps, "the bytes of a collective");
     CompactRing ring{0, static_cast<uint32_t>(all), static_cast<uint32_t>(steps), chunk,
-                     images_.copies > 1 ? static_cast<uint32_t>(n) : 0};
+                     copies > 1 ? static_cast<uint32_t>(n) : 0};
     for (size_t i = 0; i < n; ++i) {
       const Deps& deps = incoming[static_cast<size_t>(ranks[i])];
-      const OpId id = images_.copies > 1 && i + 1 == n
-                          ? send_to(ranks[i], images_.next_device, sent, deps)
-                          : send(ranks[i], ranks[(i + 1) % n], sent, deps);
+      const OpId id =
+          copies > 1 && i + 1 == n
+              ? send_to(ranks[i], images_.next[static_cast<size_t>(ranks.front())], sent, deps)
+              : send(ranks[i], ranks[(i + 1) % n], sent, deps);
       if (i == 0) ring.first = id;
     }
     b_.add_ring(ring);
@@ -173,25 +175,26 @@ std::vector<std::vector<OpId>> add_allreduce(TaskGraphBuilder& b, AllReduceAlgo 
   const int n = static_cast<int>(members.size());
   const int all = n * images.copies;
   std::vector<Deps> incoming = collective::ready_of(members);
-  PIPESIM_ASSERT(images.copies == 1 || algo == AllReduceAlgo::kRing, "implicit copies in rings");
+  PIPESIM_ASSERT(images.copies == 1 || algo != AllReduceAlgo::kTree, "implicit copies in rings");
   if (all >= 2 && bytes > 0) {
     collective::Builder build(b, members, tag, CommKind::kAllReduce, images);
     std::vector<int> ranks(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
     std::vector<std::vector<int>> nodes;
     if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
-    if (algo == AllReduceAlgo::kHierarchical && nodes.size() > 1 && nodes.front().size() > 1) {
+    // (The servers of the implicit copies too: those given are whole servers.)
+    const auto N = static_cast<int64_t>(nodes.size()) * images.copies;
+    if (N > 1 && nodes.front().size() > 1) {
       const auto g = static_cast<int64_t>(nodes.front().size());
-      const auto N = static_cast<int64_t>(nodes.size());
       for (const auto& local : nodes)
-        build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
+        build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming, false);
       for (size_t l = 0; l < static_cast<size_t>(g); ++l) {
         std::vector<int> across;
         for (const auto& local : nodes) across.push_back(local[l]);
         build.ring(across, static_cast<int>(2 * (N - 1)), ceil_div(bytes, g * N), incoming);
       }
       for (const auto& local : nodes)
-        build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
+        build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming, false);
     } else if (algo == AllReduceAlgo::kTree) {
       build.tree(bytes, incoming);
     } else {

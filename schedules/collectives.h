@@ -80,12 +80,15 @@ struct CollectiveTag {
 };
 
 // A collective among copies the graph leaves implicit (TaskGraph::built_copies): the
-// members given are the built copies' share of `copies` such groups, and the ring runs over
-// all of them (members x copies), the last member given sending to `next_device`, the
-// first member's GPU in the next group. Ring collectives with compact rings only.
+// members given are the built copies' share of `copies` such groups, and a ring that spans
+// the copies runs over all of them (its members x copies), its last member given sending
+// to the image of its first in the next group: next[i] is member i's image there. Ring
+// and hierarchical collectives with compact rings only; a hierarchical one's members must
+// fill whole servers (may_build_copies), so its rings inside a server close among the
+// members given and only its rings across the servers span the copies.
 struct CopyImages {
   int copies = 1;
-  int next_device = -1;
+  std::vector<int> next;  // [member] the GPU holding what it holds in the next group
 };
 
 // Returns, per member, the transfers whose end means the member holds the result (what a

@@ -18,17 +18,18 @@ std::vector<std::vector<OpId>> ring_half(TaskGraphBuilder& b, AllReduceAlgo algo
   const int n = static_cast<int>(members.size());
   const int total = n * images.copies;
   std::vector<collective::Deps> incoming = collective::ready_of(members);
-  PIPESIM_ASSERT(images.copies == 1 || algo == AllReduceAlgo::kRing, "implicit copies in rings");
+  PIPESIM_ASSERT(images.copies == 1 || algo != AllReduceAlgo::kTree, "implicit copies in rings");
   if (total >= 2 && bytes > 0) {
     collective::Builder build(b, members, tag, kind, images);
     std::vector<std::vector<int>> nodes;
     if (algo == AllReduceAlgo::kHierarchical) nodes = build.by_node();
-    if (nodes.size() > 1 && nodes.front().size() > 1) {
+    // (The servers of the implicit copies too: those given are whole servers.)
+    const auto N = static_cast<int64_t>(nodes.size()) * images.copies;
+    if (N > 1 && nodes.front().size() > 1) {
       const auto g = static_cast<int64_t>(nodes.front().size());
-      const auto N = static_cast<int64_t>(nodes.size());
       const auto inside = [&] {
         for (const auto& local : nodes)
-          build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming);
+          build.ring(local, static_cast<int>(g - 1), ceil_div(bytes, g), incoming, false);
       };
       const auto across = [&] {
         for (size_t l = 0; l < static_cast<size_t>(g); ++l) {

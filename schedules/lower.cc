@@ -1,6 +1,9 @@
 #include "schedules/lower.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "core/checked.h"
 #include "schedules/internal/lowering.h"
@@ -594,6 +597,45 @@ TaskGraph lower(const LoweringInput& in) {
   return lowering::Lowering(in).run();
 }
 
+namespace {
+
+// Whether copies taken `group` at a time fill whole servers that map onto each other: the
+// servers of copies 0..group-1 hold no GPU of another copy, and the map from copy c's GPUs
+// to copy c + group's sends the GPUs of one server onto one server, a different one for
+// each. Then a hierarchical collective's members on a server are all built or all
+// implicit, and its servers in member order are the built ones', then their images'.
+bool fills_whole_servers(const LoweringInput& in, int group) {
+  if (in.device_node.empty()) return false;
+  const Placement& placement = *in.placement;
+  const auto copies = static_cast<int>(placement.size());
+  const auto node = [&](int d) { return in.device_node[static_cast<size_t>(d)]; };
+  std::map<int, int> image, preimage;  // server -> server, both ways
+  std::set<int> built;
+  for (int c = 0; c < copies; ++c) {
+    const auto& here = placement[static_cast<size_t>(c)];
+    const auto& there = placement[static_cast<size_t>((c + group) % copies)];
+    for (size_t p = 0; p < here.size(); ++p) {
+      for (size_t lane = 0; lane < here[p].size(); ++lane) {
+        const int a = node(here[p][lane]), b = node(there[p][lane]);
+        if (c < group) built.insert(a);
+        if (image.try_emplace(a, b).first->second != b ||
+            preimage.try_emplace(b, a).first->second != a)
+          return false;
+      }
+    }
+  }
+  for (int c = group; c < copies; ++c) {
+    for (const auto& lanes : placement[static_cast<size_t>(c)]) {
+      for (const int d : lanes) {
+        if (built.count(node(d)) != 0) return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool may_build_copies(const LoweringInput& in, int group) {
   const Placement& placement = *in.placement;
   const auto copies = static_cast<int>(placement.size());
@@ -607,9 +649,13 @@ bool may_build_copies(const LoweringInput& in, int group) {
   for (const auto& lanes : placement.front()) {
     if (group * static_cast<int>(lanes.size()) % experts != 0) return false;
   }
-  for (const AllReduceAlgo a : in.allreduce) {
-    if (a != AllReduceAlgo::kRing) return false;
-  }
+  // (A tree's members do not rotate with the copies; a hierarchical collective's servers
+  // must.)
+  const auto& algos = in.allreduce;
+  if (std::count(algos.begin(), algos.end(), AllReduceAlgo::kTree) > 0) return false;
+  if (std::count(algos.begin(), algos.end(), AllReduceAlgo::kHierarchical) > 0 &&
+      !fills_whole_servers(in, group))
+    return false;
   // Copy c's GPUs and copy c + group's go at the same pace with the same overhead: so they
   // do where every GPU does.
   const auto alike = [](const auto& v) {

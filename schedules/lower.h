@@ -199,9 +199,9 @@ struct LoweringInput {
   // Ring collectives as CompactRing (TaskGraphBuilder::set_compact_rings).
   bool compact_rings = false;
   // The first `built_copies` copies alone, the others implicit (TaskGraph::built_copies;
-  // 0: all). Needs compact rings, ring collectives, whole context and expert groups in each
-  // group of copies built, and copies alike in their GPUs' pace and overhead
-  // (may_build_copies checks).
+  // 0: all). Needs compact rings, ring collectives (or hierarchical ones, each group of
+  // copies filling whole servers), whole context and expert groups in each group of copies
+  // built, and copies alike in their GPUs' pace and overhead (may_build_copies checks).
   int built_copies = 0;
 };
 

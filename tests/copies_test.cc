@@ -274,13 +274,15 @@ struct Reports {
   // tables hold the built devices and the orbits alone) against the full run's.
   size_t devices_differ = 0, links_differ = 0, link_directions = 0, full_directions = 0;
 };
-Reports reports(const std::string& yaml) {
+// `fold_full`: the full graph's copies folded by the engine (the run before copies were left
+// implicit), else every copy simulated.
+Reports reports(const std::string& yaml, bool fold_full = false) {
   const Scenario sc = load_scenario_text(yaml, "copies.yaml");
   const RunInfo info = run_info(sc, 0.0);
   const TaskGraph folded = folded_task_graph(sc);
   const TaskGraph full = scenario_task_graph(sc, true);
   SimOptions off;
-  off.fold = false;
+  off.fold = fold_full;
   Reports r;
   const Timeline a = simulate(folded, sc.cluster), b = simulate(full, sc.cluster, off);
   r.implicit = nlohmann::json::parse(to_json(make_report(folded, sc.cluster, a, info)));
@@ -472,10 +474,10 @@ TEST(Copies, WhereNoGroupMayBeBuiltTheEstimateDecides) {
   EXPECT_THROW(folded_task_graph(sc, size / 2, size), CopiesDoNotFold);
 }
 
-// `gpus` H100s, up to 8 a server, joined by `inter`; an 8-layer transformer of hidden 512
-// (`model` adds its sequence and other keys) at micro-batch 1.
+// `gpus` H100s, up to `per_node` a server, joined by `inter`; an 8-layer transformer of
+// hidden 512 (`model` adds its sequence and other keys) at micro-batch 1.
 std::string small_run(int gpus, const std::string& inter, const std::string& model,
-                      int64_t global_batch, const std::string& strategy) {
+                      int64_t global_batch, const std::string& strategy, int per_node = 8) {
   return fmt::format(R"(cluster:
   gpu: h100-80gb
   nodes: {}
@@ -486,8 +488,8 @@ model: {{generator: transformer, layers: 8, hidden: 512, heads: 8, vocab: 8000, 
 training: {{global_batch: {}, micro_batch: 1}}
 strategy: {}
 )",
-                     std::max(1, gpus / 8), std::min(gpus, 8), inter, model, global_batch,
-                     strategy);
+                     std::max(1, gpus / per_node), std::min(gpus, per_node), inter, model,
+                     global_batch, strategy);
 }
 
 // Random strategies on small clusters: folded or not, the full run's figures.
@@ -585,6 +587,51 @@ TEST(Copies, ExpertGroupsBuiltWholeAgreeWithTheFullRun) {
     EXPECT_EQ(r.links_differ, 0u);
   }
   EXPECT_GT(implicit, 4);
+}
+
+// Hierarchical collectives (a ring inside each server, one across the servers per local
+// rank), random layouts with and without ZeRO, context and expert parallelism, servers of
+// 4 and 8 GPUs, every placement: copies built a group at a time where the group fills
+// whole servers (may_build_copies), their rings across the servers reaching the implicit
+// copies through their images, report what the full graph reports with its copies folded
+// by the engine (before, the run of these layouts), and its makespan to rounding with every
+// copy simulated (a fold re-rates smaller flow components, sim/copies.h).
+TEST(Copies, HierarchicalCollectivesBuiltByServerAgreeWithTheFullRun) {
+  std::mt19937 rng(83);
+  const char* placements[] = {"append-first", "fresh-first", "scatter-first"};
+  int implicit = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int per_node = 4 << (rng() % 2), pp = 1 << (rng() % 2), tp = 1 << (rng() % 2);
+    const int dp = 4 << (rng() % 2), cp = trial % 3 == 1 ? 2 : 1;
+    const int ep = trial % 3 == 2 ? 2 << (rng() % 2) : 1;
+    const int gpus = pp * tp * cp * dp;
+    if (gpus < 2 * per_node || (dp * tp) % ep != 0) continue;
+    std::string extra;
+    if (cp > 1) extra += fmt::format(", context: {}", cp);
+    if (ep > 1) extra += fmt::format(", expert: {}", ep);
+    if (tp > 1) extra += ", sequence_parallel: true";
+    const std::string strategy = fmt::format(
+        "{{schedule: dapple, pipeline: {}, tensor: {}, data: {}, zero: {}, allreduce: "
+        "hierarchical, placement: {}{}}}",
+        pp, tp, dp, ep > 1 ? rng() % 2 : rng() % 4, placements[rng() % 3], extra);
+    const std::string inter =
+        rng() % 2 ? "ib-ndr" : fmt::format("{{preset: ib-ndr, nics: {}}}", per_node);
+    SCOPED_TRACE(strategy + " " + inter + fmt::format(" per node {}", per_node));
+    const std::string model =
+        ep > 1 ? "sequence: 512, experts: 8, top_k: 2, expert_ffn: 1024, mlp: swiglu"
+               : "sequence: 512, flash_attention: true";
+    const std::string yaml = small_run(gpus, inter, model, dp * 4, strategy, per_node);
+    const Reports r = reports(yaml, true);
+    implicit += r.built < r.copies;
+    EXPECT_EQ(r.implicit, r.full);
+    EXPECT_EQ(r.devices_differ, 0u);
+    EXPECT_EQ(r.links_differ, 0u);
+    // Every copy simulated: the same to the rounding of the flows' shared rates.
+    const Reports every = reports(yaml);
+    EXPECT_NEAR(every.implicit["makespan_s"].get<double>(), every.full["makespan_s"].get<double>(),
+                1e-9 * every.full["makespan_s"].get<double>());
+  }
+  EXPECT_GT(implicit, 10);
 }
 
 }  // namespace

@@ -20,15 +20,18 @@ class Builder {
   // A transfer between members `from` and `to` (indices) after `deps` and `extra`, skipping
   // kNone.
   OpId send(int from, int to, int64_t bytes, const Deps& deps, OpId extra = kNone);
-  // The same to a GPU outside the members (CopyImages::next_device).
+  // The same to a GPU outside the members (an image, CopyImages::next).
   OpId send_to(int from, int device, int64_t bytes, const Deps& deps, OpId extra = kNone);
 
   // `steps` rounds around the ring `ranks` (member indices), each member sending `chunk`
   // bytes to the next once it has received the previous round's. incoming[r] (indexed by
   // member) is what the member's first send waits for; on return, the last transfer into it
   // (with compact rings, the member's op of the CompactRing, which ends then). With images
-  // (CopyImages) the ring runs over every copy's members, `ranks` being the built ones.
-  void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<Deps>& incoming);
+  // (CopyImages) a ring that `spans` the copies runs over every copy's members, `ranks`
+  // being the built ones; one that does not closes among `ranks` (a ring inside a server
+  // whose members are all built).
+  void ring(const std::vector<int>& ranks, int steps, int64_t chunk, std::vector<Deps>& incoming,
+            bool spans = true);
 
   // NCCL's double binary tree over all members, pipelined in tree_chunks(bytes) chunks.
   void tree(int64_t bytes, std::vector<Deps>& incoming);

@@ -527,11 +527,14 @@ class Lowering {
   }
 
   // A collective among the copies' devices of a position, its members the built copies':
-  // the implicit copies' in its ring (CopyImages), the first member's GPU in the next
-  // group of built copies receiving from the last member.
+  // the implicit copies' in its rings across the copies (CopyImages), each member's image
+  // in the next group of built copies.
   CopyImages images_of(const std::vector<CollectiveMember>& members) const {
     if (built_ == copies_ || members.empty()) return {};
-    return {copies_ / built_, image_device(members.front().device)};
+    CopyImages out{copies_ / built_, {}};
+    out.next.reserve(members.size());
+    for (const CollectiveMember& m : members) out.next.push_back(image_device(m.device));
+    return out;
   }
   // The device that holds what `d` holds in the next group of built copies.
   int image_device(int d) const;
