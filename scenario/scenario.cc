@@ -108,14 +108,17 @@ void price(Scenario& sc) {
 }
 
 // After the strategy's checks: `pipeline: N` on GPUs of different speeds sizes each stage
-// to its slowest GPU; then, before anything is built, a run too large to simulate is
-// refused.
+// to its slowest GPU; then, before anything is built, a run too large to simulate even with
+// its copies folded is refused.
 void finish_strategy(Scenario& sc, const internal::Locator& at) {
   if (sc.pipeline > 0 && !DeviceSpeed(sc).uniform()) sc.strategy.stages = speed_balanced_stages(sc);
   WorkEstimate work;
   try {
     work = estimate_work(sc);
-    check_work(work);
+    // (A run whose copies fold builds one group of them; what builds every copy checks them
+    // all: scenario_task_graph, lower_folded.)
+    sc.strategy_at = at.where("strategy", "strategy");
+    check_work(work, Collectives::kCompact, Copies::kFolded);
   } catch (InputError& e) {
     e.set_key_if_empty("strategy");
     e.set_location_if_empty(at.where("strategy", "strategy"));
@@ -164,6 +167,7 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
               .device_kind = {},
               .user_order = {},
               .user_order_at = {},
+              .strategy_at = {},
               .pipeline = 0,
               .price_model = {},
               .input_warnings = {}};

@@ -57,6 +57,7 @@ struct Scenario {
   std::vector<int> device_kind;
   ScheduleOrder user_order;  // parsed strategy.order, one list per position; empty if none
   Location user_order_at;    // where strategy.order was written, for deadlock reports
+  Location strategy_at;      // where the strategy was written, for runs too large to build
   // strategy.pipeline when the stages came from it (split again when the model is priced
   // again); 0 when the stages were given.
   int pipeline = 0;

@@ -11,6 +11,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "scenario/device_speed.h"
+#include "scenario/work_estimate.h"
 #include "schedules/lower.h"
 #include "sim/copies.h"
 
@@ -513,6 +514,16 @@ std::vector<AllReduceAlgo> allreduce_algorithms(const Scenario& s) {
 
 TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
                               const std::function<TaskGraph(LoweringInput)>& lowerer) {
+  // (Every copy built: the load checked one copy's ops, sized for runs that fold.)
+  if (!lowerer) {
+    try {
+      check_work(estimate_work(s), compact_rings ? Collectives::kCompact : Collectives::kExpanded);
+    } catch (InputError& e) {
+      e.set_location_if_empty(s.strategy_at.file.empty() ? Location{s.source, 0, 0}
+                                                         : s.strategy_at);
+      throw;
+    }
+  }
   try {
     LoweringInput in;
     in.orders = scenario_orders(s);
@@ -574,13 +585,19 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     // and parameters and the compute's simulated time were bounded when it was loaded, so
     // what overflows here is a transfer's time (a link's latency or bandwidth).
     e.set_location_if_empty(e.key() == "strategy.order" ? s.user_order_at
-                                                        : Location{s.source, 0, 0});
+                            : e.key() == "strategy" && !s.strategy_at.file.empty()
+                                ? s.strategy_at
+                                : Location{s.source, 0, 0});
     e.set_key_if_empty("cluster");
     throw;
   }
 }
 
 TaskGraph folded_task_graph(const Scenario& s, double max_full_ops, double estimated_full_ops) {
+  if (max_full_ops == std::numeric_limits<double>::infinity()) {
+    max_full_ops = kMaxSimulatedOps;
+    estimated_full_ops = estimate_work(s).compact_ops();
+  }
   return scenario_task_graph(s, true, [&](LoweringInput in) {
     return lower_folded(std::move(in), s.cluster, max_full_ops, estimated_full_ops);
   });

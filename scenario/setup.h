@@ -29,7 +29,9 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false,
 // compact rings, and identical data-parallel copies left implicit where they fold
 // (sim/copies.h lower_folded); simulate() with SimOptions::fold on. Where they do not fold
 // and every copy's graph would pass `max_full_ops` ops (measured on a group built, else
-// `estimated_full_ops`), CopiesDoNotFold before that graph is built.
+// `estimated_full_ops`), CopiesDoNotFold before that graph is built; no group is built past
+// it either. By default the run's limit, kMaxSimulatedOps, and the work estimate's ops
+// (scenario_task_graph without a lowerer checks every copy's against the same limit).
 TaskGraph folded_task_graph(const Scenario& s,
                             double max_full_ops = std::numeric_limits<double>::infinity(),
                             double estimated_full_ops = 0);

@@ -220,6 +220,7 @@ WorkEstimate estimate_work(const Scenario& s) {
     w.graph_links = s.cluster.num_links();
   }
   w.devices = s.cluster.num_devices();
+  w.copies = std::max(1, s.strategy.copies());
   // (A trace shows a ring collective's member as one op, as a profile shows its kernel.)
   w.trace_bytes = w.compute_ops * kTraceBytesPerComputeOp +
                   (w.transfers - w.ring_steps + w.ring_members) * kTraceBytesPerTransfer;
@@ -227,7 +228,7 @@ WorkEstimate estimate_work(const Scenario& s) {
   return w;
 }
 
-void check_work(const WorkEstimate& w, Collectives form) {
+void check_work(const WorkEstimate& w, Collectives form, Copies copies) {
   if (w.devices > kMaxDevices) {
     throw InputError(fmt::format("the cluster has {:.0f} GPUs", w.devices),
                      fmt::format("at most {:.0f}", kMaxDevices), "cluster");
@@ -236,13 +237,18 @@ void check_work(const WorkEstimate& w, Collectives form) {
       "lower training.iterations, global_batch / micro_batch, replicas or data";
   const bool compact = form == Collectives::kCompact;
   const double ops = compact ? w.compact_ops() : w.ops();
-  if (ops > kMaxSimulatedOps) {
+  const bool folded = copies == Copies::kFolded && w.copies > 1;
+  if (ops / (folded ? w.copies : 1) > kMaxSimulatedOps) {
     throw InputError(
         fmt::format("this run would simulate about {:.3g} ops ({:.3g} compute ops and {:.3g} "
-                    "transfers, collective steps {})",
+                    "transfers, collective steps {}){}",
                     ops, w.compute_ops, ops - w.compute_ops,
-                    compact ? "of rings kept compact" : "included"),
-        fmt::format("at most {:.3g}; {}", kMaxSimulatedOps, lower), "strategy");
+                    compact ? "of rings kept compact" : "included",
+                    folded ? fmt::format(", {:.3g} for one of its {:.0f} data-parallel copies",
+                                         ops / w.copies, w.copies)
+                           : ""),
+        fmt::format("at most {:.3g}{}; {}", kMaxSimulatedOps, folded ? " a copy" : "", lower),
+        "strategy");
   }
   if (w.route_search() > kMaxRouteSearch) {
     throw InputError(

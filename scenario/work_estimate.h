@@ -39,6 +39,9 @@ struct WorkEstimate {
   double graph_vertices = 0;  // GPUs and switches
   double graph_links = 0;
   double devices = 0;
+  // Data-parallel copies x context ranks: how many identical copies a run whose copies fold
+  // simulates as one (sim/copies.h).
+  double copies = 1;
   double trace_bytes = 0;  // the trace (--trace): ring collectives one op per member
   double csv_bytes = 0;  // the op CSV (--csv): one row per op, collective steps expanded
   // A lower bound on the simulated time (seconds): the busiest stage's compute on one of
@@ -94,9 +97,14 @@ LayerExchanges layer_exchanges(const Layer& layer, int context, ContextComm comm
 
 // Throws InputError (without a location; the caller adds one) when the ops or the devices
 // are over their limit: the ops stored with compact rings (and the flow steps), or with
-// every step expanded.
+// every step expanded. `Copies::kFolded`: the ops of one copy, as a run whose copies fold
+// builds them (a group of copies at a time, each group within the limit: lower_folded
+// refuses a run that does not fold past it before building every copy); kEvery: the ops
+// of every copy, as a trace, an op CSV, `--no-fold` or a backend builds them.
 enum class Collectives { kCompact, kExpanded };
-void check_work(const WorkEstimate& w, Collectives form = Collectives::kCompact);
+enum class Copies { kEvery, kFolded };
+void check_work(const WorkEstimate& w, Collectives form = Collectives::kCompact,
+                Copies copies = Copies::kEvery);
 // Throws InputError when the trace would be larger than kMaxTraceBytes.
 void check_trace_size(const WorkEstimate& w);
 // Past kLargeCsvBytes, a warning saying how large the op CSV will be.

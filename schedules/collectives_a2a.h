@@ -29,9 +29,22 @@ namespace pipesim {
 struct AllToAllRouting {
   int top_k = 0, experts = 0;
 };
+// An all-to-all among copies the graph leaves implicit (TaskGraph::built_copies): `members`
+// are all n, and only those `built` have ops (ready and done); moving on one group of
+// copies sends member i to member (i + shift) % n, its servers whole onto servers in their
+// cyclic order (may_build_copies). The built members send to every member; what an
+// implicit member sends to a built one is its image's send, `shift` places back as often
+// as it takes to reach a built sender, which ends at the same moment. Empty: all built.
+struct AllToAllImages {
+  std::vector<char> built;
+  int shift = 0;
+};
+// Each member sends to its own server's members, then to the other servers in cyclic order
+// from its own, so that a member's sends are its image's moved a server on.
 std::vector<std::vector<OpId>> add_all_to_all(TaskGraphBuilder& b,
                                               const std::vector<CollectiveMember>& members,
                                               int64_t bytes, CollectiveTag tag,
-                                              AllToAllRouting routing = {});
+                                              AllToAllRouting routing = {},
+                                              const AllToAllImages& images = {});
 
 }  // namespace pipesim

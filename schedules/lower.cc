@@ -604,7 +604,10 @@ namespace {
 // to copy c + group's sends the GPUs of one server onto one server, a different one for
 // each. Then a hierarchical collective's members on a server are all built or all
 // implicit, and its servers in member order are the built ones', then their images'.
-bool fills_whole_servers(const LoweringInput& in, int group) {
+// `cyclic`: and on each position's servers, in their order, the map moves every server the
+// same number of places on (an all-to-all's servers in cyclic order from the sender's,
+// AllToAllImages).
+bool fills_whole_servers(const LoweringInput& in, int group, bool cyclic = false) {
   if (in.device_node.empty()) return false;
   const Placement& placement = *in.placement;
   const auto copies = static_cast<int>(placement.size());
@@ -631,6 +634,21 @@ bool fills_whole_servers(const LoweringInput& in, int group) {
       }
     }
   }
+  for (size_t p = 0; cyclic && p < placement.front().size(); ++p) {
+    std::set<int> on;
+    for (const auto& copy : placement) {
+      for (const int d : copy[p]) on.insert(node(d));
+    }
+    const std::vector<int> order(on.begin(), on.end());
+    const auto at = [&](int n) {
+      return std::lower_bound(order.begin(), order.end(), n) - order.begin();
+    };
+    const auto N = static_cast<std::ptrdiff_t>(order.size());
+    const std::ptrdiff_t moves = (at(image.at(order.front())) - at(order.front()) + N) % N;
+    for (const int n : order) {
+      if ((at(image.at(n)) - at(n) + N) % N != moves) return false;
+    }
+  }
   return true;
 }
 
@@ -645,10 +663,19 @@ bool may_build_copies(const LoweringInput& in, int group) {
   if (!in.compact_rings || group < 1 || copies % group != 0 || copies / group < 2 ||
       group % std::max(1, in.context) != 0)
     return false;
+  // (Or one expert group over every copy's members, its all-to-alls reaching the implicit
+  // ones through their images a server at a time: AllToAllImages.)
   const int experts = std::max(1, in.expert) * std::max(1, in.expert_tensor);
+  bool spans = false;
   for (const auto& lanes : placement.front()) {
-    if (group * static_cast<int>(lanes.size()) % experts != 0) return false;
+    const auto L = static_cast<int>(lanes.size());
+    if (in.expert_tensor <= 1 && experts > 1 && experts == copies * L) {
+      spans = true;
+      continue;
+    }
+    if (group * L % experts != 0) return false;
   }
+  if (spans && !fills_whole_servers(in, group, true)) return false;
   // (A tree's members do not rotate with the copies; a hierarchical collective's servers
   // must.)
   const auto& algos = in.allreduce;

@@ -166,19 +166,36 @@ void Lowering::add_group_collectives() {
             if (!in_.stages[static_cast<size_t>(g)].pieces) continue;
             for (int m = 0; m < Mb_; ++m) {
               for (const auto* index : {&fwd_, &rec_, &bwd_}) {
+                // (Members of implicit copies: none of their ops, AllToAllImages.)
                 std::vector<const TpParts*> ranks;
+                AllToAllImages images;
                 for (const auto& [c, lane] : members_of) {
+                  if (c >= built_) {
+                    images.built.resize(members_of.size(), 1);
+                    images.built[ranks.size()] = 0;
+                    ranks.push_back(nullptr);
+                    continue;
+                  }
                   const auto it = tp_parts_.find((*index)[slot(c, blk, g, m, lane)]);
                   if (it != tp_parts_.end()) ranks.push_back(&it->second);
                 }
                 if (ranks.size() != members_of.size()) continue;
+                images.shift = built_ * lanes(p);
                 const TpParts& r0 = *ranks.front();
                 for (size_t q = 0; q < r0.collectives.size(); ++q) {
                   const TpCollective& coll = r0.collectives[q];
                   if (coll.bytes == 0 || coll.group != group) continue;
                   const bool beside = coll.beside > Time::zero();
                   std::vector<CollectiveMember> members;
-                  for (const TpParts* r : ranks) {
+                  for (size_t i = 0; i < ranks.size(); ++i) {
+                    if (ranks[i] == nullptr) {
+                      const auto& [c, lane] = members_of[i];
+                      const int d = placement_[static_cast<size_t>(c)][static_cast<size_t>(p)]
+                                              [static_cast<size_t>(lane)];
+                      members.push_back({d, node_of(d), {}, kNone});
+                      continue;
+                    }
+                    const TpParts* r = ranks[i];
                     const int d = b_.op(r->parts[q]).device;
                     members.push_back(
                         {d, node_of(d), ready_after(*r, q, {}), r->parts[q + (beside ? 2 : 1)]});
@@ -187,8 +204,10 @@ void Lowering::add_group_collectives() {
                   // A replica's share of the micro-batch's bytes.
                   const int64_t bytes = split_bytes(
                       coll.bytes, sample_share(p, members_of.front().second / tensor(p)));
+                  PIPESIM_ASSERT(images.built.empty() || coll.kind == K::kAllToAll,
+                                 "expert groups across copies exchange all-to-all");
                   if (coll.kind == K::kAllToAll)
-                    add_all_to_all(b_, members, bytes, tag, {coll.top_k, coll.experts});
+                    add_all_to_all(b_, members, bytes, tag, {coll.top_k, coll.experts}, images);
                   else if (coll.kind == K::kReduceScatter)
                     add_reduce_scatter(b_, members, bytes, tag);
                   else
@@ -333,8 +352,10 @@ void Lowering::add_expert_reduction(int p, int it, const std::vector<OptimizerSt
       checked_mul(expert_rank_params(p), in_.gradient_bytes_per_param, "an expert all-reduce");
   const AllReduceAlgo algo = allreduce_algo(p);
   for (auto& [key, group] : groups) {
-    // (With copies implicit, a ring's members are the built copies' share of it.)
-    if (group.size() * static_cast<size_t>(copies_ / built_) < 2) continue;
+    // (With copies implicit, a ring's members are the built copies' share of it; one expert
+    // group over every member leaves each expert's gradients on one GPU.)
+    if (group.size() * static_cast<size_t>(copies_ / built_) < 2 || expert_data_ranks(p) < 2)
+      continue;
     // (Copies built a group at a time hold whole expert groups, so each group's members of
     // this ring are alike and the ring reaches the implicit ones through their images.)
     if (in_.zero == 0) {

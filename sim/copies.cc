@@ -281,6 +281,8 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full
   std::optional<TaskGraph> one;  // the graph of copy 0 alone, where it was built
   for (const int group : fold_groups(copies)) {
     if (!may_build_copies(in, group)) continue;
+    // (Nor is a group past the limit itself.)
+    if (estimated_full_ops * group / copies > max_full_ops) continue;
     // (Larger groups cost their size to build: where the links already say no, they are not.)
     if (one && !links_may_fold(*one, cluster, group)) continue;
     in.built_copies = group;
@@ -295,8 +297,14 @@ TaskGraph lower_folded(LoweringInput in, const Cluster& cluster, double max_full
   }
   if (!built && copies > 1) full_ops = estimated_full_ops;
   if (full_ops > max_full_ops) {
-    throw CopiesDoNotFold(fmt::format("about {:.3g} ops: its copies do not fold", full_ops),
-                          "a plan small enough to simulate", "strategy");
+    throw CopiesDoNotFold(
+        fmt::format("this run would simulate about {:.3g} ops: its {} data-parallel copies do "
+                    "not fold into groups simulated once",
+                    full_ops, copies),
+        fmt::format("at most {:.3g}; lower training.iterations, global_batch / micro_batch, "
+                    "replicas or data",
+                    max_full_ops),
+        "strategy");
   }
   in.built_copies = 0;
   return lower(in);

@@ -84,7 +84,8 @@ class CopiesDoNotFold : public InputError {
 // the engine alone runs, at the cost of one group of copies instead of all. Where no group
 // folds and every copy's graph would hold more than `max_full_ops` ops, CopiesDoNotFold
 // says so before that graph is built (the planner's judge: a candidate too large to
-// simulate costs its groups, not all its copies). The size is a built group's times the
+// simulate costs its groups, not all its copies); a group whose share of
+// `estimated_full_ops` is past the limit is not built either. The size is a built group's times the
 // copies over the group; where no group may be built at all (a tree or hierarchical
 // all-reduce, copies of different pace: may_build_copies), `estimated_full_ops`, the
 // caller's estimate (0: none, then the graph is built).

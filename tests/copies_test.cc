@@ -454,8 +454,23 @@ TEST(Copies, CopiesThatDoNotFoldPastTheLimitAreRefusedBeforeTheyAreBuilt) {
     folded_task_graph(sc, size / 2);
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("its copies do not fold"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("copies do not fold"), std::string::npos) << e.what();
   }
+}
+
+// A group of copies whose share of the estimate is past the limit is not built: with the
+// limit under the group's share of every copy's ops, no group is built, and the estimate
+// past the limit refuses the run before every copy is built; with it above, the group is.
+TEST(Copies, AGroupPastTheLimitIsNotBuilt) {
+  const Scenario sc = load_scenario_text(
+      scenario(4, "ib-ndr", "{schedule: dapple, pipeline: 2, data: 16, allreduce: ring}"),
+      "copies.yaml");
+  const TaskGraph folded = folded_task_graph(sc);
+  ASSERT_LT(folded.built_copies(), folded.copies());
+  const auto full = static_cast<double>(scenario_task_graph(sc, true).size());
+  const double share = full * folded.built_copies() / folded.copies();
+  EXPECT_THROW(folded_task_graph(sc, share * 0.9, full), CopiesDoNotFold);
+  EXPECT_EQ(folded_task_graph(sc, share * 1.1, full).built_copies(), folded.built_copies());
 }
 
 // Where no group of copies may be built (a tree all-reduce, may_build_copies), the caller's
@@ -632,6 +647,44 @@ TEST(Copies, HierarchicalCollectivesBuiltByServerAgreeWithTheFullRun) {
                 1e-9 * every.full["makespan_s"].get<double>());
   }
   EXPECT_GT(implicit, 10);
+}
+
+// One expert group over every copy's members (EP = DP x TP, Qwen3's and DeepSeek-V3's
+// layouts), random layouts over servers of 4 and 8 GPUs, one port or one a GPU, ZeRO or
+// not, with and without a pipeline: copies built a server at a time (may_build_copies),
+// the all-to-alls reaching the implicit members through their images (AllToAllImages),
+// report what every copy simulated reports. (The full graph cannot fold in the engine:
+// its all-to-alls make copy 0 wait for other copies' sends.)
+TEST(Copies, ExpertGroupsAcrossEveryCopyBuiltByServerAgreeWithTheFullRun) {
+  std::mt19937 rng(97);
+  const char* schedules[] = {"dapple", "interleaved", "zb-h1"};
+  int implicit = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int per_node = 4 << (rng() % 2), pp = 1 << (rng() % 2), tp = 1 << (rng() % 2);
+    const int dp = 4 << (rng() % 2), ep = dp * tp;
+    const int gpus = pp * tp * dp;
+    if (gpus < 2 * per_node) continue;
+    const std::string sched = pp == 1 ? "dapple" : schedules[rng() % 3];
+    const std::string strategy = fmt::format(
+        "{{schedule: {}, pipeline: {}, tensor: {}, data: {}, expert: {}, zero: {}, "
+        "allreduce: {}{}{}}}",
+        sched, pp, tp, dp, ep, rng() % 2, rng() % 2 ? "ring" : "hierarchical",
+        tp > 1 ? ", sequence_parallel: true" : "",
+        sched == "interleaved" ? ", virtual_stages: 2" : "");
+    const std::string inter =
+        rng() % 2 ? "ib-ndr" : fmt::format("{{preset: ib-ndr, nics: {}}}", per_node);
+    SCOPED_TRACE(strategy + " " + inter + fmt::format(" per node {}", per_node));
+    const Reports r = reports(small_run(gpus, inter,
+                                        fmt::format("sequence: 512, experts: {}, top_k: 2, "
+                                                    "expert_ffn: 1024, mlp: swiglu",
+                                                    2 * ep),
+                                        dp * 4, strategy, per_node));
+    implicit += r.built < r.copies;
+    EXPECT_EQ(r.implicit, r.full);
+    EXPECT_EQ(r.devices_differ, 0u);
+    EXPECT_EQ(r.links_differ, 0u);
+  }
+  EXPECT_GT(implicit, 8);
 }
 
 }  // namespace

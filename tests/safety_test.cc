@@ -548,6 +548,27 @@ TEST(WorkEstimate, LongRoutesCountTheFlowLinksTheirSharingMoves) {
   EXPECT_NO_THROW(check_work(ring));
 }
 
+// The op limit counts one copy where the run folds its copies (a group of them built at a
+// time, sim/copies.h), every copy where every copy is built (a trace, an op CSV,
+// `--no-fold`, a backend): 6e7 ops over 16 copies are 3.75e6 a copy, within 5e7 folded
+// and past it in full.
+TEST(WorkEstimate, TheOpLimitCountsOneCopyWhereTheCopiesFold) {
+  WorkEstimate w;
+  w.compute_ops = 6e7;
+  w.copies = 16;
+  EXPECT_NO_THROW(check_work(w, Collectives::kCompact, Copies::kFolded));
+  EXPECT_THROW(check_work(w, Collectives::kCompact, Copies::kEvery), InputError);
+  w.compute_ops = 16 * 6e7;  // 6e7 a copy: past it either way, and the message says so
+  try {
+    check_work(w, Collectives::kCompact, Copies::kFolded);
+    ADD_FAILURE() << "not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("6e+07 for one of its 16 data-parallel copies"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ---- overflow ----
 
 TEST(Overflow, HugeModelsAndLatenciesAreBadInputNotUndefinedBehaviour) {

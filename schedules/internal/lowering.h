@@ -205,6 +205,13 @@ class Lowering {
   }
   // The ranks one copy of the routed experts is spread over (expert x expert_tensor).
   int expert_ranks() const { return in_.expert * in_.expert_tensor; }
+  // Whether position p's one expert group holds every copy's members while copies are left
+  // implicit (may_build_copies): its all-to-alls reach the implicit members through their
+  // images (AllToAllImages), and it has no expert gradients to reduce.
+  bool experts_span_copies(int p) const {
+    return built_ < copies_ && in_.expert_tensor == 1 && in_.expert > 1 &&
+           in_.expert == copies_ * lanes(p);
+  }
   // Whether position p's expert gradients are reduced apart from the rest, among the
   // members holding the same experts (Megatron-Core's expert-data-parallel group: tensor x
   // copies / (expert x expert_tensor) members): wherever that group is not the dense
@@ -508,6 +515,14 @@ class Lowering {
           out.emplace_back();
           for (int c = c0; c < c0 + in_.context; ++c) out.back().emplace_back(c, lane);
         }
+      }
+      return out;
+    }
+    // One expert group over every copy's members (the built ones and the implicit ones).
+    if (g == CollectiveGroup::kExpert && experts_span_copies(p)) {
+      out.emplace_back();
+      for (int c = 0; c < copies_; ++c) {
+        for (int lane = 0; lane < L; ++lane) out.back().emplace_back(c, lane);
       }
       return out;
     }
