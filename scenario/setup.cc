@@ -594,9 +594,14 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
 }
 
 TaskGraph folded_task_graph(const Scenario& s, double max_full_ops, double estimated_full_ops) {
+  // (By default a run the loader admitted counting every copy builds as it always did; one
+  // it admitted counting one copy must fold, or stop before every copy is built.)
   if (max_full_ops == std::numeric_limits<double>::infinity()) {
-    max_full_ops = kMaxSimulatedOps;
-    estimated_full_ops = estimate_work(s).compact_ops();
+    const double ops = estimate_work(s).compact_ops();
+    if (ops > kMaxSimulatedOps) {
+      max_full_ops = kMaxSimulatedOps;
+      estimated_full_ops = ops;
+    }
   }
   return scenario_task_graph(s, true, [&](LoweringInput in) {
     return lower_folded(std::move(in), s.cluster, max_full_ops, estimated_full_ops);

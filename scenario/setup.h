@@ -30,7 +30,8 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings = false,
 // (sim/copies.h lower_folded); simulate() with SimOptions::fold on. Where they do not fold
 // and every copy's graph would pass `max_full_ops` ops (measured on a group built, else
 // `estimated_full_ops`), CopiesDoNotFold before that graph is built; no group is built past
-// it either. By default the run's limit, kMaxSimulatedOps, and the work estimate's ops
+// it either. By default no limit where the work estimate's ops are within kMaxSimulatedOps
+// (the loader's limit for every copy), else that limit and that estimate
 // (scenario_task_graph without a lowerer checks every copy's against the same limit).
 TaskGraph folded_task_graph(const Scenario& s,
                             double max_full_ops = std::numeric_limits<double>::infinity(),
