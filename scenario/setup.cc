@@ -595,7 +595,9 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
 
 TaskGraph folded_task_graph(const Scenario& s, double max_full_ops, double estimated_full_ops) {
   // (By default a run the loader admitted counting every copy builds as it always did; one
-  // it admitted counting one copy must fold, or stop before every copy is built.)
+  // it admitted counting one copy must fold, or stop before every copy is built. The
+  // estimate is taken from `s` as it is now, not kept from the loader: sweep points and the
+  // planner change scenarios after loading, and it costs stages x layers.)
   if (max_full_ops == std::numeric_limits<double>::infinity()) {
     const double ops = estimate_work(s).compact_ops();
     if (ops > kMaxSimulatedOps) {

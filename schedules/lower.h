@@ -209,6 +209,12 @@ struct LoweringInput {
 // the conditions LoweringInput::built_copies names.
 bool may_build_copies(const LoweringInput& in, int group);
 
+// Whether one expert group holds every copy's members of a position with `lanes` GPUs a
+// copy (expert tensor parallelism 1): then copies may be left implicit where each group of
+// them fills whole servers, its all-to-alls reaching the implicit members through their
+// images (AllToAllImages), with no expert gradients to reduce.
+bool expert_group_spans_copies(const LoweringInput& in, int lanes);
+
 TaskGraph lower(const LoweringInput& in);
 
 }  // namespace pipesim

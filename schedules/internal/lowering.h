@@ -209,8 +209,7 @@ class Lowering {
   // implicit (may_build_copies): its all-to-alls reach the implicit members through their
   // images (AllToAllImages), and it has no expert gradients to reduce.
   bool experts_span_copies(int p) const {
-    return built_ < copies_ && in_.expert_tensor == 1 && in_.expert > 1 &&
-           in_.expert == copies_ * lanes(p);
+    return built_ < copies_ && expert_group_spans_copies(in_, lanes(p));
   }
   // Whether position p's expert gradients are reduced apart from the rest, among the
   // members holding the same experts (Megatron-Core's expert-data-parallel group: tensor x
