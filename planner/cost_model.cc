@@ -416,21 +416,45 @@ int CostModel::folded_copies(const PlanPoint& p) const {
   // a time (sim/copies.h) where nothing tells them apart: one kind of GPU, no slowdown, and
   // no tree all-reduce (its sends do not rotate with the copies; ZeRO's reduce-scatter is a
   // ring). g is the fewest of fold_groups that fill whole servers (copies that share a
-  // server's NICs map onto each other only a server at a time) and whole context groups
-  // (or one group spanning every copy, which rotates into itself). The simulator took this
-  // g every time on the shorthand's servers of 8 at 1-24 GPUs a copy, 1 to 8 NICs a
-  // server, context degrees 2 and 4. Expert groups fold at sizes this does not predict
-  // (their gradients' rings stride across the copies): taken as not folding.
+  // server's NICs map onto each other only a server at a time; on each position apart in
+  // Megatron-Core's rank order), whole context groups (or
+  // one group spanning every copy, which rotates into itself) and whole expert groups on
+  // every position (or, at expert tensor parallelism 1, one expert group holding every
+  // copy's members: its all-to-alls reach the others through their images,
+  // may_build_copies). The simulator took this g every time on the shorthand's servers of 8
+  // at 1-24 GPUs a copy, 1 to 8 NICs a server, context degrees 2 and 4, expert degrees 4 to
+  // 32 with expert tensor parallelism 1 and 2, with and without a pipeline.
   const int copies = p.data * std::max(1, p.context);
   const bool tree = s_.strategy.allreduce == AllReduceAlgo::kTree && p.zero == 0;
   if (copies < 2 || per_node_ < 1 || tree || !s_.kind_layer_time.empty() ||
-      !s_.cluster.slowdowns().empty() || p.expert > 1 || p.expert_tensor > 1)
+      !s_.cluster.slowdowns().empty())
     return 1;
   int per_copy = 0;  // each position's GPUs (an interleaved plan's chunks share them)
   for (int g = 0; g < p.positions(); ++g) per_copy += p.stages[u(g)].replicas * t_;
+  // Copies placed one after another fill whole servers where their GPUs do; in
+  // Megatron-Core's rank order (context or expert groups) each position's GPUs are a block
+  // of their own, so each position's share of a group must.
+  const auto whole_servers = [&](int g) {
+    if (!p.rank_groups()) return (g * per_copy) % per_node_ == 0;
+    for (int q = 0; q < p.positions(); ++q) {
+      if ((g * p.stages[u(q)].replicas * t_) % per_node_ != 0) return false;
+    }
+    return true;
+  };
   const int cp = std::max(1, p.context);
+  const int experts = std::max(1, p.expert) * std::max(1, p.expert_tensor);
+  const auto whole_experts = [&](int g) {
+    if (experts < 2) return true;
+    if (g % cp != 0) return false;  // (built groups hold whole context groups)
+    for (int q = 0; q < p.positions(); ++q) {
+      const int lanes = p.stages[u(q)].replicas * t_;
+      const bool spans = p.expert_tensor <= 1 && p.expert == copies * lanes;
+      if (!spans && (g * lanes) % experts != 0) return false;
+    }
+    return true;
+  };
   for (const int g : fold_groups(copies)) {
-    if ((g * per_copy) % per_node_ == 0 && (g % cp == 0 || cp == copies)) return copies / g;
+    if (whole_servers(g) && (g % cp == 0 || cp == copies) && whole_experts(g)) return copies / g;
   }
   return 1;
 }

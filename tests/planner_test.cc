@@ -153,6 +153,16 @@ strategy: {schedule: dapple, pipeline: 2, )";
 //   TP 2 x CP 2 x DP 8: 16 copies of 2 GPUs: 16 / 4;  TP 8 x CP 4: one context group
 //   spanning the 4 copies, which rotates into itself: 4 / 1;
 //   a tree all-reduce without ZeRO, or a straggler: simulated in full, 1.
+// With 32 experts (expert groups whole in each group built, or one spanning every copy):
+//   DP 32, EP 8: 8 copies a server, whole groups of 8: 32 / 8;
+//   TP 2 x DP 16, EP 4: 4 copies a server (2 of them an expert group): 16 / 4;
+//   DP 32, EP 32 and TP 2 x DP 16, EP 32: one group over every copy: 32 / 8, 16 / 4;
+//   PP 2 x DP 16, EP 16: 16 / 8 (Megatron-Core's rank order puts each position's 16 GPUs
+//   on two servers of their own: 8 copies fill them; one group over every copy);
+//   PP 2 x TP 2 x CP 2 x DP 4: 8 copies of 2 GPUs on each position's 16: 8 / 4;
+//   DP 32, EP 16: two groups, 16 copies each: 32 / 16;
+//   TP 2 x DP 16, EP 4, ETP 2 (groups of 8 lanes, 4 copies): 16 / 4;
+//   TP 2 x DP 16, EP 16, ETP 2 (one group of 32 lanes, not spanning at ETP 2): 16 / 16.
 TEST(SimulationWork, CountsTheCopiesTheSimulationFolds) {
   const std::string base = R"(
 cluster: {gpu: h100-80gb, nodes: 4, gpus_per_node: 8, intra_node: nvswitch,
@@ -171,10 +181,29 @@ strategy: {)";
       {"schedule: dapple, pipeline: 1, tensor: 8, context: 4", "", 4},
       {"schedule: dapple, pipeline: 2, data: 16, allreduce: tree", "", 1},
       {"schedule: dapple, pipeline: 1, tensor: 2, data: 16",
-       ", slowdown: [{device: node0/gpu1, compute: 1.2}]", 1}};
+       ", slowdown: [{device: node0/gpu1, compute: 1.2}]", 1},
+      {"schedule: dapple, pipeline: 1, data: 32, expert: 8", "", 4},
+      {"schedule: dapple, pipeline: 1, tensor: 2, sequence_parallel: true, data: 16, expert: 4", "",
+       4},
+      {"schedule: dapple, pipeline: 1, data: 32, expert: 32", "", 4},
+      {"schedule: dapple, pipeline: 1, tensor: 2, sequence_parallel: true, data: 16, expert: 32",
+       "", 4},
+      {"schedule: dapple, pipeline: 2, data: 16, expert: 16", "", 2},
+      {"schedule: dapple, pipeline: 2, tensor: 2, context: 2, data: 4", "", 2},
+      {"schedule: dapple, pipeline: 1, data: 32, expert: 16", "", 2},
+      {"schedule: dapple, pipeline: 1, tensor: 2, sequence_parallel: true, data: 16, expert: 4, "
+       "expert_tensor: 2",
+       "", 4},
+      {"schedule: dapple, pipeline: 1, tensor: 2, sequence_parallel: true, data: 16, expert: 16, "
+       "expert_tensor: 2",
+       "", 1}};
   for (const auto& [strategy, slow, folded] : rows) {
     std::string yaml = base + strategy + "}\n";
     yaml.replace(yaml.find("SLOW"), 4, slow);
+    if (strategy.find("expert") != std::string::npos) {
+      yaml.replace(yaml.find("vocab: 32000"), 12,
+                   "vocab: 32000, experts: 32, top_k: 2, expert_ffn: 512, mlp: swiglu");
+    }
     const Scenario sc = load_scenario_text(yaml, "fold.yaml");
     const Timeline tl = simulate(folded_task_graph(sc), sc.cluster);
     const Strategy& st = sc.strategy;
@@ -184,6 +213,8 @@ strategy: {)";
     p.virtual_stages = std::max(1, st.virtual_stages);
     p.data = st.data;
     p.context = st.context;
+    p.expert = st.expert;
+    p.expert_tensor = st.expert_tensor;
     p.zero = st.zero;
     const int t = std::max(1, st.tensor_of(st.stages.front()));
     const planner::CostModel cm(sc, t, nullptr, st.context);
