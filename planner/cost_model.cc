@@ -4,11 +4,13 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <mutex>
 
 #include "planner/copy_layout.h"
 #include "planner/layer_comm.h"
 #include "scenario/setup.h"
 #include "schedules/collective_estimates.h"
+#include "schedules/lower.h"
 #include "schedules/partition.h"
 #include "schedules/zero.h"
 #include "sim/copies.h"
@@ -415,25 +417,82 @@ int CostModel::folded_copies(const PlanPoint& p) const {
   // Identical copies (data-parallel copies x context ranks) are lowered and simulated g at
   // a time (sim/copies.h) where nothing tells them apart: one kind of GPU, no slowdown, and
   // no tree all-reduce (its sends do not rotate with the copies; ZeRO's reduce-scatter is a
-  // ring). g is the fewest of fold_groups that fill whole servers (copies that share a
-  // server's NICs map onto each other only a server at a time; on each position apart in
-  // Megatron-Core's rank order), whole context groups (or
-  // one group spanning every copy, which rotates into itself) and whole expert groups on
-  // every position (or, at expert tensor parallelism 1, one expert group holding every
-  // copy's members: its all-to-alls reach the others through their images,
-  // may_build_copies). The simulator took this g every time on the shorthand's servers of 8
-  // at 1-24 GPUs a copy, 1 to 8 NICs a server, context degrees 2 and 4, expert degrees 4 to
-  // 32 with expert tensor parallelism 1 and 2, with and without a pipeline.
+  // ring). g is the fewest of fold_groups whose move (copy c onto c + g, where the plan's
+  // placement puts them) sends servers onto servers and network ports onto ports
+  // (copies_move_whole_ports), that holds whole context groups (or one group spanning
+  // every copy, which rotates into itself) and whole expert groups on every position (or,
+  // at expert tensor parallelism 1, one expert group holding every copy's members, whose
+  // all-to-alls reach the others through their images where each group of copies fills
+  // whole servers in cyclic order: may_build_copies). tests/planner_test.cc checks this
+  // against the simulator's own count on fixed and random layouts.
   const int copies = p.data * std::max(1, p.context);
   const bool tree = s_.strategy.allreduce == AllReduceAlgo::kTree && p.zero == 0;
   if (copies < 2 || per_node_ < 1 || tree || !s_.kind_layer_time.empty() ||
       !s_.cluster.slowdowns().empty())
     return 1;
+  if (p.placement == PlacementPolicy::kAppendFirst && p.stage_placement.empty())
+    return copies_folded_in_order(p, copies);
+  // Where a plan's copies sit depends on its layout and placement alone: worked out once.
+  std::vector<int> key{
+      p.tensor, p.data, p.context, p.expert, p.expert_tensor, static_cast<int>(p.placement), t_};
+  for (int q = 0; q < p.positions(); ++q) key.push_back(p.stages[u(q)].replicas);
+  for (const PlacementPolicy x : p.stage_placement) key.push_back(static_cast<int>(x));
+  {
+    const std::lock_guard<std::mutex> lock(folds_->mutex);
+    const auto it = folds_->counts.find(key);
+    if (it != folds_->counts.end()) return it->second;
+  }
+  const int counted = copies_folded(p, copies);
+  const std::lock_guard<std::mutex> lock(folds_->mutex);
+  folds_->counts.emplace(std::move(key), counted);
+  return counted;
+}
+
+namespace {
+
+// Whether moving every copy `group` copies on keeps each GPU on its server.
+bool stays_on_servers(const Placement& placement, const std::vector<int>& nodes, int group) {
+  const auto copies = placement.size();
+  for (size_t c = 0; c < copies; ++c) {
+    const auto& here = placement[c];
+    const auto& there = placement[(c + static_cast<size_t>(group)) % copies];
+    for (size_t q = 0; q < here.size(); ++q) {
+      for (size_t lane = 0; lane < here[q].size(); ++lane) {
+        if (nodes[u(here[q][lane])] != nodes[u(there[q][lane])]) return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// Whether copies taken g at a time hold whole context groups and whole expert groups on
+// every position (or, at expert tensor parallelism 1, one expert group over every copy's
+// members: `spans`), as may_build_copies asks of a group built.
+bool CostModel::whole_groups(const PlanPoint& p, int copies, int g, bool& spans) const {
+  const int cp = std::max(1, p.context);
+  const int experts = std::max(1, p.expert) * std::max(1, p.expert_tensor);
+  spans = false;
+  if (g % cp != 0 && cp != copies) return false;  // (or one context group over every copy)
+  for (int q = 0; q < p.positions() && experts > 1; ++q) {
+    const int lanes = p.stages[u(q)].replicas * t_;
+    if (g % cp != 0) return false;
+    if (p.expert_tensor <= 1 && p.expert == copies * lanes) {
+      spans = true;
+    } else if ((g * lanes) % experts != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int CostModel::copies_folded_in_order(const PlanPoint& p, int copies) const {
+  // Copies placed one after another (append-first) fill whole servers where their GPUs do;
+  // in Megatron-Core's rank order (context or expert groups) each position's GPUs are a
+  // block of their own, so each position's share of a group must.
   int per_copy = 0;  // each position's GPUs (an interleaved plan's chunks share them)
-  for (int g = 0; g < p.positions(); ++g) per_copy += p.stages[u(g)].replicas * t_;
-  // Copies placed one after another fill whole servers where their GPUs do; in
-  // Megatron-Core's rank order (context or expert groups) each position's GPUs are a block
-  // of their own, so each position's share of a group must.
+  for (int q = 0; q < p.positions(); ++q) per_copy += p.stages[u(q)].replicas * t_;
   const auto whole_servers = [&](int g) {
     if (!p.rank_groups()) return (g * per_copy) % per_node_ == 0;
     for (int q = 0; q < p.positions(); ++q) {
@@ -441,20 +500,39 @@ int CostModel::folded_copies(const PlanPoint& p) const {
     }
     return true;
   };
-  const int cp = std::max(1, p.context);
-  const int experts = std::max(1, p.expert) * std::max(1, p.expert_tensor);
-  const auto whole_experts = [&](int g) {
-    if (experts < 2) return true;
-    if (g % cp != 0) return false;  // (built groups hold whole context groups)
-    for (int q = 0; q < p.positions(); ++q) {
-      const int lanes = p.stages[u(q)].replicas * t_;
-      const bool spans = p.expert_tensor <= 1 && p.expert == copies * lanes;
-      if (!spans && (g * lanes) % experts != 0) return false;
-    }
-    return true;
-  };
+  bool spans = false;
   for (const int g : fold_groups(copies)) {
-    if (whole_servers(g) && (g % cp == 0 || cp == copies) && whole_experts(g)) return copies / g;
+    if (whole_groups(p, copies, g, spans) && whole_servers(g)) return copies / g;
+  }
+  return 1;
+}
+
+int CostModel::copies_folded(const PlanPoint& p, int copies) const {
+  const Cluster& cluster = s_.cluster;
+  {
+    const std::lock_guard<std::mutex> lock(folds_->mutex);  // (written once, then read)
+    if (folds_->ports.empty()) {
+      folds_->ports.resize(static_cast<size_t>(cluster.num_devices()));
+      for (int d = 0; d < cluster.num_devices(); ++d) folds_->ports[u(d)] = cluster.nic_of(d);
+    }
+  }
+  Placement placement;
+  try {
+    placement = p.devices(cluster);
+  } catch (const InputError&) {
+    return 1;  // (a plan that does not fit the cluster is not simulated)
+  }
+  const std::vector<int>& nodes = cluster.device_nodes();
+  const bool hierarchical = s_.strategy.allreduce == AllReduceAlgo::kHierarchical;
+  bool spans = false;
+  for (const int g : fold_groups(copies)) {
+    if (!whole_groups(p, copies, g, spans)) continue;
+    const bool whole = fills_whole_servers(placement, nodes, g, spans);
+    if (spans && !whole) continue;
+    // (Copies that share servers fold where the move keeps every GPU on its server, but not
+    // under a hierarchical all-reduce.)
+    if (!whole && (hierarchical || !stays_on_servers(placement, nodes, g))) continue;
+    if (copies_move_whole_ports(placement, nodes, folds_->ports, g)) return copies / g;
   }
   return 1;
 }

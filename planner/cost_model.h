@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "planner/layer_comm.h"
@@ -188,6 +189,17 @@ class CostModel {
   const Scenario& s_;
   int t_ = 1;
   int per_node_ = 0;  // GPUs of server 0
+  // folded_copies by the plan's layout and placement, and each device's network port
+  // (shared by copies of the model, safe from several threads).
+  struct Folds {
+    std::mutex mutex;
+    std::map<std::vector<int>, int> counts;
+    std::vector<int> ports;
+  };
+  std::shared_ptr<Folds> folds_ = std::make_shared<Folds>();
+  bool whole_groups(const PlanPoint& p, int copies, int g, bool& spans) const;
+  int copies_folded_in_order(const PlanPoint& p, int copies) const;
+  int copies_folded(const PlanPoint& p, int copies) const;
   std::vector<double> f_, b_, w_, opt_;  // prefix sums, seconds
   std::vector<double> rf_;               // forward of the layers a full recompute re-runs
   // The layers' collectives on their tensor and expert groups, prefix sums per micro-batch

@@ -12,21 +12,11 @@ bool expert_group_spans_copies(const LoweringInput& in, int lanes) {
   return in.expert_tensor <= 1 && in.expert > 1 && in.expert == copies * lanes;
 }
 
-namespace {
-
-// Whether copies taken `group` at a time fill whole servers that map onto each other: the
-// servers of copies 0..group-1 hold no GPU of another copy, and the map from copy c's GPUs
-// to copy c + group's sends the GPUs of one server onto one server, a different one for
-// each. Then a hierarchical collective's members on a server are all built or all
-// implicit, and its servers in member order are the built ones', then their images'.
-// `cyclic`: and on each position's servers, in their order, the map moves every server the
-// same number of places on (an all-to-all's servers in cyclic order from the sender's,
-// AllToAllImages).
-bool fills_whole_servers(const LoweringInput& in, int group, bool cyclic = false) {
-  if (in.device_node.empty()) return false;
-  const Placement& placement = *in.placement;
+bool fills_whole_servers(const Placement& placement, const std::vector<int>& device_node, int group,
+                         bool cyclic) {
+  if (device_node.empty() || placement.empty()) return false;
   const auto copies = static_cast<int>(placement.size());
-  const auto node = [&](int d) { return in.device_node[static_cast<size_t>(d)]; };
+  const auto node = [&](int d) { return device_node[static_cast<size_t>(d)]; };
   std::map<int, int> image, preimage;  // server -> server, both ways
   std::set<int> built;
   for (int c = 0; c < copies; ++c) {
@@ -67,6 +57,12 @@ bool fills_whole_servers(const LoweringInput& in, int group, bool cyclic = false
   return true;
 }
 
+namespace {
+
+bool servers_filled(const LoweringInput& in, int group, bool cyclic = false) {
+  return fills_whole_servers(*in.placement, in.device_node, group, cyclic);
+}
+
 }  // namespace
 
 bool may_build_copies(const LoweringInput& in, int group) {
@@ -90,13 +86,13 @@ bool may_build_copies(const LoweringInput& in, int group) {
     }
     if (group * L % experts != 0) return false;
   }
-  if (spans && !fills_whole_servers(in, group, true)) return false;
+  if (spans && !servers_filled(in, group, true)) return false;
   // (A tree's members do not rotate with the copies; a hierarchical collective's servers
   // must.)
   const auto& algos = in.allreduce;
   if (std::count(algos.begin(), algos.end(), AllReduceAlgo::kTree) > 0) return false;
   if (std::count(algos.begin(), algos.end(), AllReduceAlgo::kHierarchical) > 0 &&
-      !fills_whole_servers(in, group))
+      !servers_filled(in, group))
     return false;
   // Copy c's GPUs and copy c + group's go at the same pace with the same overhead: so they
   // do where every GPU does.

@@ -209,6 +209,17 @@ struct LoweringInput {
 // the conditions LoweringInput::built_copies names.
 bool may_build_copies(const LoweringInput& in, int group);
 
+// Whether copies taken `group` at a time fill whole servers that map onto each other
+// (placement [copy][position][lane] -> device, device_node[device] -> server): the servers
+// of copies 0..group-1 hold no GPU of another copy, and the map from copy c's GPUs to copy
+// c + group's sends the GPUs of one server onto one server, a different one for each. Then
+// a hierarchical collective's members on a server are all built or all implicit, and its
+// servers in member order are the built ones', then their images'. `cyclic`: and on each
+// position's servers, in their order, the map moves every server the same number of places
+// on (an all-to-all's servers in cyclic order from the sender's, AllToAllImages).
+bool fills_whole_servers(const Placement& placement, const std::vector<int>& device_node, int group,
+                         bool cyclic = false);
+
 // Whether one expert group holds every copy's members of a position with `lanes` GPUs a
 // copy (expert tensor parallelism 1): then copies may be left implicit where each group of
 // them fills whole servers, its all-to-alls reaching the implicit members through their
