@@ -415,27 +415,33 @@ double CostModel::simulation_work(const PlanPoint& p, int64_t M) const {
 
 int CostModel::folded_copies(const PlanPoint& p) const {
   // Identical copies (data-parallel copies x context ranks) are lowered and simulated g at
-  // a time (sim/copies.h) where nothing tells them apart: one kind of GPU, no slowdown, and
-  // no tree all-reduce (its sends do not rotate with the copies; ZeRO's reduce-scatter is a
-  // ring). g is the fewest of fold_groups whose move (copy c onto c + g, where the plan's
-  // placement puts them) sends servers onto servers and network ports onto ports
-  // (copies_move_whole_ports), that holds whole context groups (or one group spanning
-  // every copy, which rotates into itself) and whole expert groups on every position (or,
-  // at expert tensor parallelism 1, one expert group holding every copy's members, whose
-  // all-to-alls reach the others through their images where each group of copies fills
-  // whole servers in cyclic order: may_build_copies). tests/planner_test.cc checks this
-  // against the simulator's own count on fixed and random layouts.
+  // a time (sim/copies.h) where nothing tells them apart: one kind of GPU, no slowdown,
+  // servers alike under one fabric switch (Cluster::nodes_interchangeable), and no tree
+  // all-reduce (its sends do not rotate with the copies; under ZeRO the reduce-scatter is
+  // a ring, but no group is built, so only copies the engine folds in the full graph
+  // count). g is the fewest of fold_groups that holds whole context groups (or one group
+  // spanning every copy, which rotates into itself) and whole expert groups on every
+  // position (or, at expert tensor parallelism 1, one expert group holding every copy's
+  // members, whose all-to-alls reach the others through their images where each group of
+  // copies fills whole servers in cyclic order: may_build_copies), and whose copies sit
+  // where they map onto each other a server at a time: for copies placed one after another
+  // by count (copies_folded_in_order), otherwise from where the plan's placement puts them
+  // (copies_folded). tests/planner_test.cc checks this against the simulator's own count
+  // on fixed and random layouts. (Not predicted: an `auto` all-reduce that picks a tree
+  // for some position.)
   const int copies = p.data * std::max(1, p.context);
   const bool tree = s_.strategy.allreduce == AllReduceAlgo::kTree && p.zero == 0;
   if (copies < 2 || per_node_ < 1 || tree || !s_.kind_layer_time.empty() ||
-      !s_.cluster.slowdowns().empty())
+      !s_.cluster.slowdowns().empty() || !s_.cluster.nodes_interchangeable())
     return 1;
   if (p.placement == PlacementPolicy::kAppendFirst && p.stage_placement.empty())
     return copies_folded_in_order(p, copies);
   // Where a plan's copies sit depends on its layout and placement alone: worked out once.
   std::vector<int> key{
       p.tensor, p.data, p.context, p.expert, p.expert_tensor, static_cast<int>(p.placement), t_};
+  key.push_back(p.positions());
   for (int q = 0; q < p.positions(); ++q) key.push_back(p.stages[u(q)].replicas);
+  key.push_back(static_cast<int>(p.stage_placement.size()));
   for (const PlacementPolicy x : p.stage_placement) key.push_back(static_cast<int>(x));
   {
     const std::lock_guard<std::mutex> lock(folds_->mutex);
@@ -471,13 +477,16 @@ bool stays_on_servers(const Placement& placement, const std::vector<int>& nodes,
 // every position (or, at expert tensor parallelism 1, one expert group over every copy's
 // members: `spans`), as may_build_copies asks of a group built.
 bool CostModel::whole_groups(const PlanPoint& p, int copies, int g, bool& spans) const {
+  // (Expert groups fold where copies are left implicit, which a tree all-reduce rules
+  // out, ZeRO or not.)
+  const bool tree = s_.strategy.allreduce == AllReduceAlgo::kTree;
   const int cp = std::max(1, p.context);
   const int experts = std::max(1, p.expert) * std::max(1, p.expert_tensor);
   spans = false;
   if (g % cp != 0 && cp != copies) return false;  // (or one context group over every copy)
   for (int q = 0; q < p.positions() && experts > 1; ++q) {
     const int lanes = p.stages[u(q)].replicas * t_;
-    if (g % cp != 0) return false;
+    if (g % cp != 0 || tree) return false;
     if (p.expert_tensor <= 1 && p.expert == copies * lanes) {
       spans = true;
     } else if ((g * lanes) % experts != 0) {

@@ -116,8 +116,11 @@ def gemm_times(m, k, n):
     reps = reps_for(flops)
     a = torch.randn(m, k, device=DEV, dtype=BF16)
     b = torch.randn(k, n, device=DEV, dtype=BF16)
-    row["bf16_graph_s"] = graph_time(lambda: a @ b, reps)
-    row["bf16_eager_s"] = eager_time(lambda: a @ b)
+    try:
+        row["bf16_graph_s"] = graph_time(lambda: a @ b, reps)
+        row["bf16_eager_s"] = eager_time(lambda: a @ b)
+    except Exception as exc:  # (one shape's failure keeps the others)
+        row["bf16_error"] = f"{type(exc).__name__}: {exc}"
     try:
         a8 = a.to(FP8)
         b8 = b.t().contiguous().to(FP8).t()  # column-major, as cuBLASLt's fp8 GEMM takes it
@@ -193,7 +196,10 @@ def scaling_grid(shapes):
 
 
 def main():
-    out = sys.argv[1]
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(paths) != 1:
+        sys.exit("usage: gpu_gemm.py OUT.json [--quick] [--cpu]")
+    out = paths[0]
     quick = "--quick" in sys.argv or CPU
     t0 = time.time()
     if CPU:
@@ -203,7 +209,10 @@ def main():
         res = {"device": torch.cuda.get_device_name(0), "sms": p.multi_processor_count,
                "memory_bytes": p.total_memory, "torch": torch.__version__,
                "cuda": torch.version.cuda}
-        torch.backends.cuda.matmul.allow_tf32 = False
+        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = False
 
     def save():
         res["elapsed_s"] = time.time() - t0
@@ -217,8 +226,11 @@ def main():
     models = [("tiny", 64, 32)] if CPU else EXPERTS[:1] if quick else EXPERTS
     guarded(res, "experts", lambda: expert_grid(tokens, models))
     save()
-    shapes = [(64, 64)] if CPU else [(T, h) for T in (1024, 4096, 8192) for _, h, _ in EXPERTS]
-    shapes += [] if CPU else [(h, 2 * f) for _, h, f in EXPERTS]
+    # What the expert GEMMs read: tokens x hidden and tokens x width (activations),
+    # hidden x 2 width and width x hidden (weights).
+    shapes = [(64, 64)] if CPU else [
+        shape for T in tokens for _, h, f in EXPERTS for shape in ((T, h), (T, f))]
+    shapes += [] if CPU else [shape for _, h, f in EXPERTS for shape in ((h, 2 * f), (f, h))]
     guarded(res, "scaling", lambda: scaling_grid(shapes))
     save()
     print(f"done in {time.time() - t0:.1f} s", flush=True)

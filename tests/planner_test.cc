@@ -164,8 +164,9 @@ int predicted_folds(const Scenario& sc) {
 }
 
 // The copies the prediction counts once are those the simulator folds: g at a time, the
-// fewest of fold_groups that fill whole servers and whole context groups. On 4 servers of 8
-// (one NIC a GPU), each layout's copies (data x context) over g:
+// fewest of fold_groups that fill whole servers (each position's apart in Megatron-Core's
+// rank order) and hold whole context and expert groups. On 4 servers of 8 (one NIC a GPU),
+// each layout's copies (data x context) over g:
 //   TP 2 x DP 16: 2 GPUs a copy, 4 to a server: 16 / 4;  DP 32: 32 / 8;
 //   TP 2 x PP 2 x DP 8: 8 / 2;  TP 8 x DP 4: 4 / 1;
 //   PP 2 (2 chunks each) x DP 16: 2 GPUs a copy (its 4 chunks share them): 16 / 4;
@@ -231,8 +232,9 @@ strategy: {)";
   }
 }
 
-// Random layouts of 32 GPUs on 4 servers of 8 (one port a server or one a GPU; every
-// placement; ring, hierarchical or auto all-reduce; pipeline, interleaving, tensor,
+// Random layouts of 32 GPUs on 4 servers of 8 (one port a server or one a GPU; one
+// fabric switch or a leaf for every two servers; every placement; ring, hierarchical,
+// tree or auto all-reduce; pipeline, interleaving, tensor,
 // context, expert and expert-tensor degrees): the prediction never counts more copies as
 // one than the simulator folds (so it never takes a plan for cheaper to simulate than it
 // is), and it counts as many on most layouts. Where it counts fewer the simulator found a
@@ -241,7 +243,7 @@ strategy: {)";
 TEST(SimulationWork, NeverCountsMoreCopiesAsOneThanTheSimulationFolds) {
   std::mt19937 rng(5);
   const char* placements[] = {"append-first", "fresh-first", "scatter-first"};
-  const char* algos[] = {"ring", "hierarchical", "auto"};
+  const char* algos[] = {"ring", "hierarchical", "auto", "tree"};
   const auto cases = static_cast<int>(test::random_cases(100));
   int layouts = 0, same = 0;
   for (int trial = 0; trial < 40 * cases && layouts < cases; ++trial) {
@@ -251,23 +253,27 @@ TEST(SimulationWork, NeverCountsMoreCopiesAsOneThanTheSimulationFolds) {
     const int dp = 32 / (pp * tp * cp);
     const bool interleaved = pp > 1 && rng() % 2;
     const int nics = rng() % 2 ? 1 : 8;
+    const char* algo = algos[rng() % 4];
+    const char* placement = placements[rng() % 3];
+    const auto zero = rng() % 2;
+    const bool leaves = rng() % 4 == 0;
     std::string strategy = fmt::format(
         "schedule: {}, pipeline: {}, tensor: {}, data: {}, context: {}, allreduce: {}, "
         "placement: {}, zero: {}{}",
-        interleaved ? "interleaved" : "dapple", pp, tp, dp, cp, algos[rng() % 3],
-        placements[rng() % 3], rng() % 2, interleaved ? ", virtual_stages: 2" : "");
+        interleaved ? "interleaved" : "dapple", pp, tp, dp, cp, algo, placement, zero,
+        interleaved ? ", virtual_stages: 2" : "");
     if (tp > 1) strategy += ", sequence_parallel: true";
     const bool moe = ep > 1 || etp > 1;
     if (moe) strategy += fmt::format(", expert: {}, expert_tensor: {}", ep, etp);
     const std::string yaml = fmt::format(R"(
 cluster: {{gpu: h100-80gb, nodes: 4, gpus_per_node: 8, intra_node: nvswitch,
-          inter_node: {{preset: ib-ndr, nics: {}}}}}
+          inter_node: {{preset: ib-ndr, nics: {}}}{}}}
 model: {{generator: transformer, layers: 8, hidden: 1024, heads: 8, sequence: 1024,
          vocab: 32000{}}}
 training: {{global_batch: 64, micro_batch: 1, precision: bf16, optimizer: adam}}
 strategy: {{{}}}
 )",
-                                         nics,
+                                         nics, leaves ? ", fabric: {nodes_per_leaf: 2}" : "",
                                          moe ? ", experts: 64, top_k: 2, expert_ffn: 512, "
                                                "mlp: swiglu"
                                              : "",
@@ -285,7 +291,7 @@ strategy: {{{}}}
     same += predicted == simulated;
   }
   EXPECT_EQ(layouts, cases);
-  EXPECT_GE(same, cases * 3 / 4);
+  EXPECT_GE(same, cases * 2 / 3);
 }
 
 TEST(Refine, NeighboursOfAPlan) {
