@@ -487,7 +487,7 @@ bool CostModel::whole_groups(const PlanPoint& p, int copies, int g, bool& spans)
   for (int q = 0; q < p.positions() && experts > 1; ++q) {
     const int lanes = p.stages[u(q)].replicas * t_;
     if (g % cp != 0 || tree) return false;
-    if (p.expert_tensor <= 1 && p.expert == copies * lanes) {
+    if (expert_group_spans_copies(p.expert, p.expert_tensor, copies, lanes)) {
       spans = true;
     } else if ((g * lanes) % experts != 0) {
       return false;

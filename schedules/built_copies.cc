@@ -7,9 +7,13 @@
 
 namespace pipesim {
 
+bool expert_group_spans_copies(int expert, int expert_tensor, int copies, int lanes) {
+  return expert_tensor <= 1 && expert > 1 && expert == copies * lanes;
+}
+
 bool expert_group_spans_copies(const LoweringInput& in, int lanes) {
-  const auto copies = static_cast<int>(in.placement->size());
-  return in.expert_tensor <= 1 && in.expert > 1 && in.expert == copies * lanes;
+  return expert_group_spans_copies(in.expert, in.expert_tensor,
+                                   static_cast<int>(in.placement->size()), lanes);
 }
 
 bool fills_whole_servers(const Placement& placement, const std::vector<int>& device_node, int group,
@@ -57,14 +61,6 @@ bool fills_whole_servers(const Placement& placement, const std::vector<int>& dev
   return true;
 }
 
-namespace {
-
-bool servers_filled(const LoweringInput& in, int group, bool cyclic = false) {
-  return fills_whole_servers(*in.placement, in.device_node, group, cyclic);
-}
-
-}  // namespace
-
 bool may_build_copies(const LoweringInput& in, int group) {
   const Placement& placement = *in.placement;
   const auto copies = static_cast<int>(placement.size());
@@ -86,13 +82,13 @@ bool may_build_copies(const LoweringInput& in, int group) {
     }
     if (group * L % experts != 0) return false;
   }
-  if (spans && !servers_filled(in, group, true)) return false;
+  if (spans && !fills_whole_servers(placement, in.device_node, group, true)) return false;
   // (A tree's members do not rotate with the copies; a hierarchical collective's servers
   // must.)
   const auto& algos = in.allreduce;
   if (std::count(algos.begin(), algos.end(), AllReduceAlgo::kTree) > 0) return false;
   if (std::count(algos.begin(), algos.end(), AllReduceAlgo::kHierarchical) > 0 &&
-      !servers_filled(in, group))
+      !fills_whole_servers(placement, in.device_node, group))
     return false;
   // Copy c's GPUs and copy c + group's go at the same pace with the same overhead: so they
   // do where every GPU does.

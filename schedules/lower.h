@@ -225,6 +225,9 @@ bool fills_whole_servers(const Placement& placement, const std::vector<int>& dev
 // them fills whole servers, its all-to-alls reaching the implicit members through their
 // images (AllToAllImages), with no expert gradients to reduce.
 bool expert_group_spans_copies(const LoweringInput& in, int lanes);
+// The same from the degrees alone (expert, expert_tensor, copies, a copy's lanes on the
+// position): the planner's prediction of the fold asks it before any placement exists.
+bool expert_group_spans_copies(int expert, int expert_tensor, int copies, int lanes);
 
 TaskGraph lower(const LoweringInput& in);
 

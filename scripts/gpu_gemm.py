@@ -29,9 +29,10 @@ import json
 import statistics
 import sys
 import time
-import traceback
 
 import torch
+
+from gpu_ops import guarded, timed  # the same timing, one op between two events
 
 BF16 = torch.bfloat16
 FP8 = getattr(torch, "float8_e4m3fn", None)
@@ -39,30 +40,17 @@ CPU = "--cpu" in sys.argv
 DEV = "cpu" if CPU else "cuda"
 
 
-def sync():
-    if not CPU:
-        torch.cuda.synchronize()
-
-
 def eager_time(fn, reps=10, warm=3):
     """Median seconds of one fn() between two events (the host's launch included)."""
+    if not CPU:
+        return timed(fn, reps, warm)
     for _ in range(warm):
         fn()
-    sync()
     times = []
     for _ in range(reps):
-        if CPU:
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-            continue
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
+        t = time.perf_counter()
         fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
+        times.append(time.perf_counter() - t)
     return statistics.median(times)
 
 
@@ -98,15 +86,6 @@ def graph_time(fn, reps, replays=7):
 def reps_for(flops):
     """Copies a graph holds: about 0.5 TFLOP of work, 2 to 50 ops (outputs stay small)."""
     return max(2, min(50, int(5e11 / flops)))
-
-
-def guarded(results, key, fn):
-    try:
-        results[key] = fn()
-    except Exception as exc:  # one failed measurement must not lose the others
-        results[key] = {"error": f"{type(exc).__name__}: {exc}"}
-        traceback.print_exc()
-    print(f"{key}: {json.dumps(results[key])[:300]}", flush=True)
 
 
 def gemm_times(m, k, n):
