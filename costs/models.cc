@@ -8,6 +8,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "costs/internal/recompute_parts.h"
 #include "costs/roofline.h"
 
 namespace pipesim {
@@ -289,10 +290,6 @@ bool outside_tensor_region(const std::string& op) {
          op == "cast_kv_down" || op == "kv_norm";
 }
 
-bool attention_core(const std::string& op) {
-  return op == "scores" || op == "softmax" || op == "attention_dropout" || op == "values";
-}
-
 // Sets the layer's tp_whole_* times: the sums over its ops `whole` picks.
 template <typename Pred>
 void set_whole_ops(Layer& x, Pred whole) {
@@ -442,12 +439,6 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
                           (fp8 ? (moe ? 2 : 3) * sbh : 0) + mlp_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
-  // Selective recompute re-runs QK^T and attention over values (2 x 2bs^2h FLOPs) and does
-  // not keep their s^2 tensors: the softmax output and the dropout output in the training
-  // precision (2 x as^2b elements) plus the dropout mask (as^2b bytes). Flash attention
-  // keeps none of them already.
-  const double core_flops = 4 * b * s * s * qd;
-  const int64_t core_bytes = t.flash_attention ? 0 : 2 * as2b * elem + as2b;
   Layer x = layer_from_ops("layer", ops, layer_flops, layer_params, activation, sbh * elem,
                            training, gpu);
   // Each op's part and whether it lies outside the tensor-parallel region, once (the
@@ -507,14 +498,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   x.tp_replicated_weight_activation = 2 * sbh * (fp8 ? 1 : elem);
   // Norms, two output biases (and a MoE layer's router, whole on every rank).
   x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden + (moe ? t.hidden * t.experts : 0);
-  if (!t.flash_attention) {
-    for (const OpCost& op : x.ops) {
-      if (attention_core(op.name))
-        x.attention_core_forward = checked_add(x.attention_core_forward, op.forward, "a time");
-    }
-    x.attention_core_flops = core_flops;
-    x.attention_core_bytes = core_bytes;
-  }
+  x.recompute_parts = internal::recompute_parts(t, moe, x, b, elem, fp8);
   return x;
 }
 

@@ -230,10 +230,11 @@ class CostModel {
   void price_splits(const LayerCommCosts& comm, int context, int expert, int expert_tensor);
   // The sums a stage of `replicas` replicas runs at (null: f_, b_, w_, rf_ and comm_).
   const SplitSums* split_sums(int replicas) const;
-  // Attention core; ops run whole without sequence parallelism (whole_rf_: of the layers a
-  // full recompute re-runs).
+  // What selective recompute re-runs (core_, core_bytes_ what it frees, core_repl_ of those
+  // whole on every tensor rank); ops run whole without sequence parallelism (whole_rf_: of
+  // the layers a full recompute re-runs).
   std::vector<double> core_, whole_, whole_rf_;
-  std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, repl_;
+  std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, core_repl_, repl_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank
   std::vector<int> tied_;                          // the layers with tied weights (Layer::tied_to)

@@ -18,12 +18,17 @@ namespace {
 Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, int k) {
   Layer x = layer.at_degrees(t, expert, context, etp, k);
   if (context > 1) {
-    for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.attention_core_forward,
-                    &x.tp_whole_forward, &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
+    for (Time* v : {&x.forward, &x.backward_input, &x.backward_weight, &x.tp_whole_forward,
+                    &x.tp_whole_backward_input, &x.tp_whole_backward_weight})
       *v = *v / context;
-    for (int64_t* v : {&x.activation_bytes, &x.output_bytes, &x.tp_replicated_activation,
-                       &x.attention_core_bytes, &x.tp_allreduce_bytes})
+    for (int64_t* v :
+         {&x.activation_bytes, &x.output_bytes, &x.tp_replicated_activation, &x.tp_allreduce_bytes})
       *v /= context;
+    for (RecomputePart& p : x.recompute_parts) {
+      p.cost.forward = p.cost.forward / context;
+      p.cost.bytes /= context;
+      p.cost.replicated_bytes /= context;
+    }
     if (x.weight_activation) *x.weight_activation /= context;
     x.tp_replicated_weight_activation /= context;
   }
@@ -83,8 +88,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   uneven_speed_ = !DeviceSpeed(s).uniform();
   exchange_ops_.assign(L + 1, 0.0);
   for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &whole_, &whole_rf_}) v->assign(L + 1, 0.0);
-  for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &repl_, &rings_,
-                  &repl_params_, &weight_act_, &weight_repl_})
+  for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &core_repl_, &repl_,
+                  &rings_, &repl_params_, &weight_act_, &weight_repl_})
     v->assign(L + 1, 0);
   const int etp = std::max(1, expert_tensor);
   per_node_ = s.cluster.gpus_of_node(0);
@@ -94,19 +99,23 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     const Layer x = rank_layer(s.model.layers[l], t_, expert, context, etp, 1);
     comm_.add(l, comm.of(x), x.recomputed);
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
-    core_[l + 1] = core_[l] + x.attention_core_forward.seconds();
+    // What selective recompute re-runs: the scenario's modules (Strategy::recompute_modules).
+    const RecomputeCost again = x.selective(s.strategy.recompute_modules);
+    core_[l + 1] = core_[l] + again.forward.seconds();
     // Under full recompute: a checkpointed layer keeps its input (whole on every tensor
     // rank), another layer all its activations (split like them).
     kept_full_[l + 1] = kept_full_[l] + (x.recomputed ? std::min(in, x.activation_bytes) : 0);
     kept_split_[l + 1] = kept_split_[l] + (x.recomputed ? 0 : x.activation_bytes);
     rf_[l + 1] = rf_[l] + (x.recomputed ? x.forward.seconds() : 0.0);
-    core_bytes_[l + 1] = core_bytes_[l] + x.attention_core_bytes;
+    core_bytes_[l + 1] = core_bytes_[l] + again.bytes;
+    core_repl_[l + 1] =
+        core_repl_[l] + (t_ > 1 ? std::min(again.replicated_bytes, x.tp_replicated_activation) : 0);
     repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);
     rings_[l + 1] = rings_[l] + 2 * int64_t{x.tp_forward_allreduces} + x.tp_backward_allreduces;
     exchange_ops_[l + 1] =
         exchange_ops_[l] + exchange_ops(x, cp_, expert, etp, s.strategy.context_comm);
     max_layer_act_ = std::max(max_layer_act_, x.activation_bytes);
-    max_core_ = std::max(max_core_, x.attention_core_bytes);
+    max_core_ = std::max(max_core_, again.bytes);
     // Ops every tensor rank runs whole without sequence parallelism (Layer::tp_whole_*).
     whole_[l + 1] = whole_[l] + x.tp_whole_forward.seconds() + x.tp_whole_backward_input.seconds() +
                     x.tp_whole_backward_weight.seconds();

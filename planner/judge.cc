@@ -90,7 +90,8 @@ nlohmann::ordered_json strategy_json(const PlanPoint& p, const Scenario& base) {
 namespace {
 
 // The framework's settings, which every plan keeps from the scenario: the tensor and
-// pipeline overlaps, the gradient buckets, the all-reduce algorithm.
+// pipeline overlaps, the gradient buckets, the all-reduce algorithm, the modules a
+// selective recompute re-runs.
 Strategy framework_settings(const Strategy& b) {
   Strategy st;
   st.allreduce = b.allreduce;
@@ -99,6 +100,7 @@ Strategy framework_settings(const Strategy& b) {
   st.tensor_overlap = b.tensor_overlap;
   st.p2p_overlap = b.p2p_overlap;
   st.overlap_grad_reduce = b.overlap_grad_reduce;
+  st.recompute_modules = b.recompute_modules;  // what `selective` re-runs
   return st;
 }
 

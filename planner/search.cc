@@ -307,8 +307,9 @@ std::vector<ScheduleChoice> schedule_choices(const Scenario& s) {
     base.push_back({ScheduleKind::kZb2p});
     base.push_back({ScheduleKind::kZbV});
   }
-  const bool cores = std::any_of(s.model.layers.begin(), s.model.layers.end(),
-                                 [](const Layer& l) { return l.attention_core_bytes > 0; });
+  const bool cores = std::any_of(
+      s.model.layers.begin(), s.model.layers.end(),
+      [&s](const Layer& l) { return l.selective(s.strategy.recompute_modules).bytes > 0; });
   std::vector<ScheduleChoice> out;
   for (const ScheduleChoice& c : base) {
     out.push_back(c);

@@ -134,11 +134,15 @@ GroupDegrees group_degrees(const Scenario& s) {
           .round_robin = replicas_take_turns(st.schedule)};
 }
 
+RecomputeScope recompute_scope(const Strategy& st) {
+  return {st.recompute_modules, st.recompute_layers};
+}
+
 StageCosts stage_costs(const Scenario& s) {
   const Strategy& st = s.strategy;
   const std::vector<StageProfile> prof =
       stage_profiles(s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s),
-                     st.sequence_parallel, group_degrees(s));
+                     st.sequence_parallel, group_degrees(s), recompute_scope(s.strategy));
   const auto& copy = s.placement.front();
   const DeviceSpeed speed(s);
   StageCosts c;
@@ -203,6 +207,7 @@ SlotOrders scenario_orders(const Scenario& s) {
 
 std::vector<std::string> scenario_warnings(const Scenario& s) {
   std::vector<std::string> out = s.input_warnings;
+  for (std::string& w : recompute_warnings(s)) out.push_back(std::move(w));
   // Analytic layers on a GPU without curves of any generation run at a flat 0.5 of its
   // peaks: say so (SPEC: nothing silent), once per such GPU.
   const bool analytic = std::any_of(s.model.layers.begin(), s.model.layers.end(),
@@ -313,10 +318,11 @@ std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<s
   // or given times (also those a profile's model.batch scaled).
   const size_t fixed = count([](const Layer& l) { return l.source == "profile"; });
   const size_t given = count([](const Layer& l) { return l.source.starts_with("profile"); });
-  const bool no_core =
-      count([](const Layer& l) {
-        return l.attention_core_bytes > 0 || l.attention_core_forward > Time::zero();
-      }) == 0;
+  const RecomputeModules modules = s.strategy.recompute_modules;
+  const bool no_core = count([modules](const Layer& l) {
+                         const RecomputeCost c = l.selective(modules);
+                         return c.bytes > 0 || c.forward > Time::zero();
+                       }) == 0;
   // GPU keys that change compute (not memory, reserved bytes, the per-op overhead or the
   // share communication takes, which act on given times too).
   const auto gpu_compute = [](const std::string& k) {
@@ -349,8 +355,9 @@ std::vector<std::string> what_if_warnings(const Scenario& s, const std::vector<s
           "change with the precision; only memory (weights, gradients, optimizer state) does",
           given, layers.size()));
     if (k == "strategy.recompute" && s.strategy.recompute == Recompute::kSelective && no_core)
-      add("strategy.recompute: selective recomputation re-runs attention cores, and no layer "
-          "has one (given times): no effect; full recomputes whole layers");
+      add("strategy.recompute: selective recomputation re-runs the modules "
+          "strategy.recompute_modules names (the attention core unless it says otherwise), and "
+          "no layer has them (given times): no effect; full recomputes whole layers");
   }
   return out;
 }
@@ -409,11 +416,14 @@ RunInfo run_info(const Scenario& s, double wall_s, const std::vector<Override>& 
     const std::vector<Recompute> modes = recompute_modes(s);
     for (size_t g = 0; g < modes.size(); ++g) {
       const StageSpec& st = s.strategy.stages[g];
+      const std::vector<char> rerun =
+          checkpointed_layers(s.model, st.first_layer, st.last_layer, s.strategy.recompute_layers);
       for (int l = st.first_layer; l <= st.last_layer; ++l) {
         const Layer& x = s.model.layers[static_cast<size_t>(l)];
-        again += modes[g] == Recompute::kFull        ? (x.recomputed ? x.forward_flops : 0.0)
-                 : modes[g] == Recompute::kSelective ? x.attention_core_flops
-                                                     : 0.0;
+        if (modes[g] == Recompute::kFull && rerun[static_cast<size_t>(l - st.first_layer)])
+          again += x.forward_flops;
+        else if (modes[g] == Recompute::kSelective)
+          again += x.selective(s.strategy.recompute_modules).flops;
       }
     }
     info.hardware_flops = info.model_flops + again * micro_batches;
@@ -529,7 +539,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     in.orders = scenario_orders(s);
     in.stages =
         stage_profiles(s.model, s.strategy.stages, recompute_modes(s), stage_tensor_degrees(s),
-                       s.strategy.sequence_parallel, group_degrees(s));
+                       s.strategy.sequence_parallel, group_degrees(s), recompute_scope(s.strategy));
     in.context = s.strategy.context;
     in.expert = s.strategy.expert;
     in.expert_tensor = s.strategy.expert_tensor;

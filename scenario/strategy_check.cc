@@ -28,6 +28,10 @@ void check_ranges(const Strategy& st, const Locator& at) {
   whole("strategy.context", st.context, 1, 4096);
   whole("strategy.expert", st.expert, 1, 1 << 20);
   whole("strategy.expert_tensor", st.expert_tensor, 1, 4096);
+  whole("strategy.recompute_layers", st.recompute_layers, 0, 1'000'000);
+  if (st.recompute_modules == 0 || st.recompute_modules >= (1u << kRecomputeModuleCount))
+    at.fail("strategy.recompute_modules", "expected a non-empty set of modules",
+            "core_attn, layernorm, mlp, moe_act, mla_up_proj, shared_experts");
   for (size_t g = 0; g < st.stages.size(); ++g) {
     const StageSpec& s = st.stages[g];
     whole(fmt::format("strategy.stages.{}.replicas", g), s.replicas, 1, 1'000'000);
@@ -82,6 +86,15 @@ void check_options(const Scenario& sc, const Locator& at) {
                         "produces them",
                         st.zero),
             "zero: 0 or 1, or overlap_grad_reduce: true");
+  const bool selective = std::any_of(st.stages.begin(), st.stages.end(), [&](const StageSpec& g) {
+    return st.recompute_of(g) == Recompute::kSelective;
+  });
+  if (st.shared_expert_overlap && selective &&
+      (st.recompute_modules & module_bit(RecomputeModule::kSharedExperts)) != 0)
+    at.fail("strategy.recompute_modules",
+            "shared experts overlapped with the token exchange are not recomputed (Megatron-Core "
+            "rejects the two together)",
+            "leave shared_experts out, or shared_expert_overlap: false");
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;

@@ -108,6 +108,32 @@ Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string
   return m;
 }
 
+// strategy.recompute_modules: Megatron-Core's --recompute-modules, a non-empty list of the
+// parts selective recompute re-runs (RecomputeModule). `moe` (the whole MoE layer, its
+// all-to-alls again) is not modelled, and is an error.
+RecomputeModules read_recompute_modules(const Reader& r, const YAML::Node& n) {
+  const char* path = "strategy.recompute_modules";
+  std::string allowed;
+  for (int m = 0; m < kRecomputeModuleCount; ++m)
+    allowed += (m ? ", " : "") + std::string(to_string(static_cast<RecomputeModule>(m)));
+  if (!n.IsSequence() || n.size() == 0)
+    r.fail(n, path, "expected a non-empty list of modules", "[" + allowed + "]");
+  RecomputeModules out = 0;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string item = fmt::format("{}.{}", path, i);
+    const std::string name = r.scalar(n[i], item, allowed);
+    const std::optional<RecomputeModule> m = parse_recompute_module(name);
+    if (name == "moe")
+      r.fail(n[i], item,
+             "recomputing whole MoE layers (their token all-to-alls again) is not modelled",
+             "moe_act and shared_experts re-run the experts' parts without the exchange; or " +
+                 allowed);
+    if (!m) r.fail(n[i], item, fmt::format("unknown module '{}'", name), allowed);
+    out |= module_bit(*m);
+  }
+  return out;
+}
+
 // strategy.context, context_comm, expert, expert_tensor, routing_imbalance and
 // expert_dispatch (SPEC section 9), and shared_expert_overlap.
 void read_context_and_experts(const Reader& r, const YAML::Node& n, Strategy& st) {
@@ -232,6 +258,11 @@ void read_options(const Reader& r, const YAML::Node& n, Strategy& st) {
   if (n["warmup"].IsDefined()) st.warmup = read_warmup(r, n["warmup"], "strategy.warmup");
   if (n["recompute"].IsDefined())
     st.recompute = read_recompute(r, n["recompute"], "strategy.recompute", st);
+  if (n["recompute_modules"].IsDefined())
+    st.recompute_modules = read_recompute_modules(r, n["recompute_modules"]);
+  if (n["recompute_layers"].IsDefined())
+    st.recompute_layers = static_cast<int>(
+        r.integer(n["recompute_layers"], "strategy.recompute_layers", 1, 1'000'000));
   if (n["tensor"].IsDefined())
     st.tensor = static_cast<int>(r.integer(n["tensor"], "strategy.tensor", 1, 4096));
   st.sequence_parallel = read_flag(r, n["sequence_parallel"], "strategy.sequence_parallel", false);
@@ -274,6 +305,8 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                 "bucket_buffers",
                 "warmup",
                 "recompute",
+                "recompute_modules",
+                "recompute_layers",
                 "tensor",
                 "sequence_parallel",
                 "tensor_overlap",

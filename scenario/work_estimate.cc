@@ -157,10 +157,13 @@ void add_stage(const Scenario& s, size_t g, double fastest, WorkEstimate& w) {
   double params = 0, tp_allreduces = 0;
   const double layers = stage.last_layer - stage.first_layer + 1;
   const bool full_recompute = st.recompute_of(stage) == Recompute::kFull;
+  const std::vector<char> rerun =
+      checkpointed_layers(s.model, stage.first_layer, stage.last_layer, st.recompute_layers);
   for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
     const Layer& layer = s.model.layers[static_cast<size_t>(l)];
     params += static_cast<double>(layer.params);
-    add_layer(s, stage, layer, full_recompute && layer.recomputed, x, w, tp_allreduces);
+    add_layer(s, stage, layer, full_recompute && rerun[static_cast<size_t>(l - stage.first_layer)],
+              x, w, tp_allreduces);
   }
   // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
   // stage's replicas in every copy, one group per tensor rank.

@@ -53,9 +53,10 @@ struct StageProfile {
   int64_t input_bytes = 0;  // what arrives from the previous stage (model input on stage 0)
   int64_t output_bytes = 0;
   int64_t params = 0;
-  // With recompute: bytes kept from F until the backward (full: each layer's input;
-  // selective: all but the attention core), bytes R allocates again (the largest layer's
-  // share, as the backward recomputes layer by layer), and R's time.
+  // With recompute: bytes kept from F until the backward (full: each checkpointed layer's
+  // input, the other layers' activations; selective: all but what the modules re-run
+  // free), bytes R allocates again (the largest layer's share, as the backward recomputes
+  // layer by layer), and R's time.
   int64_t kept_bytes = 0, transient_bytes = 0;
   Time recompute_time;
   // R re-runs the forward (its tensor all-reduces too) of every layer Layer::recomputed.
@@ -127,11 +128,18 @@ struct GroupDegrees {
   int64_t micro_batch = 0;
   bool round_robin = false;
 };
+// `scope`: what a selective recompute re-runs and how many layers of each stage a full one
+// checkpoints (Strategy::recompute_modules, Strategy::recompute_layers).
+struct RecomputeScope {
+  RecomputeModules modules = kDefaultRecomputeModules;
+  int layers = 0;
+};
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},
                                          const std::vector<int>& tensor = {},
                                          bool sequence_parallel = false,
-                                         const GroupDegrees& groups = {});
+                                         const GroupDegrees& groups = {},
+                                         const RecomputeScope& scope = {});
 
 // One GPU's share of a stage's activations for one micro-batch, as the lowering counts
 // them on a stage of `replicas` replicas and tensor degree t: `held`, what F leaves

@@ -61,6 +61,16 @@ constexpr std::array<std::pair<std::string_view, ScheduleKind>, 13> kScheduleNam
     {"zb-2p", ScheduleKind::kZb2p},
     {"zb-v", ScheduleKind::kZbV},
 }};
+// Megatron-Core's names (--recompute-modules).
+constexpr std::array<std::pair<std::string_view, RecomputeModule>, kRecomputeModuleCount>
+    kRecomputeModuleNames{{
+        {"core_attn", RecomputeModule::kCoreAttn},
+        {"layernorm", RecomputeModule::kLayernorm},
+        {"mlp", RecomputeModule::kMlp},
+        {"moe_act", RecomputeModule::kMoeAct},
+        {"mla_up_proj", RecomputeModule::kMlaUpProj},
+        {"shared_experts", RecomputeModule::kSharedExperts},
+    }};
 constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
     {"schedule", Warmup::kSchedule},
     {"deep", Warmup::kDeep},
@@ -120,6 +130,40 @@ std::string_view to_string(Warmup w) {
 
 std::optional<Warmup> parse_warmup(std::string_view name) {
   return value_of(kWarmupNames, name);
+}
+
+std::string_view to_string(RecomputeModule m) {
+  return name_of(kRecomputeModuleNames, m);
+}
+
+std::optional<RecomputeModule> parse_recompute_module(std::string_view name) {
+  return value_of(kRecomputeModuleNames, name);
+}
+
+RecomputeCost Layer::selective(RecomputeModules modules) const {
+  RecomputeCost sum;
+  for (const RecomputePart& p : recompute_parts) {
+    if ((modules & module_bit(p.module)) == 0) continue;
+    sum.forward += p.cost.forward;
+    sum.flops += p.cost.flops;
+    sum.bytes += p.cost.bytes;
+    sum.replicated_bytes += p.cost.replicated_bytes;
+  }
+  sum.bytes = std::min(sum.bytes, activation_bytes);
+  sum.replicated_bytes = std::min(sum.replicated_bytes, sum.bytes);
+  return sum;
+}
+
+std::vector<char> checkpointed_layers(const Model& m, int first, int last, int block) {
+  std::vector<char> out;
+  int taken = 0;
+  for (int l = first; l <= last; ++l) {
+    const bool yes =
+        m.layers.at(static_cast<size_t>(l)).recomputed && (block <= 0 || taken < block);
+    taken += yes ? 1 : 0;
+    out.push_back(yes ? 1 : 0);
+  }
+  return out;
 }
 
 std::string_view to_string(Recompute r) {
@@ -185,6 +229,14 @@ Layer Layer::at_tensor_degree(int t, int ep, int cp, int etp) const {
   x.backward_weight = times.backward_weight;
   x.tp_backward_beside = std::move(times.backward_beside);
   x.pieces = std::move(times.pieces);
+  // The recompute parts' ops at these degrees.
+  for (RecomputePart& p : x.recompute_parts) {
+    p.cost.forward = Time::zero();
+    for (const OpCost& op : times.ops) {
+      if (std::find(p.ops.begin(), p.ops.end(), op.name) != p.ops.end())
+        p.cost.forward += op.forward;
+    }
+  }
   return x;
 }
 

@@ -143,6 +143,47 @@ struct AttentionFacts {
   int64_t qkv_bytes = 0;
 };
 
+// The parts of a generated transformer layer Megatron-Core's selective recompute can re-run
+// in the backward instead of keeping their tensors (strategy.recompute_modules; docs/memory.md,
+// "Recompute, module by module"): the attention core, the two norms, a dense layer's MLP, the
+// routed experts' activation function, latent attention's up-projections and the shared
+// experts.
+enum class RecomputeModule : uint8_t {
+  kCoreAttn,
+  kLayernorm,
+  kMlp,
+  kMoeAct,
+  kMlaUpProj,
+  kSharedExperts
+};
+inline constexpr int kRecomputeModuleCount = 6;
+std::string_view to_string(RecomputeModule m);
+std::optional<RecomputeModule> parse_recompute_module(std::string_view name);
+// A set of modules: bit (1 << m) for module m. Megatron-Core's default is the attention core.
+using RecomputeModules = uint8_t;
+constexpr RecomputeModules module_bit(RecomputeModule m) {
+  return static_cast<RecomputeModules>(1u << static_cast<unsigned>(m));
+}
+inline constexpr RecomputeModules kDefaultRecomputeModules = module_bit(RecomputeModule::kCoreAttn);
+
+// What re-running some of a layer's parts costs and saves, for one micro-batch: their
+// forward time (at the layer's degrees, Layer::at_tensor_degree), their FLOPs, the activation
+// bytes the layer no longer keeps from the forward to the backward, and of those the bytes
+// every tensor rank holds whole without sequence parallelism.
+struct RecomputeCost {
+  Time forward;
+  double flops = 0;
+  int64_t bytes = 0;
+  int64_t replicated_bytes = 0;
+};
+
+// One module of a layer: the names of the ops it re-runs (Layer::ops) and their cost.
+struct RecomputePart {
+  RecomputeModule module = RecomputeModule::kCoreAttn;
+  std::vector<std::string> ops;
+  RecomputeCost cost;
+};
+
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {
   std::string name;
@@ -169,12 +210,12 @@ struct Layer {
   int64_t output_bytes = 0;  // sent to the next stage (the gradient coming back is as big)
   int64_t params = 0;
   double forward_flops = 0;  // for one micro-batch; 0 when not known
-  // The attention core (scores, softmax, dropout, attention over values) of a transformer
-  // layer: what selective recompute re-runs, and the activation bytes it then does not keep
-  // (Korthikanti et al. 2022, section 4: the 5as^2b term). Zero for other layers.
-  Time attention_core_forward;
-  double attention_core_flops = 0;
-  int64_t attention_core_bytes = 0;
+  // Generated transformer layers: the modules selective recompute can re-run (the attention
+  // core: Korthikanti et al. 2022, section 4, the 5as^2b term without flash attention).
+  // Empty for other layers.
+  std::vector<RecomputePart> recompute_parts;
+  // The sum over the parts in `modules`.
+  RecomputeCost selective(RecomputeModules modules) const;
   // Whether a full recompute re-runs the layer. Megatron-LM and DeepSpeed checkpoint the
   // transformer layers only: a generated model's embedding and output layer keep their
   // activations and are not run again.
@@ -260,6 +301,11 @@ struct Model {
   int64_t input_bytes = 0;  // one micro-batch of input samples (kept by gpipe-recompute on stage 0)
   int64_t tokens_per_sample = 0;  // the sequence length, for models that have one
 };
+
+// Under a full recompute of layers [first, last], which of them are checkpointed (1) and
+// re-run: every Layer::recomputed one, or with `block` > 0 (Strategy::recompute_layers) the
+// first `block` of those; the others keep their activations.
+std::vector<char> checkpointed_layers(const Model& m, int first, int last, int block);
 
 // fp32; mixed (bf16/fp16 with fp32 master weights); fp8: mixed, with the transformer's
 // weight GEMMs in fp8 as Transformer Engine runs them (costs/models.h).
@@ -416,6 +462,12 @@ struct Strategy {
   int virtual_stages = 1;  // model chunks per device (interleaved; 2 under zb-v)
   Warmup warmup = Warmup::kSchedule;
   Recompute recompute = Recompute::kNone;  // gpipe-recompute: full on every stage
+  // What `selective` re-runs (Megatron-Core's --recompute-modules).
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
+  // `full` checkpoints only the first n transformer layers of each stage (Megatron-Core's
+  // --recompute-method block --recompute-num-layers n; each model chunk under interleaving);
+  // the others keep their activations. 0: every layer.
+  int recompute_layers = 0;
   int tensor = 1;                          // tensor-parallel degree of every stage
   bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
   // Which tensor collectives run beside compute (TensorOverlap).

@@ -331,14 +331,18 @@ Time rank_optimizer(const Layer& layer, int t, const GroupDegrees& groups) {
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute,
                                          const std::vector<int>& tensor, bool sequence_parallel,
-                                         const GroupDegrees& groups) {
+                                         const GroupDegrees& groups, const RecomputeScope& scope) {
   std::vector<StageProfile> out;
   out.reserve(stages.size());
   for (size_t g = 0; g < stages.size(); ++g) {
     const StageSpec& s = stages[g];
     const Recompute mode = recompute.empty() ? Recompute::kFull : recompute[g];
+    const std::vector<char> checkpointed =
+        checkpointed_layers(model, s.first_layer, s.last_layer, scope.layers);
+    int64_t replicated_freed = 0;  // selective: of the bytes not kept, whole on every rank
     StageProfile p;
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
+      const bool rerun = checkpointed[static_cast<size_t>(l - s.first_layer)] != 0;
       const int t = tensor.empty() ? 1 : tensor[g];
       const Layer& base = model.layers.at(static_cast<size_t>(l));
       // The shards each micro-batch's samples are priced in on this stage's replicas.
@@ -382,7 +386,7 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
                  groups.tensor_pieces),
           in_fp8(allreduces(layer.tp_backward_allreduces, tp_bytes, layer.tp_backward_beside),
                  layer, false, groups.tensor_pieces),
-          layer.recomputed,
+          rerun,
           {},
           0};
       cost.expert_params = experts;
@@ -411,12 +415,13 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       const int64_t input =
           l == 0 ? model.input_bytes : model.layers.at(static_cast<size_t>(l) - 1).output_bytes;
       if (mode == Recompute::kSelective) {
-        const int64_t core = std::min(layer.attention_core_bytes, layer.activation_bytes);
-        p.kept_bytes = checked_add(p.kept_bytes, layer.activation_bytes - core, "kept activations");
-        p.transient_bytes = std::max(p.transient_bytes, core);
-        p.recompute_time =
-            checked_add(p.recompute_time, layer.attention_core_forward, "a recompute time");
-      } else if (layer.recomputed) {
+        const RecomputeCost again = layer.selective(scope.modules);
+        p.kept_bytes =
+            checked_add(p.kept_bytes, layer.activation_bytes - again.bytes, "kept activations");
+        p.transient_bytes = std::max(p.transient_bytes, again.bytes);
+        p.recompute_time = checked_add(p.recompute_time, again.forward, "a recompute time");
+        replicated_freed += std::min(again.replicated_bytes, layer.tp_replicated_activation);
+      } else if (rerun) {
         // Full: the layer's input, which tensor parallelism leaves whole.
         const int64_t kept = std::min(input, layer.activation_bytes);
         p.kept_bytes = checked_add(p.kept_bytes, kept, "kept activations");
@@ -424,7 +429,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
         p.transient_bytes = std::max(p.transient_bytes, layer.activation_bytes - kept);
         p.recompute_time = checked_add(p.recompute_time, layer.forward, "a recompute time");
       } else {
-        // Not checkpointed (an embedding, an output layer): everything stays, nothing reruns.
+        // Not checkpointed (an embedding, an output layer, a layer past
+        // Strategy::recompute_layers): everything stays, nothing reruns.
         p.kept_bytes = checked_add(p.kept_bytes, layer.activation_bytes, "kept activations");
         p.replicated_kept =
             checked_add(p.replicated_kept, layer.tp_replicated_activation, "kept activations");
@@ -432,8 +438,9 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
     }
     p.full_recompute = mode != Recompute::kSelective;
     // Selective recompute keeps the layer-norm and dropout tensors among the rest
-    // (Korthikanti et al., Table 2).
-    if (!p.full_recompute) p.replicated_kept = p.replicated_activation;
+    // (Korthikanti et al., Table 2), unless it re-runs the norms.
+    if (!p.full_recompute)
+      p.replicated_kept = std::max<int64_t>(0, p.replicated_activation - replicated_freed);
     p.input_bytes = s.first_layer == 0
                         ? model.input_bytes
                         : model.layers.at(static_cast<size_t>(s.first_layer) - 1).output_bytes;

@@ -1,0 +1,119 @@
+// Selective recompute, module by module (Megatron-Core's --recompute-modules), for a
+// generated transformer layer. The bytes are costs/models.cc's activation accounting
+// (docs/models.md) split by the module that holds each tensor; e below is the training
+// precision's bytes per element.
+#include "costs/internal/recompute_parts.h"
+
+#include <algorithm>
+#include <string>
+
+namespace pipesim::internal {
+
+namespace {
+
+bool core_op(const std::string& op) {
+  return op == "flash_attention" || op == "scores" || op == "softmax" ||
+         op == "attention_dropout" || op == "values";
+}
+
+bool expert_act(const std::string& op) {
+  return op == "expert_swiglu" || op == "expert_geglu" || op == "expert_gelu";
+}
+
+bool up_projection(const std::string& op) {
+  return op == "q_norm" || op == "q_up" || op == "cast_q_up" || op == "kv_norm" || op == "kv_up" ||
+         op == "cast_kv_up" || op == "rotary";
+}
+
+// A dense layer's MLP after its norm: its GEMMs, their casts and the activation.
+bool dense_mlp(const std::string& op) {
+  return op == "fc1" || op == "cast_fc1" || op == "gelu" || op == "swiglu" || op == "geglu" ||
+         op == "fc2" || op == "cast_fc2";
+}
+
+// The part of module m re-running the ops `pick` names, freeing `bytes` (`replicated` of
+// them whole on every tensor rank without sequence parallelism).
+template <typename Pick>
+RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
+                   double replicated = 0) {
+  RecomputePart p;
+  p.module = m;
+  for (const OpCost& op : x.ops) {
+    if (!pick(op.name)) continue;
+    p.ops.push_back(op.name);
+    p.cost.forward += op.forward;
+    if (op.matrix) p.cost.flops += op.flops;  // (model FLOPs count the GEMMs')
+  }
+  p.cost.bytes = static_cast<int64_t>(bytes);
+  p.cost.replicated_bytes = static_cast<int64_t>(replicated);
+  return p;
+}
+
+}  // namespace
+
+std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, const Layer& x,
+                                           double b, int64_t element, bool fp8) {
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const double a = static_cast<double>(t.heads), S = s * b, e = static_cast<double>(element);
+  std::vector<RecomputePart> out;
+  // The attention core: keeps its inputs (queries, keys, values) and, without flash
+  // attention, no longer keeps its s^2 tensors (Korthikanti et al. 2022, section 4: two
+  // 16-bit as^2b tensors and the dropout's byte mask). Flash attention keeps none of them:
+  // re-running its kernel saves nothing but its softmax statistics.
+  const double as2b = a * s * s * b;
+  out.push_back(
+      part(RecomputeModule::kCoreAttn, x, core_op, t.flash_attention ? 0 : 2 * as2b * e + as2b));
+  // The norms Transformer Engine does not fuse into the GEMM after them (output discarded,
+  // re-run before that GEMM's backward): latent attention's first (its down-projections
+  // read it) and a MoE layer's second (the router reads it). The standard attention's and a
+  // dense MLP's norms are part of TE's LayerNormLinear, which Megatron-Core's `layernorm`
+  // leaves alone. Freed: the norm's output as its readers keep it (under fp8 the
+  // down-projections' fp8 copy, the router's 16 bits always); whole on every tensor rank
+  // without sequence parallelism (Korthikanti's 10sbh).
+  const bool first = t.latent.has_value();
+  const double norms = (first ? S * h * (fp8 ? 1 : e) : 0) + (moe ? S * h * e : 0);
+  out.push_back(part(
+      RecomputeModule::kLayernorm, x,
+      [first, moe](const std::string& op) {
+        return (first && op == "ln1") || (moe && op == "ln2");
+      },
+      norms, norms));
+  // The MLP's 16-bit tensors per token and unit of width: fc1's output (2, gated 4) and the
+  // activation's (2): 4 or 6 halves of e bytes.
+  const double gate = t.gated() ? 6 : 4;
+  if (!moe) {
+    // A dense MLP keeps its input (the norm's output) and no longer keeps fc1's output and
+    // the activation's (under fp8 fc2 keeps the activation's fp8 copy: one unit less).
+    const double f = static_cast<double>(t.ffn);
+    out.push_back(
+        part(RecomputeModule::kMlp, x, dense_mlp, (gate - (fp8 ? 1 : 0)) * S * f * e / 2));
+  } else {
+    // The routed experts' activation (output discarded): its output, fc2's input, for the
+    // k S routed copies.
+    const double F = static_cast<double>(t.routed_ffn()), k = t.top_k;
+    out.push_back(part(RecomputeModule::kMoeAct, x, expert_act, k * S * F * e));
+    if (t.shared_experts > 0) {
+      const double shared = F * t.shared_experts;
+      out.push_back(part(
+          RecomputeModule::kSharedExperts, x,
+          [](const std::string& op) { return op.starts_with("shared_"); },
+          gate * S * shared * e / 2));
+    }
+  }
+  if (t.latent) {
+    // Latent attention's bottleneck norms, up-projections and rotary embedding (output
+    // discarded, re-run under no_grad): the queries and keys (head_dim + rope_dim a head)
+    // and values (head_dim) the core reads, and the normed bottlenecks the up-projections
+    // read (q_rank and kv_rank wide); the compressed tensors stay.
+    const TransformerShape::Latent& l = *t.latent;
+    const double D = static_cast<double>(l.head_dim), R = static_cast<double>(l.rope_dim);
+    const double ranks = static_cast<double>(l.q_rank + l.kv_rank);
+    out.push_back(
+        part(RecomputeModule::kMlaUpProj, x, up_projection, (a * (3 * D + 2 * R) + ranks) * S * e));
+  }
+  // (Nothing a module frees exceeds what the layer keeps: Layer::selective clamps the sum.)
+  for (RecomputePart& p : out) p.cost.bytes = std::min(p.cost.bytes, x.activation_bytes);
+  return out;
+}
+
+}  // namespace pipesim::internal

@@ -1,0 +1,257 @@
+// Megatron-Core's recompute options beyond none | full | selective: the modules a selective
+// recompute re-runs (strategy.recompute_modules) and the layers of each stage a full one
+// checkpoints (strategy.recompute_layers, its block method). Bytes hand-worked from
+// costs/models.cc's activation accounting (docs/models.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "costs/models.h"
+#include "schedules/lower.h"
+#include "tests/support.h"
+#include "topology/presets.h"
+
+namespace pipesim {
+namespace {
+
+// s = 1024, b = 2 (S = 2048 tokens), h = 512, 8 heads, bf16 (e = 2), flash attention.
+constexpr int64_t kTokens = 2048;
+
+TransformerShape dense_shape() {
+  TransformerShape t;
+  t.layers = 4;
+  t.hidden = 512;
+  t.heads = 8;
+  t.ffn = 1536;
+  t.sequence = 1024;
+  t.vocab = 1000;
+  t.mlp = TransformerShape::Mlp::kSwiglu;
+  t.norm = TransformerShape::Norm::kRmsNorm;
+  t.position = TransformerShape::Position::kRotary;
+  t.flash_attention = true;
+  return t;
+}
+
+// The same with latent attention and MoE layers: 8 experts of 256, top 2, one shared.
+TransformerShape moe_latent_shape() {
+  TransformerShape t = dense_shape();
+  t.latent = TransformerShape::Latent{128, 192, 32, 64};  // kv_rank, q_rank, rope, head
+  t.experts = 8;
+  t.top_k = 2;
+  t.expert_ffn = 256;
+  t.shared_experts = 1;
+  return t;
+}
+
+Model model_of(const TransformerShape& t, Precision p = Precision::kMixed) {
+  Training tr;
+  tr.micro_batch = 2;
+  tr.precision = p;
+  return transformer_model(t, tr, *find_gpu_preset("h100-80gb"));
+}
+
+const RecomputePart* part_of(const Layer& l, RecomputeModule m) {
+  const auto it = std::find_if(l.recompute_parts.begin(), l.recompute_parts.end(),
+                               [m](const RecomputePart& p) { return p.module == m; });
+  return it == l.recompute_parts.end() ? nullptr : &*it;
+}
+
+Time forward_of(const Layer& l, const std::vector<std::string>& names) {
+  Time t;
+  for (const OpCost& op : l.ops)
+    if (std::find(names.begin(), names.end(), op.name) != names.end()) t += op.forward;
+  return t;
+}
+
+TEST(RecomputeModules, DenseLayerParts) {
+  const Model m = model_of(dense_shape());
+  const Layer& l = m.layers[1];
+  // The attention core under flash attention: the kernel again, nothing freed.
+  const RecomputePart* core = part_of(l, RecomputeModule::kCoreAttn);
+  ASSERT_NE(core, nullptr);
+  EXPECT_EQ(core->cost.bytes, 0);
+  EXPECT_EQ(core->cost.forward, forward_of(l, {"flash_attention"}));
+  EXPECT_GT(core->cost.forward, Time::zero());
+  // The MLP keeps its input and frees fc1's 2f-wide output and the SwiGLU product:
+  // 3f 16-bit elements a token, 6 x 2048 x 1536 bytes.
+  const RecomputePart* mlp = part_of(l, RecomputeModule::kMlp);
+  ASSERT_NE(mlp, nullptr);
+  EXPECT_EQ(mlp->cost.bytes, 6 * kTokens * 1536);
+  EXPECT_EQ(mlp->cost.forward, forward_of(l, {"fc1", "swiglu", "fc2"}));
+  // Its FLOPs: the two GEMMs, 2 S h (2f) + 2 S f h.
+  EXPECT_DOUBLE_EQ(mlp->cost.flops, 6.0 * kTokens * 512 * 1536);
+  // Transformer Engine fuses both norms into the GEMMs after them: nothing to re-run.
+  const RecomputePart* norms = part_of(l, RecomputeModule::kLayernorm);
+  ASSERT_NE(norms, nullptr);
+  EXPECT_EQ(norms->cost.bytes, 0);
+  EXPECT_EQ(norms->cost.forward, Time::zero());
+  EXPECT_EQ(part_of(l, RecomputeModule::kMoeAct), nullptr);
+  EXPECT_EQ(part_of(l, RecomputeModule::kMlaUpProj), nullptr);
+  // Under fp8, fc2 keeps the product's fp8 copy (1 byte an element): 5 x S f bytes freed.
+  const Model m8 = model_of(dense_shape(), Precision::kFp8);
+  const Layer& f8 = m8.layers[1];
+  EXPECT_EQ(part_of(f8, RecomputeModule::kMlp)->cost.bytes, 5 * kTokens * 1536);
+  EXPECT_EQ(part_of(f8, RecomputeModule::kMlp)->cost.forward,
+            forward_of(f8, {"cast_fc1", "fc1", "swiglu", "cast_fc2", "fc2"}));
+}
+
+TEST(RecomputeModules, MoeAndLatentLayerParts) {
+  const Model m = model_of(moe_latent_shape());
+  const Layer& l = m.layers[1];
+  ASSERT_TRUE(l.moe.has_value());
+  EXPECT_EQ(part_of(l, RecomputeModule::kMlp), nullptr);  // a MoE layer has no dense MLP
+  // The routed experts' SwiGLU output (fc2's input) for k S = 4096 routed copies of 256.
+  EXPECT_EQ(part_of(l, RecomputeModule::kMoeAct)->cost.bytes, 2 * kTokens * 256 * 2);
+  EXPECT_EQ(part_of(l, RecomputeModule::kMoeAct)->cost.forward, forward_of(l, {"expert_swiglu"}));
+  // The shared expert's fc1 output (2 x 256) and product (256): 3 x 256 x 2 bytes a token.
+  EXPECT_EQ(part_of(l, RecomputeModule::kSharedExperts)->cost.bytes, 6 * kTokens * 256);
+  // Latent attention's up-projections: queries and keys of 64 + 32, values of 64, for 8
+  // heads (8 x (3 x 64 + 2 x 32) = 2048), and the normed bottlenecks (192 + 128): 2368
+  // elements a token.
+  const RecomputePart* up = part_of(l, RecomputeModule::kMlaUpProj);
+  EXPECT_EQ(up->cost.bytes, 2368 * kTokens * 2);
+  EXPECT_EQ(up->cost.forward, forward_of(l, {"q_norm", "q_up", "kv_norm", "kv_up", "rotary"}));
+  // The two norms TE does not fuse: latent attention's first and the MoE layer's second,
+  // S h each, whole on every tensor rank.
+  const RecomputePart* norms = part_of(l, RecomputeModule::kLayernorm);
+  EXPECT_EQ(norms->cost.bytes, 2 * kTokens * 512 * 2);
+  EXPECT_EQ(norms->cost.replicated_bytes, norms->cost.bytes);
+  EXPECT_EQ(norms->cost.forward, forward_of(l, {"ln1", "ln2"}));
+  // Layer::selective sums the modules asked for.
+  const RecomputeModules both =
+      module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kMlaUpProj);
+  EXPECT_EQ(l.selective(both).bytes, (2 * 256 * 2 + 2368 * 2) * kTokens);
+  EXPECT_EQ(l.selective(both).forward,
+            part_of(l, RecomputeModule::kMoeAct)->cost.forward + up->cost.forward);
+}
+
+TEST(RecomputeModules, StageKeepsAllButWhatTheModulesFree) {
+  const Model m = model_of(moe_latent_shape());
+  const std::vector<StageSpec> one{{1, 1, 1}};
+  const Layer& l = m.layers[1];
+  const RecomputeScope up{module_bit(RecomputeModule::kMlaUpProj), 0};
+  const StageProfile p = stage_profiles(m, one, {Recompute::kSelective}, {}, false, {}, up)[0];
+  const int64_t freed = 2368 * kTokens * 2;
+  EXPECT_EQ(p.kept_bytes, l.activation_bytes - freed);
+  EXPECT_EQ(p.transient_bytes, freed);
+  EXPECT_EQ(p.recompute_time, part_of(l, RecomputeModule::kMlaUpProj)->cost.forward);
+  EXPECT_FALSE(p.full_recompute);
+  EXPECT_EQ(p.replicated_kept, p.replicated_activation);
+  // The norms free bytes every tensor rank holds whole (without sequence parallelism).
+  const RecomputeScope norms{module_bit(RecomputeModule::kLayernorm), 0};
+  const StageProfile q = stage_profiles(m, one, {Recompute::kSelective}, {2}, false, {}, norms)[0];
+  EXPECT_EQ(q.replicated_kept, q.replicated_activation - 2 * kTokens * 512 * 2);
+}
+
+TEST(RecomputeModules, BlockCheckpointsTheFirstLayersOfEachStage) {
+  // Four transformer layers (1 to 4) on one stage, recompute_layers 2: layers 1 and 2 keep
+  // their inputs and re-run, layers 3 and 4 keep everything (Megatron-Core's block method).
+  const Model m = model_of(dense_shape());
+  const std::vector<StageSpec> one{{1, 4, 1}};
+  const Layer& l = m.layers[1];
+  const StageProfile all = stage_profiles(m, one, {Recompute::kFull})[0];
+  const StageProfile two = stage_profiles(m, one, {Recompute::kFull}, {}, false, {}, {0, 2})[0];
+  const int64_t input = m.layers[0].output_bytes;
+  EXPECT_EQ(all.kept_bytes, 4 * input);
+  EXPECT_EQ(two.kept_bytes, 2 * input + 2 * l.activation_bytes);
+  EXPECT_EQ(all.recompute_time, 4 * l.forward);
+  EXPECT_EQ(two.recompute_time, 2 * l.forward);
+  ASSERT_EQ(two.layers.size(), 4u);
+  EXPECT_TRUE(two.layers[1].recomputed);
+  EXPECT_FALSE(two.layers[2].recomputed);
+  // The embedding is not a layer to checkpoint: a stage of layers 0 to 2 re-runs 1 and 2.
+  EXPECT_EQ(checkpointed_layers(m, 0, 2, 2), (std::vector<char>{0, 1, 1}));
+  EXPECT_EQ(checkpointed_layers(m, 0, 4, 1), (std::vector<char>{0, 1, 0, 0, 0}));
+}
+
+std::string scenario(const std::string& strategy, bool latent = false) {
+  return std::string(
+             "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2, intra_node: "
+             "nvswitch3}\n"
+             "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, "
+             "sequence: 1024, vocab: 1000, mlp: swiglu, norm: rmsnorm, position: rotary, "
+             "flash_attention: true") +
+         (latent ? ", latent: {kv_rank: 128, q_rank: 192, rope_dim: 32, head_dim: 64}, "
+                   "experts: 8, top_k: 2, expert_ffn: 256, shared_experts: 1"
+                 : "") +
+         "}\ntraining: {global_batch: 8, micro_batch: 2, precision: bf16, optimizer: adam}\n"
+         "strategy: {schedule: 1f1b, pipeline: 2, " +
+         strategy + "}\n";
+}
+
+TEST(RecomputeModules, TradeTimeForMemoryEndToEnd) {
+  const auto run = [](const std::string& strategy) {
+    return test::run_yaml(scenario(strategy), /*record_memory=*/true);
+  };
+  const test::SimRun none = run("recompute: none");
+  const test::SimRun mlp = run("recompute: selective, recompute_modules: [mlp]");
+  const test::SimRun block = run("recompute: full, recompute_layers: 1");
+  const test::SimRun full = run("recompute: full");
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_LT(test::peak_activation_bytes(mlp, d), test::peak_activation_bytes(none, d));
+    EXPECT_LT(test::peak_activation_bytes(full, d), test::peak_activation_bytes(block, d));
+  }
+  // (GPU 1's one micro-batch in flight goes straight from F to B, re-running nothing: there
+  // keeping its second layer whole is what it held anyway.)
+  EXPECT_LT(test::peak_activation_bytes(block, 0), test::peak_activation_bytes(none, 0));
+  EXPECT_EQ(test::peak_activation_bytes(block, 1), test::peak_activation_bytes(none, 1));
+  EXPECT_GT(mlp.report.iteration_time, none.report.iteration_time);
+  EXPECT_GT(full.report.iteration_time, block.report.iteration_time);
+  EXPECT_GT(block.report.iteration_time, none.report.iteration_time);
+  EXPECT_TRUE(mlp.report.info.warnings.empty());
+  EXPECT_TRUE(block.report.info.warnings.empty());
+}
+
+TEST(RecomputeModules, WarnsWhereASettingHasNoEffect) {
+  const auto warned = [](const test::SimRun& r, const std::string& what) {
+    for (const std::string& w : r.report.info.warnings)
+      if (w.find(what) != std::string::npos) return true;
+    return false;
+  };
+  // No latent attention to up-project.
+  EXPECT_TRUE(
+      warned(test::run_yaml(scenario("recompute: selective, recompute_modules: [mla_up_proj]")),
+             "mla_up_proj: no effect"));
+  // Flash attention: the core re-runs and frees nothing.
+  EXPECT_TRUE(warned(test::run_yaml(scenario("recompute: selective")),
+                     "core_attn: re-runs its ops and frees no memory"));
+  EXPECT_TRUE(warned(test::run_yaml(scenario("recompute: full, recompute_modules: [mlp]")),
+                     "strategy.recompute_modules: no effect"));
+  EXPECT_TRUE(warned(test::run_yaml(scenario("recompute: selective, recompute_layers: 1")),
+                     "strategy.recompute_layers: no effect"));
+  // Two layers a stage: a count of 2 cuts none.
+  EXPECT_TRUE(warned(test::run_yaml(scenario("recompute: full, recompute_layers: 2")),
+                     "no stage that recomputes fully holds more than 2"));
+  EXPECT_TRUE(test::run_yaml(scenario("recompute: selective, recompute_modules: [mla_up_proj, "
+                                      "moe_act, shared_experts, layernorm]",
+                                      true))
+                  .report.info.warnings.empty());
+}
+
+TEST(RecomputeModules, BadValuesNameTheKey) {
+  const auto run = [](const std::string& strategy, bool latent = false) {
+    return test::cli({"run", test::write_temp("recompute-bad.yaml", scenario(strategy, latent))});
+  };
+  auto r = run("recompute: selective, recompute_modules: [attention]");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("strategy.recompute_modules.0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mla_up_proj"), std::string::npos) << r.err;
+  r = run("recompute: selective, recompute_modules: [mlp, moe]", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not modelled"), std::string::npos) << r.err;
+  r = run("recompute: selective, recompute_modules: []");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("non-empty"), std::string::npos) << r.err;
+  r = run("recompute: full, recompute_layers: 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("strategy.recompute_layers"), std::string::npos) << r.err;
+  r =
+      run("recompute: selective, recompute_modules: [shared_experts], expert: 2, data: 2, "
+          "shared_expert_overlap: true",
+          true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("shared_expert_overlap: false"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pipesim
