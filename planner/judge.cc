@@ -66,6 +66,12 @@ nlohmann::ordered_json strategy_section(const Strategy& st, const StrategyPlacem
   if (st.sequence_parallel) j["sequence_parallel"] = true;
   if (st.zero > 0) j["zero"] = st.zero;
   if (st.recompute != Recompute::kNone) j["recompute"] = std::string(to_string(st.recompute));
+  if (st.recompute == Recompute::kSelective && st.recompute_modules != kDefaultRecomputeModules) {
+    j["recompute_modules"] = nlohmann::ordered_json::array();
+    for (int m = 0; m < kRecomputeModuleCount; ++m)
+      if ((st.recompute_modules & module_bit(static_cast<RecomputeModule>(m))) != 0)
+        j["recompute_modules"].push_back(std::string(to_string(static_cast<RecomputeModule>(m))));
+  }
   if (st.virtual_stages > 1) j["virtual_stages"] = st.virtual_stages;
   if (st.warmup != Warmup::kSchedule) j["warmup"] = std::string(to_string(st.warmup));
   j["placement"] = placement_json(gpus, c);
