@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <unordered_map>
 
 #include "planner/copy_layout.h"
 #include "planner/layer_comm.h"
@@ -456,19 +457,35 @@ int CostModel::folded_copies(const PlanPoint& p) const {
 
 namespace {
 
-// Whether moving every copy `group` copies on keeps each GPU on its server.
-bool stays_on_servers(const Placement& placement, const std::vector<int>& nodes, int group) {
+// What moving every copy `group` copies on (placement [copy][position][lane] -> device) does
+// to the plan's GPUs: whether each stays on its server, and whether the GPUs of each network
+// port land on one port, a different one for each: the symmetry of the ports fold_copies
+// needs besides the servers' (fills_whole_servers, or the servers staying put).
+struct CopyShift {
+  bool stays_on_servers = true;
+  bool whole_ports = true;
+};
+
+CopyShift shift_copies(const Placement& placement, const std::vector<int>& nodes,
+                       const std::vector<int>& ports, int group) {
+  CopyShift out;
+  std::unordered_map<int, int> image, preimage;  // port -> port, both ways
   const auto copies = placement.size();
-  for (size_t c = 0; c < copies; ++c) {
+  for (size_t c = 0; c < copies && out.whole_ports; ++c) {
     const auto& here = placement[c];
     const auto& there = placement[(c + static_cast<size_t>(group)) % copies];
     for (size_t q = 0; q < here.size(); ++q) {
       for (size_t lane = 0; lane < here[q].size(); ++lane) {
-        if (nodes[u(here[q][lane])] != nodes[u(there[q][lane])]) return false;
+        const int a = here[q][lane], b = there[q][lane];
+        if (nodes[u(a)] != nodes[u(b)]) out.stays_on_servers = false;
+        const int from = ports[u(a)], to = ports[u(b)];
+        if (image.try_emplace(from, to).first->second != to ||
+            preimage.try_emplace(to, from).first->second != from)
+          out.whole_ports = false;
       }
     }
   }
-  return true;
+  return out;
 }
 
 }  // namespace
@@ -540,8 +557,9 @@ int CostModel::copies_folded(const PlanPoint& p, int copies) const {
     if (spans && !whole) continue;
     // (Copies that share servers fold where the move keeps every GPU on its server, but not
     // under a hierarchical all-reduce.)
-    if (!whole && (hierarchical || !stays_on_servers(placement, nodes, g))) continue;
-    if (copies_move_whole_ports(placement, nodes, folds_->ports, g)) return copies / g;
+    const CopyShift shift = shift_copies(placement, nodes, folds_->ports, g);
+    if (!whole && (hierarchical || !shift.stays_on_servers)) continue;
+    if (shift.whole_ports) return copies / g;
   }
   return 1;
 }

@@ -261,31 +261,6 @@ std::vector<int> fold_groups(int copies) {
   return out;
 }
 
-bool copies_move_whole_ports(const Placement& placement, const std::vector<int>& device_node,
-                             const std::vector<int>& device_port, int group) {
-  const auto copies = static_cast<int>(placement.size());
-  if (copies < 1 || group < 1 || copies % group != 0) return false;
-  // server -> server and port -> port, both ways
-  std::unordered_map<int, int> node_image, node_preimage, port_image, port_preimage;
-  const auto maps = [](std::unordered_map<int, int>& to, std::unordered_map<int, int>& from, int a,
-                       int b) {
-    return to.try_emplace(a, b).first->second == b && from.try_emplace(b, a).first->second == a;
-  };
-  for (int c = 0; c < copies; ++c) {
-    const auto& here = placement[static_cast<size_t>(c)];
-    const auto& there = placement[static_cast<size_t>((c + group) % copies)];
-    for (size_t p = 0; p < here.size(); ++p) {
-      for (size_t lane = 0; lane < here[p].size(); ++lane) {
-        const auto a = static_cast<size_t>(here[p][lane]), b = static_cast<size_t>(there[p][lane]);
-        if (!maps(node_image, node_preimage, device_node[a], device_node[b]) ||
-            !maps(port_image, port_preimage, device_port[a], device_port[b]))
-          return false;
-      }
-    }
-  }
-  return true;
-}
-
 std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster) {
   // Copies taken one at a time, else two, four...: copies that share a node (and its NICs)
   // map onto each other only a node at a time.

@@ -72,14 +72,6 @@ inline constexpr int kFoldLargestGroup = 32;
 std::vector<int> fold_groups(int copies);
 std::optional<CopyFold> fold_copies(const TaskGraph& graph, const Cluster& cluster);
 
-// Whether moving every copy `group` copies on (placement [copy][position][lane] -> device)
-// sends the GPUs of each server onto one server and those of each network port onto one
-// port, a different one for each (device_node, device_port: [device]): the symmetry of a
-// shorthand cluster that fold_copies needs to take copies `group` at a time (the planner's
-// prediction of the fold; fold_copies itself checks every link of the graph).
-bool copies_move_whole_ports(const Placement& placement, const std::vector<int>& device_node,
-                             const std::vector<int>& device_port, int group);
-
 // A graph of every copy refused for its size because its copies do not fold (lower_folded,
 // the planner's judge): the plan is too large to simulate, not a wrong input.
 class CopiesDoNotFold : public InputError {
