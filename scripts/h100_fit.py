@@ -55,6 +55,9 @@ def scenario(row):
     data = row["gpus"] // (row["tp"] * row["pp"] * cp)
     strategy = dict(schedule="interleaved" if row["vp"] > 1 else "dapple",
                     pipeline=row["pp"], tensor=row["tp"])
+    if row.get("stages"):  # a recipe's own layout: each stage's layers, in pipeline order
+        strategy = dict(schedule=strategy["schedule"],
+                        stages=[dict(layers=r) for r in row["stages"]], tensor=row["tp"])
     if row["vp"] > 1:
         strategy["virtual_stages"] = row["vp"]
     if row["tp"] > 1:
@@ -69,10 +72,14 @@ def scenario(row):
             strategy["expert_dispatch"] = row["dispatch"]
     if row.get("etp", 1) > 1:
         strategy["expert_tensor"] = row["etp"]
+    if row.get("shared_expert_overlap"):
+        strategy["shared_expert_overlap"] = True
     strategy["zero"] = row["zero"]
     if row["framework"] == "megatron":
         strategy["overlap_param_gather"] = True
     strategy["recompute"] = row["recompute"]
+    if row.get("recompute_modules"):
+        strategy["recompute_modules"] = row["recompute_modules"]
     training = dict(global_batch=row["gbs"], micro_batch=row["mbs"], precision=row["precision"],
                     gradients=row["gradients"], optimizer="adam")
     return dict(name=row["name"], cluster=cluster(row), model=model, training=training,

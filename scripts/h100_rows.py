@@ -288,6 +288,35 @@ ROWS += [
 ]
 
 
+# DeepSeek-V3 (scenarios/models/deepseek-v3.yaml; its multi-token-prediction layer is not
+# modelled) on 256 Blackwell GPUs in Megatron-Bridge's summaries, micro-batch 1, sequence
+# 4096, TP 1, the 61 layers laid out as [embedding + 4] + 14 x [4] + [1 + MTP + loss] over
+# 16 stages, the latent attention's up-projections recomputed (recompute_modules
+# [mla_up_proj]). GB200 (25.09: NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @
+# r0.1.0 = 684a6861, FP8 current scaling; the recipe at that tag): PP 4, VP 4, EP 64, GBS
+# 2048, token drop at capacity 1.0, the alltoall dispatcher with the shared expert beside
+# it. B200 (26.02.01: performance-summary-archive.md @ 4ab94dfa, MXFP8, run here as fp8;
+# the recipe at r0.3.0 = 8301abfc): PP 16, EP 8, GBS 4096, HybridEP (flex). The later
+# GB200 rows (GBS 4096) are past the simulator's op limit.
+DEEPSEEK_V3 = dict(mlp="swiglu", norm="rmsnorm", position="rotary", vocab=129280,
+                   tie_embeddings=False, layers=61, hidden=7168, heads=128, ffn=18432,
+                   latent=dict(kv_rank=512, q_rank=1536, rope_dim=64, head_dim=128),
+                   experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_first=3)
+DEEPSEEK_STAGES = ["0-4"] + [f"{5 + 4 * i}-{8 + 4 * i}" for i in range(14)] + ["61-62"]
+BRIDGE_2509 = ("Megatron-Bridge performance summary, 25.09 (NVIDIA-NeMo/Megatron-Bridge "
+               "docs/performance-summary.md @ 684a6861)")
+for gpu, source, gbs, pp, vp, ep, measured, model, overlap, dispatch in (
+        ("gb200", BRIDGE_2509, 2048, 4, 4, 64, 3454, dict(DEEPSEEK_V3, capacity_factor=1.0),
+         True, "alltoall"),
+        ("b200", BRIDGE + ", 26.02.01", 4096, 16, 1, 8, 2790, DEEPSEEK_V3, False, "flex")):
+    row = parallel(blackwell(f"bridge-{gpu}-deepseek-v3-fp8", source, gpu, model, 4096, 256, gbs,
+                             1, 1, pp, vp, measured,
+                             note="without its multi-token-prediction layer"),
+                   ep=ep, dispatch=dispatch)
+    row.update(stages=DEEPSEEK_STAGES, recompute="selective", recompute_modules=["mla_up_proj"],
+               shared_expert_overlap=overlap, slow=True)
+    ROWS.append(row)
+
 # dgxc-benchmarking's Grok-1 on GB200 NVL72 (grok1/README.md @ 1f6d9f40e4117d7c71b726f86074ac01c29f87f5,
 # v25.05.04; the same figures at 68eaf7e1, 85d92846 and f041145f; NeMo 25.04): TP 4, PP 1,
 # EP 8 with expert tensor parallelism 4 (ETP 4), data 32 / 64 / 128, micro-batch 1, GBS =
