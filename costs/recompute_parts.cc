@@ -25,10 +25,11 @@ bool up_projection(const std::string& op) {
          op == "cast_kv_up" || op == "rotary";
 }
 
-// A dense layer's MLP after its norm: its GEMMs, their casts and the activation.
+// A dense layer's MLP: the norm Transformer Engine fuses into its first GEMM
+// (LayerNormLinear), its GEMMs, their casts and the activation.
 bool dense_mlp(const std::string& op) {
-  return op == "fc1" || op == "cast_fc1" || op == "gelu" || op == "swiglu" || op == "geglu" ||
-         op == "fc2" || op == "cast_fc2";
+  return op == "ln2" || op == "fc1" || op == "cast_fc1" || op == "gelu" || op == "swiglu" ||
+         op == "geglu" || op == "fc2" || op == "cast_fc2";
 }
 
 // The part of module m re-running the ops `pick` names, freeing `bytes` (`replicated` of
@@ -42,6 +43,7 @@ RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
     if (!pick(op.name)) continue;
     p.ops.push_back(op.name);
     p.cost.forward += op.forward;
+    if (op.tensor_whole) p.whole_forward += op.forward;
     if (op.matrix) p.cost.flops += op.flops;  // (model FLOPs count the GEMMs')
   }
   p.cost.bytes = static_cast<int64_t>(bytes);
@@ -82,11 +84,14 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
   // activation's (2): 4 or 6 halves of e bytes.
   const double gate = t.gated() ? 6 : 4;
   if (!moe) {
-    // A dense MLP keeps its input (the norm's output) and no longer keeps fc1's output and
-    // the activation's (under fp8 fc2 keeps the activation's fp8 copy: one unit less).
+    // A dense MLP checkpointed from its input, the residual stream (its norm is part of
+    // TE's LayerNormLinear): no longer kept are the norm's output as fc1 keeps it (its fp8
+    // copy under fp8; whole on every tensor rank without sequence parallelism), fc1's output
+    // and the activation's (under fp8 fc2 keeps the activation's fp8 copy: S f bytes less).
     const double f = static_cast<double>(t.ffn);
-    out.push_back(
-        part(RecomputeModule::kMlp, x, dense_mlp, (gate - (fp8 ? 1 : 0)) * S * f * e / 2));
+    const double normed = S * h * (fp8 ? 1 : e);
+    out.push_back(part(RecomputeModule::kMlp, x, dense_mlp,
+                       normed + (gate - (fp8 ? 1 : 0)) * S * f * e / 2, normed));
   } else {
     // The routed experts' activation (output discarded): its output, fc2's input, for the
     // k S routed copies.
@@ -96,7 +101,7 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
       const double shared = F * t.shared_experts;
       out.push_back(part(
           RecomputeModule::kSharedExperts, x,
-          [](const std::string& op) { return op.starts_with("shared_"); },
+          [](const std::string& op) { return op.find("shared_") != std::string::npos; },
           gate * S * shared * e / 2));
     }
   }

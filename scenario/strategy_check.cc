@@ -86,10 +86,8 @@ void check_options(const Scenario& sc, const Locator& at) {
                         "produces them",
                         st.zero),
             "zero: 0 or 1, or overlap_grad_reduce: true");
-  const bool selective = std::any_of(st.stages.begin(), st.stages.end(), [&](const StageSpec& g) {
-    return st.recompute_of(g) == Recompute::kSelective;
-  });
-  if (st.shared_expert_overlap && selective &&
+  // (Whatever the recompute: the planner's selective plans keep the scenario's modules.)
+  if (st.shared_expert_overlap &&
       (st.recompute_modules & module_bit(RecomputeModule::kSharedExperts)) != 0)
     at.fail("strategy.recompute_modules",
             "shared experts overlapped with the token exchange are not recomputed (Megatron-Core "

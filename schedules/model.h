@@ -177,11 +177,14 @@ struct RecomputeCost {
   int64_t replicated_bytes = 0;
 };
 
-// One module of a layer: the names of the ops it re-runs (Layer::ops) and their cost.
+// One module of a layer: the names of the ops it re-runs (Layer::ops) and their cost; of
+// its forward, the ops every tensor rank runs whole without sequence parallelism (OpCost::
+// tensor_whole: norms), at their time on the whole tokens.
 struct RecomputePart {
   RecomputeModule module = RecomputeModule::kCoreAttn;
   std::vector<std::string> ops;
   RecomputeCost cost;
+  Time whole_forward;
 };
 
 // Costs of one layer for one micro-batch of Training::micro_batch samples.

@@ -420,6 +420,15 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
             checked_add(p.kept_bytes, layer.activation_bytes - again.bytes, "kept activations");
         p.transient_bytes = std::max(p.transient_bytes, again.bytes);
         p.recompute_time = checked_add(p.recompute_time, again.forward, "a recompute time");
+        // Ops run whole on every rank: t times over, as the forward counts them (at_degrees).
+        if (!shard && t > 1 && !sequence_parallel) {
+          for (const RecomputePart& part : layer.recompute_parts) {
+            if ((scope.modules & module_bit(part.module)) == 0) continue;
+            p.recompute_time = checked_add(
+                p.recompute_time, checked_mul(part.whole_forward, t - 1, "a recompute time"),
+                "a recompute time");
+          }
+        }
         replicated_freed += std::min(again.replicated_bytes, layer.tp_replicated_activation);
       } else if (rerun) {
         // Full: the layer's input, which tensor parallelism leaves whole.

@@ -72,12 +72,16 @@ TEST(RecomputeModules, DenseLayerParts) {
   EXPECT_EQ(core->cost.bytes, 0);
   EXPECT_EQ(core->cost.forward, forward_of(l, {"flash_attention"}));
   EXPECT_GT(core->cost.forward, Time::zero());
-  // The MLP keeps its input and frees fc1's 2f-wide output and the SwiGLU product:
-  // 3f 16-bit elements a token, 6 x 2048 x 1536 bytes.
+  // The MLP, checkpointed from the residual stream (its norm fused into fc1 as Transformer
+  // Engine's LayerNormLinear runs it), frees the norm's output fc1 keeps (h elements a
+  // token, whole on every tensor rank), fc1's 2f-wide output and the SwiGLU product (3f):
+  // 2 x 2048 x 512 + 6 x 2048 x 1536 bytes.
   const RecomputePart* mlp = part_of(l, RecomputeModule::kMlp);
   ASSERT_NE(mlp, nullptr);
-  EXPECT_EQ(mlp->cost.bytes, 6 * kTokens * 1536);
-  EXPECT_EQ(mlp->cost.forward, forward_of(l, {"fc1", "swiglu", "fc2"}));
+  EXPECT_EQ(mlp->cost.bytes, 2 * kTokens * 512 + 6 * kTokens * 1536);
+  EXPECT_EQ(mlp->cost.replicated_bytes, 2 * kTokens * 512);
+  EXPECT_EQ(mlp->cost.forward, forward_of(l, {"ln2", "fc1", "swiglu", "fc2"}));
+  EXPECT_EQ(mlp->whole_forward, forward_of(l, {"ln2"}));
   // Its FLOPs: the two GEMMs, 2 S h (2f) + 2 S f h.
   EXPECT_DOUBLE_EQ(mlp->cost.flops, 6.0 * kTokens * 512 * 1536);
   // Transformer Engine fuses both norms into the GEMMs after them: nothing to re-run.
@@ -87,12 +91,13 @@ TEST(RecomputeModules, DenseLayerParts) {
   EXPECT_EQ(norms->cost.forward, Time::zero());
   EXPECT_EQ(part_of(l, RecomputeModule::kMoeAct), nullptr);
   EXPECT_EQ(part_of(l, RecomputeModule::kMlaUpProj), nullptr);
-  // Under fp8, fc2 keeps the product's fp8 copy (1 byte an element): 5 x S f bytes freed.
+  // Under fp8, fc1 keeps the norm's output and fc2 the product as fp8 copies (1 byte an
+  // element): S h + 5 x S f bytes freed.
   const Model m8 = model_of(dense_shape(), Precision::kFp8);
   const Layer& f8 = m8.layers[1];
-  EXPECT_EQ(part_of(f8, RecomputeModule::kMlp)->cost.bytes, 5 * kTokens * 1536);
+  EXPECT_EQ(part_of(f8, RecomputeModule::kMlp)->cost.bytes, kTokens * 512 + 5 * kTokens * 1536);
   EXPECT_EQ(part_of(f8, RecomputeModule::kMlp)->cost.forward,
-            forward_of(f8, {"cast_fc1", "fc1", "swiglu", "cast_fc2", "fc2"}));
+            forward_of(f8, {"ln2", "cast_fc1", "fc1", "swiglu", "cast_fc2", "fc2"}));
 }
 
 TEST(RecomputeModules, MoeAndLatentLayerParts) {
@@ -117,6 +122,11 @@ TEST(RecomputeModules, MoeAndLatentLayerParts) {
   EXPECT_EQ(norms->cost.bytes, 2 * kTokens * 512 * 2);
   EXPECT_EQ(norms->cost.replicated_bytes, norms->cost.bytes);
   EXPECT_EQ(norms->cost.forward, forward_of(l, {"ln1", "ln2"}));
+  // Under fp8 the shared expert re-runs its casts too.
+  const Model m8 = model_of(moe_latent_shape(), Precision::kFp8);
+  EXPECT_EQ(part_of(m8.layers[1], RecomputeModule::kSharedExperts)->cost.forward,
+            forward_of(m8.layers[1], {"cast_shared_fc1", "shared_fc1", "shared_swiglu",
+                                      "cast_shared_fc2", "shared_fc2"}));
   // Layer::selective sums the modules asked for.
   const RecomputeModules both =
       module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kMlaUpProj);
@@ -141,6 +151,22 @@ TEST(RecomputeModules, StageKeepsAllButWhatTheModulesFree) {
   const RecomputeScope norms{module_bit(RecomputeModule::kLayernorm), 0};
   const StageProfile q = stage_profiles(m, one, {Recompute::kSelective}, {2}, false, {}, norms)[0];
   EXPECT_EQ(q.replicated_kept, q.replicated_activation - 2 * kTokens * 512 * 2);
+}
+
+TEST(RecomputeModules, WholeOpsRunOnEveryTensorRank) {
+  // Without sequence parallelism each of t = 2 tensor ranks re-runs the MLP's norm whole,
+  // as its forward runs it: the stage counts it t times (the lowering divides by t).
+  const Model m = model_of(dense_shape());
+  const std::vector<StageSpec> one{{1, 1, 1}};
+  const RecomputeScope mlp{module_bit(RecomputeModule::kMlp), 0};
+  const Layer at2 = m.layers[1].at_tensor_degree(2);
+  const RecomputePart* part = part_of(at2, RecomputeModule::kMlp);
+  ASSERT_NE(part, nullptr);
+  const auto recompute = [&](bool sp) {
+    return stage_profiles(m, one, {Recompute::kSelective}, {2}, sp, {}, mlp)[0].recompute_time;
+  };
+  EXPECT_EQ(recompute(true), part->cost.forward);
+  EXPECT_EQ(recompute(false), part->cost.forward + part->whole_forward);
 }
 
 TEST(RecomputeModules, BlockCheckpointsTheFirstLayersOfEachStage) {
@@ -245,12 +271,15 @@ TEST(RecomputeModules, BadValuesNameTheKey) {
   r = run("recompute: full, recompute_layers: 0");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("strategy.recompute_layers"), std::string::npos) << r.err;
-  r =
-      run("recompute: selective, recompute_modules: [shared_experts], expert: 2, data: 2, "
-          "shared_expert_overlap: true",
-          true);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("shared_expert_overlap: false"), std::string::npos) << r.err;
+  // (Whatever the recompute: the planner's selective plans would take the pair.)
+  for (const char* mode : {"selective", "none"}) {
+    r = run(std::string("recompute: ") + mode +
+                ", recompute_modules: [shared_experts], expert: 2, data: 2, "
+                "shared_expert_overlap: true",
+            true);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("shared_expert_overlap: false"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace
