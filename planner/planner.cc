@@ -576,6 +576,10 @@ Plan plan(const Scenario& scenario, const PlanOptions& options) {
   Planner planner(scenario, options);
   Plan p = planner.run();
   std::vector<std::string> said = scenario_warnings(scenario);
+  if (scenario.strategy.offload_layers > 0)
+    said.push_back(
+        "strategy.offload_layers: the planner does not offload activations; its plans keep "
+        "them on the GPU");
   said.insert(said.end(), p.warnings.begin(), p.warnings.end());
   p.warnings = std::move(said);
   p.headroom = options.headroom;

@@ -125,12 +125,27 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
              allowed);
     return *g;
   }
-  r.expect_map(
-      n, path,
-      {"preset", "like", "name", "memory", "peak", "peak_fp32", "vector_peak", "fp8_peak",
-       "hbm_bandwidth", "reserved", "launch_overhead", "efficiency", "matrix_efficiency",
-       "vector_efficiency", "memory_efficiency", "fp8_efficiency", "attention_efficiency",
-       "triton_attention_efficiency", "comm_interference"});
+  r.expect_map(n, path,
+               {"preset",
+                "like",
+                "name",
+                "memory",
+                "peak",
+                "peak_fp32",
+                "vector_peak",
+                "fp8_peak",
+                "hbm_bandwidth",
+                "host_bandwidth",
+                "reserved",
+                "launch_overhead",
+                "efficiency",
+                "matrix_efficiency",
+                "vector_efficiency",
+                "memory_efficiency",
+                "fp8_efficiency",
+                "attention_efficiency",
+                "triton_attention_efficiency",
+                "comm_interference"});
   GpuSpec g;
   if (const auto p = n["preset"]; p.IsDefined()) {
     if (n["like"].IsDefined())
@@ -163,6 +178,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.fp8_flops = r.flops(v, child_path(path, "fp8_peak"));
   if (const auto v = n["hbm_bandwidth"]; v.IsDefined())
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
+  if (const auto v = n["host_bandwidth"]; v.IsDefined())
+    g.host_bytes_per_s = r.bandwidth(v, child_path(path, "host_bandwidth"));
   if (const auto v = n["reserved"]; v.IsDefined())
     g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
   if (const auto v = n["launch_overhead"]; v.IsDefined())

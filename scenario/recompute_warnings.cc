@@ -1,6 +1,7 @@
 // What a recompute setting leaves without effect (SPEC: nothing silent): modules with no
 // selective stage to act on, or no layer that has them, or that re-run ops freeing nothing;
-// a layer count with no full stage, or no stage long enough for it.
+// a layer count with no full stage, or no stage long enough for it; offloading with no layer
+// to move.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -77,6 +78,18 @@ std::vector<std::string> recompute_warnings(const Scenario& s) {
           "strategy.recompute_layers: no effect: no stage that recomputes fully holds more than "
           "{} layers to checkpoint",
           st.recompute_layers));
+  }
+  if (st.offload_layers > 0) {
+    // Some stage has a layer to offload before its last (which stays: stage_profiles.cc).
+    const bool moves = std::any_of(st.stages.begin(), st.stages.end(), [&](const StageSpec& g) {
+      std::vector<char> moved = checkpointed_layers(s.model, g.first_layer, g.last_layer, 0);
+      moved.back() = 0;
+      return std::count(moved.begin(), moved.end(), 1) > 0;
+    });
+    if (!moves)
+      out.push_back(
+          "strategy.offload_layers: no effect: no stage holds a transformer layer before its "
+          "last (a stage's last layer keeps its activations)");
   }
   return out;
 }

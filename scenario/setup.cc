@@ -134,15 +134,21 @@ GroupDegrees group_degrees(const Scenario& s) {
           .round_robin = replicas_take_turns(st.schedule)};
 }
 
-RecomputeScope recompute_scope(const Strategy& st) {
-  return {st.recompute_modules, st.recompute_layers};
+ActivationScope activation_scope(const Scenario& s) {
+  const Strategy& st = s.strategy;
+  ActivationScope out{st.recompute_modules, st.recompute_layers, st.offload_layers, 0.0};
+  // (The slowest host link of the cluster: a stage's copies wait for its slowest rank.)
+  for (const Device& d : s.cluster.devices())
+    if (out.host_bytes_per_s == 0 || d.gpu.host_bytes_per_s < out.host_bytes_per_s)
+      out.host_bytes_per_s = d.gpu.host_bytes_per_s;
+  return out;
 }
 
 StageCosts stage_costs(const Scenario& s) {
   const Strategy& st = s.strategy;
   const std::vector<StageProfile> prof =
       stage_profiles(s.model, st.stages, recompute_modes(s), stage_tensor_degrees(s),
-                     st.sequence_parallel, group_degrees(s), recompute_scope(s.strategy));
+                     st.sequence_parallel, group_degrees(s), activation_scope(s));
   const auto& copy = s.placement.front();
   const DeviceSpeed speed(s);
   StageCosts c;
@@ -539,7 +545,7 @@ TaskGraph scenario_task_graph(const Scenario& s, bool compact_rings,
     in.orders = scenario_orders(s);
     in.stages =
         stage_profiles(s.model, s.strategy.stages, recompute_modes(s), stage_tensor_degrees(s),
-                       s.strategy.sequence_parallel, group_degrees(s), recompute_scope(s.strategy));
+                       s.strategy.sequence_parallel, group_degrees(s), activation_scope(s));
     in.context = s.strategy.context;
     in.expert = s.strategy.expert;
     in.expert_tensor = s.strategy.expert_tensor;

@@ -39,8 +39,9 @@ TaskGraph folded_task_graph(const Scenario& s,
 // Each global stage's recompute mode (strategy.recompute, per-stage overrides, and full
 // everywhere under gpipe-recompute).
 std::vector<Recompute> recompute_modes(const Scenario& s);
-// What a selective recompute re-runs and how many layers a full one checkpoints.
-RecomputeScope recompute_scope(const Strategy& st);
+// What a selective recompute re-runs, how many layers a full one checkpoints, and how many
+// layers offload their activations over the cluster's slowest host link.
+ActivationScope activation_scope(const Scenario& s);
 // What the recompute settings leave without effect (recompute_warnings.cc).
 std::vector<std::string> recompute_warnings(const Scenario& s);
 // Tensor-parallel degree of every global stage (Strategy::tensor_of).

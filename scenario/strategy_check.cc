@@ -29,6 +29,7 @@ void check_ranges(const Strategy& st, const Locator& at) {
   whole("strategy.expert", st.expert, 1, 1 << 20);
   whole("strategy.expert_tensor", st.expert_tensor, 1, 4096);
   whole("strategy.recompute_layers", st.recompute_layers, 0, 1'000'000);
+  whole("strategy.offload_layers", st.offload_layers, 0, 1'000'000);
   if (st.recompute_modules == 0 || st.recompute_modules >= (1u << kRecomputeModuleCount))
     at.fail("strategy.recompute_modules", "expected a non-empty set of modules",
             "core_attn, layernorm, mlp, moe_act, mla_up_proj, shared_experts");
@@ -42,6 +43,35 @@ void check_ranges(const Strategy& st, const Locator& at) {
             "a number from 1 to 1000");
   if (st.bucket_bytes < 0)
     at.fail("strategy.bucket", fmt::format("{} B is negative", st.bucket_bytes), "a size >= 0");
+}
+
+// Offloading activations (Megatron-Core's CPU offloading) takes the place of a recompute and
+// holds a layer's activations until one backward reads them all.
+void check_offload(const Scenario& sc, const Locator& at) {
+  const Strategy& st = sc.strategy;
+  if (st.offload_layers == 0) return;
+  bool recomputes = st.recompute != Recompute::kNone;
+  for (const StageSpec& s : st.stages)
+    recomputes = recomputes || st.recompute_of(s) != Recompute::kNone;
+  if (recomputes || st.schedule == ScheduleKind::kGpipeRecompute)
+    at.fail("strategy.offload_layers",
+            "offloaded activations are not recomputed (Megatron-Core rejects CPU offloading "
+            "with a recompute)",
+            "recompute: none, or leave offload_layers out");
+  if (needs_split_backward(st.schedule))
+    at.fail("strategy.offload_layers",
+            fmt::format("{} splits the backward; offloaded activations come back for one "
+                        "backward step",
+                        to_string(st.schedule)),
+            "a schedule with one backward step (dapple, 1f1b, interleaved, gpipe, ...), or "
+            "leave offload_layers out");
+  for (int d = 0; d < sc.cluster.num_devices(); ++d) {
+    if (sc.cluster.device(d).gpu.host_bytes_per_s > 0) continue;
+    at.fail("strategy.offload_layers",
+            fmt::format("GPU {} has no host link (cluster.gpu.host_bandwidth)",
+                        sc.cluster.device(d).name),
+            "a GPU preset, host_bandwidth on the GPU, or leave offload_layers out");
+  }
 }
 
 // The options that belong to some schedules or ZeRO stages only.
@@ -93,6 +123,7 @@ void check_options(const Scenario& sc, const Locator& at) {
             "shared experts overlapped with the token exchange are not recomputed (Megatron-Core "
             "rejects the two together)",
             "leave shared_experts out, or shared_expert_overlap: false");
+  check_offload(sc, at);
   if (needs_split_backward(st.schedule)) {
     for (size_t i = 0; i < sc.model.layers.size(); ++i) {
       if (sc.model.layers[i].split_backward) continue;

@@ -263,6 +263,9 @@ void read_options(const Reader& r, const YAML::Node& n, Strategy& st) {
   if (n["recompute_layers"].IsDefined())
     st.recompute_layers = static_cast<int>(
         r.integer(n["recompute_layers"], "strategy.recompute_layers", 1, 1'000'000));
+  if (n["offload_layers"].IsDefined())
+    st.offload_layers =
+        static_cast<int>(r.integer(n["offload_layers"], "strategy.offload_layers", 1, 1'000'000));
   if (n["tensor"].IsDefined())
     st.tensor = static_cast<int>(r.integer(n["tensor"], "strategy.tensor", 1, 4096));
   st.sequence_parallel = read_flag(r, n["sequence_parallel"], "strategy.sequence_parallel", false);
@@ -307,6 +310,7 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
                 "recompute",
                 "recompute_modules",
                 "recompute_layers",
+                "offload_layers",
                 "tensor",
                 "sequence_parallel",
                 "tensor_overlap",

@@ -227,6 +227,11 @@ void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
   const LayerParts& lp = it == layer_parts_.end() ? whole : it->second;
   const int mb = op.micro_batch, stage = op.stage;
   for (size_t q = 0; q < lp.parts.size(); ++q) {
+    if (lp.params[q] == 0) {  // nothing to gather: a layer kept by R, or one without weights
+      cur.prev2 = cur.prev;
+      cur.prev = q + 1 == lp.parts.size() ? tail(first) : lp.parts[q];
+      continue;
+    }
     std::vector<OpId> ready;
     if (cur.prev2 != kNone) ready.push_back(cur.prev2);
     if (cur.prev != kNone && b_.op(cur.prev).kind == OpKind::kOptimizer)
@@ -254,15 +259,21 @@ Lowering::StepCost Lowering::cost_step(const Cursor& cur, const Step& s, Op& op)
   const int64_t kept =
       std::min(act, lane_bytes(sp.kept_bytes, sp.replicated_kept, cur.split, cur.t));
   const int64_t transient = lane_bytes(sp.transient_bytes, 0, cur.split, cur.t);
+  // Offloaded (a stage without a recompute): F keeps the rest on the GPU and its copies out
+  // pass through the buffer while it runs; B's copies back come through it.
+  const int64_t offloaded =
+      std::min(act, lane_bytes(sp.offloaded_bytes, sp.replicated_offloaded, cur.split, cur.t));
+  const int64_t buffer =
+      sp.offload_buffer_bytes > 0 ? lane_bytes(sp.offload_buffer_bytes, 0, cur.split, cur.t) : 0;
   // FLOPs divide over replicas (by their samples) and tensor ranks.
   const Share work{cur.split.num, cur.split.den * cur.t};
   // What the backward frees: everything F allocated, or with a recompute what F kept plus
   // what R allocated again.
-  const int64_t freed = cur.has_r[k] ? kept + transient : act;
+  const int64_t freed = cur.has_r[k] ? kept + transient : act - offloaded;
   // With a W of its own, B frees all but what W reads (SPEC section 3) and W the rest; with
-  // a recompute, at most what F kept (gpu_activation counts the same).
+  // a recompute or offloading, at most what F kept (gpu_activation counts the same).
   const int64_t weight_kept = std::min(
-      cur.has_r[k] ? kept : act,
+      cur.has_r[k] ? kept : act - offloaded,
       lane_bytes(sp.weight_activation_bytes, sp.replicated_weight_activation, cur.split, cur.t));
   // Whether this B leaves its weight gradients to a W of their own (Cursor::fold_w).
   const bool split_w = cur.has_w[k] && !cur.fold_w[k];
@@ -276,8 +287,8 @@ Lowering::StepCost Lowering::cost_step(const Cursor& cur, const Step& s, Op& op)
       op.duration = split_time(sp.forward, work);
       // A forward that will be recomputed keeps only what recompute keeps, plus one
       // layer's working set while it runs (the checkpointed forward frees the rest).
-      op.mem_at_start = cur.has_r[k] ? kept + transient : act;
-      if (cur.has_r[k]) op.mem_at_end = -transient;
+      op.mem_at_start = cur.has_r[k] ? kept + transient : act - offloaded + buffer;
+      op.mem_at_end = cur.has_r[k] ? -transient : -buffer;
       index = &fwd_;
       break;
     case OpKind::kRecompute:
@@ -288,7 +299,8 @@ Lowering::StepCost Lowering::cost_step(const Cursor& cur, const Step& s, Op& op)
     case OpKind::kBackward:
       op.duration =
           split_time(split_w ? sp.backward_input : sp.backward_input + sp.backward_weight, work);
-      op.mem_at_end = cur.has_w[k] ? weight_kept - freed : -freed;
+      op.mem_at_start = cur.has_r[k] ? 0 : buffer;
+      op.mem_at_end = (cur.has_w[k] ? weight_kept - freed : -freed) - op.mem_at_start;
       index = &bwd_;
       break;
     case OpKind::kWeightGrad:
@@ -380,7 +392,7 @@ void Lowering::emit_layer_parts(Cursor& cur, const Step& s, const Op& op, const 
     part.mem_at_start = i == 0 ? op.mem_at_start : 0;
     part.mem_at_end = i + 1 == L ? op.mem_at_end : 0;
     lp.parts.push_back(b_.add(part));
-    lp.params.push_back(lc.params);
+    lp.params.push_back(skipped ? 0 : lc.params);  // a layer R does not re-run needs no weights
   }
   target = lp.parts.front();
   last_part_[target] = lp.parts.back();
@@ -584,7 +596,8 @@ GpuActivation gpu_activation(const StageProfile& sp, int replicas, int t, bool s
   GpuActivation out;
   out.held = recompute ? std::min(act, lane_share(sp.kept_bytes, sp.replicated_kept, split, t,
                                                   sequence_parallel))
-                       : act;
+                       : act - std::min(act, lane_share(sp.offloaded_bytes, sp.replicated_offloaded,
+                                                        split, t, sequence_parallel));
   out.weight =
       std::min(out.held, lane_share(sp.weight_activation_bytes, sp.replicated_weight_activation,
                                     split, t, sequence_parallel));

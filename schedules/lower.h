@@ -59,6 +59,10 @@ struct StageProfile {
   // layer by layer), and R's time.
   int64_t kept_bytes = 0, transient_bytes = 0;
   Time recompute_time;
+  // Offloaded to host memory (ActivationScope::offload_layers): of activation_bytes, what
+  // F moves out (its part tensor parallelism leaves whole on every rank), and the device
+  // buffers its copies out and back pass through (two layers', double-buffered).
+  int64_t offloaded_bytes = 0, replicated_offloaded = 0, offload_buffer_bytes = 0;
   // R re-runs the forward (its tensor all-reduces too) of every layer Layer::recomputed.
   bool full_recompute = true;
   // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence
@@ -129,17 +133,21 @@ struct GroupDegrees {
   bool round_robin = false;
 };
 // `scope`: what a selective recompute re-runs and how many layers of each stage a full one
-// checkpoints (Strategy::recompute_modules, Strategy::recompute_layers).
-struct RecomputeScope {
+// checkpoints (Strategy::recompute_modules, Strategy::recompute_layers); how many layers of
+// each stage a stage without a recompute offloads to host memory (Strategy::offload_layers),
+// over a host link of `host_bytes_per_s` per direction (GpuSpec::host_bytes_per_s).
+struct ActivationScope {
   RecomputeModules modules = kDefaultRecomputeModules;
   int layers = 0;
+  int offload_layers = 0;
+  double host_bytes_per_s = 0;
 };
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute = {},
                                          const std::vector<int>& tensor = {},
                                          bool sequence_parallel = false,
                                          const GroupDegrees& groups = {},
-                                         const RecomputeScope& scope = {});
+                                         const ActivationScope& scope = {});
 
 // One GPU's share of a stage's activations for one micro-batch, as the lowering counts
 // them on a stage of `replicas` replicas and tensor degree t: `held`, what F leaves

@@ -471,6 +471,11 @@ struct Strategy {
   // --recompute-method block --recompute-num-layers n; each model chunk under interleaving);
   // the others keep their activations. 0: every layer.
   int recompute_layers = 0;
+  // The first n transformer layers of each stage (each model chunk under interleaving) move
+  // the activations their backward reads to host memory as their forward ends and back
+  // before their backward (Megatron-Core's --cpu-offloading-num-layers n); at least the
+  // stage's last layer stays. 0: none. Not with a recompute or a split backward.
+  int offload_layers = 0;
   int tensor = 1;                          // tensor-parallel degree of every stage
   bool sequence_parallel = false;          // Megatron sequence parallelism (tensor > 1)
   // Which tensor collectives run beside compute (TensorOverlap).

@@ -326,12 +326,55 @@ Time rank_optimizer(const Layer& layer, int t, const GroupDegrees& groups) {
       static_cast<int64_t>(std::ceil(static_cast<double>(layer.optimizer.ps_count()) * share)));
 }
 
+// Offloading (Megatron-Core's CPU offloading, Transformer Engine's double-buffered
+// handler): the first `scope.offload_layers` transformer layers of stage `s`, never its
+// last layer, copy the activations their backward reads to the host as each forward ends,
+// over the host link, and back before each backward. A copy out runs beside the next
+// layer's forward and one back beside the next-later layer's backward (the order the
+// backward runs them); what a copy takes past that layer's time stalls the GPU, added to
+// the layer the wait falls in. `t_whole`: the tensor degree where tensor parallelism leaves
+// the replicated activations whole on every rank (no sequence parallelism), else 1.
+struct LayerBytes {
+  int64_t activation = 0, replicated = 0;  // Layer::activation_bytes, tp_replicated_activation
+};
+void offload(const Model& model, const StageSpec& s, const ActivationScope& scope, int t_whole,
+             const std::vector<LayerBytes>& bytes_of, StageProfile& p) {
+  std::vector<char> out =
+      checkpointed_layers(model, s.first_layer, s.last_layer, scope.offload_layers);
+  out.back() = 0;  // its backward reads them at once
+  const size_t L = out.size();
+  PIPESIM_ASSERT(p.layers.size() == L && bytes_of.size() == L, "one cost per layer");
+  for (size_t j = 0; j + 1 < L; ++j) {
+    if (out[j] == 0) continue;
+    const LayerBytes& layer = bytes_of[j];
+    // (The profile's costs are t ranks' worth, as the forward's times are.)
+    const double bytes = static_cast<double>(layer.activation) +
+                         static_cast<double>(t_whole - 1) * static_cast<double>(layer.replicated);
+    const Time copy =
+        checked_scale(Time::s(1), bytes / scope.host_bytes_per_s, "an offload copy's time");
+    p.offloaded_bytes += layer.activation;  // at most activation_bytes: no overflow
+    p.replicated_offloaded += layer.replicated;
+    p.offload_buffer_bytes = std::max(p.offload_buffer_bytes, 2 * layer.activation);
+    StageProfile::LayerCost& next = p.layers[j + 1];
+    StageProfile::LayerCost& self = p.layers[j];
+    const Time out_stall = std::max(Time::zero(), copy - next.forward);
+    const Time back_stall =
+        std::max(Time::zero(), copy - (next.backward_input + next.backward_weight));
+    next.forward += out_stall;
+    if (!next.pieces.empty()) next.pieces.back().forward += out_stall;
+    self.backward_input += back_stall;
+    if (!self.pieces.empty()) self.pieces.back().backward_input += back_stall;
+    p.forward = checked_add(p.forward, out_stall, "a stage's forward time");
+    p.backward_input = checked_add(p.backward_input, back_stall, "a stage's backward time");
+  }
+}
+
 }  // namespace
 
 std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<StageSpec>& stages,
                                          const std::vector<Recompute>& recompute,
                                          const std::vector<int>& tensor, bool sequence_parallel,
-                                         const GroupDegrees& groups, const RecomputeScope& scope) {
+                                         const GroupDegrees& groups, const ActivationScope& scope) {
   std::vector<StageProfile> out;
   out.reserve(stages.size());
   for (size_t g = 0; g < stages.size(); ++g) {
@@ -340,6 +383,7 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
     const std::vector<char> checkpointed =
         checkpointed_layers(model, s.first_layer, s.last_layer, scope.layers);
     int64_t replicated_freed = 0;  // selective: of the bytes not kept, whole on every rank
+    std::vector<LayerBytes> bytes_of;
     StageProfile p;
     for (int l = s.first_layer; l <= s.last_layer; ++l) {
       const bool rerun = checkpointed[static_cast<size_t>(l - s.first_layer)] != 0;
@@ -362,6 +406,7 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       p.optimizer = checked_add(p.optimizer, optimizer, "a stage's optimizer time");
       p.activation_bytes =
           checked_add(p.activation_bytes, layer.activation_bytes, "a stage's activation memory");
+      bytes_of.push_back({layer.activation_bytes, layer.tp_replicated_activation});
       const int64_t weight_kept = layer.weight_kept();
       p.weight_activation_bytes += weight_kept;  // at most activation_bytes: no overflow
       p.replicated_weight_activation +=
@@ -445,6 +490,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
             checked_add(p.replicated_kept, layer.tp_replicated_activation, "kept activations");
       }
     }
+    if (mode == Recompute::kNone && scope.offload_layers > 0)
+      offload(model, s, scope, tensor.empty() || sequence_parallel ? 1 : tensor[g], bytes_of, p);
     p.full_recompute = mode != Recompute::kSelective;
     // Selective recompute keeps the layer-norm and dropout tensors among the rest
     // (Korthikanti et al., Table 2), unless it re-runs the norms.

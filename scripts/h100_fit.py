@@ -80,6 +80,8 @@ def scenario(row):
     strategy["recompute"] = row["recompute"]
     if row.get("recompute_modules"):
         strategy["recompute_modules"] = row["recompute_modules"]
+    if row.get("offload_layers"):
+        strategy["offload_layers"] = row["offload_layers"]
     training = dict(global_batch=row["gbs"], micro_batch=row["mbs"], precision=row["precision"],
                     gradients=row["gradients"], optimizer="adam")
     return dict(name=row["name"], cluster=cluster(row), model=model, training=training,

@@ -205,8 +205,10 @@ ROWS += [
               2, 1, 1, 1, 30624),
     blackwell("bridge-gb200-llama3-8b-fp8", BRIDGE + ", 25.11", "gb200", LLAMA3_8B, 8192, 8, 128,
               2, 1, 1, 1, 31508),
-    blackwell("bridge-gb200-llama3-70b-fp8", BRIDGE + ", 25.11 (FSDP over 64)", "gb200",
-              LLAMA3_70B, 8192, 64, 256, 2, 1, 1, 1, 4312, zero=3),
+    # Its recipe (perf_recipes/llama/gb200/llama3.py, llama3_70b_pretrain_64gpu_gb200_fp8cs)
+    # offloads the first 40 layers' activations to the Grace CPU (cpu_offloading_num_layers).
+    dict(blackwell("bridge-gb200-llama3-70b-fp8", BRIDGE + ", 25.11 (FSDP over 64)", "gb200",
+                   LLAMA3_70B, 8192, 64, 256, 2, 1, 1, 1, 4312, zero=3), offload_layers=40),
     blackwell("bridge-gb200-llama3.1-405b-fp8", BRIDGE + ", 25.11", "gb200", LLAMA31_405B, 8192,
               256, 1536, 1, 4, 16, 4, 813),
 ]

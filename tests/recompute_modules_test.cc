@@ -139,7 +139,7 @@ TEST(RecomputeModules, StageKeepsAllButWhatTheModulesFree) {
   const Model m = model_of(moe_latent_shape());
   const std::vector<StageSpec> one{{1, 1, 1}};
   const Layer& l = m.layers[1];
-  const RecomputeScope up{module_bit(RecomputeModule::kMlaUpProj), 0};
+  const ActivationScope up{module_bit(RecomputeModule::kMlaUpProj), 0};
   const StageProfile p = stage_profiles(m, one, {Recompute::kSelective}, {}, false, {}, up)[0];
   const int64_t freed = 2368 * kTokens * 2;
   EXPECT_EQ(p.kept_bytes, l.activation_bytes - freed);
@@ -148,7 +148,7 @@ TEST(RecomputeModules, StageKeepsAllButWhatTheModulesFree) {
   EXPECT_FALSE(p.full_recompute);
   EXPECT_EQ(p.replicated_kept, p.replicated_activation);
   // The norms free bytes every tensor rank holds whole (without sequence parallelism).
-  const RecomputeScope norms{module_bit(RecomputeModule::kLayernorm), 0};
+  const ActivationScope norms{module_bit(RecomputeModule::kLayernorm), 0};
   const StageProfile q = stage_profiles(m, one, {Recompute::kSelective}, {2}, false, {}, norms)[0];
   EXPECT_EQ(q.replicated_kept, q.replicated_activation - 2 * kTokens * 512 * 2);
 }
@@ -158,7 +158,7 @@ TEST(RecomputeModules, WholeOpsRunOnEveryTensorRank) {
   // as its forward runs it: the stage counts it t times (the lowering divides by t).
   const Model m = model_of(dense_shape());
   const std::vector<StageSpec> one{{1, 1, 1}};
-  const RecomputeScope mlp{module_bit(RecomputeModule::kMlp), 0};
+  const ActivationScope mlp{module_bit(RecomputeModule::kMlp), 0};
   const Layer at2 = m.layers[1].at_tensor_degree(2);
   const RecomputePart* part = part_of(at2, RecomputeModule::kMlp);
   ASSERT_NE(part, nullptr);
@@ -226,6 +226,30 @@ TEST(RecomputeModules, TradeTimeForMemoryEndToEnd) {
   EXPECT_GT(block.report.iteration_time, none.report.iteration_time);
   EXPECT_TRUE(mlp.report.info.warnings.empty());
   EXPECT_TRUE(block.report.info.warnings.empty());
+}
+
+// ZeRO-3 gathers a layer's weights for R only where R re-runs it: with one layer of each
+// stage's two checkpointed, R gathers half the bytes a full recompute's R does (the
+// embedding and the head, never re-run, gather nothing for R).
+TEST(RecomputeModules, ZeroThreeGathersOnlyTheLayersRecomputed) {
+  const auto gathered = [](const std::string& recompute) {
+    const test::SimRun r = test::run_yaml(
+        "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch3}\n"
+        "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 1024, "
+        "vocab: 1000, flash_attention: true}\n"
+        "training: {global_batch: 8, micro_batch: 2, optimizer: adam}\n"
+        "strategy: {schedule: 1f1b, pipeline: 2, data: 2, zero: 3, " +
+        recompute + "}\n");
+    int64_t bytes = 0;
+    for (const Op& op : r.graph.ops())
+      if (op.kind == OpKind::kTransfer && op.comm == CommKind::kAllGather) bytes += op.bytes;
+    return bytes;
+  };
+  const int64_t none = gathered("recompute: none");
+  const int64_t full = gathered("recompute: full");
+  const int64_t block = gathered("recompute: full, recompute_layers: 1");
+  EXPECT_GT(block, none);
+  EXPECT_EQ(full - none, 2 * (block - none));
 }
 
 TEST(RecomputeModules, WarnsWhereASettingHasNoEffect) {

@@ -28,6 +28,10 @@ struct GpuSpec {
   double vector_flops = 0;     // 16-bit non-tensor rate (element-wise ops, mixed precision)
   double fp8_flops = 0;        // dense fp8 tensor rate; 0 where the GPU has none
   double hbm_bytes_per_s = 0;
+  // The GPU's link to its host's memory, per direction (PCIe, or NVLink-C2C on a
+  // Grace-Blackwell superchip): what activations offloaded to the host move over
+  // (Strategy::offload_layers; cluster.gpu.host_bandwidth).
+  double host_bytes_per_s = 0;
   int64_t reserved_bytes = 0;  // framework/context overhead the user asks us to count
   // A fixed time added to every compute step (cluster.gpu.launch_overhead): the framework's
   // own cost per step, kernel launches and the host code between them.
