@@ -47,6 +47,31 @@ void module_warnings(const Scenario& s, const std::vector<size_t>& selective,
   }
 }
 
+// Offloading with nothing to move, with more layers asked for than any stage moves (each
+// keeps its last transformer layer: stage_profiles.cc), or under a pipeline, which
+// Megatron-Core's CPU offloading does not run.
+void offload_warnings(const Scenario& s, std::vector<std::string>& out) {
+  const Strategy& st = s.strategy;
+  int most = 0;  // the most transformer layers one stage holds
+  for (const StageSpec& g : st.stages) {
+    const std::vector<char> all = checkpointed_layers(s.model, g.first_layer, g.last_layer, 0);
+    most = std::max(most, static_cast<int>(std::count(all.begin(), all.end(), 1)));
+  }
+  if (most < 2)
+    out.push_back(
+        "strategy.offload_layers: no effect: no stage holds a transformer layer before its "
+        "last (a stage's last transformer layer keeps its activations)");
+  else if (st.offload_layers >= most)
+    out.push_back(fmt::format(
+        "strategy.offload_layers: {} is not below any stage's {} transformer layers at most: "
+        "each stage offloads all but its last (Megatron-Core asks for fewer than the layers)",
+        st.offload_layers, most));
+  if (st.positions() > 1)
+    out.push_back(
+        "strategy.offload_layers: Megatron-Core's CPU offloading runs without pipeline "
+        "parallelism; pipesim offloads the first layers of each stage as asked");
+}
+
 }  // namespace
 
 std::vector<std::string> recompute_warnings(const Scenario& s) {
@@ -79,18 +104,7 @@ std::vector<std::string> recompute_warnings(const Scenario& s) {
           "{} layers to checkpoint",
           st.recompute_layers));
   }
-  if (st.offload_layers > 0) {
-    // Some stage has a layer to offload before its last (which stays: stage_profiles.cc).
-    const bool moves = std::any_of(st.stages.begin(), st.stages.end(), [&](const StageSpec& g) {
-      std::vector<char> moved = checkpointed_layers(s.model, g.first_layer, g.last_layer, 0);
-      moved.back() = 0;
-      return std::count(moved.begin(), moved.end(), 1) > 0;
-    });
-    if (!moves)
-      out.push_back(
-          "strategy.offload_layers: no effect: no stage holds a transformer layer before its "
-          "last (a stage's last layer keeps its activations)");
-  }
+  if (st.offload_layers > 0) offload_warnings(s, out);
   return out;
 }
 

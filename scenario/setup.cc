@@ -138,9 +138,12 @@ ActivationScope activation_scope(const Scenario& s) {
   const Strategy& st = s.strategy;
   ActivationScope out{st.recompute_modules, st.recompute_layers, st.offload_layers, 0.0};
   // (The slowest host link of the cluster: a stage's copies wait for its slowest rank.)
-  for (const Device& d : s.cluster.devices())
-    if (out.host_bytes_per_s == 0 || d.gpu.host_bytes_per_s < out.host_bytes_per_s)
+  bool first = true;
+  for (const Device& d : s.cluster.devices()) {
+    if (first || d.gpu.host_bytes_per_s < out.host_bytes_per_s)
       out.host_bytes_per_s = d.gpu.host_bytes_per_s;
+    first = false;
+  }
   return out;
 }
 

@@ -392,6 +392,21 @@ void place_lists(Scenario& sc, const StrategyPlacement& gpus, const Locator& at)
 
 }  // namespace
 
+void check_order_offload(const Scenario& sc, const Locator& at) {
+  if (sc.strategy.offload_layers == 0) return;
+  // A hand-written order's own R or W steps would read the moved activations again.
+  for (const StepList& list : sc.user_order) {
+    for (const Step& step : list) {
+      if (step.kind != OpKind::kRecompute && step.kind != OpKind::kWeightGrad) continue;
+      at.fail("strategy.offload_layers",
+              fmt::format("strategy.order has {} steps; offloaded activations come back for "
+                          "one backward step",
+                          step.kind == OpKind::kRecompute ? "R" : "W"),
+              "an order of F and B steps, or leave offload_layers out");
+    }
+  }
+}
+
 void check_strategy(Scenario& sc, const StrategyPlacement& gpus, const Locator& at) {
   check_ranges(sc.strategy, at);
   check_options(sc, at);

@@ -352,7 +352,10 @@ void read_strategy(const Reader& r, const YAML::Node& n, const YAML::Node& train
   const StrategyPlacement gpus = read_placement(r, n["placement"], sc.cluster);
   const Locator at(r, {{"strategy", n}, {"training", training}});
   check_strategy(sc, gpus, at);
-  if (n["order"].IsDefined()) read_order(r, n["order"], sc);
+  if (n["order"].IsDefined()) {
+    read_order(r, n["order"], sc);
+    check_order_offload(sc, at);
+  }
 }
 
 }  // namespace pipesim::internal

@@ -47,8 +47,8 @@ Failures read_failures(const Reader& r, const YAML::Node& n) {
 
 Training read_training(const Reader& r, const YAML::Node& n) {
   r.expect_map(n, "training",
-               {"global_batch", "micro_batch", "precision", "gradients", "optimizer", "iterations",
-                "optimizer_step", "failures"});
+               {"global_batch", "micro_batch", "precision", "gradients", "fp8_params", "optimizer",
+                "iterations", "optimizer_step", "failures"});
   Training t;
   constexpr int64_t kMax = int64_t{1} << 40;
   t.global_batch =
@@ -67,6 +67,13 @@ Training read_training(const Reader& r, const YAML::Node& n) {
   if (n["gradients"].IsDefined()) {
     t.fp32_gradients =
         r.choice<bool>(n["gradients"], "training.gradients", {{"weights", false}, {"fp32", true}});
+  }
+  if (n["fp8_params"].IsDefined()) {
+    t.fp8_params = read_flag(r, n["fp8_params"], "training.fp8_params", false);
+    if (t.fp8_params && t.precision != Precision::kFp8)
+      r.fail(n["fp8_params"], "training.fp8_params",
+             "fp8 parameters need fp8 training (the weights' own copy is fp8)",
+             "precision: fp8, or fp8_params: false");
   }
   if (n["optimizer"].IsDefined()) {
     t.optimizer = r.choice<Optimizer>(

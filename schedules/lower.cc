@@ -223,7 +223,14 @@ void Lowering::note_compute(Cursor& cur, const Step& s, OpId first) {
   // part before the previous one has ended and the device's previous gather is done (one
   // communication stream). An op not split per layer gathers all its layers at once.
   const auto it = layer_parts_.find(first);
-  const LayerParts whole{{first}, {in_.stages[static_cast<size_t>(op.stage)].params}};
+  const StageProfile& sp = in_.stages[static_cast<size_t>(op.stage)];
+  int64_t params = sp.params;
+  if (op.kind == OpKind::kRecompute && !sp.layers.empty()) {  // the layers it re-runs only
+    params = 0;
+    for (const auto& lc : sp.layers)
+      if (lc.recomputed) params += lc.params;  // within sp.params
+  }
+  const LayerParts whole{{first}, {params}};
   const LayerParts& lp = it == layer_parts_.end() ? whole : it->second;
   const int mb = op.micro_batch, stage = op.stage;
   for (size_t q = 0; q < lp.parts.size(); ++q) {
@@ -264,7 +271,9 @@ Lowering::StepCost Lowering::cost_step(const Cursor& cur, const Step& s, Op& op)
   const int64_t offloaded =
       std::min(act, lane_bytes(sp.offloaded_bytes, sp.replicated_offloaded, cur.split, cur.t));
   const int64_t buffer =
-      sp.offload_buffer_bytes > 0 ? lane_bytes(sp.offload_buffer_bytes, 0, cur.split, cur.t) : 0;
+      sp.offload_buffer_bytes > 0
+          ? lane_bytes(sp.offload_buffer_bytes, sp.replicated_offload_buffer, cur.split, cur.t)
+          : 0;
   // FLOPs divide over replicas (by their samples) and tensor ranks.
   const Share work{cur.split.num, cur.split.den * cur.t};
   // What the backward frees: everything F allocated, or with a recompute what F kept plus

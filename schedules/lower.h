@@ -60,9 +60,11 @@ struct StageProfile {
   int64_t kept_bytes = 0, transient_bytes = 0;
   Time recompute_time;
   // Offloaded to host memory (ActivationScope::offload_layers): of activation_bytes, what
-  // F moves out (its part tensor parallelism leaves whole on every rank), and the device
-  // buffers its copies out and back pass through (two layers', double-buffered).
-  int64_t offloaded_bytes = 0, replicated_offloaded = 0, offload_buffer_bytes = 0;
+  // F moves out (its part tensor parallelism leaves whole on every rank), and what the
+  // device buffers its copies out and back pass through hold beyond the layers kept after
+  // the moved ones (two layers', double-buffered).
+  int64_t offloaded_bytes = 0, replicated_offloaded = 0;
+  int64_t offload_buffer_bytes = 0, replicated_offload_buffer = 0;
   // R re-runs the forward (its tensor all-reduces too) of every layer Layer::recomputed.
   bool full_recompute = true;
   // Bytes that tensor parallelism leaves whole on every GPU of the group (without sequence

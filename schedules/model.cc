@@ -32,6 +32,7 @@ ParamBytes bytes_per_param(const Training& t) {
   // fp8 keeps an fp8 copy of the 16-bit weights beside them (Transformer Engine).
   if (p != Precision::kFp32) b.optimizer = 4;
   if (p == Precision::kFp8) b.weights += 1;
+  if (p == Precision::kFp8 && t.fp8_params) b.weights = b.gathered = 1;
   switch (t.optimizer) {
     case Optimizer::kSgd:
       break;
@@ -189,10 +190,10 @@ int64_t optimizer_bytes_per_param(const Training& t) {
   // mixed: gradient 2 (4 when kept in fp32) + fp32 master read and write 8 + each state 8 +
   // 16-bit weight write 2.
   const int64_t gradient = bytes_per_param(t).gradients;
-  // fp8: the fp8 weight copy written as well.
-  return t.precision == Precision::kFp32
-             ? gradient + 8 + 8 * states
-             : gradient + 8 + 8 * states + 2 + (t.precision == Precision::kFp8 ? 1 : 0);
+  // fp8: the fp8 weight copy written as well; with fp8 parameters, only they.
+  const int64_t written = t.precision != Precision::kFp8 ? 2 : t.fp8_params ? 1 : 3;
+  return t.precision == Precision::kFp32 ? gradient + 8 + 8 * states
+                                         : gradient + 8 + 8 * states + written;
 }
 
 int64_t Model::stage_params(int first, int last) const {

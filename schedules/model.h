@@ -336,6 +336,10 @@ struct Training {
   // Gradients kept (and all-reduced) in fp32 whatever the weights' precision: Megatron-LM's
   // main_grad buffers (--accumulate-allreduce-grads-in-fp32, which it sets under bf16).
   bool fp32_gradients = false;
+  // Under fp8, the weights kept as fp8 alone, without their 16-bit copy, and gathered in fp8
+  // (Megatron-Core's --fp8-param-gather; Transformer Engine's fp8 parameters): training.
+  // fp8_params. The fp32 master weights stay with the optimizer.
+  bool fp8_params = false;
   int iterations = 1;
   std::optional<Time>
       optimizer_step;  // the whole model's optimizer step, spread over layers by params
@@ -355,7 +359,8 @@ int64_t element_bytes(Precision p);
 struct ParamBytes {
   int64_t weights = 0;
   // What a weight all-gather (ZeRO) moves: the 16-bit (or fp32) weights. Under fp8 the fp8
-  // copy in `weights` is cast on each rank from the gathered 16-bit weights, not sent.
+  // copy in `weights` is cast on each rank from the gathered 16-bit weights, not sent; with
+  // Training::fp8_params the fp8 weights are all there is, and they are what is sent.
   int64_t gathered = 0;
   int64_t gradients = 0;
   int64_t optimizer = 0;  // optimizer state, and the fp32 master copy under mixed precision

@@ -328,12 +328,15 @@ Time rank_optimizer(const Layer& layer, int t, const GroupDegrees& groups) {
 
 // Offloading (Megatron-Core's CPU offloading, Transformer Engine's double-buffered
 // handler): the first `scope.offload_layers` transformer layers of stage `s`, never its
-// last layer, copy the activations their backward reads to the host as each forward ends,
+// last one, copy the activations their backward reads to the host as each forward ends,
 // over the host link, and back before each backward. A copy out runs beside the next
 // layer's forward and one back beside the next-later layer's backward (the order the
 // backward runs them); what a copy takes past that layer's time stalls the GPU, added to
-// the layer the wait falls in. `t_whole`: the tensor degree where tensor parallelism leaves
-// the replicated activations whole on every rank (no sequence parallelism), else 1.
+// the layer the wait falls in. The copies pass through two layers' buffers, which the
+// layers kept after the moved ones have not yet taken in the forward (and have given back
+// in the backward): the buffer counts only what it holds beyond them. `t_whole`: the
+// tensor degree where tensor parallelism leaves the replicated activations whole on every
+// rank (no sequence parallelism), else 1.
 struct LayerBytes {
   int64_t activation = 0, replicated = 0;  // Layer::activation_bytes, tp_replicated_activation
 };
@@ -341,9 +344,14 @@ void offload(const Model& model, const StageSpec& s, const ActivationScope& scop
              const std::vector<LayerBytes>& bytes_of, StageProfile& p) {
   std::vector<char> out =
       checkpointed_layers(model, s.first_layer, s.last_layer, scope.offload_layers);
-  out.back() = 0;  // its backward reads them at once
+  const std::vector<char> any = checkpointed_layers(model, s.first_layer, s.last_layer, 0);
+  const auto last = std::find(any.rbegin(), any.rend(), 1);
+  if (last == any.rend()) return;
+  out[static_cast<size_t>(any.rend() - last) - 1] = 0;  // its backward reads them at once
   const size_t L = out.size();
   PIPESIM_ASSERT(p.layers.size() == L && bytes_of.size() == L, "one cost per layer");
+  LayerBytes largest;
+  size_t end = 0;  // one past the last layer moved
   for (size_t j = 0; j + 1 < L; ++j) {
     if (out[j] == 0) continue;
     const LayerBytes& layer = bytes_of[j];
@@ -354,7 +362,8 @@ void offload(const Model& model, const StageSpec& s, const ActivationScope& scop
         checked_scale(Time::s(1), bytes / scope.host_bytes_per_s, "an offload copy's time");
     p.offloaded_bytes += layer.activation;  // at most activation_bytes: no overflow
     p.replicated_offloaded += layer.replicated;
-    p.offload_buffer_bytes = std::max(p.offload_buffer_bytes, 2 * layer.activation);
+    if (layer.activation > largest.activation) largest = layer;
+    end = j + 1;
     StageProfile::LayerCost& next = p.layers[j + 1];
     StageProfile::LayerCost& self = p.layers[j];
     const Time out_stall = std::max(Time::zero(), copy - next.forward);
@@ -367,6 +376,17 @@ void offload(const Model& model, const StageSpec& s, const ActivationScope& scop
     p.forward = checked_add(p.forward, out_stall, "a stage's forward time");
     p.backward_input = checked_add(p.backward_input, back_stall, "a stage's backward time");
   }
+  int64_t after = 0;
+  for (size_t j = end; j < L; ++j) after += bytes_of[j].activation;  // within activation_bytes
+  const int64_t buffer =
+      std::max<int64_t>(0, std::min(2 * largest.activation, p.offloaded_bytes) - after);
+  p.offload_buffer_bytes = buffer;
+  // (Of it, what tensor parallelism leaves whole: the largest layer's share.)
+  p.replicated_offload_buffer = largest.activation > 0
+                                    ? static_cast<int64_t>(static_cast<double>(buffer) *
+                                                           static_cast<double>(largest.replicated) /
+                                                           static_cast<double>(largest.activation))
+                                    : 0;
 }
 
 }  // namespace

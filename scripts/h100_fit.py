@@ -84,6 +84,8 @@ def scenario(row):
         strategy["offload_layers"] = row["offload_layers"]
     training = dict(global_batch=row["gbs"], micro_batch=row["mbs"], precision=row["precision"],
                     gradients=row["gradients"], optimizer="adam")
+    if row.get("fp8_params"):
+        training["fp8_params"] = True
     return dict(name=row["name"], cluster=cluster(row), model=model, training=training,
                 strategy=strategy)
 

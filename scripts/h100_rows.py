@@ -411,3 +411,14 @@ for gpus, b405, f405, b340, f340 in ((128, 9.347, 6.131, 2.189, 1.483),
                         note=f"step {s340} s")
         row["precision"] = prec
         ROWS.append(row)
+
+# Megatron-Bridge's fp8 recipes keep the weights in fp8 alone and gather them in fp8:
+# scripts/performance/utils/helpers.py get_precision_config (r0.2.0 @ 04651896) takes
+# bf16_with_fp8_current_scaling_mixed or bf16_with_mxfp8_mixed from
+# src/megatron/bridge/training/mixed_precision.py, both with fp8_param_gather = True (the
+# same in today's perf_recipes/_common.py _perf_precision); no recipe of these rows turns
+# it off. NeMo's and dgxc-benchmarking's rows are left as the simulator's default (16-bit
+# weights beside their fp8 copy): their recipes at those commits are not checked.
+for row in ROWS:
+    if row["name"].startswith("bridge-") and row["precision"] == "fp8":
+        row["fp8_params"] = True

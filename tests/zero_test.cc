@@ -90,6 +90,40 @@ TEST(Zero, Fp8GathersTheSixteenBitWeights) {
   }
 }
 
+TEST(Zero, Fp8ParametersAreAllThereIsAndWhatIsGathered) {
+  // training.fp8_params (Megatron-Core's --fp8-param-gather): each rank keeps the fp8
+  // weights alone, 1 byte a parameter (3 without), and the all-gathers move them: half the
+  // 16-bit gathers' bytes, (N_d - 1) chunks of Psi / N_d from each of the N_d ranks under
+  // ZeRO-1; ZeRO-3 shards the 1 byte, plus its buffer of the two largest layers' fp8 weights.
+  for (const int stage : {1, 3}) {
+    std::string fp8 = zero(stage);
+    fp8.replace(fp8.find("a100-80gb"), 9, "h100-80gb");
+    fp8.replace(fp8.find("precision: mixed"), 16, "precision: fp8, fp8_params: true");
+    const test::SimRun r = test::run_yaml(fp8);
+    const test::SimRun mixed = test::run_yaml(zero(stage));
+    EXPECT_EQ(2 * bytes_by_kind(r).at(CommKind::kAllGather),
+              bytes_by_kind(mixed).at(CommKind::kAllGather))
+        << stage;
+    EXPECT_EQ(static_bytes(r, 0, MemCategory::kWeights),
+              stage == 1 ? kPsi : kPsi / kNd + 2 * 3'000'000)
+        << stage;
+    EXPECT_EQ(static_bytes(r, 0, MemCategory::kGradients),
+              static_bytes(mixed, 0, MemCategory::kGradients));
+    EXPECT_EQ(static_bytes(r, 0, MemCategory::kOptimizer),
+              static_bytes(mixed, 0, MemCategory::kOptimizer));
+  }
+  // Only under fp8: the weights' own copy is what is kept.
+  const test::CliResult bad =
+      test::cli({"run", test::write_temp("fp8-params.yaml", [] {
+                   std::string s = zero(1);
+                   s.replace(s.find("precision: mixed"), 16, "precision: mixed, fp8_params: true");
+                   return s;
+                 }())});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("training.fp8_params"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("precision: fp8"), std::string::npos) << bad.err;
+}
+
 TEST(Zero, CommunicationVolume) {
   // A ring all-reduce of 2 Psi bytes sends 2 (N_d - 1) chunks of 2 Psi / N_d from each
   // rank. Stages 1 and 2: a reduce-scatter and an all-gather, (N_d - 1) chunks each: the

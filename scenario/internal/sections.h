@@ -43,6 +43,8 @@ class Locator;
 // The strategy's checks on values (strategy_check.cc) against sc's model, training and
 // cluster; then sc.micro_batches and sc.placement from `gpus`. Errors point where `at` says.
 void check_strategy(Scenario& sc, const StrategyPlacement& gpus, const Locator& at);
+// strategy.order against strategy.offload_layers (after read_order).
+void check_order_offload(const Scenario& sc, const Locator& at);
 
 // Walks `root` along a dotted path, creating mappings for missing keys, and puts `value`
 // at its end. A scalar met on the way (a preset name) becomes {preset: name}.
