@@ -412,13 +412,22 @@ for gpus, b405, f405, b340, f340 in ((128, 9.347, 6.131, 2.189, 1.483),
         row["precision"] = prec
         ROWS.append(row)
 
-# Megatron-Bridge's fp8 recipes keep the weights in fp8 alone and gather them in fp8:
-# scripts/performance/utils/helpers.py get_precision_config (r0.2.0 @ 04651896) takes
-# bf16_with_fp8_current_scaling_mixed or bf16_with_mxfp8_mixed from
-# src/megatron/bridge/training/mixed_precision.py, both with fp8_param_gather = True (the
-# same in today's perf_recipes/_common.py _perf_precision); no recipe of these rows turns
-# it off. NeMo's and dgxc-benchmarking's rows are left as the simulator's default (16-bit
-# weights beside their fp8 copy): their recipes at those commits are not checked.
+# The fp8 runs keep the weights in fp8 alone and gather them in fp8 (training.fp8_params),
+# as each source's recipe says:
+# - Megatron-Bridge: scripts/performance/utils/helpers.py get_precision_config (r0.2.0 @
+#   04651896) takes bf16_with_fp8_current_scaling_mixed or bf16_with_mxfp8_mixed
+#   (src/megatron/bridge/training/mixed_precision.py), both with fp8_param_gather = True
+#   (the same in today's perf_recipes/_common.py _perf_precision);
+# - NeMo 25.x's scripts/performance (the NeMo 25.02-25.04 B200 rows, dgxc-benchmarking
+#   v25.05 and Grok-1's launch.sh, --compute_dtype fp8): helpers.py puts
+#   bf16_with_fp8_mixed (nemo/collections/llm/recipes/precision/mixed_precision.py:
+#   fp8_param_gather = True) on the recipe;
+# - dgxc-benchmarking @ 1b9bb6b3 (NeMo 24.12): configure.sh sets model.fp8_params to
+#   FP8_ENABLED (llama3.1, nemotron), gpt3_175b_hydra.yaml fp8_params: true;
+# - Megatron-LM's Llama example (examples/llama/train_llama3_8b_h100_fp8.sh @ bd32927e):
+#   --fp8-param-gather.
+# NeMo 24.07's rows keep the simulator's default (16-bit weights beside their fp8 copy):
+# that release's launcher configs are not in the sources here.
 for row in ROWS:
-    if row["name"].startswith("bridge-") and row["precision"] == "fp8":
+    if row["precision"] == "fp8" and row["source"] != NEMO:
         row["fp8_params"] = True

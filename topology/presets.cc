@@ -35,8 +35,9 @@ constexpr Fit kAmpere{0.70, 0.85, 0.6, {0.30, false}, {0.30, false}, 0.70, "A100
 constexpr Fit kHopper{0.64, 0.64, 0.40, {0.5, true}, {0.28, true}, 0.68, "H100 runs", 0.3};
 // Blackwell (B200, GB200): the Hopper fit's kernels, memory and interference with its own
 // GEMM levels, fitted to the 26 published B200 and GB200 runs (NeMo 25.02-25.04,
-// Megatron-Bridge 25.11, dgxc-benchmarking v25.05; docs/presets.md "Blackwell's own levels").
-constexpr Fit kBlackwell{0.52, 0.52, 0.40, {0.5, true}, {0.28, true}, 0.48, "B200 and GB200 runs",
+// Megatron-Bridge 25.11, dgxc-benchmarking v25.05; docs/presets.md "Blackwell's own levels"),
+// the fp8 level again over 28 with the runs' fp8 parameters ("The fp8 level again").
+constexpr Fit kBlackwell{0.52, 0.52, 0.40, {0.5, true}, {0.28, true}, 0.46, "B200 and GB200 runs",
                          0.3};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
