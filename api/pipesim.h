@@ -95,6 +95,7 @@ struct ModelSpec {
 struct TrainingSpec {
   std::optional<int64_t> global_batch{}, micro_batch{};
   std::string precision{};  // fp32 | mixed | bf16 | fp8
+  std::optional<bool> fp8_params{};  // fp8 weights alone, gathered in fp8 (precision fp8)
   std::string optimizer{};  // sgd | momentum | adam
   std::optional<int64_t> iterations{};
 };
@@ -104,6 +105,11 @@ struct StrategySpec {
   std::optional<int> pipeline{}, tensor{}, context{}, expert{}, data{}, virtual_stages{}, zero{};
   std::optional<bool> sequence_parallel{};
   std::string recompute{};  // none | full | selective
+  // What `selective` re-runs (core_attn, layernorm, mlp, moe_act, mla_up_proj,
+  // shared_experts; empty: the default), how many layers of each stage `full` checkpoints,
+  // and how many of each stage's layers offload their activations to the host instead.
+  std::vector<std::string> recompute_modules{};
+  std::optional<int> recompute_layers{}, offload_layers{};
   std::string placement{};  // fresh-first | append-first | scatter-first
 };
 

@@ -85,6 +85,7 @@ std::string training_yaml(const TrainingSpec& t) {
   s.add("global_batch", t.global_batch);
   s.add("micro_batch", t.micro_batch);
   s.add("precision", t.precision);
+  s.add("fp8_params", t.fp8_params);
   s.add("optimizer", t.optimizer);
   s.add("iterations", t.iterations);
   return s.text();
@@ -102,6 +103,14 @@ std::string strategy_yaml(const StrategySpec& st) {
   s.add("zero", st.zero);
   s.add("sequence_parallel", st.sequence_parallel);
   s.add("recompute", st.recompute);
+  if (!st.recompute_modules.empty()) {
+    std::vector<std::string> names;
+    for (const std::string& m : st.recompute_modules)
+      names.push_back(quoted(m, "strategy.recompute_modules"));
+    s.add_raw("recompute_modules", fmt::format("[{}]", fmt::join(names, ", ")));
+  }
+  s.add("recompute_layers", st.recompute_layers);
+  s.add("offload_layers", st.offload_layers);
   s.add("placement", st.placement);
   return s.text();
 }

@@ -54,6 +54,50 @@ TEST(Api, ABuiltScenarioIsTheFileItSpells) {
   EXPECT_EQ(a.gpus, 8);
 }
 
+// Megatron-Core's memory options have fields of their own: the same run as the file.
+TEST(Api, RecomputeOffloadAndFp8ParametersAsFields) {
+  ps::ScenarioSpec spec = small_spec();
+  spec.cluster.gpu = "h100-80gb";
+  spec.training.precision = "fp8";
+  spec.training.fp8_params = true;
+  spec.strategy.recompute = "selective";
+  spec.strategy.recompute_modules = {"core_attn", "mlp"};
+  ps::ScenarioSpec full = spec;
+  full.strategy.recompute = "full";
+  full.strategy.recompute_modules = {};
+  full.strategy.recompute_layers = 2;
+  ps::ScenarioSpec offload = spec;
+  offload.strategy.recompute = "none";
+  offload.strategy.recompute_modules = {};
+  offload.strategy.offload_layers = 2;
+  const std::string yaml = std::string(kSmallYaml);
+  const auto written = [&](const std::string& training, const std::string& strategy) {
+    std::string y = yaml;
+    y.replace(y.find("a100-80gb"), 9, "h100-80gb");
+    y.replace(y.find("precision: bf16}"), 16, training + "}");
+    y.replace(y.find("data: 4}"), 8, "data: 4, " + strategy + "}");
+    return ps::LoadedScenario::parse(y, "<code>");
+  };
+  const std::string fp8 = "precision: fp8, fp8_params: true";
+  EXPECT_EQ(ps::run(ps::LoadedScenario(spec), {.reproducible = true}).json,
+            ps::run(written(fp8, "recompute: selective, recompute_modules: [core_attn, mlp]"),
+                    {.reproducible = true})
+                .json);
+  EXPECT_EQ(
+      ps::run(ps::LoadedScenario(full), {.reproducible = true}).json,
+      ps::run(written(fp8, "recompute: full, recompute_layers: 2"), {.reproducible = true}).json);
+  EXPECT_EQ(
+      ps::run(ps::LoadedScenario(offload), {.reproducible = true}).json,
+      ps::run(written(fp8, "recompute: none, offload_layers: 2"), {.reproducible = true}).json);
+  spec.strategy.recompute_modules = {"attention"};
+  try {
+    const ps::LoadedScenario bad(spec);
+    FAIL() << "accepted an unknown module";
+  } catch (const ps::Error& e) {
+    EXPECT_EQ(e.key(), "strategy.recompute_modules.0") << e.what();
+  }
+}
+
 TEST(Api, RunIsTheCommandLinesReport) {
   // `pipesim run toy-gpipe.yaml --set training.micro_batch=2 --reproducible --json -`
   const ps::LoadedScenario s = ps::LoadedScenario::load(kToy, {{"training.micro_batch", "2"}});
