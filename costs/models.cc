@@ -504,6 +504,53 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
 
 }  // namespace
 
+namespace {
+
+// Multi-token prediction's depths (TransformerShape::mtp_layers) after the output head,
+// three layers each: its input (the shifted tokens' lookup in the shared embedding, two
+// norms, the [2h -> h] projection of the pair), its transformer block, and its prediction
+// through the shared output head (a copy of the head layer holding no weights of its own:
+// a stage without the head keeps one, as for tied embeddings). The block is re-run by a full
+// recompute like any other; the projection runs whole on every tensor rank.
+void add_mtp_layers(Model& m, const TransformerShape& t, const Training& training,
+                    const GpuSpec& gpu, const Layer* moe, const Layer& dense) {
+  const double b = static_cast<double>(training.micro_batch);
+  const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
+  const int64_t elem = element_bytes(training.precision);
+  const double e = static_cast<double>(elem);
+  const bool fp8 = training.precision == Precision::kFp8;
+  const auto sbh = static_cast<int64_t>(s * b * h);
+  const Layer head = m.layers.back();
+  const int head_index = static_cast<int>(m.layers.size()) - 1;
+  for (int k = 0; k < t.mtp_layers; ++k) {
+    std::vector<OpSpec> ops{elementwise_op("mtp_lookup", s * b * h, 1, 2 * e, 0),
+                            norm_op("mtp_enorm", t, s * b * h, e),
+                            norm_op("mtp_hnorm", t, s * b * h, e)};
+    weight_gemm(ops, "mtp_proj", s * b, 2 * h, h, e, fp8);
+    // Keeps the two norms' inputs and the projection's input (the pair).
+    Layer in = layer_from_ops(fmt::format("mtp{}_in", k), ops, 2 * s * b * 2 * h * h,
+                              2 * t.hidden * t.hidden + 2 * norm_params(t), 4 * sbh * elem,
+                              sbh * elem, training, gpu);
+    in.sample_retime = ops_sample_retime(ops, training, gpu);
+    in.tied_to = 0;  // the shifted tokens' lookup reads the embedding's table
+    in.tied_params = t.vocab * t.hidden;
+    in.recomputed = false;
+    in.tp_replicated_activation = 4 * sbh * elem;
+    in.tp_replicated_params = 2 * t.hidden * t.hidden + 2 * norm_params(t);
+    m.layers.push_back(std::move(in));
+    m.layers.push_back(moe != nullptr && t.moe_layer(t.layers + k) ? *moe : dense);
+    m.layers.back().name = fmt::format("mtp{}", k);
+    Layer out = head;
+    out.name = fmt::format("mtp{}_head", k);
+    out.params = norm_params(t);  // its own final norm; the projection is the head's
+    out.tied_to = t.tie_embeddings ? 0 : head_index;
+    out.tied_params = t.vocab * t.hidden;
+    m.layers.push_back(std::move(out));
+  }
+}
+
+}  // namespace
+
 Model transformer_model(const TransformerShape& t, const Training& training, const GpuSpec& gpu) {
   const double b = static_cast<double>(training.micro_batch);
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
@@ -582,6 +629,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.back().tp_backward_allreduces = 1;
   m.layers.back().tp_backward_beside = {weight_gradient_of(m.layers.back(), "logits")};
   set_whole_ops(m.layers.back(), [](const std::string& op) { return op == "ln_f"; });
+  add_mtp_layers(m, t, training, gpu, moe.params > 0 ? &moe : nullptr, dense);
   return m;
 }
 

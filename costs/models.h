@@ -55,6 +55,12 @@ struct TransformerShape {
     return experts > 0 && i >= dense_first && (i - dense_first) % moe_every == 0;
   }
   int64_t routed_ffn() const { return expert_ffn > 0 ? expert_ffn : ffn; }
+  // Multi-token prediction (DeepSeek-V3, arXiv 2412.19437, section 2.2; Megatron-Core's
+  // --mtp-num-layers): after the output head, each depth embeds the tokens one further
+  // ahead (the shared embedding), norms them and the previous depth's hidden state, projects
+  // the pair [2h -> h], runs one more transformer block (a MoE one where layer `layers + k`
+  // would be) and predicts through the shared output head with a loss of its own.
+  int mtp_layers = 0;
   // DeepSeek's multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1):
   // queries through a q_rank bottleneck (0: none), keys and values through a kv_rank one,
   // heads of head_dim plus rope_dim rotary dimensions for queries and keys (one rotary key

@@ -26,11 +26,30 @@ namespace {
 // The transformer generator's shape keys, which an include of a generated model may also
 // override.
 const std::vector<std::string>& generator_keys() {
-  static const std::vector<std::string> keys{
-      "layers", "hidden",         "heads", "query_groups", "ffn",     "sequence",
-      "vocab",  "flash_attention", "tie_embeddings", "mlp", "norm", "position", "causal",
-      "experts", "top_k", "expert_ffn", "shared_experts", "moe_every", "dense_first",
-      "capacity_factor", "latent", "head_dim", "attention_kernel"};
+  static const std::vector<std::string> keys{"layers",
+                                             "hidden",
+                                             "heads",
+                                             "query_groups",
+                                             "ffn",
+                                             "sequence",
+                                             "vocab",
+                                             "flash_attention",
+                                             "tie_embeddings",
+                                             "mlp",
+                                             "norm",
+                                             "position",
+                                             "causal",
+                                             "experts",
+                                             "top_k",
+                                             "expert_ffn",
+                                             "shared_experts",
+                                             "moe_every",
+                                             "dense_first",
+                                             "capacity_factor",
+                                             "latent",
+                                             "head_dim",
+                                             "attention_kernel",
+                                             "mtp_layers"};
   return keys;
 }
 
@@ -101,6 +120,8 @@ Model read_generated_model(const Reader& r, const YAML::Node& n, const Training&
   shape.layers =
       static_cast<int>(r.integer(r.require(n, "model", "layers"), "model.layers", 1, 100'000));
   shape.hidden = r.integer(r.require(n, "model", "hidden"), "model.hidden", 1, int64_t{1} << 24);
+  if (n["mtp_layers"].IsDefined())
+    shape.mtp_layers = static_cast<int>(r.integer(n["mtp_layers"], "model.mtp_layers", 0, 16));
   shape.heads = r.integer(r.require(n, "model", "heads"), "model.heads", 1, int64_t{1} << 16);
   if (shape.hidden % shape.heads != 0) {
     r.fail(n["heads"], "model.heads",

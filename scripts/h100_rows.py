@@ -290,8 +290,8 @@ ROWS += [
 ]
 
 
-# DeepSeek-V3 (scenarios/models/deepseek-v3.yaml; its multi-token-prediction layer is not
-# modelled) on 256 Blackwell GPUs in Megatron-Bridge's summaries, micro-batch 1, sequence
+# DeepSeek-V3 (scenarios/models/deepseek-v3.yaml with its multi-token-prediction depth,
+# mtp_layers: 1) on 256 Blackwell GPUs in Megatron-Bridge's summaries, micro-batch 1, sequence
 # 4096, TP 1, the 61 layers laid out as [embedding + 4] + 14 x [4] + [1 + MTP + loss] over
 # 16 stages, the latent attention's up-projections recomputed (recompute_modules
 # [mla_up_proj]). GB200 (25.09: NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @
@@ -304,16 +304,19 @@ DEEPSEEK_V3 = dict(mlp="swiglu", norm="rmsnorm", position="rotary", vocab=129280
                    tie_embeddings=False, layers=61, hidden=7168, heads=128, ffn=18432,
                    latent=dict(kv_rank=512, q_rank=1536, rope_dim=64, head_dim=128),
                    experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_first=3)
-DEEPSEEK_STAGES = ["0-4"] + [f"{5 + 4 * i}-{8 + 4 * i}" for i in range(14)] + ["61-62"]
+# Its multi-token-prediction depth (mtp_layers: 1, the recipes' mtp_num_layers) sits on the
+# last stage with the last layer and the head: layers 61 (the last block), 62 (the head),
+# 63-65 (the prediction's input, block and head).
+DEEPSEEK_STAGES = ["0-4"] + [f"{5 + 4 * i}-{8 + 4 * i}" for i in range(14)] + ["61-65"]
 BRIDGE_2509 = ("Megatron-Bridge performance summary, 25.09 (NVIDIA-NeMo/Megatron-Bridge "
                "docs/performance-summary.md @ 684a6861)")
 for gpu, source, gbs, pp, vp, ep, measured, model, overlap, dispatch in (
-        ("gb200", BRIDGE_2509, 2048, 4, 4, 64, 3454, dict(DEEPSEEK_V3, capacity_factor=1.0),
-         True, "alltoall"),
-        ("b200", BRIDGE + ", 26.02.01", 4096, 16, 1, 8, 2790, DEEPSEEK_V3, False, "flex")):
+        ("gb200", BRIDGE_2509, 2048, 4, 4, 64, 3454,
+         dict(DEEPSEEK_V3, capacity_factor=1.0, mtp_layers=1), True, "alltoall"),
+        ("b200", BRIDGE + ", 26.02.01", 4096, 16, 1, 8, 2790, dict(DEEPSEEK_V3, mtp_layers=1),
+         False, "flex")):
     row = parallel(blackwell(f"bridge-{gpu}-deepseek-v3-fp8", source, gpu, model, 4096, 256, gbs,
-                             1, 1, pp, vp, measured,
-                             note="without its multi-token-prediction layer"),
+                             1, 1, pp, vp, measured),
                    ep=ep, dispatch=dispatch)
     row.update(stages=DEEPSEEK_STAGES, recompute="selective", recompute_modules=["mla_up_proj"],
                shared_expert_overlap=overlap, slow=True)
