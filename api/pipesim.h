@@ -90,6 +90,7 @@ struct ModelSpec {
   std::string include{};  // a built-in model (gpt3-175b, llama3-8b, mixtral-8x7b, ...) or a file
   // The transformer generator's shape; beside `include`, they change the included model's.
   std::optional<int64_t> layers{}, hidden{}, heads{}, ffn{}, sequence{}, vocab{};
+  std::optional<int> mtp_layers{};  // multi-token prediction's depths (DeepSeek-V3: 1)
 };
 
 struct TrainingSpec {

@@ -77,6 +77,7 @@ std::string model_yaml(const ModelSpec& m) {
   s.add("ffn", m.ffn);
   s.add("sequence", m.sequence);
   s.add("vocab", m.vocab);
+  s.add("mtp_layers", m.mtp_layers);
   return s.text();
 }
 

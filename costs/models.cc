@@ -511,7 +511,8 @@ namespace {
 // norms, the [2h -> h] projection of the pair), its transformer block, and its prediction
 // through the shared output head (a copy of the head layer holding no weights of its own:
 // a stage without the head keeps one, as for tied embeddings). The block is re-run by a full
-// recompute like any other; the projection runs whole on every tensor rank.
+// recompute like any other. The head passes the last block's hidden state on to the
+// depth's input (Megatron-Core keeps it on the stage; a cut there sends it).
 void add_mtp_layers(Model& m, const TransformerShape& t, const Training& training,
                     const GpuSpec& gpu, const Layer* moe, const Layer& dense) {
   const double b = static_cast<double>(training.micro_batch);
@@ -527,16 +528,25 @@ void add_mtp_layers(Model& m, const TransformerShape& t, const Training& trainin
                             norm_op("mtp_enorm", t, s * b * h, e),
                             norm_op("mtp_hnorm", t, s * b * h, e)};
     weight_gemm(ops, "mtp_proj", s * b, 2 * h, h, e, fp8);
-    // Keeps the two norms' inputs and the projection's input (the pair).
+    // Keeps the two norms' inputs and the projection's input (the pair; fp8 under fp8).
+    const int64_t kept = 2 * sbh * elem + 2 * sbh * (fp8 ? 1 : elem);
     Layer in = layer_from_ops(fmt::format("mtp{}_in", k), ops, 2 * s * b * 2 * h * h,
-                              2 * t.hidden * t.hidden + 2 * norm_params(t), 4 * sbh * elem,
-                              sbh * elem, training, gpu);
+                              2 * t.hidden * t.hidden + 2 * norm_params(t), kept, sbh * elem,
+                              training, gpu);
     in.sample_retime = ops_sample_retime(ops, training, gpu);
     in.tied_to = 0;  // the shifted tokens' lookup reads the embedding's table
     in.tied_params = t.vocab * t.hidden;
     in.recomputed = false;
-    in.tp_replicated_activation = 4 * sbh * elem;
-    in.tp_replicated_params = 2 * t.hidden * t.hidden + 2 * norm_params(t);
+    // Under tensor parallelism: the lookup vocabulary-parallel (an all-reduce of its output),
+    // the norms whole on every rank, the projection column-parallel on the whole pair (an
+    // all-reduce of the pair's gradient in the backward).
+    in.tensor_parallel = true;
+    in.tp_allreduce_bytes = sbh * elem;
+    in.tp_forward_allreduces = 1;
+    in.tp_backward_allreduces = 1;
+    in.tp_replicated_activation = kept;
+    in.tp_replicated_params = 2 * norm_params(t);
+    set_whole_ops(in, [](const std::string& op) { return op == "mtp_enorm" || op == "mtp_hnorm"; });
     m.layers.push_back(std::move(in));
     m.layers.push_back(moe != nullptr && t.moe_layer(t.layers + k) ? *moe : dense);
     m.layers.back().name = fmt::format("mtp{}", k);
@@ -545,8 +555,11 @@ void add_mtp_layers(Model& m, const TransformerShape& t, const Training& trainin
     out.params = norm_params(t);  // its own final norm; the projection is the head's
     out.tied_to = t.tie_embeddings ? 0 : head_index;
     out.tied_params = t.vocab * t.hidden;
+    // The hidden state the next depth reads passes on (a stage may end here).
+    out.output_bytes = k + 1 < t.mtp_layers ? sbh * elem : 0;
     m.layers.push_back(std::move(out));
   }
+  if (t.mtp_layers > 0) m.layers[static_cast<size_t>(head_index)].output_bytes = sbh * elem;
 }
 
 }  // namespace

@@ -120,8 +120,16 @@ double CostModel::cut_time(int g0, int r0, int g1, int r1, int64_t bytes) const 
 
 int64_t CostModel::params(int first, int last) const {
   int64_t p = params_[u(last) + 1] - params_[u(first)];
-  for (const int l : tied_) {
-    if (l >= first && l <= last) p += s_.model.layers[u(l)].tied_copy(first, last);
+  // (Model::tied_copy, over the tied layers alone: one copy a stage per owner.)
+  for (size_t i = 0; i < tied_.size(); ++i) {
+    const int l = tied_[i];
+    if (l < first || l > last) continue;
+    const Layer& x = s_.model.layers[u(l)];
+    if (x.tied_to >= first && x.tied_to <= last) continue;
+    bool held = false;
+    for (size_t j = 0; j < i && !held; ++j)
+      held = tied_[j] >= first && s_.model.layers[u(tied_[j])].tied_to == x.tied_to;
+    if (!held) p += x.tied_params;
   }
   return p;
 }

@@ -196,12 +196,18 @@ int64_t optimizer_bytes_per_param(const Training& t) {
                                          : gradient + 8 + 8 * states + written;
 }
 
+int64_t Model::tied_copy(int l, int first, int last) const {
+  const int owner = layers.at(static_cast<size_t>(l)).tied_to;
+  if (owner < 0 || (owner >= first && owner <= last)) return 0;
+  for (int k = first; k < l; ++k)
+    if (layers.at(static_cast<size_t>(k)).tied_to == owner) return 0;  // its copy, held once
+  return layers.at(static_cast<size_t>(l)).tied_params;
+}
+
 int64_t Model::stage_params(int first, int last) const {
   int64_t p = 0;
-  for (int l = first; l <= last; ++l) {
-    const Layer& x = layers.at(static_cast<size_t>(l));
-    p += x.params + x.tied_copy(first, last);
-  }
+  for (int l = first; l <= last; ++l)
+    p += layers.at(static_cast<size_t>(l)).params + tied_copy(l, first, last);
   return p;
 }
 

@@ -254,11 +254,6 @@ struct Layer {
   // first stage's), so they count in that stage's parameters. -1: not tied.
   int tied_to = -1;
   int64_t tied_params = 0;
-  // The copy a stage of layers [first, last] holding this layer keeps: tied_params when the
-  // owner lies outside the range, else 0.
-  int64_t tied_copy(int first, int last) const {
-    return tied_to >= 0 && (tied_to < first || tied_to > last) ? tied_params : 0;
-  }
   // Shape-described layers that tensor parallelism can split (linear, conv, attention, LSTM,
   // and pools, which every rank runs whole): one rank's share at degree t. Null otherwise.
   std::shared_ptr<const TensorSplit> tensor_split;
@@ -298,8 +293,12 @@ struct Layer {
 struct Model {
   std::string name;
   std::vector<Layer> layers;
+  // The copy of tied weights (Layer::tied_to) a stage of layers [first, last] keeps for
+  // its layer l: tied_params when the owner lies outside the range and no layer of the
+  // stage before l is tied to it (one copy a stage, however many layers read it), else 0.
+  int64_t tied_copy(int l, int first, int last) const;
   // Parameters of layers [first, last] as one stage holds them: theirs, plus the copy of
-  // tied weights whose owner lies outside the range (Layer::tied_copy).
+  // tied weights whose owner lies outside the range (tied_copy).
   int64_t stage_params(int first, int last) const;
   int64_t input_bytes = 0;  // one micro-batch of input samples (kept by gpipe-recompute on stage 0)
   int64_t tokens_per_sample = 0;  // the sequence length, for models that have one

@@ -434,8 +434,9 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
                                               layer.tp_replicated_activation, weight_kept})
                                   : layer.tp_replicated_activation;
       // Tied weights whose owner is on another stage: this stage's own copy.
-      const int64_t params = checked_add(layer.params, base.tied_copy(s.first_layer, s.last_layer),
-                                         "a stage's parameter count");
+      const int64_t params =
+          checked_add(layer.params, model.tied_copy(l, s.first_layer, s.last_layer),
+                      "a stage's parameter count");
       p.params = checked_add(p.params, params, "a stage's parameter count");
       p.replicated_params =
           checked_add(p.replicated_params, layer.tp_replicated_params, "a stage's parameter count");

@@ -151,17 +151,13 @@ TEST(Experts, RoutingImbalanceStretchesTheExperts) {
               0.25 * static_cast<double>(experts.ps_count()), 2.0);
 }
 
-// Published counts (SPEC: totals within 0.5 %), total and active per token: Mixtral 8x7B 46.7 B
-// and 12.9 B (arXiv 2401.04088, section 2), Mixtral 8x22B 141 B and 39 B (Mistral AI's
-// announcement), DeepSeek-V3 671 B and 37 B (arXiv 2412.19437, section 1), Qwen3-30B-A3B 30.5 B
-// and 3.3 B, Qwen3-235B-A22B 235 B and 22 B (arXiv 2505.09388, Table 2). Active: all but the routed
-// experts a token does not visit, (E - k) / E of them.
 // DeepSeek-V3's multi-token-prediction depth (model.mtp_layers): three layers after the
 // head. Its input holds the [2h -> h] projection and two RMSNorms, 2h^2 + 2h parameters,
 // and 2 S (2h) h FLOPs; its block is a MoE layer (layer 61 would be one); its head has only
-// its final norm and keeps the main head's copy where the head is elsewhere. With it the
-// model is DeepSeek-AI's 671 B + 14 B of the released checkpoint's, within 1.5 % (the
-// checkpoint also stores the module's own embedding and head, 1.9 B, which it shares here).
+// its final norm and keeps the main head's copy where the head is elsewhere; a stage keeps
+// one copy of a tied owner's weights however many of its layers read them. With it the
+// model is DeepSeek-AI's 671 B + 14 B of the released checkpoint less the module's own
+// embedding and head the checkpoint stores (2 V h, shared here), within 0.5 %.
 TEST(Experts, MultiTokenPredictionAddsItsLayersAfterTheHead) {
   const Scenario s = load_scenario_text(
       "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2}\n"
@@ -187,12 +183,32 @@ TEST(Experts, MultiTokenPredictionAddsItsLayersAfterTheHead) {
       static_cast<int64_t>(129280 * h));
   double params = 0;
   for (const Layer& x : l) params += static_cast<double>(x.params);
-  EXPECT_NEAR(params, 685e9, 0.015 * 685e9);
+  const double V = 129280;
+  EXPECT_NEAR(params, 685e9 - 2 * V * h, 0.005 * (685e9 - 2 * V * h));
+  // The head passes the last block's hidden state on to the depth (a cut there sends it).
+  EXPECT_EQ(l[62].output_bytes, l[61].output_bytes);
+  EXPECT_EQ(l[65].output_bytes, 0);
+  // Two depths, the stage after the head: one copy of the embedding for both inputs and
+  // one of the head for both heads.
+  const Scenario two = load_scenario_text(
+      "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2}\n"
+      "model: {include: deepseek-v3, mtp_layers: 2}\n"
+      "training: {global_batch: 2, micro_batch: 1, precision: bf16}\n"
+      "strategy: {schedule: dapple, stages: [{layers: 0-62}, {layers: 63-68}]}\n",
+      "mtp2.yaml");
+  int64_t own = 0;
+  for (int k = 63; k <= 68; ++k) own += two.model.layers[static_cast<size_t>(k)].params;
+  EXPECT_EQ(two.model.stage_params(63, 68) - own, static_cast<int64_t>(2 * V * h));
   EXPECT_FALSE(l[63].recomputed);
   EXPECT_TRUE(l[64].recomputed);
   EXPECT_FALSE(l[65].recomputed);
 }
 
+// Published counts (SPEC: totals within 0.5 %), total and active per token: Mixtral 8x7B 46.7 B
+// and 12.9 B (arXiv 2401.04088, section 2), Mixtral 8x22B 141 B and 39 B (Mistral AI's
+// announcement), DeepSeek-V3 671 B and 37 B (arXiv 2412.19437, section 1), Qwen3-30B-A3B 30.5 B
+// and 3.3 B, Qwen3-235B-A22B 235 B and 22 B (arXiv 2505.09388, Table 2). Active: all but the routed
+// experts a token does not visit, (E - k) / E of them.
 TEST(Experts, PresetParameterCountsWithinHalfAPercent) {
   const std::tuple<const char*, double, double> presets[] = {
       {"mixtral-8x7b", 46.7e9, 12.9e9},
