@@ -514,7 +514,7 @@ namespace {
 // recompute like any other. The head passes the last block's hidden state on to the
 // depth's input (Megatron-Core keeps it on the stage; a cut there sends it).
 void add_mtp_layers(Model& m, const TransformerShape& t, const Training& training,
-                    const GpuSpec& gpu, const Layer* moe, const Layer& dense) {
+                    const GpuSpec& gpu, const Layer& moe, const Layer& dense) {
   const double b = static_cast<double>(training.micro_batch);
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const int64_t elem = element_bytes(training.precision);
@@ -548,7 +548,7 @@ void add_mtp_layers(Model& m, const TransformerShape& t, const Training& trainin
     in.tp_replicated_params = 2 * norm_params(t);
     set_whole_ops(in, [](const std::string& op) { return op == "mtp_enorm" || op == "mtp_hnorm"; });
     m.layers.push_back(std::move(in));
-    m.layers.push_back(moe != nullptr && t.moe_layer(t.layers + k) ? *moe : dense);
+    m.layers.push_back(t.moe_layer(t.layers + k) ? moe : dense);
     m.layers.back().name = fmt::format("mtp{}", k);
     Layer out = head;
     out.name = fmt::format("mtp{}_head", k);
@@ -642,7 +642,7 @@ Model transformer_model(const TransformerShape& t, const Training& training, con
   m.layers.back().tp_backward_allreduces = 1;
   m.layers.back().tp_backward_beside = {weight_gradient_of(m.layers.back(), "logits")};
   set_whole_ops(m.layers.back(), [](const std::string& op) { return op == "ln_f"; });
-  add_mtp_layers(m, t, training, gpu, moe.params > 0 ? &moe : nullptr, dense);
+  add_mtp_layers(m, t, training, gpu, moe, dense);
   return m;
 }
 

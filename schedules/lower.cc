@@ -271,9 +271,7 @@ Lowering::StepCost Lowering::cost_step(const Cursor& cur, const Step& s, Op& op)
   const int64_t offloaded =
       std::min(act, lane_bytes(sp.offloaded_bytes, sp.replicated_offloaded, cur.split, cur.t));
   const int64_t buffer =
-      sp.offload_buffer_bytes > 0
-          ? lane_bytes(sp.offload_buffer_bytes, sp.replicated_offload_buffer, cur.split, cur.t)
-          : 0;
+      lane_bytes(sp.offload_buffer_bytes, sp.replicated_offload_buffer, cur.split, cur.t);
   // FLOPs divide over replicas (by their samples) and tensor ranks.
   const Share work{cur.split.num, cur.split.den * cur.t};
   // What the backward frees: everything F allocated, or with a recompute what F kept plus
