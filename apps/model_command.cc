@@ -61,15 +61,17 @@ std::string curves_line(const GpuSpec& gpu) {
                 "(cluster.gpu.comm_interference)\n",
                 gpu.name, 100 * gpu.comm_interference)
           : "";
+  const std::string note =
+      gpu.curves_note.empty() ? "" : fmt::format("{}: {}\n", gpu.name, gpu.curves_note);
   if (gpu.curves_borrowed && fitted)
     return fmt::format(
                "{}'s efficiency curves are borrowed from the fit to {} (none of its own yet; "
                "docs/presets.md)\n",
                gpu.name, gpu.curves) +
-           slowed;
+           note + slowed;
   return fmt::format("{}'s efficiency curves: {}{}\n", gpu.name, fitted ? "fitted to " : "",
                      gpu.curves) +
-         slowed;
+         note + slowed;
 }
 
 // A mixture of experts: how many layers route, and the parameters a token visits.
@@ -193,6 +195,7 @@ int model_command(const Scenario& sc, const std::vector<InputIdentity>& inputs,
   j["micro_batch"] = sc.training.micro_batch;
   j["efficiency_curves"] = {
       {"gpu", gpu.name}, {"fitted_to", gpu.curves}, {"borrowed", gpu.curves_borrowed}};
+  if (!gpu.curves_note.empty()) j["efficiency_curves"]["note"] = gpu.curves_note;
   if (per_rank)
     j["ranks"] = {{"tensor", sc.strategy.tensor},
                   {"context", ranks.context},

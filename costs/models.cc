@@ -425,10 +425,15 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   // and fc1's sbh and fc2's sbf elements at 1 byte instead of 2 (a MoE layer: the first two).
   // A MoE layer keeps (in 16-bit units) the router's fp32 probabilities (2 sbE), the
   // permuted tokens and the experts' outputs (2 x 2 k sbh), the experts' MLP tensors for
-  // k sb tokens and the shared experts'.
+  // k sb tokens and the shared experts'. Under fp8 the grouped GEMMs keep their inputs'
+  // fp8 copies as the dense ones do: the permuted tokens (k sbh) and the experts' fc2
+  // inputs (k sbF) at 1 byte; the shared experts keep an fp8 copy of the normed input the
+  // router keeps in 16 bits (+sbh) and their fc2 input in fp8.
+  const double moe_fp8_saved =
+      fp8 ? k * s * b * (h + F) + s * b * (shared_f - (shared_f > 0 ? h : 0)) : 0;
   const auto mlp_tensors =
       moe ? static_cast<int64_t>(2 * s * b * E + 4 * k * s * b * h + gate * k * s * b * F +
-                                 gate * s * b * shared_f)
+                                 gate * s * b * shared_f - moe_fp8_saved)
           : static_cast<int64_t>(gate * s * b * f) - (fp8 ? static_cast<int64_t>(s * b * f) : 0);
   // (Latent attention: its own tensors, and the MLP block's norm and first GEMM inputs.)
   // (The queries and the projection's input are q wide: 4 sbq of the 12 sbh.)

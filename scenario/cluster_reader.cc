@@ -111,6 +111,9 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
                         given("triton_attention_efficiency") || given("fp8_efficiency"))) {
     g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
   }
+  // A datasheet's change to the attention level no longer holds once the scenario gives it.
+  if (given("efficiency") || given("attention_efficiency") || given("triton_attention_efficiency"))
+    g.curves_note.clear();
 }
 
 GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) {

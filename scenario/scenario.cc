@@ -179,10 +179,11 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
   if (sc.training.precision == Precision::kFp8) {
     for (const Device& d : sc.cluster.devices()) {
       if (d.gpu.fp8_flops > 0) continue;
-      r.fail(training["precision"], "training.precision",
-             fmt::format("GPU '{}' ({}) has no fp8 peak", d.gpu.name, d.name),
-             "mixed or bf16, or GPUs with fp8 (h100-80gb, h200, b200, gb200, mi300x, or fp8_peak "
-             "in the GPU mapping)");
+      r.fail(
+          training["precision"], "training.precision",
+          fmt::format("GPU '{}' ({}) has no fp8 peak", d.gpu.name, d.name),
+          "mixed or bf16, or GPUs with fp8 (h100-80gb, h200, b200, gb200, b300, gb300, mi300x, or "
+          "fp8_peak in the GPU mapping)");
     }
   }
   const YAML::Node model = r.require(root, "", "model");

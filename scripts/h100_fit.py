@@ -36,14 +36,16 @@ def cluster(row):
                     intra_node=dict(preset="nvswitch2", bandwidth="220 GB/s"),
                     inter_node=dict(kind="ethernet", bandwidth="200 Gbit/s", latency="5 us",
                                     nics=8))
-    if row["gpu"] == "gb200":
-        # NVL72 racks, 64 GPUs of each in the job, one 400 Gbit/s port per GPU.
+    # Blackwell Ultra's ConnectX-8 ports run at 800 Gbit/s, the others' ConnectX-7 at 400.
+    port = "ib-xdr" if row["gpu"] in ("b300", "gb300") else "ib-ndr"
+    if row["gpu"] in ("gb200", "gb300"):
+        # NVL72 racks, 64 GPUs of each in the job, one port per GPU.
         per = min(row["gpus"], 64)
-        return dict(gpu="gb200", nodes=row["gpus"] // per, gpus_per_node=per,
-                    intra_node="nvlink5", inter_node=dict(preset="ib-ndr", nics=per))
+        return dict(gpu=row["gpu"], nodes=row["gpus"] // per, gpus_per_node=per,
+                    intra_node="nvlink5", inter_node=dict(preset=port, nics=per))
     return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8,
-                intra_node="nvlink5" if row["gpu"] == "b200" else "nvswitch",
-                inter_node=dict(preset="ib-ndr", nics=8))
+                intra_node="nvlink5" if row["gpu"] in ("b200", "b300") else "nvswitch",
+                inter_node=dict(preset=port, nics=8))
 
 
 def scenario(row):
@@ -158,7 +160,7 @@ def compare(sets, only=None):
         mean, worst = summary(sub)
         print(f"context/expert: {len(sub)} rows, mean |error| {100 * mean:.1f} %, "
               f"max {100 * worst:.1f} %")
-    for tag in ("h100", "a100", "b200", "gb200"):
+    for tag in ("h100", "a100", "b200", "gb200", "b300", "gb300"):
         sub = [r for r in result if r[0]["gpu"].startswith(tag) and "group" not in r[0]]
         if sub:
             mean, worst = summary(sub)

@@ -252,6 +252,19 @@ def parallel(row, cp=1, ep=1, dispatch="alltoall", etp=1):
     row.update(cp=cp, ep=ep, group="moe-cp", dispatch=dispatch, etp=etp)
     return row
 
+# Blackwell Ultra (GB300 NVL72) in the same 25.11 table: runs no fit has seen, on the
+# Blackwell levels (docs/validation.md, "Blackwell Ultra: GB300 out of sample"). The 70B
+# recipe (scripts/performance/configs/llama3/workload_base_configs.py @ v0.2.0,
+# LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG) offloads 20 layers where GB200's offloads 40.
+ROWS += [
+    blackwell("bridge-gb300-llama3-8b-fp8", BRIDGE + ", 25.11", "gb300", LLAMA3_8B, 8192, 8, 128,
+              2, 1, 1, 1, 37556),
+    dict(blackwell("bridge-gb300-llama3-70b-fp8", BRIDGE + ", 25.11 (FSDP over 64)", "gb300",
+                   LLAMA3_70B, 8192, 64, 256, 2, 1, 1, 1, 4520, zero=3), offload_layers=20),
+    parallel(blackwell("bridge-gb300-llama3.1-405b-fp8", BRIDGE + ", 25.11", "gb300",
+                       LLAMA31_405B, 8192, 256, 1536, 1, 2, 8, 4, 999), cp=2),
+]
+
 
 # Qwen3-30B-A3B: the 26.x recipes use the flex dispatcher with HybridEP; from 26.02 to
 # 26.02.01 the same layout went from 5113 to 9058 tokens/s/GPU (the 25.11 row, 5275, is of
@@ -287,6 +300,18 @@ ROWS += [
     parallel(nemo("dgxc-grok1-314b-fp8", GROK, GROK1, 8192, 512, 1024, 1, 4, 8, 8, "fp8",
                   8192 * 1024 / 13.433 / 512, "step 13.433 s", tensor_overlap="backward"),
              cp=2, ep=8),
+]
+
+
+# Qwen3-30B-A3B on 8 B300 and on 8 B200 in one release (26.04.01; MXFP8, run as fp8), EP 8,
+# the flex dispatcher with HybridEP, no recompute (perf_recipes/qwen/{b300,b200}/qwen3_moe.py
+# at HEAD, 067f987d, for the layout; micro-batch 8 and 4 as the table says). The B300's
+# figures are out of sample: no fit has seen a Blackwell Ultra run.
+ROWS += [
+    parallel(blackwell("bridge-b300-qwen3-30b-a3b-fp8", BRIDGE + ", 26.04.01", "b300", QWEN3_30B,
+                       4096, 8, 512, 8, 1, 1, 1, 30720), ep=8, dispatch="flex"),
+    parallel(blackwell("bridge-b200-qwen3-30b-a3b-fp8", BRIDGE + ", 26.04.01", "b200", QWEN3_30B,
+                       4096, 8, 512, 4, 1, 1, 1, 27136), ep=8, dispatch="flex"),
 ]
 
 

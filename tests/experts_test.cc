@@ -101,16 +101,46 @@ TEST(Experts, OneExpertIsTheDenseMlp) {
   EXPECT_EQ(time_of(d, "fc2"), time_of(e, "expert_fc2"));
 }
 
+// h = 1024, 8 heads, 8 routed experts of F = 512 (k = 2), on s tokens.
+TransformerShape eight_experts(int64_t s) {
+  TransformerShape t = tiny_moe();
+  t.hidden = 1024;
+  t.heads = 8;
+  t.sequence = s;
+  t.experts = 8;
+  t.expert_ffn = 512;
+  return t;
+}
+
+// Under fp8 the grouped expert GEMMs keep their inputs' fp8 copies, as the dense GEMMs do
+// (Transformer Engine's GroupedLinear saves its quantized inputs for the weight gradient).
+// h = 1024, s = 2048, b = 1, k = 2 of 8 experts of F = 512, GeLU, no shared expert: fp8
+// keeps 1 byte instead of 2 for the QKV and projection inputs (2 sbh = 4,194,304 bytes),
+// the permuted tokens (k sbh = 4,194,304) and the experts' fc2 inputs (k sbF = 2,097,152):
+// 10,485,760 bytes less than the 16-bit layer. A shared expert of the same width adds the
+// fp8 copy of the normed input it reads beside the router (+sbh = 2,097,152) and keeps its
+// own fc2 input in fp8 (-sbF = 1,048,576).
+TEST(Experts, Fp8ExpertsKeepTheirInputsInFp8) {
+  const TransformerShape t = eight_experts(2048);
+  const GpuSpec gpu = *find_gpu_preset("h100-80gb");
+  Training fp8 = mixed(1);
+  fp8.precision = Precision::kFp8;
+  const auto activation = [&](const TransformerShape& shape, const Training& tr) {
+    return transformer_model(shape, tr, gpu).layers[1].activation_bytes;
+  };
+  EXPECT_EQ(activation(t, mixed(1)) - activation(t, fp8), 10'485'760);
+  TransformerShape shared = t;
+  shared.shared_experts = 1;
+  const int64_t shared_mixed = activation(shared, mixed(1)) - activation(t, mixed(1));
+  const int64_t shared_fp8 = activation(shared, fp8) - activation(t, fp8);
+  EXPECT_EQ(shared_fp8 - shared_mixed, 2'097'152 - 1'048'576);
+}
+
 // Expert parallelism keeps each GPU's compute (its tokens' k experts) but with more tokens
 // per expert GEMM: never slower, and the same FLOPs. E = 8 experts of F = 512 at k = 2 on
 // b s = 4096 tokens: 1024 rows per expert at EP 1, 8192 at EP 8 (one expert per rank).
 TEST(Experts, ExpertParallelGemmsAreLargerAndNoSlower) {
-  TransformerShape t = tiny_moe();
-  t.hidden = 1024;
-  t.heads = 8;
-  t.sequence = 4096;
-  t.experts = 8;
-  t.expert_ffn = 512;
+  const TransformerShape t = eight_experts(4096);
   const Layer x = transformer_model(t, mixed(1), *find_gpu_preset("h100-80gb")).layers[1];
   const Layer ep8 = x.at_tensor_degree(1, 8);
   const auto experts = [](const Layer& l) {

@@ -16,13 +16,14 @@ const GpuSpec& v100() {
 
 TEST(Presets, EveryNamedPresetExists) {
   for (const char* g : {"v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200",
-                        "b200", "gb200", "mi300x"}) {
+                        "b200", "gb200", "b300", "gb300", "mi300x"}) {
     ASSERT_NE(find_gpu_preset(g), nullptr) << g;
     EXPECT_GT(find_gpu_preset(g)->memory_bytes, 0);
     EXPECT_GT(find_gpu_preset(g)->peak_flops, 0);
   }
-  for (const char* l : {"nvlink2", "nvlink3", "nvlink4", "nvswitch", "pcie3", "pcie4", "pcie5",
-                        "eth10", "eth25", "eth100", "eth400", "ib-hdr", "ib-ndr", "nvlink5"}) {
+  for (const char* l :
+       {"nvlink2", "nvlink3", "nvlink4", "nvswitch", "pcie3", "pcie4", "pcie5", "eth10", "eth25",
+        "eth100", "eth400", "ib-hdr", "ib-ndr", "nvlink5", "pcie6", "eth800", "ib-xdr"}) {
     ASSERT_NE(find_link_preset(l), nullptr) << l;
     EXPECT_GT(find_link_preset(l)->bytes_per_s, 0);
   }
@@ -42,11 +43,21 @@ TEST(Presets, EveryNamedPresetExists) {
   EXPECT_DOUBLE_EQ(find_gpu_preset("mi300x")->fp8_flops, 2614.9e12);
   EXPECT_EQ(find_gpu_preset("a100-80gb")->fp8_flops, 0);
   EXPECT_DOUBLE_EQ(find_gpu_preset("h100-80gb")->fp8_flops, 1979e12);
+  // Blackwell Ultra: the HGX B300's 72 / 36 PFLOPS of sparse fp8 / 16-bit over 8 GPUs,
+  // halved; GB300 NVL72's 720 / 360 over 72, halved (the GB200's rates); 288 GB each.
+  EXPECT_DOUBLE_EQ(find_gpu_preset("b300")->fp8_flops, 72e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("b300")->peak_flops, 36e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("gb300")->fp8_flops, 720e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(find_gpu_preset("gb300")->peak_flops, 360e15 / 72 / 2);
+  EXPECT_EQ(find_gpu_preset("gb300")->memory_bytes, 288'000'000'000);
+  EXPECT_EQ(find_gpu_preset("b300")->memory_bytes, 288'000'000'000);
+  // ConnectX-8: 800 Gbit/s a port.
+  EXPECT_DOUBLE_EQ(find_link_preset("ib-xdr")->bytes_per_s, 100e9);
   // NVLink 5: 1.8 TB/s both ways per GPU.
   EXPECT_DOUBLE_EQ(find_link_preset("nvlink5")->bytes_per_s, 900e9);
   // The A100s, the H100 and Blackwell have curves fitted to their own runs; the others say
   // whose they borrow.
-  for (const char* g : {"v100-16gb", "h200", "mi300x"})
+  for (const char* g : {"v100-16gb", "h200", "mi300x", "b300", "gb300"})
     EXPECT_TRUE(find_gpu_preset(g)->curves_borrowed) << g;
   for (const char* g : {"a100-80gb", "h100-80gb", "b200", "gb200"})
     EXPECT_FALSE(find_gpu_preset(g)->curves_borrowed) << g;
@@ -83,6 +94,16 @@ TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {
             std::string::npos);
   EXPECT_EQ(model("a100-80gb").out.find("slower while it sends"), std::string::npos);
   EXPECT_NE(model("{name: x, memory: 8 GiB, peak: 10 TFLOPS}").out.find("flat 0.5"),
+            std::string::npos);
+  // Blackwell Ultra borrows Blackwell's fit and says what its datasheet changes in it, until
+  // the scenario gives its own attention curve.
+  const std::string u = model("gb300").out;
+  EXPECT_NE(u.find("gb300's efficiency curves are borrowed from the fit to B200 and GB200 runs"),
+            std::string::npos)
+      << u;
+  EXPECT_NE(u.find("gb300: attention kernels at twice Blackwell's level"), std::string::npos);
+  EXPECT_EQ(model("b200").out.find("twice"), std::string::npos);
+  EXPECT_EQ(model("{preset: b300, attention_efficiency: 0.4}").out.find("twice"),
             std::string::npos);
 }
 

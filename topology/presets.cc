@@ -24,6 +24,7 @@ struct Fit {
   double fp8_top;
   const char* runs;  // what it was fitted to, for pipesim model
   double comm_interference = 0;
+  const char* note = "";  // what a datasheet changed in another generation's fit
 };
 // Megatron-LM's Table 1, Korthikanti et al.'s Table 5, the Zero Bubble GPT runs (GEMMs and
 // memory) and llm-foundry's A100 runs (attention, the largest GEMMs). llm-foundry's ran the
@@ -39,6 +40,19 @@ constexpr Fit kHopper{0.64, 0.64, 0.40, {0.5, true}, {0.28, true}, 0.68, "H100 r
 // the fp8 level again over 28 with the runs' fp8 parameters ("The fp8 level again").
 constexpr Fit kBlackwell{0.52, 0.52, 0.40, {0.5, true}, {0.28, true}, 0.46, "B200 and GB200 runs",
                          0.3};
+// Blackwell Ultra (B300, GB300): the Blackwell fit, its attention kernels at twice their
+// level. Its datasheets give the same 16-bit and fp8 tensor rates as B200's and GB200's and
+// "2x attention performance" (the special-function units' exponentials, a fused attention
+// kernel's bound, doubled); docs/presets.md, docs/validation.md "Blackwell Ultra".
+constexpr Fit kBlackwellUltra{0.52,
+                              0.52,
+                              0.40,
+                              {1.0, true},
+                              {0.56, true},
+                              0.46,
+                              "B200 and GB200 runs",
+                              0.3,
+                              "attention kernels at twice Blackwell's level (datasheet)"};
 constexpr double kHugeGemm = 8e12;  // FLOPs of one GEMM where the curve's last point sits
 
 // Efficiency curves (docs/presets.md gives the sources): GEMM efficiency by the FLOPs of
@@ -100,6 +114,7 @@ GpuSpec gpu(const Datasheet& d) {
   g.curves = d.fit.runs;
   g.comm_interference = d.fit.comm_interference;
   g.curves_borrowed = d.borrowed;
+  g.curves_note = d.fit.note;
   return g;
 }
 
@@ -108,8 +123,8 @@ constexpr int64_t kGB = 1'000'000'000;
 // Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM / OAM parts.
 // Host link: per direction, PCIe 3/4/5 x16 (16, 32, 64 GB/s) or GB200's NVLink-C2C
 // (900 GB/s both ways). The datasheets and what each figure is are in docs/presets.md.
-const std::array<GpuSpec, 9>& gpu_presets() {
-  static const std::array<GpuSpec, 9> table{{
+const std::array<GpuSpec, 11>& gpu_presets() {
+  static const std::array<GpuSpec, 11> table{{
       gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, 16e9, kAmpere, true}),
       gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, 16e9, kAmpere, true}),
       gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 1555e9, 32e9, kAmpere, false}),
@@ -118,6 +133,12 @@ const std::array<GpuSpec, 9>& gpu_presets() {
       gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 4800e9, 64e9, kHopper, true}),
       gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, 64e9, kBlackwell, false}),
       gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, 450e9, kBlackwell, false}),
+      // Blackwell Ultra: B200's and GB200's 16-bit and fp8 rates, 288 GB; DGX B300's hosts
+      // are PCIe 5.0 (docs/presets.md).
+      gpu({"b300", 288 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, 64e9, kBlackwellUltra,
+           true}),
+      gpu({"gb300", 288 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, 450e9, kBlackwellUltra,
+           true}),
       gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 5300e9, 64e9, kHopper,
            true}),
   }};
@@ -126,8 +147,8 @@ const std::array<GpuSpec, 9>& gpu_presets() {
 
 // Bandwidth: per direction, between two GPUs (intra-node kinds) or per node (network
 // kinds). Latency: typical small-message end-to-end latency through the NCCL stack.
-const std::array<LinkSpec, 20>& link_presets() {
-  static const std::array<LinkSpec, 20> table{{
+const std::array<LinkSpec, 23>& link_presets() {
+  static const std::array<LinkSpec, 23> table{{
       {"nvlink", LinkKind::kNvLink, 50e9, Time::us(2)},  // = nvlink2
       {"nvlink2", LinkKind::kNvLink, 50e9, Time::us(2)},
       {"nvlink3", LinkKind::kNvLink, 300e9, Time::us(2)},
@@ -141,14 +162,17 @@ const std::array<LinkSpec, 20>& link_presets() {
       {"pcie3", LinkKind::kPcie, 15.75e9, Time::us(3)},
       {"pcie4", LinkKind::kPcie, 31.5e9, Time::us(3)},
       {"pcie5", LinkKind::kPcie, 63e9, Time::us(3)},
+      {"pcie6", LinkKind::kPcie, 121e9, Time::us(3)},
       {"ethernet", LinkKind::kEthernet, 25e9 / 8, Time::us(10)},  // = eth25
       {"eth10", LinkKind::kEthernet, 10e9 / 8, Time::us(10)},
       {"eth25", LinkKind::kEthernet, 25e9 / 8, Time::us(10)},
       {"eth100", LinkKind::kEthernet, 100e9 / 8, Time::us(10)},
       {"eth400", LinkKind::kEthernet, 400e9 / 8, Time::us(10)},
+      {"eth800", LinkKind::kEthernet, 800e9 / 8, Time::us(10)},
       {"infiniband", LinkKind::kInfiniBand, 200e9 / 8, Time::us(2)},  // = ib-hdr
       {"ib-hdr", LinkKind::kInfiniBand, 200e9 / 8, Time::us(2)},
       {"ib-ndr", LinkKind::kInfiniBand, 400e9 / 8, Time::us(2)},
+      {"ib-xdr", LinkKind::kInfiniBand, 800e9 / 8, Time::us(2)},
   }};
   return table;
 }

@@ -61,6 +61,8 @@ struct GpuSpec {
   // them from another generation (pipesim model says so).
   std::string curves = "A100 runs";
   bool curves_borrowed = false;
+  // What this GPU's datasheet changes in the fit it takes (empty: nothing), for pipesim model.
+  std::string curves_note;
   // Takes `from`'s six curves and where they come from (cluster.gpu.like).
   void take_curves(const GpuSpec& from) {
     matrix_efficiency = from.matrix_efficiency;
@@ -71,6 +73,7 @@ struct GpuSpec {
     triton_attention_efficiency = from.triton_attention_efficiency;
     comm_interference = from.comm_interference;
     curves = from.curves;
+    curves_note = from.curves_note;
   }
 };
 
