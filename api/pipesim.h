@@ -96,8 +96,8 @@ struct ModelSpec {
 
 struct TrainingSpec {
   std::optional<int64_t> global_batch{}, micro_batch{};
-  std::string precision{};  // fp32 | mixed | bf16 | fp8
-  std::optional<bool> fp8_params{};  // fp8 weights alone, gathered in fp8 (precision fp8)
+  std::string precision{};           // fp32 | mixed | bf16 | fp8 | nvfp4
+  std::optional<bool> fp8_params{};  // quantized weights alone, gathered so (fp8 or nvfp4)
   std::string optimizer{};  // sgd | momentum | adam
   std::optional<int64_t> iterations{};
 };

@@ -35,6 +35,25 @@ double kernel_head_dim(const TransformerShape& t, int64_t d) {
   return static_cast<double>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(d, 16))));
 }
 
+// The weight GEMMs' low precision (Transformer Engine's recipes): bytes per element of a
+// quantized operand (0: the GEMMs run in 16 bits), and what a cast to it moves per element:
+// `cast_reads` passes over the 16-bit input and `cast_writes` bytes written.
+// - fp8: 1-byte operands; one pass reading 16 bits and writing 8 (its amax on the way).
+// - NVFP4 (NVFP4BlockScaling): E2M1 values, 4 bits, and an E4M3 scale per 16 of them: 0.5625
+//   bytes an element; two passes (the tensor's amax for its fp32 scale, then the cast) and
+//   two copies written, row-wise for this GEMM and column-wise for the one that reads it
+//   transposed (TE quantizes each operand both ways; the weight gradient's copy after a
+//   random Hadamard transform, a 16 x 16 block product the pass absorbs).
+struct Quant {
+  double operand = 0, cast_reads = 0, cast_writes = 0;
+  bool on() const { return operand > 0; }
+};
+Quant quant_of(Precision p) {
+  if (p == Precision::kFp8) return {1, 1, 1};
+  if (p == Precision::kNvfp4) return {0.5625, 2, 2 * 0.5625};
+  return {};
+}
+
 // A layer norm or RMSNorm over `elements`: reads x, writes y; its backward reads x and dy,
 // writes dx. RMSNorm skips the mean and the bias: about half the FLOPs.
 OpSpec norm_op(const char* name, const TransformerShape& t, double elements, double e) {
@@ -47,36 +66,37 @@ int64_t norm_params(const TransformerShape& t) {
   return t.norm == TransformerShape::Norm::kRmsNorm ? t.hidden : 2 * t.hidden;
 }
 
-// A weight GEMM of the layer, [m, k] by [k, n]. Under fp8 (Transformer Engine's recipe)
-// it runs at the fp8 peak on fp8 operands: the forward reads the fp8 input and weight and
-// writes a 16-bit output, B reads the fp8 output gradient and writes a 16-bit input
-// gradient, W reads the fp8 input and output gradient; before it, a cast (with its amax)
-// turns the input into fp8 in the forward and the output gradient in the backward, reading
-// 16 bits and writing 8 per element.
+// A weight GEMM of the layer, [m, k] by [k, n]. Under fp8 or NVFP4 (Transformer Engine's
+// recipes, Quant) it runs at that format's peak on quantized operands: the forward reads
+// the quantized input and weight and writes a 16-bit output, B reads the quantized output
+// gradient and writes a 16-bit input gradient, W reads the quantized input and output
+// gradient; before it, a cast turns the input into the format in the forward and the output
+// gradient in the backward (Quant::cast_reads and cast_writes bytes per element).
 void weight_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n, double e,
-                 bool fp8) {
-  if (!fp8) {
+                 const Quant& q) {
+  if (!q.on()) {
     ops.push_back(gemm_op(name, m, k, n, e));
     return;
   }
   OpSpec cast;
   cast.name = std::string("cast_") + name;
   cast.matrix = false;
-  cast.forward = {2 * m * k, (e + 1) * m * k};
-  cast.backward_input = {2 * m * n, (e + 1) * m * n};
+  const double moved = q.cast_reads * e + q.cast_writes;
+  cast.forward = {2 * m * k, moved * m * k};
+  cast.backward_input = {2 * m * n, moved * m * n};
   ops.push_back(cast);
-  OpSpec g = gemm_op(name, m, k, n, 1);
-  g.forward.bytes = m * k + e * m * n;
-  g.backward_input.bytes = m * n + e * m * k;
+  OpSpec g = gemm_op(name, m, k, n, q.operand);
+  g.forward.bytes = q.operand * m * k + e * m * n;
+  g.backward_input.bytes = q.operand * m * n + e * m * k;
   g.fp8 = true;
   ops.push_back(g);
 }
 
 // A weight GEMM of routed experts: `experts` equal pieces of the [m, k] x [k, n] product
 // (each expert's tokens), each reading its own expert's weights.
-void expert_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n,
-                 double e, bool fp8, double experts) {
-  weight_gemm(ops, name, m, k, n, e, fp8);
+void expert_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n, double e,
+                 const Quant& q, double experts) {
+  weight_gemm(ops, name, m, k, n, e, q);
   OpSpec& g = ops.back();
   g.weight_bytes *= experts;
   g.repeats = experts;
@@ -85,13 +105,13 @@ void expert_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k,
 // The MLP block's ops after the second norm: the dense MLP of `f` on b s tokens, or the
 // named parts of an expert's (prefix "expert_" or "shared_") on `tokens` tokens.
 void mlp_ops(std::vector<OpSpec>& ops, const TransformerShape& t, const std::string& prefix,
-             double tokens, double f, double e, bool fp8, double experts = 0) {
+             double tokens, double f, double e, const Quant& q, double experts = 0) {
   const double h = static_cast<double>(t.hidden);
   const auto gemm = [&](const std::string& name, double k, double n) {
     if (experts > 0)
-      expert_gemm(ops, name.c_str(), tokens, k, n, e, fp8, experts);
+      expert_gemm(ops, name.c_str(), tokens, k, n, e, q, experts);
     else
-      weight_gemm(ops, name.c_str(), tokens, k, n, e, fp8);
+      weight_gemm(ops, name.c_str(), tokens, k, n, e, q);
   };
   if (t.gated()) {
     // Gate and value in one GEMM (2f wide), then act(gate) x value: reads both, writes the
@@ -110,7 +130,8 @@ void mlp_ops(std::vector<OpSpec>& ops, const TransformerShape& t, const std::str
 
 // A MoE layer's MLP block after its norm (models.h): router, permutation, routed experts,
 // un-permutation, shared experts.
-void moe_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double bs, double e, bool fp8) {
+void moe_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double bs, double e,
+             const Quant& q) {
   const double h = static_cast<double>(t.hidden), E = t.experts, k = t.top_k;
   const double F = static_cast<double>(t.routed_ffn());
   ops.push_back(gemm_op("router", bs, h, E, e));
@@ -119,10 +140,10 @@ void moe_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double bs, dou
   // Each token copied to its k experts' rows: reads h, writes k h (and the backward the
   // reverse, summing).
   ops.push_back(elementwise_op("permute", bs * k * h, 0, 2 * e, 2 * e));
-  mlp_ops(ops, t, "expert_", bs * k, F, e, fp8, E);
+  mlp_ops(ops, t, "expert_", bs * k, F, e, q, E);
   // The k expert outputs of each token weighted by its router probabilities and summed.
   ops.push_back(elementwise_op("unpermute", bs * k * h, 2, 2 * e, 3 * e));
-  if (t.shared_experts > 0) mlp_ops(ops, t, "shared_", bs, F * t.shared_experts, e, fp8);
+  if (t.shared_experts > 0) mlp_ops(ops, t, "shared_", bs, F * t.shared_experts, e, q);
 }
 
 // Which part of a transformer layer an op belongs to (LayerPiece).
@@ -177,7 +198,7 @@ std::vector<LayerPiece> pieces_of(const Layer& x, const std::vector<PieceKind>& 
 // kv_rank bottleneck plus one shared rotary key of rope_dim, fused attention over heads of
 // head_dim + rope_dim (queries and keys) and head_dim (values).
 void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double b, double e,
-                          bool fp8) {
+                          const Quant& q) {
   const TransformerShape::Latent& l = *t.latent;
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), bs = b * s;
@@ -186,15 +207,15 @@ void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, d
   const double dqk = dv + dr;
   ops.push_back(norm_op("ln1", t, bs * h, e));
   if (l.q_rank > 0) {
-    weight_gemm(ops, "q_down", bs, h, qr, e, fp8);
+    weight_gemm(ops, "q_down", bs, h, qr, e, q);
     ops.push_back(norm_op("q_norm", t, bs * qr, e));
-    weight_gemm(ops, "q_up", bs, qr, a * dqk, e, fp8);
+    weight_gemm(ops, "q_up", bs, qr, a * dqk, e, q);
   } else {
-    weight_gemm(ops, "q_up", bs, h, a * dqk, e, fp8);
+    weight_gemm(ops, "q_up", bs, h, a * dqk, e, q);
   }
-  weight_gemm(ops, "kv_down", bs, h, kr + dr, e, fp8);
+  weight_gemm(ops, "kv_down", bs, h, kr + dr, e, q);
   ops.push_back(norm_op("kv_norm", t, bs * kr, e));
-  weight_gemm(ops, "kv_up", bs, kr, a * (dqk - dr + dv), e, fp8);
+  weight_gemm(ops, "kv_up", bs, kr, a * (dqk - dr + dv), e, q);
   if (t.position == TransformerShape::Position::kRotary)
     ops.push_back(elementwise_op("rotary", bs * (a * dr + dr), 3, 2 * e, 2 * e));
   OpSpec att;
@@ -206,7 +227,7 @@ void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, d
   att.forward = {mask * 2 * b * s * s * a * width, e * bs * a * (2 * dqk + 2 * dv)};
   att.backward_input = {mask * 5 * b * s * s * a * width, e * bs * a * (4 * dqk + 4 * dv)};
   ops.push_back(att);
-  weight_gemm(ops, "projection", bs, a * dv, h, e, fp8);
+  weight_gemm(ops, "projection", bs, a * dv, h, e, q);
 }
 
 // The ops of one transformer layer (see models.h) for b sequences of s tokens.
@@ -214,14 +235,14 @@ void latent_attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, d
 // s tokens: queries heads x head_dim wide (the hidden size unless head_dim says otherwise),
 // keys and values as kv_features; h below is the queries' width.
 void attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double b, double e,
-                   bool fp8) {
+                   const Quant& q) {
   const double s = static_cast<double>(t.sequence), hm = static_cast<double>(t.hidden);
   const double h = static_cast<double>(query_width(t));
   const double a = static_cast<double>(t.heads);
   const double bs = b * s, sbh = s * b * h, as2b = a * s * s * b;
   const double r = static_cast<double>(kv_features(t)) / (2 * h);  // keys' width / queries'
   ops.push_back(norm_op("ln1", t, s * b * hm, e));
-  weight_gemm(ops, "qkv", bs, hm, (1 + 2 * r) * h, e, fp8);
+  weight_gemm(ops, "qkv", bs, hm, (1 + 2 * r) * h, e, q);
   if (t.position == TransformerShape::Position::kRotary) {
     // Rotary embeddings on the queries and keys (1 + r) sbh elements: x cos + rot(x) sin,
     // reading and writing each once; the backward is the same rotation (it keeps nothing:
@@ -258,26 +279,26 @@ void attention_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double b
     values.backward_input = {4 * b * s * s * h, e * (2 * as2b + (1 + 2 * r) * sbh)};
     ops.push_back(values);
   }
-  weight_gemm(ops, "projection", bs, h, hm, e, fp8);
+  weight_gemm(ops, "projection", bs, h, hm, e, q);
 }
 
-std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, bool fp8,
+std::vector<OpSpec> layer_ops(const TransformerShape& t, double b, double e, const Quant& q,
                               bool moe = false) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double f = static_cast<double>(t.ffn);
   const double bs = b * s, sbh = s * b * h;
   std::vector<OpSpec> ops;
   if (t.latent)
-    latent_attention_ops(ops, t, b, e, fp8);
+    latent_attention_ops(ops, t, b, e, q);
   else
-    attention_ops(ops, t, b, e, fp8);
+    attention_ops(ops, t, b, e, q);
   // Bias, dropout and residual add fused: reads x and the residual, writes y and the mask.
   ops.push_back(elementwise_op("dropout_add1", sbh, 2, 3 * e + 1, 2 * e + 1));
   ops.push_back(norm_op("ln2", t, sbh, e));
   if (moe)
-    moe_ops(ops, t, bs, e, fp8);
+    moe_ops(ops, t, bs, e, q);
   else
-    mlp_ops(ops, t, "", bs, f, e, fp8);
+    mlp_ops(ops, t, "", bs, f, e, q);
   ops.push_back(elementwise_op("dropout_add2", sbh, 2, 3 * e + 1, 2 * e + 1));
   return ops;
 }
@@ -315,7 +336,7 @@ Time weight_gradient_of(const Layer& x, const char* name) {
 struct RoutedExperts {
   TransformerShape shape;
   double tokens = 0, F = 0, E = 0, element = 2;
-  bool fp8 = false;
+  Quant q;
 };
 struct Degrees {
   int tensor = 1, expert = 1, context = 1, expert_tensor = 1;
@@ -336,8 +357,8 @@ std::vector<OpSpec> ops_at_degrees(const std::vector<OpSpec>& ops,
   std::vector<OpSpec> experts;
   const int etp = d.expert_tensor;
   if (etp > 1)
-    mlp_ops(experts, routed.shape, "expert_", routed.tokens * etp, routed.F / etp,
-            routed.element, routed.fp8, routed.E);
+    mlp_ops(experts, routed.shape, "expert_", routed.tokens * etp, routed.F / etp, routed.element,
+            routed.q, routed.E);
   size_t next = 0;  // the next of `experts`
   for (size_t i = 0; i < split.size(); ++i) {
     OpSpec& op = split[i];
@@ -370,8 +391,10 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   const double e = static_cast<double>(elem);
   const auto sbh = static_cast<int64_t>(s * b * h);
   const auto as2b = static_cast<int64_t>(a * s * s * b);
-  const bool fp8 = training.precision == Precision::kFp8;
-  const std::vector<OpSpec> ops = layer_ops(t, b, e, fp8, moe);
+  const Quant q = quant_of(training.precision);
+  // What a quantized GEMM's kept input saves per element against its 16-bit copy.
+  const double saved = q.on() ? e - q.operand : 0;
+  const std::vector<OpSpec> ops = layer_ops(t, b, e, q, moe);
   const int64_t kv = kv_features(t);
   // An MLP of width w: two h x w matrices (GeLU) or three (gated, the first two as one
   // 2w-wide GEMM), with their biases.
@@ -430,18 +453,18 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   // inputs (k sbF) at 1 byte; the shared experts keep an fp8 copy of the normed input the
   // router keeps in 16 bits (+sbh) and their fc2 input in fp8.
   const double moe_fp8_saved =
-      fp8 ? k * s * b * (h + F) + s * b * (shared_f - (shared_f > 0 ? h : 0)) : 0;
+      saved * (k * s * b * (h + F) + s * b * shared_f) - (shared_f > 0 ? s * b * h * q.operand : 0);
   const auto mlp_tensors =
       moe ? static_cast<int64_t>(2 * s * b * E + 4 * k * s * b * h + gate * k * s * b * F +
                                  gate * s * b * shared_f - moe_fp8_saved)
-          : static_cast<int64_t>(gate * s * b * f) - (fp8 ? static_cast<int64_t>(s * b * f) : 0);
+          : static_cast<int64_t>(gate * s * b * f - saved * s * b * f);
   // (Latent attention: its own tensors, and the MLP block's norm and first GEMM inputs.)
   // (The queries and the projection's input are q wide: 4 sbq of the 12 sbh.)
   const auto sbq = static_cast<int64_t>(s * b * qd);
-  const int64_t tensors = (t.latent ? latent_tensors + 4 * sbh
-                                    : (t.flash_attention ? 8 * sbh : 8 * sbh + 4 * as2b) +
-                                          4 * sbq + 2 * kv_tensors) -
-                          (fp8 ? (moe ? 2 : 3) * sbh : 0) + mlp_tensors;
+  const int64_t tensors =
+      (t.latent ? latent_tensors + 4 * sbh
+                : (t.flash_attention ? 8 * sbh : 8 * sbh + 4 * as2b) + 4 * sbq + 2 * kv_tensors) -
+      static_cast<int64_t>(saved * (moe ? 2 : 3) * static_cast<double>(sbh)) + mlp_tensors;
   const int64_t masks = t.flash_attention ? 2 * sbh : 2 * sbh + as2b;
   const int64_t activation = tensors * elem / 2 + masks;
   Layer x = layer_from_ops("layer", ops, layer_flops, layer_params, activation, sbh * elem,
@@ -473,7 +496,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   x.tensor_parallel = true;
   x.tp_forward_allreduces = x.tp_backward_allreduces = moe ? 1 : 2;
   x.tp_allreduce_bytes = sbh * elem;
-  x.tp_fp8 = fp8;
+  x.tp_fp8 = training.precision == Precision::kFp8;
   // The backward reaches the first MLP GEMM's input gradient, then QKV's: each
   // all-reduce can run beside that GEMM's weight gradient (Strategy::tensor_overlap).
   // (Latent attention's column-parallel GEMM there: the queries' up-projection.)
@@ -486,7 +509,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   set_whole_ops(x, outside_tensor_region);
   // The layer at other degrees (ops_at_degrees), each op on the efficiency curves at one
   // rank's size.
-  const RoutedExperts routed{t, b * s * k, F, E, e, fp8};
+  const RoutedExperts routed{t, b * s * k, F, E, e, q};
   x.tensor_retime = std::make_shared<const TensorRetime>(
       [ops, layer_flops, layer_params, activation, sbh, elem, training, gpu, beside, kinds,
        whole, routed](int degree, int ep, int cp, int etp) {
@@ -497,13 +520,15 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
         return TensorTimes{l.forward, l.backward_input, l.backward_weight, beside(l),
                            pieces_of(l, kinds), l.ops};
       });
-  x.tp_replicated_activation = (fp8 ? 8 : 10) * sbh * elem / 2;  // fp8 inputs: 1 byte
+  // (the attention's and the MLP's inputs as their quantized copies under fp8 or NVFP4)
+  x.tp_replicated_activation = static_cast<int64_t>((5 * e - 2 * saved) * static_cast<double>(sbh));
   // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
-  // every rank: 2sbh of its 16sbh elements (in fp8 under fp8).
-  x.tp_replicated_weight_activation = 2 * sbh * (fp8 ? 1 : elem);
+  // every rank: 2sbh of its 16sbh elements (quantized under fp8 or NVFP4).
+  x.tp_replicated_weight_activation =
+      static_cast<int64_t>(2 * static_cast<double>(sbh) * (q.on() ? q.operand : e));
   // Norms, two output biases (and a MoE layer's router, whole on every rank).
   x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden + (moe ? t.hidden * t.experts : 0);
-  x.recompute_parts = internal::recompute_parts(t, moe, x, b, elem, fp8);
+  x.recompute_parts = internal::recompute_parts(t, moe, x, b, elem, q.operand);
   return x;
 }
 
@@ -524,7 +549,7 @@ void add_mtp_layers(Model& m, const TransformerShape& t, const Training& trainin
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const int64_t elem = element_bytes(training.precision);
   const double e = static_cast<double>(elem);
-  const bool fp8 = training.precision == Precision::kFp8;
+  const Quant q = quant_of(training.precision);
   const auto sbh = static_cast<int64_t>(s * b * h);
   const Layer head = m.layers.back();
   const int head_index = static_cast<int>(m.layers.size()) - 1;
@@ -532,9 +557,11 @@ void add_mtp_layers(Model& m, const TransformerShape& t, const Training& trainin
     std::vector<OpSpec> ops{elementwise_op("mtp_lookup", s * b * h, 1, 2 * e, 0),
                             norm_op("mtp_enorm", t, s * b * h, e),
                             norm_op("mtp_hnorm", t, s * b * h, e)};
-    weight_gemm(ops, "mtp_proj", s * b, 2 * h, h, e, fp8);
-    // Keeps the two norms' inputs and the projection's input (the pair; fp8 under fp8).
-    const int64_t kept = 2 * sbh * elem + 2 * sbh * (fp8 ? 1 : elem);
+    weight_gemm(ops, "mtp_proj", s * b, 2 * h, h, e, q);
+    // Keeps the two norms' inputs and the projection's input (the pair; quantized under fp8
+    // or NVFP4).
+    const int64_t kept = 2 * sbh * elem + static_cast<int64_t>(2 * static_cast<double>(sbh) *
+                                                               (q.on() ? q.operand : e));
     Layer in = layer_from_ops(fmt::format("mtp{}_in", k), ops, 2 * s * b * 2 * h * h,
                               2 * t.hidden * t.hidden + 2 * norm_params(t), kept, sbh * elem,
                               training, gpu);

@@ -54,7 +54,7 @@ RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
 }  // namespace
 
 std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, const Layer& x,
-                                           double b, int64_t element, bool fp8) {
+                                           double b, int64_t element, double quantized) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), S = s * b, e = static_cast<double>(element);
   std::vector<RecomputePart> out;
@@ -73,7 +73,9 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
   // down-projections' fp8 copy, the router's 16 bits always); whole on every tensor rank
   // without sequence parallelism (Korthikanti's 10sbh).
   const bool first = t.latent.has_value();
-  const double norms = (first ? S * h * (fp8 ? 1 : e) : 0) + (moe ? S * h * e : 0);
+  // (A quantized GEMM's input copy: `quantized` bytes an element; 0: 16 bits.)
+  const double kept_in = quantized > 0 ? quantized : e;
+  const double norms = (first ? S * h * kept_in : 0) + (moe ? S * h * e : 0);
   out.push_back(part(
       RecomputeModule::kLayernorm, x,
       [first, moe](const std::string& op) {
@@ -89,20 +91,21 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
     // copy under fp8; whole on every tensor rank without sequence parallelism), fc1's output
     // and the activation's (under fp8 fc2 keeps the activation's fp8 copy: S f bytes less).
     const double f = static_cast<double>(t.ffn);
-    const double normed = S * h * (fp8 ? 1 : e);
+    const double normed = S * h * kept_in;
     out.push_back(part(RecomputeModule::kMlp, x, dense_mlp,
-                       normed + (gate - (fp8 ? 1 : 0)) * S * f * e / 2, normed));
+                       normed + gate * S * f * e / 2 - S * f * (e - kept_in), normed));
   } else {
     // The routed experts' activation (output discarded): its output, fc2's input, for the
     // k S routed copies.
     const double F = static_cast<double>(t.routed_ffn()), k = t.top_k;
-    out.push_back(part(RecomputeModule::kMoeAct, x, expert_act, k * S * F * e));
+    out.push_back(part(RecomputeModule::kMoeAct, x, expert_act, k * S * F * kept_in));
     if (t.shared_experts > 0) {
       const double shared = F * t.shared_experts;
       out.push_back(part(
           RecomputeModule::kSharedExperts, x,
           [](const std::string& op) { return op.find("shared_") != std::string::npos; },
-          gate * S * shared * e / 2));
+          gate * S * shared * e / 2 - S * shared * (e - kept_in) +
+              (quantized > 0 ? S * h * quantized : 0)));
     }
   }
   if (t.latent) {

@@ -47,13 +47,15 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   double peak = mixed ? gpu.peak_flops : gpu.peak_fp32_flops;
   // A GPU given without a vector peak: a quarter of the tensor rate (the A100's ratio).
   if (mixed && !matrix) peak = gpu.vector_flops > 0 ? gpu.vector_flops : gpu.peak_flops / 4;
-  // fp8 GEMMs at the fp8 peak, on the fp8 curve.
-  if (fp8 && matrix) peak = gpu.fp8_flops;
+  // Quantized GEMMs at the fp8 or NVFP4 peak, on that format's curve.
+  const bool fp4 = fp8 && matrix && p == Precision::kNvfp4;
+  if (fp8 && matrix) peak = fp4 ? gpu.fp4_flops : gpu.fp8_flops;
   if (!(peak > 0)) {
     throw InputError(fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
-                                 fp8 && matrix ? "fp8"
-                                 : mixed       ? "16-bit"
-                                               : "fp32"),
+                                 fp4             ? "fp4"
+                                 : fp8 && matrix ? "fp8"
+                                 : mixed         ? "16-bit"
+                                                 : "fp32"),
                      "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
   }
   const double n = std::max(repeats, 1.0);
@@ -61,10 +63,11 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   auto eff = [&](const EfficiencyCurve& c, double size) {
     return gpu.efficiency ? *gpu.efficiency : c.at(size);
   };
-  const EfficiencyCurve& curve = !matrix           ? gpu.vector_efficiency
-                                  : fp8 && p != Precision::kFp32 ? gpu.fp8_efficiency
-                                  : attention && mixed         ? gpu.attention_curve(*attention)
-                                                               : gpu.matrix_efficiency;
+  const EfficiencyCurve& curve = !matrix                        ? gpu.vector_efficiency
+                                 : fp4                          ? gpu.fp4_efficiency
+                                 : fp8 && p != Precision::kFp32 ? gpu.fp8_efficiency
+                                 : attention && mixed           ? gpu.attention_curve(*attention)
+                                                                : gpu.matrix_efficiency;
   const double compute = flops > 0 ? flops / (peak * eff(curve, flops)) : 0;
   const double memory = gpu.hbm_bytes_per_s > 0 && bytes > 0
                             ? bytes / (gpu.hbm_bytes_per_s * eff(gpu.memory_efficiency, bytes))

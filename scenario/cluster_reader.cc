@@ -91,6 +91,7 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
   const auto given = [&](const char* k) { return n[k].IsDefined(); };
   if (custom && given("matrix_efficiency")) {
     if (!given("fp8_efficiency")) g.fp8_efficiency = g.matrix_efficiency;
+    if (!given("fp4_efficiency")) g.fp4_efficiency = g.matrix_efficiency;
     if (!given("attention_efficiency")) g.attention_efficiency = g.matrix_efficiency;
   }
   // An attention curve given (or a custom GPU's) serves the Triton kernel too unless that
@@ -108,7 +109,8 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
     g.curves_borrowed = false;
   } else if (custom && (given("matrix_efficiency") || given("vector_efficiency") ||
                         given("memory_efficiency") || given("attention_efficiency") ||
-                        given("triton_attention_efficiency") || given("fp8_efficiency"))) {
+                        given("triton_attention_efficiency") || given("fp8_efficiency") ||
+                        given("fp4_efficiency"))) {
     g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
   }
   // A datasheet's change to the attention level no longer holds once the scenario gives it.
@@ -137,6 +139,7 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
                 "peak_fp32",
                 "vector_peak",
                 "fp8_peak",
+                "fp4_peak",
                 "hbm_bandwidth",
                 "host_bandwidth",
                 "reserved",
@@ -146,6 +149,7 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
                 "vector_efficiency",
                 "memory_efficiency",
                 "fp8_efficiency",
+                "fp4_efficiency",
                 "attention_efficiency",
                 "triton_attention_efficiency",
                 "comm_interference"});
@@ -179,6 +183,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.vector_flops = r.flops(v, child_path(path, "vector_peak"));
   if (const auto v = n["fp8_peak"]; v.IsDefined())
     g.fp8_flops = r.flops(v, child_path(path, "fp8_peak"));
+  if (const auto v = n["fp4_peak"]; v.IsDefined())
+    g.fp4_flops = r.flops(v, child_path(path, "fp4_peak"));
   if (const auto v = n["hbm_bandwidth"]; v.IsDefined())
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
   if (const auto v = n["host_bandwidth"]; v.IsDefined())
@@ -197,6 +203,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.vector_efficiency = read_curve(r, v, child_path(path, "vector_efficiency"), true);
   if (const auto v = n["fp8_efficiency"]; v.IsDefined())
     g.fp8_efficiency = read_curve(r, v, child_path(path, "fp8_efficiency"), true);
+  if (const auto v = n["fp4_efficiency"]; v.IsDefined())
+    g.fp4_efficiency = read_curve(r, v, child_path(path, "fp4_efficiency"), true);
   if (const auto v = n["attention_efficiency"]; v.IsDefined())
     g.attention_efficiency = read_curve(r, v, child_path(path, "attention_efficiency"), true);
   if (const auto v = n["triton_attention_efficiency"]; v.IsDefined())

@@ -36,15 +36,17 @@ using internal::set_optimizer_step;
 bool same_speed(const GpuSpec& a, const GpuSpec& b) {
   return a.name == b.name && a.peak_flops == b.peak_flops &&
          a.peak_fp32_flops == b.peak_fp32_flops && a.vector_flops == b.vector_flops &&
-         a.fp8_flops == b.fp8_flops && a.hbm_bytes_per_s == b.hbm_bytes_per_s &&
-         a.efficiency == b.efficiency && a.curves == b.curves &&
-         a.launch_overhead == b.launch_overhead && a.comm_interference == b.comm_interference;
+         a.fp8_flops == b.fp8_flops && a.fp4_flops == b.fp4_flops &&
+         a.hbm_bytes_per_s == b.hbm_bytes_per_s && a.efficiency == b.efficiency &&
+         a.curves == b.curves && a.launch_overhead == b.launch_overhead &&
+         a.comm_interference == b.comm_interference;
 }
 
 double precision_peak(const GpuSpec& g, Precision p) {
-  return p == Precision::kFp32  ? g.peak_fp32_flops
-         : p == Precision::kFp8 ? g.fp8_flops
-                                : g.peak_flops;
+  return p == Precision::kFp32    ? g.peak_fp32_flops
+         : p == Precision::kFp8   ? g.fp8_flops
+         : p == Precision::kNvfp4 ? g.fp4_flops
+                                  : g.peak_flops;
 }
 
 // Mixed GPUs (SPEC section 10): the model priced again on every other kind of GPU in the
@@ -184,6 +186,15 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
           fmt::format("GPU '{}' ({}) has no fp8 peak", d.gpu.name, d.name),
           "mixed or bf16, or GPUs with fp8 (h100-80gb, h200, b200, gb200, b300, gb300, mi300x, or "
           "fp8_peak in the GPU mapping)");
+    }
+  }
+  if (sc.training.precision == Precision::kNvfp4) {
+    for (const Device& d : sc.cluster.devices()) {
+      if (d.gpu.fp4_flops > 0) continue;
+      r.fail(training["precision"], "training.precision",
+             fmt::format("GPU '{}' ({}) has no fp4 peak", d.gpu.name, d.name),
+             "fp8, mixed or bf16, or GPUs with NVFP4 (b200, gb200, b300, gb300, or fp4_peak in "
+             "the GPU mapping)");
     }
   }
   const YAML::Node model = r.require(root, "", "model");

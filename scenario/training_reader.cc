@@ -60,7 +60,8 @@ Training read_training(const Reader& r, const YAML::Node& n) {
                                       {{"fp32", Precision::kFp32},
                                        {"mixed", Precision::kMixed},
                                        {"bf16", Precision::kMixed},  // Megatron-LM's spelling
-                                       {"fp8", Precision::kFp8}});
+                                       {"fp8", Precision::kFp8},
+                                       {"nvfp4", Precision::kNvfp4}});
   }
   // gradients: fp32 keeps (and all-reduces) fp32 gradients under mixed precision, as
   // Megatron-LM's main_grad buffers do; weights (the default) keeps them in the weights'.
@@ -70,10 +71,10 @@ Training read_training(const Reader& r, const YAML::Node& n) {
   }
   if (n["fp8_params"].IsDefined()) {
     t.fp8_params = read_flag(r, n["fp8_params"], "training.fp8_params", false);
-    if (t.fp8_params && t.precision != Precision::kFp8)
+    if (t.fp8_params && !quantized(t.precision))
       r.fail(n["fp8_params"], "training.fp8_params",
-             "fp8 parameters need fp8 training (the weights' own copy is fp8)",
-             "precision: fp8, or fp8_params: false");
+             "fp8 parameters need fp8 or nvfp4 training (the weights' own low-precision copy)",
+             "precision: fp8 or nvfp4, or fp8_params: false");
   }
   if (n["optimizer"].IsDefined()) {
     t.optimizer = r.choice<Optimizer>(

@@ -18,6 +18,8 @@ std::string_view to_string(Precision p) {
       return "mixed";
     case Precision::kFp8:
       return "fp8";
+    case Precision::kNvfp4:
+      return "nvfp4";
   }
   return "?";
 }
@@ -29,10 +31,11 @@ ParamBytes bytes_per_param(const Training& t) {
   b.gathered = b.weights;
   b.gradients = t.fp32_gradients ? 4 : element_bytes(p);
   // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does);
-  // fp8 keeps an fp8 copy of the 16-bit weights beside them (Transformer Engine).
+  // fp8 keeps an fp8 copy of the 16-bit weights beside them (Transformer Engine); nvfp4 its
+  // two NVFP4 copies, row-wise and column-wise, 2 x 0.5625 bytes counted as 1.
   if (p != Precision::kFp32) b.optimizer = 4;
-  if (p == Precision::kFp8) b.weights += 1;
-  if (p == Precision::kFp8 && t.fp8_params) b.weights = b.gathered = 1;
+  if (quantized(p)) b.weights += 1;
+  if (quantized(p) && t.fp8_params) b.weights = b.gathered = 1;
   switch (t.optimizer) {
     case Optimizer::kSgd:
       break;
@@ -190,8 +193,8 @@ int64_t optimizer_bytes_per_param(const Training& t) {
   // mixed: gradient 2 (4 when kept in fp32) + fp32 master read and write 8 + each state 8 +
   // 16-bit weight write 2.
   const int64_t gradient = bytes_per_param(t).gradients;
-  // fp8: the fp8 weight copy written as well; with fp8 parameters, only they.
-  const int64_t written = t.precision != Precision::kFp8 ? 2 : t.fp8_params ? 1 : 3;
+  // fp8 and nvfp4: the quantized weight copy written as well; with fp8 parameters, only it.
+  const int64_t written = !quantized(t.precision) ? 2 : t.fp8_params ? 1 : 3;
   return t.precision == Precision::kFp32 ? gradient + 8 + 8 * states
                                          : gradient + 8 + 8 * states + written;
 }

@@ -309,9 +309,13 @@ struct Model {
 // first `block` of those; the others keep their activations.
 std::vector<char> checkpointed_layers(const Model& m, int first, int last, int block);
 
-// fp32; mixed (bf16/fp16 with fp32 master weights); fp8: mixed, with the transformer's
-// weight GEMMs in fp8 as Transformer Engine runs them (costs/models.h).
-enum class Precision { kFp32, kMixed, kFp8 };
+// fp32; mixed (bf16/fp16 with fp32 master weights); fp8 and nvfp4: mixed, with the
+// transformer's weight GEMMs in fp8 or NVFP4 as Transformer Engine runs them (costs/models.h).
+enum class Precision { kFp32, kMixed, kFp8, kNvfp4 };
+// fp8 or nvfp4: weight GEMMs on a low-precision format, with its copy of every weight.
+inline bool quantized(Precision p) {
+  return p == Precision::kFp8 || p == Precision::kNvfp4;
+}
 std::string_view to_string(Precision p);
 enum class Optimizer { kSgd, kMomentum, kAdam };
 
@@ -337,7 +341,8 @@ struct Training {
   bool fp32_gradients = false;
   // Under fp8, the weights kept as fp8 alone, without their 16-bit copy, and gathered in fp8
   // (Megatron-Core's --fp8-param-gather; Transformer Engine's fp8 parameters): training.
-  // fp8_params. The fp32 master weights stay with the optimizer.
+  // fp8_params. Under nvfp4 the same for its NVFP4 copies (--fp4-param-gather). The fp32
+  // master weights stay with the optimizer.
   bool fp8_params = false;
   int iterations = 1;
   std::optional<Time>

@@ -215,6 +215,7 @@ def scan(path, gpus=None):
             tag = row["gpu"] if gpus else row.get("group") or row["gpu"].split("-")[0]
             if gpus:
                 sets.setdefault("all", []).append(abs(sim / row["measured"] - 1))
+                sets.setdefault(row["precision"], []).append(abs(sim / row["measured"] - 1))
             elif tag == "h100":  # by source: nemo, dgxc, megatron, foundry, foundry-large
                 tag = "-".join(row["name"].split("-")[:2 if "large" in row["name"] else 1])
             if row["gpu"].startswith("h100") and not row.get("group"):

@@ -266,6 +266,35 @@ ROWS += [
 ]
 
 
+# NVFP4 (training.precision: nvfp4) against fp8 on one layout, Megatron-Bridge 26.04.01 (the
+# same archive): Llama 3 70B on 64 GPUs (PP 4, VP 5, MBS 1; GB300 TP 1, GB200 TP 2) and
+# Llama 3.1 405B on 256 (TP 4, PP 8, VP 4 on GB300; PP 16, VP 8 on GB200, whose fp8 run had
+# VP 4), each beside its fp8 twin (MXFP8 for the 70B, run as fp8; FP8-CS for the 405B). The
+# recipes (perf_recipes/llama/{gb300,gb200}/llama3*.py at HEAD, 067f987d; bf16_with_nvfp4_mixed
+# in src/megatron/bridge/training/mixed_precision.py: every layer in NVFP4,
+# fp4_param_gather) recompute nothing. No fit has seen an NVFP4 run.
+def nvfp4(row):
+    row["precision"] = "nvfp4"
+    return row
+
+
+ROWS += [
+    nvfp4(blackwell("bridge-gb300-llama3-70b-nvfp4", BRIDGE + ", 26.04.01", "gb300", LLAMA3_70B,
+                    8192, 64, 256, 1, 1, 4, 5, 7296)),
+    blackwell("bridge-gb300-llama3-70b-mxfp8", BRIDGE + ", 26.04.01 (MXFP8, run as fp8)",
+              "gb300", LLAMA3_70B, 8192, 64, 256, 1, 1, 4, 5, 4864),
+    nvfp4(blackwell("bridge-gb200-llama3-70b-nvfp4", BRIDGE + ", 26.04.01", "gb200", LLAMA3_70B,
+                    8192, 64, 256, 1, 2, 4, 5, 4864)),
+    blackwell("bridge-gb200-llama3-70b-mxfp8", BRIDGE + ", 26.04.01 (MXFP8, run as fp8)",
+              "gb200", LLAMA3_70B, 8192, 64, 256, 1, 2, 4, 5, 3712),
+    nvfp4(blackwell("bridge-gb300-llama3.1-405b-nvfp4", BRIDGE + ", 26.04.01", "gb300",
+                    LLAMA31_405B, 8192, 256, 1536, 1, 4, 8, 4, 1440)),
+    blackwell("bridge-gb300-llama3.1-405b-fp8cs", BRIDGE + ", 26.04.01", "gb300", LLAMA31_405B,
+              8192, 256, 1536, 1, 4, 8, 4, 1024),
+    nvfp4(blackwell("bridge-gb200-llama3.1-405b-nvfp4", BRIDGE + ", 26.04.01", "gb200",
+                    LLAMA31_405B, 8192, 256, 1536, 1, 4, 16, 8, 1184)),
+]
+
 # Qwen3-30B-A3B: the 26.x recipes use the flex dispatcher with HybridEP; from 26.02 to
 # 26.02.01 the same layout went from 5113 to 9058 tokens/s/GPU (the 25.11 row, 5275, is of
 # the slow software), so the 26.02.01 row stands for that layout.
@@ -456,6 +485,7 @@ for gpus, b405, f405, b340, f340 in ((128, 9.347, 6.131, 2.189, 1.483),
 #   --fp8-param-gather.
 # NeMo 24.07's rows keep the simulator's default (16-bit weights beside their fp8 copy):
 # that release's launcher configs are not in the sources here.
+# - Megatron-Bridge's NVFP4 rows: bf16_with_nvfp4_mixed, fp4_param_gather = True.
 for row in ROWS:
-    if row["precision"] == "fp8" and row["source"] != NEMO:
+    if row["precision"] in ("fp8", "nvfp4") and row["source"] != NEMO:
         row["fp8_params"] = True

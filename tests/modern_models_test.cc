@@ -170,17 +170,7 @@ TEST(ModernLayers, BadValuesNameTheKey) {
 namespace pipesim {
 namespace {
 
-// A GPU of round numbers: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 50 TFLOPS vector, 1 TB/s.
-GpuSpec round_gpu() {
-  GpuSpec gpu;
-  gpu.name = "round";
-  gpu.memory_bytes = 80LL << 30;
-  gpu.peak_flops = 100e12;
-  gpu.fp8_flops = 200e12;
-  gpu.vector_flops = 50e12;
-  gpu.hbm_bytes_per_s = 1e12;
-  return gpu;
-}
+using test::round_gpu;
 
 // Each kind of op on its own curve: GEMMs, fp8 GEMMs, fused attention (on its causal
 // FLOPs). The round GPU with constant curves: 16-bit GEMMs at 0.5 of 100 TFLOPS, fp8

@@ -155,7 +155,7 @@ const Rule kRules[] = {
      ":14:16: training.micro_batch: 0 is out of range (a whole number from 1 to 1099511627776)"},
     {"precision", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  precision: fp16"),
      ":15:14: training.precision: unknown value 'fp16'; did you mean 'fp32'? (fp32 | mixed | bf16 "
-     "| fp8)"},
+     "| fp8 | nvfp4)"},
     {"optimizer", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  optimizer: adamw"),
      "training.optimizer: unknown value 'adamw'; did you mean 'adam'? (sgd | momentum | adam)"},
     {"duplicate_key", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  micro_batch: 4"),

@@ -21,6 +21,18 @@ Training mixed(int64_t micro_batch) {
   return t;
 }
 
+GpuSpec round_gpu() {
+  GpuSpec gpu;
+  gpu.name = "round";
+  gpu.memory_bytes = 80LL << 30;
+  gpu.peak_flops = 100e12;
+  gpu.fp8_flops = 200e12;
+  gpu.fp4_flops = 400e12;
+  gpu.vector_flops = 50e12;
+  gpu.hbm_bytes_per_s = 1e12;
+  return gpu;
+}
+
 int64_t total_params(const Model& m) {
   int64_t p = 0;
   for (const Layer& l : m.layers) p += l.params;

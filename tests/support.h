@@ -60,6 +60,9 @@ std::string to_yaml(const PipeSpec& p);
 
 // Training in mixed precision at `micro_batch` samples (the generator's tests).
 Training mixed(int64_t micro_batch);
+// A GPU of round numbers: 100 TFLOPS 16-bit, 200 TFLOPS fp8, 400 TFLOPS NVFP4, 50 TFLOPS
+// vector, 1 TB/s, 80 GiB.
+GpuSpec round_gpu();
 // The model's parameters, layer by layer.
 int64_t total_params(const Model& m);
 

@@ -90,7 +90,7 @@ EfficiencyCurve memory_curve(double k) {
 struct Datasheet {
   const char* name;
   int64_t memory;
-  double peak, fp32, vector, fp8, hbm, host;
+  double peak, fp32, vector, fp8, fp4, hbm, host;
   const Fit& fit;
   bool borrowed;  // the fit is another generation's: none of this GPU's own runs yet
 };
@@ -103,10 +103,14 @@ GpuSpec gpu(const Datasheet& d) {
   g.peak_fp32_flops = d.fp32;
   g.vector_flops = d.vector;
   g.fp8_flops = d.fp8;
+  g.fp4_flops = d.fp4;
   g.hbm_bytes_per_s = d.hbm;
   g.host_bytes_per_s = d.host;
   g.matrix_efficiency = matrix_curve(d.fit.matrix_top, d.fit.matrix_huge);
   g.fp8_efficiency = matrix_curve(d.fit.fp8_top, d.fit.fp8_top);
+  // No run here trained in NVFP4 when the levels were fitted: its GEMMs take the fp8 level
+  // (docs/presets.md; docs/validation.md checks it on published NVFP4 runs).
+  g.fp4_efficiency = g.fp8_efficiency;
   g.attention_efficiency = kernel_curve(d.fit.attention);
   g.triton_attention_efficiency = kernel_curve(d.fit.triton);
   g.vector_efficiency = vector_curve();
@@ -120,26 +124,30 @@ GpuSpec gpu(const Datasheet& d) {
 
 constexpr int64_t kGB = 1'000'000'000;
 
-// Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM / OAM parts.
+// Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM / OAM parts;
+// NVFP4 on Blackwell alone.
 // Host link: per direction, PCIe 3/4/5 x16 (16, 32, 64 GB/s) or GB200's NVLink-C2C
 // (900 GB/s both ways). The datasheets and what each figure is are in docs/presets.md.
 const std::array<GpuSpec, 11>& gpu_presets() {
   static const std::array<GpuSpec, 11> table{{
-      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, 16e9, kAmpere, true}),
-      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 900e9, 16e9, kAmpere, true}),
-      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 1555e9, 32e9, kAmpere, false}),
-      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 2039e9, 32e9, kAmpere, false}),
-      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 3350e9, 64e9, kHopper, false}),
-      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 4800e9, 64e9, kHopper, true}),
-      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, 64e9, kBlackwell, false}),
-      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, 450e9, kBlackwell, false}),
+      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 0, 900e9, 16e9, kAmpere, true}),
+      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 0, 900e9, 16e9, kAmpere, true}),
+      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 0, 1555e9, 32e9, kAmpere, false}),
+      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 0, 2039e9, 32e9, kAmpere, false}),
+      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 0, 3350e9, 64e9, kHopper,
+           false}),
+      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 0, 4800e9, 64e9, kHopper, true}),
+      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 9e15, 8000e9, 64e9, kBlackwell,
+           false}),
+      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 10e15, 8000e9, 450e9, kBlackwell,
+           false}),
       // Blackwell Ultra: B200's and GB200's 16-bit and fp8 rates, 288 GB; DGX B300's hosts
       // are PCIe 5.0 (docs/presets.md).
-      gpu({"b300", 288 * kGB, 2250e12, 75e12, 150e12, 4500e12, 8000e9, 64e9, kBlackwellUltra,
-           true}),
-      gpu({"gb300", 288 * kGB, 2500e12, 80e12, 160e12, 5000e12, 8000e9, 450e9, kBlackwellUltra,
-           true}),
-      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 5300e9, 64e9, kHopper,
+      gpu({"b300", 288 * kGB, 2250e12, 75e12, 150e12, 4500e12, 13.125e15, 8000e9, 64e9,
+           kBlackwellUltra, true}),
+      gpu({"gb300", 288 * kGB, 2500e12, 80e12, 160e12, 5000e12, 15e15, 8000e9, 450e9,
+           kBlackwellUltra, true}),
+      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 0, 5300e9, 64e9, kHopper,
            true}),
   }};
   return table;

@@ -27,6 +27,7 @@ struct GpuSpec {
   double peak_fp32_flops = 0;  // dense fp32 rate (fp32 training without TF32)
   double vector_flops = 0;     // 16-bit non-tensor rate (element-wise ops, mixed precision)
   double fp8_flops = 0;        // dense fp8 tensor rate; 0 where the GPU has none
+  double fp4_flops = 0;        // dense NVFP4 tensor rate; 0 where the GPU has none
   double hbm_bytes_per_s = 0;
   // The GPU's link to its host's memory, per direction (PCIe, or NVLink-C2C on a
   // Grace-Blackwell superchip): what activations offloaded to the host move over
@@ -46,6 +47,7 @@ struct GpuSpec {
   // FlashAttention 2/3 and cuDNN's (attention_efficiency) and the Triton kernel of 2022
   // (triton_attention_efficiency; AttentionKernel says which a model runs).
   EfficiencyCurve fp8_efficiency = EfficiencyCurve::constant(0.5);
+  EfficiencyCurve fp4_efficiency = EfficiencyCurve::constant(0.5);  // NVFP4 GEMMs
   EfficiencyCurve attention_efficiency = EfficiencyCurve::constant(0.5);
   EfficiencyCurve triton_attention_efficiency = EfficiencyCurve::constant(0.5);
   const EfficiencyCurve& attention_curve(AttentionKernel k) const {
@@ -69,6 +71,7 @@ struct GpuSpec {
     vector_efficiency = from.vector_efficiency;
     memory_efficiency = from.memory_efficiency;
     fp8_efficiency = from.fp8_efficiency;
+    fp4_efficiency = from.fp4_efficiency;
     attention_efficiency = from.attention_efficiency;
     triton_attention_efficiency = from.triton_attention_efficiency;
     comm_interference = from.comm_interference;

@@ -13,6 +13,6 @@ namespace pipesim::internal {
 // Layer `x` (block_layer's, its ops priced) of shape `t` for b sequences; `element`: the
 // training precision's bytes per element.
 std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, const Layer& x,
-                                           double b, int64_t element, bool fp8);
+                                           double b, int64_t element, double quantized);
 
 }  // namespace pipesim::internal
