@@ -520,8 +520,11 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
         return TensorTimes{l.forward, l.backward_input, l.backward_weight, beside(l),
                            pieces_of(l, kinds), l.ops};
       });
-  // (the attention's and the MLP's inputs as their quantized copies under fp8 or NVFP4)
-  x.tp_replicated_activation = static_cast<int64_t>((5 * e - 2 * saved) * static_cast<double>(sbh));
+  // (the attention's and the MLP's inputs as their quantized copies under fp8 or NVFP4; a MoE
+  // layer's MLP input is the router's 16 bits, and its shared experts add their own copy)
+  const double sbh_d = static_cast<double>(sbh);
+  x.tp_replicated_activation = static_cast<int64_t>((5 * e - saved * (moe ? 1 : 2)) * sbh_d +
+                                                    (moe && shared_f > 0 ? q.operand * sbh_d : 0));
   // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
   // every rank: 2sbh of its 16sbh elements (quantized under fp8 or NVFP4).
   x.tp_replicated_weight_activation =

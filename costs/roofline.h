@@ -29,7 +29,9 @@ struct OpSpec {
   OpWork forward, backward_input, backward_weight;
   double weight_bytes = 0;
   double repeats = 1;
-  bool fp8 = false;  // a GEMM run at the fp8 peak (training.precision: fp8)
+  // A GEMM on quantized operands: at the fp8 peak under training.precision fp8, the fp4
+  // peak under nvfp4.
+  bool fp8 = false;
   // A fused attention kernel, on the GPU's curve for that kernel.
   std::optional<AttentionKernel> attention;
   // FLOPs times `batch`, batch-dependent bytes times `batch` x `element` (ops built with

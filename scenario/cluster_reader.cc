@@ -91,9 +91,11 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
   const auto given = [&](const char* k) { return n[k].IsDefined(); };
   if (custom && given("matrix_efficiency")) {
     if (!given("fp8_efficiency")) g.fp8_efficiency = g.matrix_efficiency;
-    if (!given("fp4_efficiency")) g.fp4_efficiency = g.matrix_efficiency;
     if (!given("attention_efficiency")) g.attention_efficiency = g.matrix_efficiency;
   }
+  // NVFP4 GEMMs take the fp8 GEMMs' curve unless given apart (as the presets' do).
+  if (!given("fp4_efficiency") && (custom || given("fp8_efficiency") || given("matrix_efficiency")))
+    g.fp4_efficiency = g.fp8_efficiency;
   // An attention curve given (or a custom GPU's) serves the Triton kernel too unless that
   // one is given apart.
   if (!given("triton_attention_efficiency") && (custom || given("attention_efficiency")))
@@ -114,8 +116,8 @@ void note_curves(const YAML::Node& n, GpuSpec& g) {
     g.curves = "the scenario's where it gives them, a flat 0.5 share of the peaks elsewhere";
   }
   // A datasheet's change to the attention level no longer holds once the scenario gives it.
-  if (given("efficiency") || given("attention_efficiency") || given("triton_attention_efficiency"))
-    g.curves_note.clear();
+  // (The Triton kernel's alone leaves the CUDA kernels' doubled level, and the note, as they are.)
+  if (given("efficiency") || given("attention_efficiency")) g.curves_note.clear();
 }
 
 GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) {

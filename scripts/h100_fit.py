@@ -155,6 +155,12 @@ def compare(sets, only=None):
     for row, sim, err, rep in result:
         print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
               f"  mfu {100 * rep['mfu']:4.1f}{'  OOM' if rep['oom'] else ''}")
+    held = [r for r in result if r[0].get("held_out")]
+    if held:
+        mean, worst = summary(held)
+        print(f"held out (no fit used them): {len(held)} rows, mean |error| {100 * mean:.1f} %, "
+              f"max {100 * worst:.1f} %")
+    result = [r for r in result if not r[0].get("held_out")]
     sub = [r for r in result if r[0].get("group") == "moe-cp"]
     if sub:
         mean, worst = summary(sub)
@@ -204,9 +210,10 @@ def scan(path, gpus=None):
     candidates = json.load(open(path))
     # The Grok-1 rows and those marked slow take minutes each: `compare` runs them.
     rows = [r for r in ROWS if not r.get("too_large") and not r["gpu"].startswith("a100")
-            and "grok" not in r["name"] and not r.get("slow")]
+            and "grok" not in r["name"] and not r.get("slow") and not r.get("held_out")]
     if gpus:
-        rows = [r for r in ROWS if not r.get("too_large") and r["gpu"] in gpus]
+        rows = [r for r in ROWS if not r.get("too_large") and r["gpu"] in gpus
+                and not r.get("held_out")]
     for label, override in candidates.items():
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             sims = list(pool.map(lambda r: simulate(r, (), override or None)[0], rows))

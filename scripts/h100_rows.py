@@ -253,7 +253,7 @@ def parallel(row, cp=1, ep=1, dispatch="alltoall", etp=1):
     return row
 
 # Blackwell Ultra (GB300 NVL72) in the same 25.11 table: runs no fit has seen, on the
-# Blackwell levels (docs/validation.md, "Blackwell Ultra: GB300 out of sample"). The 70B
+# Blackwell levels (docs/validation.md, "Blackwell Ultra out of sample"). The 70B
 # recipe (scripts/performance/configs/llama3/workload_base_configs.py @ v0.2.0,
 # LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG) offloads 20 layers where GB200's offloads 40.
 ROWS += [
@@ -468,6 +468,18 @@ for gpus, b405, f405, b340, f340 in ((128, 9.347, 6.131, 2.189, 1.483),
                         note=f"step {s340} s")
         row["precision"] = prec
         ROWS.append(row)
+
+# Rows no fit has used (Blackwell Ultra, NVFP4 and their twins of the same release): `scan`
+# leaves them out and `compare` sums them apart, so that they stay a check out of sample.
+HELD_OUT = {"bridge-gb300-llama3-8b-fp8", "bridge-gb300-llama3-70b-fp8",
+            "bridge-gb300-llama3.1-405b-fp8", "bridge-gb300-llama3-70b-nvfp4",
+            "bridge-gb300-llama3-70b-mxfp8", "bridge-gb200-llama3-70b-nvfp4",
+            "bridge-gb200-llama3-70b-mxfp8", "bridge-gb300-llama3.1-405b-nvfp4",
+            "bridge-gb300-llama3.1-405b-fp8cs", "bridge-gb200-llama3.1-405b-nvfp4",
+            "bridge-b300-qwen3-30b-a3b-fp8", "bridge-b200-qwen3-30b-a3b-fp8"}
+for row in ROWS:
+    if row["name"] in HELD_OUT:
+        row["held_out"] = True
 
 # The fp8 runs keep the weights in fp8 alone and gather them in fp8 (training.fp8_params),
 # as each source's recipe says:

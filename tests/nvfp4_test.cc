@@ -4,6 +4,8 @@
 // hand on a round GPU at full efficiency.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "costs/models.h"
 #include "scenario/scenario.h"
 #include "tests/support.h"
@@ -96,6 +98,47 @@ TEST(Nvfp4, NeedsAGpuWithAnFp4Peak) {
   const auto bf16 = run("gb300", "precision: bf16, fp8_params: true");
   EXPECT_EQ(bf16.code, 2);
   EXPECT_NE(bf16.err.find("training.fp8_params"), std::string::npos) << bf16.err;
+}
+
+// NVFP4 GEMMs follow the fp8 GEMMs' curve wherever the scenario gives one and not their
+// own, and two node groups whose GPUs differ in a curve alone are two kinds of GPU.
+TEST(Nvfp4, FollowsTheFp8CurveAndMixedGroupsTellCurvesApart) {
+  const auto tokens = [](const std::string& cluster) {
+    const test::CliResult r =
+        test::cli({"run", "--json", "-",
+                   test::write_temp(
+                       "nvfp4-curve.yaml",
+                       "cluster: " + cluster +
+                           "\nmodel: {include: llama3-8b, layers: 2, sequence: 1024, vocab: 1024}\n"
+                           "training: {global_batch: 2, micro_batch: 1, precision: nvfp4}\n"
+                           "strategy: {schedule: dapple, pipeline: 2}\n")});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("tokens_per_s").get<double>();
+  };
+  const std::string slow = "[{flops: 0 GFLOP, efficiency: 0.05}]";
+  const double plain = tokens("{gpu: gb300, nodes: 1, gpus_per_node: 2}");
+  EXPECT_LT(
+      tokens("{gpu: {preset: gb300, fp8_efficiency: " + slow + "}, nodes: 1, gpus_per_node: 2}"),
+      0.8 * plain);
+  // A custom GPU's matrix and fp8 curves: NVFP4 on the fp8 one, as fp8 would run.
+  const std::string sheet =
+      "name: mine, memory: 80 GiB, peak: 1000 TFLOPS, fp8_peak: 2000 TFLOPS, "
+      "fp4_peak: 4000 TFLOPS, hbm_bandwidth: 4 TB/s, "
+      "matrix_efficiency: [{flops: 0 GFLOP, efficiency: 0.6}], "
+      "vector_efficiency: [{flops: 0 GFLOP, efficiency: 0.6}], "
+      "memory_efficiency: [{bytes: 0 MB, efficiency: 0.6}]";
+  const std::string half = "[{flops: 0 GFLOP, efficiency: 0.3}]";
+  EXPECT_GT(tokens("{gpu: {" + sheet + "}, nodes: 1, gpus_per_node: 2}"),
+            1.3 * tokens("{gpu: {" + sheet + ", fp8_efficiency: " + half +
+                         "}, nodes: 1, gpus_per_node: 2}"));
+  // Two groups, one GPU each, the second's NVFP4 curve slowed: its stage sets the pace.
+  const auto groups = [&](const std::string& second) {
+    return tokens(
+        "{node_groups: [{nodes: 1, gpus_per_node: 1, gpu: gb300}, {nodes: 1, "
+        "gpus_per_node: 1, gpu: " +
+        second + "}], inter_node: {preset: ib-xdr, nics: 1}}");
+  };
+  EXPECT_LT(groups("{preset: gb300, fp4_efficiency: " + slow + "}"), 0.8 * groups("gb300"));
 }
 
 // The preset peaks (docs/presets.md): HGX B200's 72 PFLOPS of dense FP4 over 8 GPUs, GB200

@@ -103,8 +103,15 @@ TEST(Presets, ModelCommandSaysWhereTheCurvesComeFrom) {
       << u;
   EXPECT_NE(u.find("gb300: attention kernels at twice Blackwell's level"), std::string::npos);
   EXPECT_EQ(model("b200").out.find("twice"), std::string::npos);
-  EXPECT_EQ(model("{preset: b300, attention_efficiency: 0.4}").out.find("twice"),
-            std::string::npos);
+  const auto own =
+      model("{preset: b300, attention_efficiency: [{flops: 0 GFLOP, efficiency: 0.4}]}");
+  EXPECT_EQ(own.code, 0) << own.err;
+  EXPECT_EQ(own.out.find("twice"), std::string::npos) << own.out;
+  // The Triton kernel's curve alone leaves the CUDA kernels' doubled level, and says so.
+  const auto triton =
+      model("{preset: b300, triton_attention_efficiency: [{flops: 0 GFLOP, efficiency: 0.1}]}");
+  EXPECT_EQ(triton.code, 0) << triton.err;
+  EXPECT_NE(triton.out.find("b300: attention kernels at twice"), std::string::npos);
 }
 
 LinkSpec link(LinkKind k, double bw, Time lat) {

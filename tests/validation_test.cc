@@ -249,7 +249,7 @@ TEST(Validation, BlackwellPublishedRuns) {
   }
 }
 
-// Blackwell Ultra out of sample (docs/validation.md, "Blackwell Ultra: GB300 out of sample"):
+// Blackwell Ultra out of sample (docs/validation.md, "Blackwell Ultra out of sample"):
 // Megatron-Bridge 25.11 ran Llama 3 8B on 8 GB300 and on 8 GB200 in one layout (TP 1, MBS 2,
 // fp8), 37,556 and 31,508 tokens/s a GPU: 1.192 times as fast on the GB300, whose datasheet
 // gives the same tensor rates and twice the attention. pipesim gives 1.154 (-3.2 %).

@@ -10,6 +10,7 @@ namespace pipesim {
 struct EfficiencyPoint {
   double size = 0;  // FLOPs or bytes of one operation
   double efficiency = 0;
+  bool operator==(const EfficiencyPoint&) const = default;
 };
 
 // Points sorted by size. Between two points the efficiency is interpolated linearly in
@@ -18,6 +19,7 @@ struct EfficiencyCurve {
   std::vector<EfficiencyPoint> points;
   double at(double size) const;
   static EfficiencyCurve constant(double efficiency) { return {{{0, efficiency}}}; }
+  bool operator==(const EfficiencyCurve&) const = default;
 };
 
 }  // namespace pipesim

@@ -65,7 +65,8 @@ struct GpuSpec {
   bool curves_borrowed = false;
   // What this GPU's datasheet changes in the fit it takes (empty: nothing), for pipesim model.
   std::string curves_note;
-  // Takes `from`'s six curves and where they come from (cluster.gpu.like).
+  // Takes `from`'s seven curves, where they come from and the datasheet's note on them
+  // (cluster.gpu.like).
   void take_curves(const GpuSpec& from) {
     matrix_efficiency = from.matrix_efficiency;
     vector_efficiency = from.vector_efficiency;
