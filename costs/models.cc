@@ -8,12 +8,21 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "costs/internal/layer_ops.h"
 #include "costs/internal/recompute_parts.h"
 #include "costs/roofline.h"
 
 namespace pipesim {
 
 namespace {
+
+using internal::mlp_ops;
+using internal::moe_ops;
+using internal::norm_op;
+using internal::norm_params;
+using internal::Quant;
+using internal::quant_of;
+using internal::weight_gemm;
 
 // Features of the keys and the values together: 2h, or 2 r h with r = query_groups / heads
 // (grouped-query attention).
@@ -33,117 +42,6 @@ int64_t query_width(const TransformerShape& t) {
 double kernel_head_dim(const TransformerShape& t, int64_t d) {
   if (t.attention_kernel != AttentionKernel::kTriton) return static_cast<double>(d);
   return static_cast<double>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(d, 16))));
-}
-
-// The weight GEMMs' low precision (Transformer Engine's recipes): bytes per element of a
-// quantized operand (0: the GEMMs run in 16 bits), and what a cast to it moves per element:
-// `cast_reads` passes over the 16-bit input and `cast_writes` bytes written.
-// - fp8: 1-byte operands; one pass reading 16 bits and writing 8 (its amax on the way).
-// - NVFP4 (NVFP4BlockScaling): E2M1 values, 4 bits, and an E4M3 scale per 16 of them: 0.5625
-//   bytes an element; two passes (the tensor's amax for its fp32 scale, then the cast) and
-//   two copies written, row-wise for this GEMM and column-wise for the one that reads it
-//   transposed (TE quantizes each operand both ways; the weight gradient's copy after a
-//   random Hadamard transform, a 16 x 16 block product the pass absorbs).
-struct Quant {
-  double operand = 0, cast_reads = 0, cast_writes = 0;
-  bool on() const { return operand > 0; }
-};
-Quant quant_of(Precision p) {
-  if (p == Precision::kFp8) return {1, 1, 1};
-  if (p == Precision::kNvfp4) return {0.5625, 2, 2 * 0.5625};
-  return {};
-}
-
-// A layer norm or RMSNorm over `elements`: reads x, writes y; its backward reads x and dy,
-// writes dx. RMSNorm skips the mean and the bias: about half the FLOPs.
-OpSpec norm_op(const char* name, const TransformerShape& t, double elements, double e) {
-  const double flops = t.norm == TransformerShape::Norm::kRmsNorm ? 4 : 8;
-  return elementwise_op(name, elements, flops, 2 * e, 3 * e);
-}
-
-// Parameters of one norm: a scale, and a bias for LayerNorm.
-int64_t norm_params(const TransformerShape& t) {
-  return t.norm == TransformerShape::Norm::kRmsNorm ? t.hidden : 2 * t.hidden;
-}
-
-// A weight GEMM of the layer, [m, k] by [k, n]. Under fp8 or NVFP4 (Transformer Engine's
-// recipes, Quant) it runs at that format's peak on quantized operands: the forward reads
-// the quantized input and weight and writes a 16-bit output, B reads the quantized output
-// gradient and writes a 16-bit input gradient, W reads the quantized input and output
-// gradient; before it, a cast turns the input into the format in the forward and the output
-// gradient in the backward (Quant::cast_reads and cast_writes bytes per element).
-void weight_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n, double e,
-                 const Quant& q) {
-  if (!q.on()) {
-    ops.push_back(gemm_op(name, m, k, n, e));
-    return;
-  }
-  OpSpec cast;
-  cast.name = std::string("cast_") + name;
-  cast.matrix = false;
-  const double moved = q.cast_reads * e + q.cast_writes;
-  cast.forward = {2 * m * k, moved * m * k};
-  cast.backward_input = {2 * m * n, moved * m * n};
-  ops.push_back(cast);
-  OpSpec g = gemm_op(name, m, k, n, q.operand);
-  g.forward.bytes = q.operand * m * k + e * m * n;
-  g.backward_input.bytes = q.operand * m * n + e * m * k;
-  g.fp8 = true;
-  ops.push_back(g);
-}
-
-// A weight GEMM of routed experts: `experts` equal pieces of the [m, k] x [k, n] product
-// (each expert's tokens), each reading its own expert's weights.
-void expert_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k, double n, double e,
-                 const Quant& q, double experts) {
-  weight_gemm(ops, name, m, k, n, e, q);
-  OpSpec& g = ops.back();
-  g.weight_bytes *= experts;
-  g.repeats = experts;
-}
-
-// The MLP block's ops after the second norm: the dense MLP of `f` on b s tokens, or the
-// named parts of an expert's (prefix "expert_" or "shared_") on `tokens` tokens.
-void mlp_ops(std::vector<OpSpec>& ops, const TransformerShape& t, const std::string& prefix,
-             double tokens, double f, double e, const Quant& q, double experts = 0) {
-  const double h = static_cast<double>(t.hidden);
-  const auto gemm = [&](const std::string& name, double k, double n) {
-    if (experts > 0)
-      expert_gemm(ops, name.c_str(), tokens, k, n, e, q, experts);
-    else
-      weight_gemm(ops, name.c_str(), tokens, k, n, e, q);
-  };
-  if (t.gated()) {
-    // Gate and value in one GEMM (2f wide), then act(gate) x value: reads both, writes the
-    // product; the backward reads both and the product's gradient, writes two gradients.
-    gemm(prefix + "fc1", h, 2 * f);
-    const double act = t.mlp == TransformerShape::Mlp::kSwiglu ? 6 : 9;  // SiLU or GeLU, x
-    ops.push_back(elementwise_op(
-        prefix + (t.mlp == TransformerShape::Mlp::kSwiglu ? "swiglu" : "geglu"), tokens * f, act,
-        3 * e, 5 * e));
-  } else {
-    gemm(prefix + "fc1", h, f);
-    ops.push_back(elementwise_op(prefix + "gelu", tokens * f, 8, 2 * e, 3 * e));
-  }
-  gemm(prefix + "fc2", f, h);
-}
-
-// A MoE layer's MLP block after its norm (models.h): router, permutation, routed experts,
-// un-permutation, shared experts.
-void moe_ops(std::vector<OpSpec>& ops, const TransformerShape& t, double bs, double e,
-             const Quant& q) {
-  const double h = static_cast<double>(t.hidden), E = t.experts, k = t.top_k;
-  const double F = static_cast<double>(t.routed_ffn());
-  ops.push_back(gemm_op("router", bs, h, E, e));
-  // Softmax and top-k over the E scores of each token, in fp32.
-  ops.push_back(elementwise_op("router_topk", bs * E, 8, 8, 12));
-  // Each token copied to its k experts' rows: reads h, writes k h (and the backward the
-  // reverse, summing).
-  ops.push_back(elementwise_op("permute", bs * k * h, 0, 2 * e, 2 * e));
-  mlp_ops(ops, t, "expert_", bs * k, F, e, q, E);
-  // The k expert outputs of each token weighted by its router probabilities and summed.
-  ops.push_back(elementwise_op("unpermute", bs * k * h, 2, 2 * e, 3 * e));
-  if (t.shared_experts > 0) mlp_ops(ops, t, "shared_", bs, F * t.shared_experts, e, q);
 }
 
 // Which part of a transformer layer an op belongs to (LayerPiece).
