@@ -33,7 +33,7 @@ void weight_gemm(std::vector<OpSpec>& ops, const char* name, double m, double k,
   OpSpec g = gemm_op(name, m, k, n, q.operand);
   g.forward.bytes = q.operand * m * k + e * m * n;
   g.backward_input.bytes = q.operand * m * n + e * m * k;
-  g.fp8 = true;
+  g.quantized = true;
   ops.push_back(g);
 }
 

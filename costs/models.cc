@@ -291,7 +291,7 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   const auto as2b = static_cast<int64_t>(a * s * s * b);
   const Quant q = quant_of(training.precision);
   // What a quantized GEMM's kept input saves per element against its 16-bit copy.
-  const double saved = q.on() ? e - q.operand : 0;
+  const double saved = e - q.kept_input(e);
   const std::vector<OpSpec> ops = layer_ops(t, b, e, q, moe);
   const int64_t kv = kv_features(t);
   // An MLP of width w: two h x w matrices (GeLU) or three (gated, the first two as one
@@ -342,19 +342,20 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   // a gated MLP keeps the gate and value (2f) and their product (f): 3f. The other 12 sbh:
   // the two norms' inputs, the QKV and fc1 inputs, the queries, the projection's input.
   const auto kv_tensors = static_cast<int64_t>(s * b * kvd);
-  // Under fp8 the four weight GEMMs keep their inputs' fp8 copies: QKV's, the projection's
-  // and fc1's sbh and fc2's sbf elements at 1 byte instead of 2 (a MoE layer: the first two).
+  // Under fp8 or NVFP4 the four weight GEMMs keep their inputs' quantized copies: QKV's, the
+  // projection's and fc1's sbh and fc2's sbf elements at `saved` bytes fewer than 16 bits (a
+  // MoE layer: the first two).
   // A MoE layer keeps (in 16-bit units) the router's fp32 probabilities (2 sbE), the
   // permuted tokens and the experts' outputs (2 x 2 k sbh), the experts' MLP tensors for
-  // k sb tokens and the shared experts'. Under fp8 the grouped GEMMs keep their inputs'
-  // fp8 copies as the dense ones do: the permuted tokens (k sbh) and the experts' fc2
-  // inputs (k sbF) at 1 byte; the shared experts keep an fp8 copy of the normed input the
-  // router keeps in 16 bits (+sbh) and their fc2 input in fp8.
-  const double moe_fp8_saved =
+  // k sb tokens and the shared experts'. Quantized, the grouped GEMMs keep their inputs'
+  // copies as the dense ones do: the permuted tokens (k sbh) and the experts' fc2 inputs
+  // (k sbF); the shared experts keep a copy of the normed input the router keeps in 16 bits
+  // (+sbh at the operand's bytes) and their fc2 input quantized.
+  const double moe_quantized_saved =
       saved * (k * s * b * (h + F) + s * b * shared_f) - (shared_f > 0 ? s * b * h * q.operand : 0);
   const auto mlp_tensors =
       moe ? static_cast<int64_t>(2 * s * b * E + 4 * k * s * b * h + gate * k * s * b * F +
-                                 gate * s * b * shared_f - moe_fp8_saved)
+                                 gate * s * b * shared_f - moe_quantized_saved)
           : static_cast<int64_t>(gate * s * b * f - saved * s * b * f);
   // (Latent attention: its own tensors, and the MLP block's norm and first GEMM inputs.)
   // (The queries and the projection's input are q wide: 4 sbq of the 12 sbh.)
@@ -426,10 +427,10 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   // W reads the column-parallel GEMMs' inputs (QKV's and the first MLP GEMM's) whole on
   // every rank: 2sbh of its 16sbh elements (quantized under fp8 or NVFP4).
   x.tp_replicated_weight_activation =
-      static_cast<int64_t>(2 * static_cast<double>(sbh) * (q.on() ? q.operand : e));
+      static_cast<int64_t>(2 * static_cast<double>(sbh) * q.kept_input(e));
   // Norms, two output biases (and a MoE layer's router, whole on every rank).
   x.tp_replicated_params = 2 * norm_params(t) + 2 * t.hidden + (moe ? t.hidden * t.experts : 0);
-  x.recompute_parts = internal::recompute_parts(t, moe, x, b, elem, q.operand);
+  x.recompute_parts = internal::recompute_parts(t, moe, x, b, elem, q);
   return x;
 }
 
@@ -461,8 +462,8 @@ void add_mtp_layers(Model& m, const TransformerShape& t, const Training& trainin
     weight_gemm(ops, "mtp_proj", s * b, 2 * h, h, e, q);
     // Keeps the two norms' inputs and the projection's input (the pair; quantized under fp8
     // or NVFP4).
-    const int64_t kept = 2 * sbh * elem + static_cast<int64_t>(2 * static_cast<double>(sbh) *
-                                                               (q.on() ? q.operand : e));
+    const int64_t kept =
+        2 * sbh * elem + static_cast<int64_t>(2 * static_cast<double>(sbh) * q.kept_input(e));
     Layer in = layer_from_ops(fmt::format("mtp{}_in", k), ops, 2 * s * b * 2 * h * h,
                               2 * t.hidden * t.hidden + 2 * norm_params(t), kept, sbh * elem,
                               training, gpu);

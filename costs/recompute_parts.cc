@@ -54,7 +54,7 @@ RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
 }  // namespace
 
 std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, const Layer& x,
-                                           double b, int64_t element, double quantized) {
+                                           double b, int64_t element, const Quant& q) {
   const double s = static_cast<double>(t.sequence), h = static_cast<double>(t.hidden);
   const double a = static_cast<double>(t.heads), S = s * b, e = static_cast<double>(element);
   std::vector<RecomputePart> out;
@@ -73,8 +73,8 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
   // down-projections' fp8 copy, the router's 16 bits always); whole on every tensor rank
   // without sequence parallelism (Korthikanti's 10sbh).
   const bool first = t.latent.has_value();
-  // (A quantized GEMM's input copy: `quantized` bytes an element; 0: 16 bits.)
-  const double kept_in = quantized > 0 ? quantized : e;
+  // (A weight GEMM's input as it keeps it: its quantized copy, or 16 bits.)
+  const double kept_in = q.kept_input(e);
   const double norms = (first ? S * h * kept_in : 0) + (moe ? S * h * e : 0);
   out.push_back(part(
       RecomputeModule::kLayernorm, x,
@@ -105,7 +105,7 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
           RecomputeModule::kSharedExperts, x,
           [](const std::string& op) { return op.find("shared_") != std::string::npos; },
           gate * S * shared * e / 2 - S * shared * (e - kept_in) +
-              (quantized > 0 ? S * h * quantized : 0)));
+              (q.on() ? S * h * q.operand : 0)));
     }
   }
   if (t.latent) {

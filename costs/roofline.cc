@@ -40,7 +40,7 @@ OpSpec elementwise_op(std::string name, double elements, double flops, double fo
 }
 
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p, bool fp8,
+                  const GpuSpec& gpu, Precision p, bool quantized,
                   std::optional<AttentionKernel> attention) {
   if (work.flops <= 0 && work.bytes <= 0) return {};
   const bool mixed = p != Precision::kFp32;
@@ -48,14 +48,15 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   // A GPU given without a vector peak: a quarter of the tensor rate (the A100's ratio).
   if (mixed && !matrix) peak = gpu.vector_flops > 0 ? gpu.vector_flops : gpu.peak_flops / 4;
   // Quantized GEMMs at the fp8 or NVFP4 peak, on that format's curve.
-  const bool fp4 = fp8 && matrix && p == Precision::kNvfp4;
-  if (fp8 && matrix) peak = fp4 ? gpu.fp4_flops : gpu.fp8_flops;
+  const bool low = quantized && matrix && p != Precision::kFp32;
+  const bool fp4 = low && p == Precision::kNvfp4;
+  if (low) peak = fp4 ? gpu.fp4_flops : gpu.fp8_flops;
   if (!(peak > 0)) {
     throw InputError(fmt::format("GPU '{}' has no {} peak to turn FLOPs into time", gpu.name,
-                                 fp4             ? "fp4"
-                                 : fp8 && matrix ? "fp8"
-                                 : mixed         ? "16-bit"
-                                                 : "fp32"),
+                                 fp4     ? "fp4"
+                                 : low   ? "fp8"
+                                 : mixed ? "16-bit"
+                                         : "fp32"),
                      "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
   }
   const double n = std::max(repeats, 1.0);
@@ -63,11 +64,11 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
   auto eff = [&](const EfficiencyCurve& c, double size) {
     return gpu.efficiency ? *gpu.efficiency : c.at(size);
   };
-  const EfficiencyCurve& curve = !matrix                        ? gpu.vector_efficiency
-                                 : fp4                          ? gpu.fp4_efficiency
-                                 : fp8 && p != Precision::kFp32 ? gpu.fp8_efficiency
-                                 : attention && mixed           ? gpu.attention_curve(*attention)
-                                                                : gpu.matrix_efficiency;
+  const EfficiencyCurve& curve = !matrix              ? gpu.vector_efficiency
+                                 : fp4                ? gpu.fp4_efficiency
+                                 : low                ? gpu.fp8_efficiency
+                                 : attention && mixed ? gpu.attention_curve(*attention)
+                                                      : gpu.matrix_efficiency;
   const double compute = flops > 0 ? flops / (peak * eff(curve, flops)) : 0;
   const double memory = gpu.hbm_bytes_per_s > 0 && bytes > 0
                             ? bytes / (gpu.hbm_bytes_per_s * eff(gpu.memory_efficiency, bytes))
@@ -106,12 +107,12 @@ Layer layer_from_ops(std::string name, const std::vector<OpSpec>& ops, double fo
     c.flops = op.forward.flops;
     c.bytes = op.forward.bytes + op.weight_bytes;
     const bool weights = op.weight_bytes > 0;
-    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p, op.fp8,
-                                op.attention);
+    const Roofline f = roofline(op.forward, op.matrix, op.weight_bytes, op.repeats, gpu, p,
+                                op.quantized, op.attention);
     const Roofline b = roofline(op.backward_input, op.matrix, weights ? op.weight_bytes : 0,
-                                op.repeats, gpu, p, op.fp8, op.attention);
+                                op.repeats, gpu, p, op.quantized, op.attention);
     const Roofline w = roofline(op.backward_weight, op.matrix, weights ? 2 * op.weight_bytes : 0,
-                                op.repeats, gpu, p, op.fp8, op.attention);
+                                op.repeats, gpu, p, op.quantized, op.attention);
     c.forward = f.time;
     c.backward_input = b.time;
     c.backward_weight = w.time;

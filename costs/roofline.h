@@ -31,7 +31,7 @@ struct OpSpec {
   double repeats = 1;
   // A GEMM on quantized operands: at the fp8 peak under training.precision fp8, the fp4
   // peak under nvfp4.
-  bool fp8 = false;
+  bool quantized = false;
   // A fused attention kernel, on the GPU's curve for that kernel.
   std::optional<AttentionKernel> attention;
   // FLOPs times `batch`, batch-dependent bytes times `batch` x `element` (ops built with
@@ -60,10 +60,11 @@ struct Roofline {
   bool memory_bound = false;
 };
 // One pass of an op on this GPU in this precision (`repeats` pieces of work / repeats).
-// `fp8`: a matrix op at the GPU's fp8 peak, on its fp8 curve; `attention`: a fused
-// attention kernel, on the GPU's curve for that kernel.
+// `quantized`: a matrix op at the GPU's fp8 peak on its fp8 curve, or under nvfp4 at its
+// fp4 peak on its fp4 curve; `attention`: a fused attention kernel, on the GPU's curve for
+// that kernel.
 Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double repeats,
-                  const GpuSpec& gpu, Precision p, bool fp8 = false,
+                  const GpuSpec& gpu, Precision p, bool quantized = false,
                   std::optional<AttentionKernel> attention = std::nullopt);
 
 // Times every op: a Layer whose forward, backward_input and backward_weight are the sums.

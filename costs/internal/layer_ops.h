@@ -24,6 +24,9 @@ namespace pipesim::internal {
 struct Quant {
   double operand = 0, cast_reads = 0, cast_writes = 0;
   bool on() const { return operand > 0; }
+  // The bytes an element of a weight GEMM's input takes as the GEMM keeps it for its weight
+  // gradient: the quantized copy, or the 16-bit (`e`-byte) tensor itself.
+  double kept_input(double e) const { return on() ? operand : e; }
 };
 Quant quant_of(Precision p);
 

@@ -5,15 +5,16 @@
 
 #include <vector>
 
+#include "costs/internal/layer_ops.h"
 #include "costs/models.h"
 #include "schedules/model.h"
 
 namespace pipesim::internal {
 
 // Layer `x` (block_layer's, its ops priced) of shape `t` for b sequences; `element`: the
-// training precision's bytes per element; `quantized`: the bytes per element of a weight
-// GEMM's kept input under fp8 or NVFP4 (1 or 0.5625; 0: the GEMMs run in 16 bits).
+// training precision's bytes per element; `q`: the weight GEMMs' low precision (fp8, NVFP4
+// or none), whose copies of their inputs the layer keeps.
 std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, const Layer& x,
-                                           double b, int64_t element, double quantized);
+                                           double b, int64_t element, const Quant& q);
 
 }  // namespace pipesim::internal
