@@ -155,11 +155,15 @@ def compare(sets, only=None):
     for row, sim, err, rep in result:
         print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
               f"  mfu {100 * rep['mfu']:4.1f}{'  OOM' if rep['oom'] else ''}")
-    held = [r for r in result if r[0].get("held_out")]
-    if held:
+    sets = {}  # held-out rows by set: a label, or True for the Blackwell Ultra and NVFP4 rows
+    for r in result:
+        label = r[0].get("held_out")
+        if label:
+            sets.setdefault("Blackwell Ultra, NVFP4" if label is True else label, []).append(r)
+    for label, held in sets.items():
         mean, worst = summary(held)
-        print(f"held out (no fit used them): {len(held)} rows, mean |error| {100 * mean:.1f} %, "
-              f"max {100 * worst:.1f} %")
+        print(f"held out (no fit used them), {label}: {len(held)} rows, mean |error| "
+              f"{100 * mean:.1f} %, max {100 * worst:.1f} %")
     result = [r for r in result if not r[0].get("held_out")]
     sub = [r for r in result if r[0].get("group") == "moe-cp"]
     if sub:

@@ -168,6 +168,75 @@ for size, seq, gpus, mbs, ga, ac, h100, a100 in FOUNDRY_RUNS:
                          # Composer's DEFAULT reduces in fp32; PURE (A100's 70B) in bf16.
                          gradients="weights" if (tag, size) == ("a100", "70b") else "fp32"))
 
+# The same README's other two tables, added after every fit here was chosen and used by none
+# (held out, below): the A100-40GB table (bf16 PURE: the weights, their gradients and the
+# optimizer state all in bf16, reduced in bf16; pipesim counts fp32 master weights and
+# optimizer state beside them, so its memory is high, its times not), and the H100 FP8
+# table (amp_fp8: submit_benchmarks.py @ b2a43a14 sets fc_type: te, Transformer Engine
+# v0.10's fp8 linear layers, with the Triton attention kernel). 125M and 350M are the
+# README's two smallest models (scripts/train/yamls/pretrain/mpt-125m.yaml, mpt-350m.yaml).
+MPT_SIZES["125m"] = dict(MPT, layers=12, hidden=768, heads=12, ffn=3072)
+MPT_SIZES["350m"] = dict(MPT, layers=24, hidden=1024, heads=16, ffn=4096)
+# Columns: model, sequence, GPUs, micro-batch, gradient accumulation, activation
+# checkpointing, tokens/s/GPU.
+FOUNDRY_A100_40GB = (
+    ("70b", 2048, 128, 4, 1, True, 376), ("70b", 2048, 64, 2, 1, True, 276),
+    ("30b", 2048, 128, 6, 1, True, 865), ("30b", 2048, 32, 4, 1, True, 857),
+    ("13b", 8192, 8, 1, 16, True, 1407), ("13b", 4096, 8, 2, 16, True, 1603),
+    ("13b", 2048, 128, 16, 1, True, 1972), ("13b", 2048, 64, 16, 1, True, 1976),
+    ("13b", 2048, 32, 14, 1, True, 1998), ("13b", 2048, 16, 10, 1, True, 1993),
+    ("13b", 2048, 8, 4, 16, True, 1668), ("13b", 1024, 8, 8, 16, True, 1727),
+    ("13b", 512, 8, 16, 16, True, 1763), ("7b", 16384, 8, 1, 4, True, 2249),
+    ("7b", 8192, 8, 3, 4, True, 2887), ("7b", 4096, 8, 6, 4, True, 3366),
+    ("7b", 2048, 128, 18, 1, True, 3623), ("7b", 2048, 64, 18, 1, True, 3665),
+    ("7b", 2048, 32, 18, 1, True, 3725), ("7b", 2048, 16, 16, 1, True, 3645),
+    ("7b", 2048, 8, 12, 4, True, 3679), ("7b", 1024, 8, 24, 4, True, 3854),
+    ("7b", 512, 8, 48, 4, True, 3895), ("3b", 32768, 8, 1, 4, True, 2955),
+    ("3b", 16384, 8, 2, 8, True, 4465), ("3b", 8192, 8, 1, 8, False, 7149),
+    ("3b", 4096, 8, 2, 8, False, 8777), ("3b", 2048, 128, 6, 1, False, 9538),
+    ("3b", 2048, 64, 6, 1, False, 9736), ("3b", 2048, 32, 6, 1, False, 9914),
+    ("3b", 2048, 16, 5, 1, False, 9750), ("3b", 2048, 8, 5, 8, False, 10065),
+    ("3b", 1024, 8, 10, 8, False, 10731), ("3b", 512, 8, 20, 8, False, 11324),
+    ("1b", 32768, 8, 1, 4, True, 5095), ("1b", 16384, 8, 1, 8, False, 9715),
+    ("1b", 8192, 8, 2, 8, False, 13474), ("1b", 4096, 8, 4, 8, False, 16856),
+    ("1b", 2048, 128, 10, 1, False, 18647), ("1b", 2048, 64, 10, 1, False, 19001),
+    ("1b", 2048, 32, 10, 1, False, 15555), ("1b", 2048, 16, 8, 1, False, 19085),
+    ("1b", 2048, 8, 8, 8, False, 19271), ("1b", 1024, 8, 16, 8, False, 20959),
+    ("1b", 512, 8, 32, 8, False, 21782), ("760m", 32768, 8, 1, 4, True, 7183),
+    ("760m", 16384, 8, 1, 4, False, 13914), ("760m", 8192, 8, 3, 4, False, 20106),
+    ("760m", 4096, 8, 6, 4, False, 25863), ("760m", 2048, 128, 12, 1, False, 28940),
+    ("760m", 2048, 64, 12, 1, False, 29344), ("760m", 2048, 32, 12, 1, False, 29648),
+    ("760m", 2048, 16, 12, 1, False, 29607), ("760m", 2048, 8, 12, 4, False, 30173),
+    ("760m", 1024, 8, 24, 4, False, 33422), ("760m", 512, 8, 48, 4, False, 34938),
+    ("350m", 32768, 8, 1, 4, False, 13416), ("350m", 16384, 8, 2, 4, False, 22896),
+    ("350m", 8192, 8, 4, 4, False, 34933), ("350m", 4096, 8, 8, 4, False, 46833),
+    ("350m", 2048, 128, 18, 1, False, 51934), ("350m", 2048, 64, 18, 1, False, 52689),
+    ("350m", 2048, 32, 18, 1, False, 53811), ("350m", 2048, 16, 18, 1, False, 55413),
+    ("350m", 2048, 8, 16, 4, False, 55995), ("350m", 1024, 8, 32, 4, False, 62523),
+    ("350m", 512, 8, 64, 4, False, 66284), ("125m", 32768, 8, 1, 4, False, 32651),
+    ("125m", 16384, 8, 2, 3, False, 55484), ("125m", 8192, 8, 5, 3, False, 86858),
+    ("125m", 4096, 8, 13, 3, False, 115162), ("125m", 2048, 128, 26, 1, False, 123936),
+    ("125m", 2048, 64, 26, 1, False, 125234), ("125m", 2048, 32, 26, 1, False, 127122),
+    ("125m", 2048, 16, 26, 1, False, 130535), ("125m", 2048, 8, 26, 3, False, 136334),
+    ("125m", 1024, 8, 52, 3, False, 148289), ("125m", 512, 8, 104, 3, False, 156735))
+FOUNDRY_H100_FP8 = (
+    ("3b", 32768, 8, 3, 6, True, 5856), ("3b", 8192, 8, 3, 6, False, 19146),
+    ("3b", 2048, 8, 10, 6, False, 30586), ("3b", 512, 8, 40, 6, False, 36527),
+    ("1b", 32768, 8, 1, 4, False, 12580), ("1b", 8192, 8, 2, 4, False, 32010),
+    ("1b", 512, 8, 56, 4, False, 70315))
+for runs, gpu, tag, precision, gradients in (
+        (FOUNDRY_A100_40GB, "a100-40gb", "a100-40gb", "bf16", "weights"),
+        (FOUNDRY_H100_FP8, "h100-80gb", "h100-fp8", "fp8", "fp32")):
+    for size, seq, gpus, mbs, ga, ac, measured in runs:
+        tag_seq = f"{seq // 1024}k" if seq >= 1024 else str(seq)
+        scale = "" if gpus == 8 else f"-{gpus}gpu"
+        ROWS.append(dict(name=f"foundry-mpt-{size}-{tag_seq}{scale}-{tag}", source=FOUNDRY,
+                         model=MPT_SIZES[size], seq=seq, gpus=gpus, gbs=mbs * ga * gpus,
+                         mbs=mbs, tp=1, pp=1, vp=1, precision=precision, measured=measured,
+                         recompute="full" if ac else "none", framework="fsdp", gpu=gpu, zero=3,
+                         note="", attention_kernel="triton", gradients=gradients,
+                         held_out=f"llm-foundry {tag}"))
+
 # Blackwell rows pipesim can express (no context parallelism), fp8 (Transformer Engine's
 # current scaling), tokens/s/GPU as printed. NeMo 25.02's performance summary
 # (docs.nvidia.com/nemo-framework/user-guide/latest/performance/performance_summary.html,
