@@ -99,6 +99,8 @@ struct TrainingSpec {
   std::string precision{};           // fp32 | mixed | bf16 | fp8 | nvfp4
   std::optional<bool> fp8_params{};  // quantized weights alone, gathered so (fp8 or nvfp4)
   std::string optimizer{};  // sgd | momentum | adam
+  std::string optimizer_state{};  // fp32 | bf16 | fp16 | fp8: each state element
+  std::string master_weights{};   // fp32 | remainders | none: beside 16-bit weights
   std::optional<int64_t> iterations{};
 };
 

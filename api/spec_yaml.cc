@@ -88,6 +88,8 @@ std::string training_yaml(const TrainingSpec& t) {
   s.add("precision", t.precision);
   s.add("fp8_params", t.fp8_params);
   s.add("optimizer", t.optimizer);
+  s.add("optimizer_state", t.optimizer_state);
+  s.add("master_weights", t.master_weights);
   s.add("iterations", t.iterations);
   return s.text();
 }

@@ -43,12 +43,37 @@ Failures read_failures(const Reader& r, const YAML::Node& n) {
   return f;
 }
 
+// optimizer_state: the bytes of each optimizer-state element; master_weights: what 16-bit
+// training keeps beside its weights for the optimizer (an fp32 copy, the remainders, none).
+// Read after precision, fp8_params and optimizer, which they are checked against.
+void read_optimizer_precision(const Reader& r, const YAML::Node& n, Training& t) {
+  if (const auto v = n["optimizer_state"]; v.IsDefined()) {
+    t.optimizer_state_bytes = r.choice<int64_t>(
+        v, "training.optimizer_state", {{"fp32", 4}, {"bf16", 2}, {"fp16", 2}, {"fp8", 1}});
+    if (t.optimizer == Optimizer::kSgd && t.optimizer_state_bytes != 4)
+      r.fail(v, "training.optimizer_state", "sgd keeps no optimizer state to store in it",
+             "optimizer: momentum or adam, or leave optimizer_state out");
+  }
+  if (const auto v = n["master_weights"]; v.IsDefined()) {
+    t.master_weight_bytes = r.choice<int64_t>(v, "training.master_weights",
+                                              {{"fp32", 4}, {"remainders", 2}, {"none", 0}});
+    if (t.master_weight_bytes != 4 && t.precision == Precision::kFp32)
+      r.fail(v, "training.master_weights", "fp32 weights are their own master copy",
+             "precision: mixed, bf16, fp8 or nvfp4, or master_weights: fp32");
+    if (t.master_weight_bytes != 4 && t.fp8_params)
+      r.fail(v, "training.master_weights",
+             "fp8 parameters need a whole fp32 master copy to update (the quantized weights "
+             "are all the GPU holds besides it)",
+             "master_weights: fp32, or fp8_params: false");
+  }
+}
+
 }  // namespace
 
 Training read_training(const Reader& r, const YAML::Node& n) {
   r.expect_map(n, "training",
                {"global_batch", "micro_batch", "precision", "gradients", "fp8_params", "optimizer",
-                "iterations", "optimizer_step", "failures"});
+                "optimizer_state", "master_weights", "iterations", "optimizer_step", "failures"});
   Training t;
   constexpr int64_t kMax = int64_t{1} << 40;
   t.global_batch =
@@ -81,6 +106,7 @@ Training read_training(const Reader& r, const YAML::Node& n) {
         n["optimizer"], "training.optimizer",
         {{"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}, {"adam", Optimizer::kAdam}});
   }
+  read_optimizer_precision(r, n, t);
   if (n["optimizer_step"].IsDefined())
     t.optimizer_step = r.time(n["optimizer_step"], "training.optimizer_step");
   if (n["iterations"].IsDefined())

@@ -30,23 +30,19 @@ ParamBytes bytes_per_param(const Training& t) {
   b.weights = element_bytes(p);
   b.gathered = b.weights;
   b.gradients = t.fp32_gradients ? 4 : element_bytes(p);
-  // Mixed precision keeps fp32 master weights (counted as optimizer state, as ZeRO does);
-  // fp8 keeps an fp8 copy of the 16-bit weights beside them (Transformer Engine); nvfp4 its
-  // two NVFP4 copies, row-wise and column-wise, 2 x 0.5625 bytes counted as 1.
-  if (p != Precision::kFp32) b.optimizer = 4;
+  // Mixed precision keeps master weights (counted as optimizer state, as ZeRO does): fp32,
+  // their remainders or none; fp8 keeps an fp8 copy of the 16-bit weights beside them
+  // (Transformer Engine); nvfp4 its two NVFP4 copies, row-wise and column-wise, 2 x 0.5625
+  // bytes counted as 1.
+  if (p != Precision::kFp32) b.optimizer = t.master_weight_bytes;
   if (quantized(p)) b.weights += 1;
   if (quantized(p) && t.fp8_params) b.weights = b.gathered = 1;
-  switch (t.optimizer) {
-    case Optimizer::kSgd:
-      break;
-    case Optimizer::kMomentum:
-      b.optimizer += 4;
-      break;
-    case Optimizer::kAdam:
-      b.optimizer += 8;
-      break;
-  }
+  b.optimizer += optimizer_states(t.optimizer) * t.optimizer_state_bytes;
   return b;
+}
+
+int64_t optimizer_states(Optimizer o) {
+  return o == Optimizer::kSgd ? 0 : o == Optimizer::kMomentum ? 1 : 2;
 }
 
 namespace {
@@ -187,16 +183,17 @@ bool has_warmup(ScheduleKind k) {
 }
 
 int64_t optimizer_bytes_per_param(const Training& t) {
-  const Optimizer o = t.optimizer;
-  const int64_t states = o == Optimizer::kSgd ? 0 : (o == Optimizer::kMomentum ? 1 : 2);
-  // fp32: gradient 4 + weight read and write 8 + each state read and write 8.
-  // mixed: gradient 2 (4 when kept in fp32) + fp32 master read and write 8 + each state 8 +
-  // 16-bit weight write 2.
+  // Each state read and written: 2 x its bytes. fp32: gradient 4 + weight read and write 8.
+  // mixed: gradient 2 (4 when kept in fp32) + the master copy read and written (8 for fp32)
+  // + the 16-bit weight written 2 (and read 2 as well where the master copy is not a whole
+  // fp32 value: remainders or none).
   const int64_t gradient = bytes_per_param(t).gradients;
+  const int64_t states = 2 * optimizer_states(t.optimizer) * t.optimizer_state_bytes;
+  if (t.precision == Precision::kFp32) return gradient + 8 + states;
+  const int64_t master = 2 * t.master_weight_bytes + (t.master_weight_bytes == 4 ? 0 : 2);
   // fp8 and nvfp4: the quantized weight copy written as well; with fp8 parameters, only it.
   const int64_t written = !quantized(t.precision) ? 2 : t.fp8_params ? 1 : 3;
-  return t.precision == Precision::kFp32 ? gradient + 8 + 8 * states
-                                         : gradient + 8 + 8 * states + written;
+  return gradient + master + states + written;
 }
 
 int64_t Model::tied_copy(int l, int first, int last) const {

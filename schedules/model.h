@@ -344,6 +344,16 @@ struct Training {
   // fp8_params. Under nvfp4 the same for its NVFP4 copies (--fp4-param-gather). The fp32
   // master weights stay with the optimizer.
   bool fp8_params = false;
+  // Bytes of one optimizer-state element (Adam's two moments, momentum's one): 4 (fp32), 2
+  // (bf16 or fp16: Megatron-Core's --exp-avg-dtype / --exp-avg-sq-dtype with its
+  // precision-aware optimizer, Composer's PURE) or 1 (fp8): training.optimizer_state.
+  int64_t optimizer_state_bytes = 4;
+  // Under 16-bit and lower precisions, the bytes a parameter's master copy adds beside its
+  // 16-bit weight: 4 (an fp32 copy), 2 (the 16 bits an fp32 value has beyond its bf16 weight:
+  // store_param_remainders in Transformer Engine's FusedAdam and Apex's distributed Adam) or
+  // 0 (the optimizer updates the 16-bit weights themselves, Composer's PURE):
+  // training.master_weights: fp32 | remainders | none.
+  int64_t master_weight_bytes = 4;
   int iterations = 1;
   std::optional<Time>
       optimizer_step;  // the whole model's optimizer step, spread over layers by params
@@ -370,6 +380,8 @@ struct ParamBytes {
   int64_t optimizer = 0;  // optimizer state, and the fp32 master copy under mixed precision
 };
 ParamBytes bytes_per_param(const Training& t);
+// The optimizer's states per parameter: sgd 0, momentum 1, adam 2.
+int64_t optimizer_states(Optimizer o);
 
 enum class ScheduleKind {
   kGpipe,

@@ -88,6 +88,9 @@ def scenario(row):
                     gradients=row["gradients"], optimizer="adam")
     if row.get("fp8_params"):
         training["fp8_params"] = True
+    for key in ("optimizer_state", "master_weights"):
+        if row.get(key):
+            training[key] = row[key]
     return dict(name=row["name"], cluster=cluster(row), model=model, training=training,
                 strategy=strategy)
 

@@ -54,6 +54,21 @@ TEST(Api, ABuiltScenarioIsTheFileItSpells) {
   EXPECT_EQ(a.gpus, 8);
 }
 
+// The optimizer's precision has fields of its own: the same run as the file.
+TEST(Api, OptimizerPrecisionAsFields) {
+  ps::ScenarioSpec spec = small_spec();
+  spec.training.optimizer = "adam";
+  spec.training.optimizer_state = "bf16";
+  spec.training.master_weights = "none";
+  std::string yaml = std::string(kSmallYaml);
+  yaml.replace(yaml.find("precision: bf16}"), 16,
+               "precision: bf16, optimizer: adam, optimizer_state: bf16, master_weights: none}");
+  const ps::RunResult built = ps::run(ps::LoadedScenario(spec), {.reproducible = true});
+  EXPECT_EQ(built.json,
+            ps::run(ps::LoadedScenario::parse(yaml, "<code>"), {.reproducible = true}).json);
+  EXPECT_NE(built.json, ps::run(ps::LoadedScenario(small_spec()), {.reproducible = true}).json);
+}
+
 // Megatron-Core's memory options have fields of their own: the same run as the file.
 TEST(Api, RecomputeOffloadAndFp8ParametersAsFields) {
   ps::ScenarioSpec spec = small_spec();

@@ -85,7 +85,8 @@ const Rule kRules[] = {
      ":14:3: training.micro_bach: unknown key; did you mean 'micro_batch'?"},
     {"unknown_key_no_hint", edit(kBase, "micro_batch: 2", "micro_batch: 2\n  colour: red"),
      ":15:3: training.colour: unknown key (keys here: global_batch, micro_batch, precision, "
-     "gradients, fp8_params, optimizer, iterations, optimizer_step, failures)"},
+     "gradients, fp8_params, optimizer, optimizer_state, master_weights, iterations, "
+     "optimizer_step, failures)"},
     {"missing_section", edit(kBase, "training:\n  global_batch: 8\n  micro_batch: 2\n", ""),
      ":1:1: training: missing required key"},
     {"bare_number", edit(kBase, "{name: a, forward: 1 ms", "{name: a, forward: 1"),
