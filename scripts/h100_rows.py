@@ -541,6 +541,19 @@ for gpus, b405, f405, b340, f340 in ((128, 9.347, 6.131, 2.189, 1.483),
         row["precision"] = prec
         ROWS.append(row)
 
+# NeMo Automodel, PyTorch-native (NVIDIA-NeMo/Automodel docs/performance-summary.md @
+# e45812012, DGX-H100, BF16): Llama 3.1 70B on 64 GPUs, FSDP2 over 32 x CP 2, micro-batch 1,
+# GBS 128, sequence 8192, activation checkpointing, 18.90 s a step
+# (examples/llm_benchmark/llama3_3/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml: bf16
+# weights, FSDP2Config's bf16 reduction, Transformer Engine's FusedAdam without master
+# weights, its moments in fp32). Added after the fits, held out.
+ROWS.append(dict(parallel(nemo("automodel-h100-llama3.1-70b-cp2-bf16",
+                               "NeMo Automodel performance summary (NVIDIA-NeMo/Automodel "
+                               "docs/performance-summary.md @ e45812012)", LLAMA3_70B, 8192, 64,
+                               128, 1, 1, 1, 1, "bf16", 128 * 8192 / 18.90 / 64, "step 18.90 s",
+                               recompute="full"), cp=2),
+                 framework="fsdp", zero=3, master_weights="none", held_out="Automodel"))
+
 # Rows no fit has used (Blackwell Ultra, NVFP4 and their twins of the same release): `scan`
 # leaves them out and `compare` sums them apart, so that they stay a check out of sample.
 HELD_OUT = {"bridge-gb300-llama3-8b-fp8", "bridge-gb300-llama3-70b-fp8",
