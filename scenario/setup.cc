@@ -375,8 +375,8 @@ namespace {
 
 // training.failures for the GPUs the run uses (SPEC section 10, sim/goodput.h). A checkpoint
 // holds the weights as they are gathered (16-bit; fp8 with training.fp8_params, not fp8's
-// copies of 16-bit weights, cast again on load) and the optimizer state (with its fp32
-// master copy); given as a rate,
+// copies of 16-bit weights, cast again on load) and the optimizer state (with its master
+// copy); given as a rate,
 // every GPU holding a distinct part writes its part at that rate at once: all GPUs under
 // ZeRO (the optimizer state is sharded over the data-parallel ranks, as Megatron-LM's
 // distributed checkpoints save it), else one data-parallel copy.

@@ -51,7 +51,10 @@ void read_optimizer_precision(const Reader& r, const YAML::Node& n, Training& t)
     t.optimizer_state_bytes = r.choice<int64_t>(
         v, "training.optimizer_state", {{"fp32", 4}, {"bf16", 2}, {"fp16", 2}, {"fp8", 1}});
     if (t.optimizer == Optimizer::kSgd && t.optimizer_state_bytes != 4)
-      r.fail(v, "training.optimizer_state", "sgd keeps no optimizer state to store in it",
+      r.fail(v, "training.optimizer_state",
+             n["optimizer"].IsDefined()
+                 ? "sgd keeps no optimizer state to store in it"
+                 : "sgd (the default optimizer) keeps no optimizer state to store in it",
              "optimizer: momentum or adam, or leave optimizer_state out");
   }
   if (const auto v = n["master_weights"]; v.IsDefined()) {

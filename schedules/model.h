@@ -309,8 +309,9 @@ struct Model {
 // first `block` of those; the others keep their activations.
 std::vector<char> checkpointed_layers(const Model& m, int first, int last, int block);
 
-// fp32; mixed (bf16/fp16 with fp32 master weights); fp8 and nvfp4: mixed, with the
-// transformer's weight GEMMs in fp8 or NVFP4 as Transformer Engine runs them (costs/models.h).
+// fp32; mixed (bf16/fp16 with master weights, Training::master_weight_bytes); fp8 and nvfp4: mixed,
+// with the transformer's weight GEMMs in fp8 or NVFP4 as Transformer Engine runs them
+// (costs/models.h).
 enum class Precision { kFp32, kMixed, kFp8, kNvfp4 };
 // fp8 or nvfp4: weight GEMMs on a low-precision format, with its copy of every weight.
 inline bool quantized(Precision p) {
@@ -341,18 +342,18 @@ struct Training {
   bool fp32_gradients = false;
   // Under fp8, the weights kept as fp8 alone, without their 16-bit copy, and gathered in fp8
   // (Megatron-Core's --fp8-param-gather; Transformer Engine's fp8 parameters): training.
-  // fp8_params. Under nvfp4 the same for its NVFP4 copies (--fp4-param-gather). The fp32
-  // master weights stay with the optimizer.
+  // fp8_params. Under nvfp4 the same for its NVFP4 copies (--fp4-param-gather). The master
+  // weights (fp32 ones: master_weight_bytes 4) stay with the optimizer.
   bool fp8_params = false;
   // Bytes of one optimizer-state element (Adam's two moments, momentum's one): 4 (fp32), 2
   // (bf16 or fp16: Megatron-Core's --exp-avg-dtype / --exp-avg-sq-dtype with its
-  // precision-aware optimizer, Composer's PURE) or 1 (fp8): training.optimizer_state.
+  // precision-aware optimizer) or 1 (fp8): training.optimizer_state.
   int64_t optimizer_state_bytes = 4;
   // Under 16-bit and lower precisions, the bytes a parameter's master copy adds beside its
   // 16-bit weight: 4 (an fp32 copy), 2 (the 16 bits an fp32 value has beyond its bf16 weight:
   // store_param_remainders in Transformer Engine's FusedAdam and Apex's distributed Adam) or
-  // 0 (the optimizer updates the 16-bit weights themselves, Composer's PURE):
-  // training.master_weights: fp32 | remainders | none.
+  // 0 (the optimizer updates the 16-bit weights themselves: FusedAdam without master
+  // weights on bf16 parameters): training.master_weights: fp32 | remainders | none.
   int64_t master_weight_bytes = 4;
   int iterations = 1;
   std::optional<Time>
@@ -361,8 +362,8 @@ struct Training {
 };
 
 // Bytes of HBM traffic per parameter in one optimizer step (a memory-bound update): read
-// the gradient, read and write the weights (fp32 master copy under mixed precision, plus
-// writing the 16-bit weights) and every optimizer state.
+// the gradient, read and write the weights (their master copy under mixed precision, plus
+// the 16-bit weights) and every optimizer state.
 int64_t optimizer_bytes_per_param(const Training& t);
 
 // Bytes of one activation or weight element in the training precision: 4 in fp32, else 2
@@ -377,7 +378,7 @@ struct ParamBytes {
   // Training::fp8_params the fp8 weights are all there is, and they are what is sent.
   int64_t gathered = 0;
   int64_t gradients = 0;
-  int64_t optimizer = 0;  // optimizer state, and the fp32 master copy under mixed precision
+  int64_t optimizer = 0;  // optimizer state, and the master copy under mixed precision
 };
 ParamBytes bytes_per_param(const Training& t);
 // The optimizer's states per parameter: sgd 0, momentum 1, adam 2.

@@ -167,12 +167,11 @@ for size, seq, gpus, mbs, ga, ac, h100, a100 in FOUNDRY_RUNS:
                          zero=3, note="", attention_kernel="triton",
                          # Composer's DEFAULT reduces in fp32; PURE (A100's 70B) in bf16.
                          gradients="weights" if (tag, size) == ("a100", "70b") else "fp32"))
-        if (tag, size) == ("a100", "70b"):  # PURE: bf16 weights and Adam moments, no master
-            ROWS[-1].update(optimizer_state="bf16", master_weights="none")
 
 # The same README's other two tables, added after every fit here was chosen and used by none
-# (held out, below): the A100-40GB table (bf16 PURE: the weights, their gradients and Adam's
-# moments all in bf16, no master copy, gradients reduced in bf16), and the H100 FP8
+# (held out, below): the A100-40GB table (bf16 PURE: FSDP's MixedPrecision with bf16
+# parameters, reductions and buffers, the optimizer stepping the sharded fp32 weights, so
+# only the reduction differs from DEFAULT: `gradients: weights`), and the H100 FP8
 # table (amp_fp8: submit_benchmarks.py @ b2a43a14 sets fc_type: te, Transformer Engine
 # v0.10's fp8 linear layers, with the Triton attention kernel). 125M and 350M are the
 # README's two smallest models (scripts/train/yamls/pretrain/mpt-125m.yaml, mpt-350m.yaml).
@@ -237,8 +236,6 @@ for runs, gpu, tag, precision, gradients in (
                          recompute="full" if ac else "none", framework="fsdp", gpu=gpu, zero=3,
                          note="", attention_kernel="triton", gradients=gradients,
                          held_out=f"llm-foundry {tag}"))
-        if gpu == "a100-40gb":
-            ROWS[-1].update(optimizer_state="bf16", master_weights="none")
 
 # Blackwell rows pipesim can express (no context parallelism), fp8 (Transformer Engine's
 # current scaling), tokens/s/GPU as printed. NeMo 25.02's performance summary

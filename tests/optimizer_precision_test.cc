@@ -1,8 +1,9 @@
 // The optimizer's own precision: training.optimizer_state (the bytes of each Adam moment or
 // momentum element) and training.master_weights (what 16-bit training keeps beside its
 // weights: an fp32 copy, the 16-bit remainders, none), as Megatron-Core's precision-aware
-// optimizer (--exp-avg-dtype, --exp-avg-sq-dtype), Transformer Engine's FusedAdam
-// (store_param_remainders) and Composer's PURE mixed precision keep them. Bytes per parameter by
+// optimizer (--exp-avg-dtype, --exp-avg-sq-dtype, its fp32 master weights kept as
+// remainders) and Transformer Engine's FusedAdam (store_param_remainders; no master weights
+// on bf16 parameters) keep them. Bytes per parameter by
 // hand, the memory they make on a device, the optimizer step's traffic, and the inputs refused.
 #include <gtest/gtest.h>
 
@@ -36,7 +37,7 @@ TEST(OptimizerPrecision, BytesPerParameterByHand) {
   // Mixed precision, Adam, as before: 2 (weights) + 2 (gradients) + 4 (fp32 master) + 2 x 4
   // (moments) = 16.
   EXPECT_EQ(total(mixed, adam_, 4, 4), 16);
-  // Composer's PURE: bf16 weights, gradients and moments, no master copy: 2 + 2 + 2 x 2 = 8.
+  // bf16 weights, gradients and moments, no master copy: 2 + 2 + 2 x 2 = 8.
   EXPECT_EQ(total(mixed, adam_, 2, 0), 8);
   // The fp32 master weights as remainders beside the bf16 weights: 2 + 2 + 2 + 2 x 4 = 14.
   EXPECT_EQ(total(mixed, adam_, 4, 2), 14);
@@ -45,15 +46,17 @@ TEST(OptimizerPrecision, BytesPerParameterByHand) {
   EXPECT_EQ(total(mixed, Optimizer::kMomentum, 1, 4), 9);
   // fp32 training with bf16 moments: 4 + 4 + 2 x 2 = 12 (no master copy to count).
   EXPECT_EQ(total(Precision::kFp32, adam_, 2, 4), 12);
-  // Megatron-Core's DeepSeek recipes: fp32 master weights and gradients, bf16 moments:
-  // 2 + 4 + 4 + 2 x 2 = 14, the state under `optimizer`.
+  // Megatron-Bridge's DeepSeek recipes (Megatron-Core's precision-aware optimizer): fp32
+  // gradients, the fp32 master weights as remainders, bf16 moments: 2 + 4 + 2 + 2 x 2 = 12,
+  // the remainders and moments under `optimizer`.
   Training t = adam(mixed);
   t.fp32_gradients = true;
   t.optimizer_state_bytes = 2;
+  t.master_weight_bytes = 2;
   const ParamBytes b = bytes_per_param(t);
   EXPECT_EQ(b.weights, 2);
   EXPECT_EQ(b.gradients, 4);
-  EXPECT_EQ(b.optimizer, 8);
+  EXPECT_EQ(b.optimizer, 6);
 }
 
 TEST(OptimizerPrecision, StepTrafficByHand) {
@@ -68,7 +71,7 @@ TEST(OptimizerPrecision, StepTrafficByHand) {
   t.master_weight_bytes = 4;
   t.optimizer_state_bytes = 2;
   EXPECT_EQ(optimizer_bytes_per_param(t), 20);
-  // PURE: gradient 2 + the 16-bit weights read and written 4 + moments 8 = 14.
+  // No master copy: gradient 2 + the 16-bit weights read and written 4 + moments 8 = 14.
   t.master_weight_bytes = 0;
   EXPECT_EQ(optimizer_bytes_per_param(t), 14);
   // fp8 without master weights: the fp8 copy written as well, 15.
@@ -95,8 +98,8 @@ int64_t peak(const std::string& yaml) {
 }
 
 // On one device the peak falls by the parameters times the bytes saved: 4 a parameter with
-// bf16 moments, 8 with PURE; ZeRO-1 over two ranks halves both, as it shards the master
-// weights and the moments.
+// bf16 moments, 8 with no master copy as well; ZeRO-1 over two ranks halves both, as it shards the
+// master weights and the moments.
 TEST(OptimizerPrecision, PeakMemoryFallsByWhatTheStatesSave) {
   const test::SimRun base = test::run_yaml(scenario("optimizer: adam, precision: bf16"));
   const int64_t params = test::total_params(base.scenario.model);
