@@ -182,23 +182,17 @@ Scenario load(YAML::Node root, const std::string& source, const std::vector<Over
                                      : lossy_utf8(std::filesystem::path(source).stem().string());
   const YAML::Node training = r.require(root, "", "training");
   sc.training = read_training(r, training);
-  if (sc.training.precision == Precision::kFp8) {
+  // fp8 and nvfp4 need every GPU to have that format's peak (SPEC section 9).
+  if (const Precision p = sc.training.precision; quantized(p)) {
+    const bool fp8 = p == Precision::kFp8;
     for (const Device& d : sc.cluster.devices()) {
-      if (d.gpu.fp8_flops > 0) continue;
-      r.fail(
-          training["precision"], "training.precision",
-          fmt::format("GPU '{}' ({}) has no fp8 peak", d.gpu.name, d.name),
-          "mixed or bf16, or GPUs with fp8 (h100-80gb, h200, b200, gb200, b300, gb300, mi300x, or "
-          "fp8_peak in the GPU mapping)");
-    }
-  }
-  if (sc.training.precision == Precision::kNvfp4) {
-    for (const Device& d : sc.cluster.devices()) {
-      if (d.gpu.fp4_flops > 0) continue;
+      if (precision_peak(d.gpu, p) > 0) continue;
       r.fail(training["precision"], "training.precision",
-             fmt::format("GPU '{}' ({}) has no fp4 peak", d.gpu.name, d.name),
-             "fp8, mixed or bf16, or GPUs with NVFP4 (b200, gb200, b300, gb300, or fp4_peak in "
-             "the GPU mapping)");
+             fmt::format("GPU '{}' ({}) has no {} peak", d.gpu.name, d.name, fp8 ? "fp8" : "fp4"),
+             fp8 ? "mixed or bf16, or GPUs with fp8 (h100-80gb, h200, b200, gb200, b300, gb300, "
+                   "mi300x, or fp8_peak in the GPU mapping)"
+                 : "fp8, mixed or bf16, or GPUs with NVFP4 (b200, gb200, b300, gb300, or "
+                   "fp4_peak in the GPU mapping)");
     }
   }
   const YAML::Node model = r.require(root, "", "model");

@@ -190,7 +190,10 @@ int64_t optimizer_bytes_per_param(const Training& t) {
   const int64_t gradient = bytes_per_param(t).gradients;
   const int64_t states = 2 * optimizer_states(t.optimizer) * t.optimizer_state_bytes;
   if (t.precision == Precision::kFp32) return gradient + 8 + states;
-  const int64_t master = 2 * t.master_weight_bytes + (t.master_weight_bytes == 4 ? 0 : 2);
+  // A whole fp32 master copy is all the update reads; remainders or none need the 16-bit
+  // weight read as well.
+  const bool whole_master = t.master_weight_bytes == 4;
+  const int64_t master = 2 * t.master_weight_bytes + (whole_master ? 0 : 2);
   // fp8 and nvfp4: the quantized weight copy written as well; with fp8 parameters, only it.
   const int64_t written = !quantized(t.precision) ? 2 : t.fp8_params ? 1 : 3;
   return gradient + master + states + written;

@@ -158,11 +158,10 @@ def compare(sets, only=None):
     for row, sim, err, rep in result:
         print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
               f"  mfu {100 * rep['mfu']:4.1f}{'  OOM' if rep['oom'] else ''}")
-    sets = {}  # held-out rows by set: a label, or True for the Blackwell Ultra and NVFP4 rows
+    sets = {}  # held-out rows by their set's label
     for r in result:
-        label = r[0].get("held_out")
-        if label:
-            sets.setdefault("Blackwell Ultra, NVFP4" if label is True else label, []).append(r)
+        if r[0].get("held_out"):
+            sets.setdefault(r[0]["held_out"], []).append(r)
     for label, held in sets.items():
         mean, worst = summary(held)
         print(f"held out (no fit used them), {label}: {len(held)} rows, mean |error| "
