@@ -85,6 +85,8 @@ struct ClusterSpec {
   std::string intra_node{};   // a preset: nvlink3, nvlink4, nvswitch, nvlink5, pcie4, ...
   std::string inter_node{};   // a preset (per port): ib-hdr, ib-ndr, eth100, eth400, ...
   std::optional<int> nics{};  // network ports per node, each of inter_node's bandwidth
+  // Watts each GPU is capped at (below its rated board power its compute clock drops).
+  std::optional<double> power_limit_w{};
 };
 
 struct ModelSpec {
@@ -110,7 +112,8 @@ struct StrategySpec {
   std::optional<bool> sequence_parallel{};
   std::string recompute{};  // none | full | selective
   // What `selective` re-runs (core_attn, layernorm, mlp, moe_act, mla_up_proj,
-  // shared_experts; empty: the default), how many layers of each stage `full` checkpoints,
+  // shared_experts, or one of the per-op policies alternate_gemms and gemms; empty: the
+  // default), how many layers of each stage `full` checkpoints,
   // and how many of each stage's layers offload their activations to the host instead.
   std::vector<std::string> recompute_modules{};
   std::optional<int> recompute_layers{}, offload_layers{};

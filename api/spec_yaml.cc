@@ -50,7 +50,16 @@ class Section {
 
 std::string cluster_yaml(const ClusterSpec& c) {
   Section s("cluster");
-  s.add("gpu", c.gpu);
+  if (c.power_limit_w) {  // the preset, capped
+    if (c.gpu.empty())
+      throw InputError("power_limit_w needs gpu, the preset it caps", "gpu with power_limit_w",
+                       "cluster.power_limit_w", {kCodeSource});
+    s.add_raw("gpu", fmt::format(
+                         "{{preset: {}, power_limit: {}}}", quoted(c.gpu, "cluster.gpu"),
+                         quoted(fmt::format("{:g} W", *c.power_limit_w), "cluster.power_limit_w")));
+  } else {
+    s.add("gpu", c.gpu);
+  }
   s.add("nodes", c.nodes);
   s.add("gpus_per_node", c.gpus_per_node);
   s.add("intra_node", c.intra_node);

@@ -62,7 +62,12 @@ std::string curves_line(const GpuSpec& gpu) {
                 gpu.name, 100 * gpu.comm_interference)
           : "";
   const std::string note =
-      gpu.curves_note.empty() ? "" : fmt::format("{}: {}\n", gpu.name, gpu.curves_note);
+      (gpu.curves_note.empty() ? "" : fmt::format("{}: {}\n", gpu.name, gpu.curves_note)) +
+      (gpu.clock_share() < 1
+           ? fmt::format("{}'s compute runs at {:.1f} % of its clock under its {:g} W power "
+                         "limit (rated {:g} W; cluster.gpu.power_limit)\n",
+                         gpu.name, 100 * gpu.clock_share(), gpu.power_limit_watts, gpu.tdp_watts)
+           : "");
   if (gpu.curves_borrowed && fitted)
     return fmt::format(
                "{}'s efficiency curves are borrowed from the fit to {} (none of its own yet; "

@@ -18,7 +18,7 @@ double stage_flop_rate(const Scenario& s, int stage) {
   const double peak =
       s.training.precision != Precision::kFp32 ? gpu.peak_flops : gpu.peak_fp32_flops;
   // No FLOPs to go by: the matrix units at the efficiency of a large GEMM.
-  return peak * gpu.efficiency.value_or(gpu.matrix_efficiency.at(1e12));
+  return peak * gpu.clock_share() * gpu.efficiency.value_or(gpu.matrix_efficiency.at(1e12));
 }
 
 std::vector<ExecWork> op_work(const Scenario& s, const TaskGraph& g) {

@@ -6,6 +6,7 @@
 // the output edge (reports), so equal inputs give equal event orders on every machine.
 #pragma once
 
+#include <cmath>
 #include <compare>
 #include <cstdint>
 #include <limits>
@@ -64,6 +65,10 @@ constexpr Time max(Time a, Time b) {
 }
 constexpr Time min(Time a, Time b) {
   return a < b ? a : b;
+}
+// `share` (from 0 to 1) of a time, to the nearest picosecond.
+inline Time share_of(Time t, double share) {
+  return Time::ps(std::llround(static_cast<double>(t.ps_count()) * share));
 }
 
 }  // namespace pipesim

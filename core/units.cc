@@ -115,6 +115,13 @@ double parse_flops(std::string_view text) {
   return v;
 }
 
+double parse_power(std::string_view text) {
+  constexpr std::array kPower{Unit{"W", 1.0}, Unit{"kW", 1e3}};
+  const double v = parse_quantity(text, kPower, kPowerUnits, "500 W");
+  if (v <= 0) throw InputError(fmt::format("power '{}' must be positive", text), "a value > 0");
+  return v;
+}
+
 double parse_share(std::string_view text) {
   constexpr std::array kShare{Unit{"", 1.0}, Unit{"%", 0.01}};
   const double v = parse_quantity(text, kShare, kShareUnits, "10%");

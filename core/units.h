@@ -18,6 +18,7 @@ inline constexpr std::string_view kByteUnits =
 inline constexpr std::string_view kBandwidthUnits =
     "units: B/s, KB/s, MB/s, GB/s, TB/s, GiB/s, Mbit/s, Gbit/s, Gbps";
 inline constexpr std::string_view kComputeUnits = "units: GFLOPS, TFLOPS, PFLOPS";
+inline constexpr std::string_view kPowerUnits = "units: W, kW";
 inline constexpr std::string_view kCountUnits =
     "a whole number, optionally with K, M or B (10^3, 10^6, 10^9)";
 
@@ -28,6 +29,7 @@ double parse_duration_s(std::string_view text);
 int64_t parse_bytes(std::string_view text);
 double parse_bandwidth(std::string_view text);  // bytes per second
 double parse_flops(std::string_view text);      // floating-point operations per second
+double parse_power(std::string_view text);      // watts, > 0
 int64_t parse_count(std::string_view text);     // "138M" -> 138000000
 // A share: "10%", "0.5 %" or a plain fraction "0.1", in [0, 1) (else InputError).
 inline constexpr std::string_view kShareUnits = "a share such as 10% or 0.1, at least 0, below 1";

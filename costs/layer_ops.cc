@@ -2,6 +2,15 @@
 
 namespace pipesim::internal {
 
+int64_t kv_features(const TransformerShape& t) {
+  const int64_t d = t.head_dim > 0 ? t.head_dim : t.hidden / t.heads;
+  return 2 * (t.query_groups > 0 ? t.query_groups : t.heads) * d;
+}
+
+int64_t query_width(const TransformerShape& t) {
+  return t.head_dim > 0 ? t.heads * t.head_dim : t.hidden;
+}
+
 Quant quant_of(Precision p) {
   if (p == Precision::kFp8) return {1, 1, 1};
   if (p == Precision::kNvfp4) return {0.5625, 2, 2 * 0.5625};

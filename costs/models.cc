@@ -16,25 +16,15 @@ namespace pipesim {
 
 namespace {
 
+using internal::kv_features;
 using internal::mlp_ops;
 using internal::moe_ops;
 using internal::norm_op;
 using internal::norm_params;
 using internal::Quant;
 using internal::quant_of;
+using internal::query_width;
 using internal::weight_gemm;
-
-// Features of the keys and the values together: 2h, or 2 r h with r = query_groups / heads
-// (grouped-query attention).
-int64_t kv_features(const TransformerShape& t) {
-  const int64_t d = t.head_dim > 0 ? t.head_dim : t.hidden / t.heads;
-  return 2 * (t.query_groups > 0 ? t.query_groups : t.heads) * d;
-}
-
-// The queries' width: heads x head_dim (the hidden size unless head_dim says otherwise).
-int64_t query_width(const TransformerShape& t) {
-  return t.head_dim > 0 ? t.heads * t.head_dim : t.hidden;
-}
 
 // The width the attention kernel computes a head at: its own, or for the Triton kernel the
 // next power of two (flash_attn_triton's BLOCK_HEADDIM; the padded columns are masked

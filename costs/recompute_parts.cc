@@ -32,23 +32,66 @@ bool dense_mlp(const std::string& op) {
          op == "geglu" || op == "fc2" || op == "cast_fc2";
 }
 
-// The part of module m re-running the ops `pick` names, freeing `bytes` (`replicated` of
-// them whole on every tensor rank without sequence parallelism).
-template <typename Pick>
-RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
-                   double replicated = 0) {
+// The part of module m re-running `share(op)` of each op (0: not at all), freeing `bytes`
+// (`replicated` of them whole on every tensor rank without sequence parallelism).
+template <typename Share>
+RecomputePart shared_part(RecomputeModule m, const Layer& x, Share share, double bytes,
+                          double replicated = 0) {
   RecomputePart p;
   p.module = m;
   for (const OpCost& op : x.ops) {
-    if (!pick(op.name)) continue;
+    const double k = share(op);
+    if (k <= 0) continue;
     p.ops.push_back(op.name);
-    p.cost.forward += op.forward;
-    if (op.tensor_whole) p.whole_forward += op.forward;
-    if (op.matrix) p.cost.flops += op.flops;  // (model FLOPs count the GEMMs')
+    p.shares.push_back(k);
+    const Time forward = share_of(op.forward, k);
+    p.cost.forward += forward;
+    if (op.tensor_whole) p.whole_forward += forward;
+    if (op.matrix) p.cost.flops += op.flops * k;  // (model FLOPs count the GEMMs')
   }
-  p.cost.bytes = static_cast<int64_t>(bytes);
+  p.cost.bytes = static_cast<int64_t>(std::max(bytes, 0.0));
   p.cost.replicated_bytes = static_cast<int64_t>(replicated);
   return p;
+}
+
+// The part of module m re-running the ops `pick` names, whole.
+template <typename Pick>
+RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
+                   double replicated = 0) {
+  return shared_part(
+      m, x, [&pick](const OpCost& op) { return pick(op.name) ? 1.0 : 0.0; }, bytes, replicated);
+}
+
+// PyTorch's per-op selective checkpointing of a dense layer (torchtitan's `op` policy:
+// torch.utils.checkpoint's policy saving the outputs of the attention kernel and of GEMMs
+// in its save list, re-running everything else): with `alternate`, every second GEMM of
+// the layer in the order it runs them (queries, keys, values, output projection, then the
+// gated MLP's gate, up and down projections, or an ungated MLP's two), so the keys' third
+// of QKV (at its width), the output projection and the up half of a gated fc1 (or an
+// ungated fc2); without it, every GEMM (a policy that saves none, as float8 GEMMs outside
+// the save list are). Either way every element-wise op runs again, and the attention core
+// keeps its output: no longer kept is all but the layer's input, the core's output (and its
+// s^2 tensors without flash attention) and the saved GEMMs' outputs.
+RecomputePart op_policy(RecomputeModule m, const TransformerShape& t, const Layer& x, double S,
+                        double e, double core_kept) {
+  const bool alternate = m == RecomputeModule::kAlternateGemms;
+  const double h = static_cast<double>(t.hidden), f = static_cast<double>(t.ffn);
+  const double qd = static_cast<double>(query_width(t));
+  const double kd = static_cast<double>(kv_features(t)) / 2;  // the keys' width (the values')
+  const auto share = [&](const OpCost& op) -> double {
+    if (core_op(op.name)) return 0;
+    if (!op.matrix || !alternate) return 1;
+    if (op.name == "qkv") return kd / (qd + 2 * kd);
+    if (op.name == "projection") return 1;
+    if (op.name == "fc1") return t.gated() ? 0.5 : 0;
+    if (op.name == "fc2") return t.gated() ? 0 : 1;
+    return 0;
+  };
+  // Kept: the input and the core's output, and with `alternate` the queries, the values, the
+  // gate's output and the MLP's (gated), or fc1's (ungated).
+  double kept = S * (h + qd) * e + core_kept;
+  if (alternate) kept += S * (qd + kd + f + (t.gated() ? h : 0)) * e;
+  return shared_part(m, x, share, static_cast<double>(x.activation_bytes) - kept);
 }
 
 }  // namespace
@@ -118,6 +161,11 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
     const double ranks = static_cast<double>(l.q_rank + l.kv_rank);
     out.push_back(
         part(RecomputeModule::kMlaUpProj, x, up_projection, (a * (3 * D + 2 * R) + ranks) * S * e));
+  }
+  if (!moe && !t.latent) {
+    const double core_kept = t.flash_attention ? 0 : 2 * as2b * e + as2b;
+    out.push_back(op_policy(RecomputeModule::kAlternateGemms, t, x, S, e, core_kept));
+    out.push_back(op_policy(RecomputeModule::kGemms, t, x, S, e, core_kept));
   }
   // (Nothing a module frees exceeds what the layer keeps: Layer::selective clamps the sum.)
   for (RecomputePart& p : out) p.cost.bytes = std::min(p.cost.bytes, x.activation_bytes);

@@ -59,6 +59,7 @@ Roofline roofline(const OpWork& work, bool matrix, double weight_bytes, double r
                                          : "fp32"),
                      "a GPU preset, or a mapping with peak (and peak_fp32 for fp32)");
   }
+  peak *= gpu.clock_share();  // under a power limit: the compute units' clock, not HBM's
   const double n = std::max(repeats, 1.0);
   const double flops = work.flops / n, bytes = (work.bytes + weight_bytes) / n;
   auto eff = [&](const EfficiencyCurve& c, double size) {

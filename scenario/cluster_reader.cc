@@ -144,6 +144,8 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
                 "fp4_peak",
                 "hbm_bandwidth",
                 "host_bandwidth",
+                "tdp",
+                "power_limit",
                 "reserved",
                 "launch_overhead",
                 "efficiency",
@@ -191,6 +193,14 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
     g.hbm_bytes_per_s = r.bandwidth(v, child_path(path, "hbm_bandwidth"));
   if (const auto v = n["host_bandwidth"]; v.IsDefined())
     g.host_bytes_per_s = r.bandwidth(v, child_path(path, "host_bandwidth"));
+  if (const auto v = n["tdp"]; v.IsDefined()) g.tdp_watts = r.power(v, child_path(path, "tdp"));
+  if (const auto v = n["power_limit"]; v.IsDefined()) {
+    g.power_limit_watts = r.power(v, child_path(path, "power_limit"));
+    if (!(g.tdp_watts > 0))
+      r.fail(v, child_path(path, "power_limit"),
+             "a power limit needs the GPU's rated board power to scale its clock from",
+             "a preset, or tdp: the board power its peaks are rated at (e.g. 'tdp: 700 W')");
+  }
   if (const auto v = n["reserved"]; v.IsDefined())
     g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));
   if (const auto v = n["launch_overhead"]; v.IsDefined())

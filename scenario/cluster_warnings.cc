@@ -13,7 +13,9 @@ namespace pipesim::internal {
 // one per GPU, so the network would be gpus_per_node times too slow for them, silently
 // (SPEC section 9). A bandwidth of the user's own (a node's aggregate) or `nics` says the
 // user meant it.
-std::vector<std::string> cluster_warnings(const YAML::Node& n, const Cluster& c) {
+namespace {
+
+std::vector<std::string> nic_warnings(const YAML::Node& n, const Cluster& c) {
   const YAML::Node inter = n["inter_node"];
   if (!inter.IsDefined() || c.num_nodes() < 2) return {};
   std::string name;
@@ -33,6 +35,30 @@ std::vector<std::string> cluster_warnings(const YAML::Node& n, const Cluster& c)
       "default); DGX and HGX servers have one port per GPU: write nics: {} for them, or "
       "nics: 1 to keep one port",
       name, fewest, fewest == c.num_devices() / c.num_nodes() ? "" : " or more", fewest)};
+}
+
+// A power limit at or above the board power the peaks are rated at changes nothing: the
+// datasheet's clocks are the most pipesim runs a GPU at.
+std::vector<std::string> power_warnings(const Cluster& c) {
+  std::vector<std::string> out;
+  for (int d = 0; d < c.num_devices(); ++d) {
+    const GpuSpec& g = c.device(d).gpu;
+    if (!(g.power_limit_watts > 0) || g.power_limit_watts < g.tdp_watts) continue;
+    std::string w = fmt::format(
+        "cluster.gpu.power_limit: {:g} W is not below {}'s rated {:g} W: no effect (its "
+        "datasheet peaks are the fastest pipesim runs it)",
+        g.power_limit_watts, g.name, g.tdp_watts);
+    if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> cluster_warnings(const YAML::Node& n, const Cluster& c) {
+  std::vector<std::string> out = nic_warnings(n, c);
+  for (std::string& w : power_warnings(c)) out.push_back(std::move(w));
+  return out;
 }
 
 }  // namespace pipesim::internal

@@ -38,10 +38,11 @@ bool same_speed(const GpuSpec& a, const GpuSpec& b) {
          a.peak_fp32_flops == b.peak_fp32_flops && a.vector_flops == b.vector_flops &&
          a.fp8_flops == b.fp8_flops && a.fp4_flops == b.fp4_flops &&
          a.hbm_bytes_per_s == b.hbm_bytes_per_s && a.efficiency == b.efficiency &&
-         a.curves == b.curves && a.curves_note == b.curves_note &&
-         a.matrix_efficiency == b.matrix_efficiency && a.vector_efficiency == b.vector_efficiency &&
-         a.memory_efficiency == b.memory_efficiency && a.fp8_efficiency == b.fp8_efficiency &&
-         a.fp4_efficiency == b.fp4_efficiency && a.attention_efficiency == b.attention_efficiency &&
+         a.clock_share() == b.clock_share() && a.curves == b.curves &&
+         a.curves_note == b.curves_note && a.matrix_efficiency == b.matrix_efficiency &&
+         a.vector_efficiency == b.vector_efficiency && a.memory_efficiency == b.memory_efficiency &&
+         a.fp8_efficiency == b.fp8_efficiency && a.fp4_efficiency == b.fp4_efficiency &&
+         a.attention_efficiency == b.attention_efficiency &&
          a.triton_attention_efficiency == b.triton_attention_efficiency &&
          a.launch_overhead == b.launch_overhead && a.comm_interference == b.comm_interference;
 }

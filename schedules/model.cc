@@ -61,7 +61,7 @@ constexpr std::array<std::pair<std::string_view, ScheduleKind>, 13> kScheduleNam
     {"zb-2p", ScheduleKind::kZb2p},
     {"zb-v", ScheduleKind::kZbV},
 }};
-// Megatron-Core's names (--recompute-modules).
+// Megatron-Core's names (--recompute-modules), then the per-op policies'.
 constexpr std::array<std::pair<std::string_view, RecomputeModule>, kRecomputeModuleCount>
     kRecomputeModuleNames{{
         {"core_attn", RecomputeModule::kCoreAttn},
@@ -70,6 +70,8 @@ constexpr std::array<std::pair<std::string_view, RecomputeModule>, kRecomputeMod
         {"moe_act", RecomputeModule::kMoeAct},
         {"mla_up_proj", RecomputeModule::kMlaUpProj},
         {"shared_experts", RecomputeModule::kSharedExperts},
+        {"alternate_gemms", RecomputeModule::kAlternateGemms},
+        {"gemms", RecomputeModule::kGemms},
     }};
 constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
     {"schedule", Warmup::kSchedule},
@@ -243,8 +245,9 @@ Layer Layer::at_tensor_degree(int t, int ep, int cp, int etp) const {
   for (RecomputePart& p : x.recompute_parts) {
     p.cost.forward = Time::zero();
     for (const OpCost& op : times.ops) {
-      if (std::find(p.ops.begin(), p.ops.end(), op.name) != p.ops.end())
-        p.cost.forward += op.forward;
+      const auto at = std::find(p.ops.begin(), p.ops.end(), op.name);
+      if (at != p.ops.end())
+        p.cost.forward += share_of(op.forward, p.shares[static_cast<size_t>(at - p.ops.begin())]);
     }
   }
   return x;

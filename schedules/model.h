@@ -143,24 +143,28 @@ struct AttentionFacts {
   int64_t qkv_bytes = 0;
 };
 
-// The parts of a generated transformer layer Megatron-Core's selective recompute can re-run
-// in the backward instead of keeping their tensors (strategy.recompute_modules; docs/memory.md,
-// "Recompute, module by module"): the attention core, the two norms, a dense layer's MLP, the
-// routed experts' activation function, latent attention's up-projections and the shared
-// experts.
+// The parts of a generated transformer layer a selective recompute can re-run in the
+// backward instead of keeping their tensors (strategy.recompute_modules; docs/parallelism.md,
+// "Recompute as Megatron-Core sets it"): Megatron-Core's modules (the attention core, the two
+// norms, a dense layer's MLP, the routed experts' activation function, latent attention's
+// up-projections and the shared experts), and two whole-layer policies of PyTorch's
+// per-op selective checkpointing (torchtitan's `op` policy): every second GEMM, or every
+// GEMM, with every element-wise op, around a kept attention kernel.
 enum class RecomputeModule : uint8_t {
   kCoreAttn,
   kLayernorm,
   kMlp,
   kMoeAct,
   kMlaUpProj,
-  kSharedExperts
+  kSharedExperts,
+  kAlternateGemms,
+  kGemms
 };
-inline constexpr int kRecomputeModuleCount = 6;
+inline constexpr int kRecomputeModuleCount = 8;
 std::string_view to_string(RecomputeModule m);
 std::optional<RecomputeModule> parse_recompute_module(std::string_view name);
 // A set of modules: bit (1 << m) for module m. Megatron-Core's default is the attention core.
-using RecomputeModules = uint8_t;
+using RecomputeModules = uint16_t;
 constexpr RecomputeModules module_bit(RecomputeModule m) {
   return static_cast<RecomputeModules>(1u << static_cast<unsigned>(m));
 }
@@ -183,6 +187,9 @@ struct RecomputeCost {
 struct RecomputePart {
   RecomputeModule module = RecomputeModule::kCoreAttn;
   std::vector<std::string> ops;
+  // The share of each of `ops` the part re-runs (1 but for a fused GEMM of which it re-runs
+  // some outputs: one of QKV's three, one of a gated fc1's two).
+  std::vector<double> shares;
   RecomputeCost cost;
   Time whole_forward;
 };

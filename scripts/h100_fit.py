@@ -2,7 +2,7 @@
 """Write the H100 validation scenarios and compare pipesim with the published runs.
 
   scripts/h100_fit.py write              # scenarios/validation/<row>.yaml from scripts/h100_rows.py
-  scripts/h100_fit.py compare [--set K=V] [--group moe-cp]
+  scripts/h100_fit.py compare [--set K=V] [--group moe-cp] [--rows NAME-PREFIX]
                                          # one line per row: measured, simulated, error
   scripts/h100_fit.py table               # the same as a Markdown table (docs/validation.md)
   scripts/h100_fit.py scan SETTINGS.json  # mean / max error per GPU set for each candidate fit
@@ -10,7 +10,8 @@
                                          # the same on those GPUs' rows alone (all of them)
 
 Run from the repository root after building (build/pipesim). The rows and their sources
-are in scripts/h100_rows.py; docs/validation.md gives the results.
+are in scripts/h100_rows.py and scripts/torchtitan_rows.py; docs/validation.md gives the
+results.
 """
 import json
 import os
@@ -21,7 +22,10 @@ import tempfile
 import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
-from h100_rows import ROWS  # noqa: E402
+from h100_rows import ROWS as PUBLISHED  # noqa: E402
+from torchtitan_rows import ROWS as TORCHTITAN  # noqa: E402
+
+ROWS = PUBLISHED + TORCHTITAN
 
 PIPESIM = os.environ.get("PIPESIM", "build/pipesim")
 OUT = "scenarios/validation"
@@ -43,7 +47,8 @@ def cluster(row):
         per = min(row["gpus"], 64)
         return dict(gpu=row["gpu"], nodes=row["gpus"] // per, gpus_per_node=per,
                     intra_node="nvlink5", inter_node=dict(preset=port, nics=per))
-    return dict(gpu=row["gpu"], nodes=nodes, gpus_per_node=8,
+    gpu = dict(preset=row["gpu"], **row["gpu_fields"]) if row.get("gpu_fields") else row["gpu"]
+    return dict(gpu=gpu, nodes=nodes, gpus_per_node=8,
                 intra_node="nvlink5" if row["gpu"] in ("b200", "b300") else "nvswitch",
                 inter_node=dict(preset=port, nics=8))
 
@@ -68,6 +73,8 @@ def scenario(row):
     strategy["data"] = data
     if cp > 1:
         strategy["context"] = cp
+        if row.get("context_comm"):
+            strategy["context_comm"] = row["context_comm"]
     if ep > 1:
         strategy["expert"] = ep
         if row.get("dispatch", "alltoall") != "alltoall":
@@ -77,7 +84,7 @@ def scenario(row):
     if row.get("shared_expert_overlap"):
         strategy["shared_expert_overlap"] = True
     strategy["zero"] = row["zero"]
-    if row["framework"] == "megatron":
+    if row["framework"] == "megatron" or row.get("overlap_param_gather"):
         strategy["overlap_param_gather"] = True
     strategy["recompute"] = row["recompute"]
     if row.get("recompute_modules"):
@@ -99,8 +106,8 @@ def header(row):
     lines = [f"{row['name']}: {row['source']}.",
              f"Measured {row['measured']:.1f} tokens/s per GPU"
              + (f" ({row['note']})" if row.get("note") else "") + ".",
-             "Written by scripts/h100_fit.py from scripts/h100_rows.py; docs/validation.md "
-             "has the comparison."]
+             f"Written by scripts/h100_fit.py from {row.get('rows_file', 'scripts/h100_rows.py')}; "
+             "docs/validation.md has the comparison."]
     return "".join(f"# {line}\n" for line in lines)
 
 
@@ -116,7 +123,7 @@ def simulate(row, sets, gpu_override=None):
     tmp = None
     if gpu_override is not None:
         s = scenario(row)
-        s["cluster"]["gpu"] = dict(preset=row["gpu"], **gpu_override)
+        s["cluster"]["gpu"] = dict(preset=row["gpu"], **row.get("gpu_fields", {}), **gpu_override)
         tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
         yaml.safe_dump(s, tmp)
         tmp.close()
@@ -152,8 +159,9 @@ def summary(result):
     return sum(errs) / len(errs), max(errs)
 
 
-def compare(sets, only=None):
-    rows = [r for r in ROWS if only is None or r.get("group") == only]
+def compare(sets, only=None, prefix=""):
+    rows = [r for r in ROWS if (only is None or r.get("group") == only)
+            and r["name"].startswith(prefix)]
     result = errors(rows, sets)
     for row, sim, err, rep in result:
         print(f"{row['name']:34s} {row['measured']:9.1f} {sim:9.1f} {100 * err:+6.1f} %"
@@ -254,13 +262,16 @@ def main():
         scan(sys.argv[2], args[args.index("--gpus") + 1].split(",") if "--gpus" in args else None)
     elif cmd == "compare":
         args = sys.argv[2:]
-        only = None
+        only, prefix = None, ""
+        if "--rows" in args:
+            prefix = args[args.index("--rows") + 1]
+            args = args[:args.index("--rows")] + args[args.index("--rows") + 2:]
         if "--group" in args:
             only = args[args.index("--group") + 1]
             args = args[:args.index("--group")] + args[args.index("--group") + 2:]
         sets = [a.split("=", 1)[1] if a.startswith("--set=") else a
                 for a in args if a != "--set"]
-        compare(sets, only)
+        compare(sets, only, prefix)
     else:
         sys.exit(__doc__)
 

@@ -71,6 +71,25 @@ TEST(Api, OptimizerPrecisionAsFields) {
   EXPECT_NE(built.json, ps::run(ps::LoadedScenario(defaults), {.reproducible = true}).json);
 }
 
+// A power limit on the preset: the same run as the file's, slower than without it.
+TEST(Api, PowerLimitAsAField) {
+  ps::ScenarioSpec spec = small_spec();
+  spec.cluster.power_limit_w = 250;
+  std::string yaml = std::string(kSmallYaml);
+  yaml.replace(yaml.find("gpu: a100-80gb"), 14, "gpu: {preset: a100-80gb, power_limit: 250 W}");
+  const ps::RunResult built = ps::run(ps::LoadedScenario(spec), {.reproducible = true});
+  EXPECT_EQ(built.json,
+            ps::run(ps::LoadedScenario::parse(yaml, "<code>"), {.reproducible = true}).json);
+  EXPECT_NE(built.json, ps::run(ps::LoadedScenario(small_spec()), {.reproducible = true}).json);
+  spec.cluster.gpu.clear();
+  try {
+    const ps::LoadedScenario bad(spec);
+    FAIL() << "accepted a power limit without its GPU";
+  } catch (const ps::Error& e) {
+    EXPECT_EQ(e.key(), "cluster.power_limit_w");
+  }
+}
+
 // Megatron-Core's memory options have fields of their own: the same run as the file.
 TEST(Api, RecomputeOffloadAndFp8ParametersAsFields) {
   ps::ScenarioSpec spec = small_spec();

@@ -91,6 +91,7 @@ struct Datasheet {
   const char* name;
   int64_t memory;
   double peak, fp32, vector, fp8, fp4, hbm, host;
+  double tdp;  // watts, the board power the peaks are rated at
   const Fit& fit;
   bool borrowed;  // the fit is another generation's: none of this GPU's own runs yet
 };
@@ -106,6 +107,7 @@ GpuSpec gpu(const Datasheet& d) {
   g.fp4_flops = d.fp4;
   g.hbm_bytes_per_s = d.hbm;
   g.host_bytes_per_s = d.host;
+  g.tdp_watts = d.tdp;
   g.matrix_efficiency = matrix_curve(d.fit.matrix_top, d.fit.matrix_huge);
   g.fp8_efficiency = matrix_curve(d.fit.fp8_top, d.fit.fp8_top);
   // No run here trained in NVFP4 when the levels were fitted: its GEMMs take the fp8 level
@@ -125,30 +127,35 @@ GpuSpec gpu(const Datasheet& d) {
 constexpr int64_t kGB = 1'000'000'000;
 
 // Memory: nominal HBM capacity. Peaks: dense (no sparsity) rates of the SXM / OAM parts;
-// NVFP4 on Blackwell alone.
+// NVFP4 on Blackwell alone. TDP: the part's maximum board power, in watts.
 // Host link: per direction, PCIe 3/4/5 x16 (16, 32, 64 GB/s) or GB200's NVLink-C2C
 // (900 GB/s both ways). The datasheets and what each figure is are in docs/presets.md.
 const std::array<GpuSpec, 11>& gpu_presets() {
   static const std::array<GpuSpec, 11> table{{
-      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 0, 900e9, 16e9, kAmpere, true}),
-      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 0, 900e9, 16e9, kAmpere, true}),
-      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 0, 1555e9, 32e9, kAmpere, false}),
-      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 0, 2039e9, 32e9, kAmpere, false}),
-      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 0, 3350e9, 64e9, kHopper,
+      gpu({"v100-16gb", 16 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 0, 900e9, 16e9, 300, kAmpere,
+           true}),
+      gpu({"v100-32gb", 32 * kGiB, 125e12, 15.7e12, 31.4e12, 0, 0, 900e9, 16e9, 300, kAmpere,
+           true}),
+      gpu({"a100-40gb", 40 * kGiB, 312e12, 19.5e12, 78e12, 0, 0, 1555e9, 32e9, 400, kAmpere,
            false}),
-      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 0, 4800e9, 64e9, kHopper, true}),
-      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 9e15, 8000e9, 64e9, kBlackwell,
+      gpu({"a100-80gb", 80 * kGiB, 312e12, 19.5e12, 78e12, 0, 0, 2039e9, 32e9, 400, kAmpere,
            false}),
-      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 10e15, 8000e9, 450e9, kBlackwell,
+      gpu({"h100-80gb", 80 * kGiB, 989e12, 67e12, 133.8e12, 1979e12, 0, 3350e9, 64e9, 700, kHopper,
            false}),
+      gpu({"h200", 141 * kGB, 989e12, 67e12, 133.8e12, 1979e12, 0, 4800e9, 64e9, 700, kHopper,
+           true}),
+      gpu({"b200", 180 * kGB, 2250e12, 75e12, 150e12, 4500e12, 9e15, 8000e9, 64e9, 1000, kBlackwell,
+           false}),
+      gpu({"gb200", 186 * kGB, 2500e12, 80e12, 160e12, 5000e12, 10e15, 8000e9, 450e9, 1200,
+           kBlackwell, false}),
       // Blackwell Ultra: B200's and GB200's 16-bit and fp8 rates, 288 GB; DGX B300's hosts
       // are PCIe 5.0 (docs/presets.md).
-      gpu({"b300", 288 * kGB, 2250e12, 75e12, 150e12, 4500e12, 13.125e15, 8000e9, 64e9,
+      gpu({"b300", 288 * kGB, 2250e12, 75e12, 150e12, 4500e12, 13.125e15, 8000e9, 64e9, 1100,
            kBlackwellUltra, true}),
-      gpu({"gb300", 288 * kGB, 2500e12, 80e12, 160e12, 5000e12, 15e15, 8000e9, 450e9,
+      gpu({"gb300", 288 * kGB, 2500e12, 80e12, 160e12, 5000e12, 15e15, 8000e9, 450e9, 1400,
            kBlackwellUltra, true}),
-      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 0, 5300e9, 64e9, kHopper,
-           true}),
+      gpu({"mi300x", 192 * kGB, 1307.4e12, 163.4e12, 326.8e12, 2614.9e12, 0, 5300e9, 64e9, 750,
+           kHopper, true}),
   }};
   return table;
 }

@@ -2,6 +2,7 @@
 // docs/presets.md; keep the two in step.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,18 @@ struct GpuSpec {
   double fp8_flops = 0;        // dense fp8 tensor rate; 0 where the GPU has none
   double fp4_flops = 0;        // dense NVFP4 tensor rate; 0 where the GPU has none
   double hbm_bytes_per_s = 0;
+  // The board power its datasheet rates the peaks at (0: not known), and the limit a
+  // cluster runs it under (cluster.gpu.power_limit; 0: none). Under a lower limit the
+  // compute units run at clock_share() of their clock.
+  double tdp_watts = 0;
+  double power_limit_watts = 0;
+  // The share of its datasheet clock a GPU holds under its power limit: dynamic power goes
+  // as f V^2 and the voltage with the clock, so P ~ f^3 and f / f_max = (limit / TDP)^(1/3)
+  // (docs/presets.md, "Power limits"). 1 without a limit or above the TDP.
+  double clock_share() const {
+    if (!(power_limit_watts > 0 && tdp_watts > 0) || power_limit_watts >= tdp_watts) return 1;
+    return std::cbrt(power_limit_watts / tdp_watts);
+  }
   // The GPU's link to its host's memory, per direction (PCIe, or NVLink-C2C on a
   // Grace-Blackwell superchip): what activations offloaded to the host move over
   // (Strategy::offload_layers; cluster.gpu.host_bandwidth).

@@ -30,6 +30,13 @@ struct Quant {
 };
 Quant quant_of(Precision p);
 
+// Features of the keys and the values together: 2h, or 2 r h with r = query_groups / heads
+// (grouped-query attention).
+int64_t kv_features(const TransformerShape& t);
+
+// The queries' width: heads x head_dim (the hidden size unless head_dim says otherwise).
+int64_t query_width(const TransformerShape& t);
+
 // A layer norm or RMSNorm over `elements`: reads x, writes y; its backward reads x and dy,
 // writes dx. RMSNorm skips the mean and the bias: about half the FLOPs.
 OpSpec norm_op(const char* name, const TransformerShape& t, double elements, double e);

@@ -170,6 +170,9 @@ class Reader {
   double flops(const YAML::Node& n, const std::string& p) const {
     return quantity(n, p, parse_flops, kComputeUnits);
   }
+  double power(const YAML::Node& n, const std::string& p) const {
+    return quantity(n, p, parse_power, kPowerUnits);
+  }
   int64_t count(const YAML::Node& n, const std::string& p) const {
     return quantity(n, p, parse_count, kCountUnits);
   }
