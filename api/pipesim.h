@@ -112,9 +112,9 @@ struct StrategySpec {
   std::optional<bool> sequence_parallel{};
   std::string recompute{};  // none | full | selective
   // What `selective` re-runs (core_attn, layernorm, mlp, moe_act, mla_up_proj,
-  // shared_experts, or one of the per-op policies alternate_gemms and gemms; empty: the
-  // default), how many layers of each stage `full` checkpoints,
-  // and how many of each stage's layers offload their activations to the host instead.
+  // shared_experts, or PyTorch's per-op policy alternate_gemms; empty: the default), how
+  // many layers of each stage `full` checkpoints, and how many of each stage's layers
+  // offload their activations to the host instead.
   std::vector<std::string> recompute_modules{};
   std::optional<int> recompute_layers{}, offload_layers{};
   std::string placement{};  // fresh-first | append-first | scatter-first

@@ -63,35 +63,33 @@ RecomputePart part(RecomputeModule m, const Layer& x, Pick pick, double bytes,
 }
 
 // PyTorch's per-op selective checkpointing of a dense layer (torchtitan's `op` policy:
-// torch.utils.checkpoint's policy saving the outputs of the attention kernel and of GEMMs
-// in its save list, re-running everything else): with `alternate`, every second GEMM of
-// the layer in the order it runs them (queries, keys, values, output projection, then the
-// gated MLP's gate, up and down projections, or an ungated MLP's two), so the keys' third
-// of QKV (at its width), the output projection and the up half of a gated fc1 (or an
-// ungated fc2); without it, every GEMM (a policy that saves none, as float8 GEMMs outside
-// the save list are). Either way every element-wise op runs again, and the attention core
-// keeps its output: no longer kept is all but the layer's input, the core's output (and its
-// s^2 tensors without flash attention) and the saved GEMMs' outputs.
-RecomputePart op_policy(RecomputeModule m, const TransformerShape& t, const Layer& x, double S,
-                        double e, double core_kept) {
-  const bool alternate = m == RecomputeModule::kAlternateGemms;
+// torch.utils.checkpoint's policy saving the outputs of the attention kernel and of the
+// GEMMs but every second one, re-running everything else): every second GEMM of the layer
+// in the order it runs them (queries, keys, values, output projection, then the gated MLP's
+// gate, up and down projections, or an ungated MLP's two), so the keys' share of QKV (at
+// their width), the output projection and the up half of a gated fc1 (or an ungated fc2),
+// and every element-wise op. The attention core keeps its output: no longer kept is all but
+// the layer's input, the core's output (and its s^2 tensors without flash attention) and
+// the saved GEMMs' outputs.
+RecomputePart alternate_gemms(const TransformerShape& t, const Layer& x, double S, double e,
+                              double core_kept) {
   const double h = static_cast<double>(t.hidden), f = static_cast<double>(t.ffn);
   const double qd = static_cast<double>(query_width(t));
   const double kd = static_cast<double>(kv_features(t)) / 2;  // the keys' width (the values')
   const auto share = [&](const OpCost& op) -> double {
     if (core_op(op.name)) return 0;
-    if (!op.matrix || !alternate) return 1;
+    if (!op.matrix) return 1;
     if (op.name == "qkv") return kd / (qd + 2 * kd);
     if (op.name == "projection") return 1;
     if (op.name == "fc1") return t.gated() ? 0.5 : 0;
     if (op.name == "fc2") return t.gated() ? 0 : 1;
     return 0;
   };
-  // Kept: the input and the core's output, and with `alternate` the queries, the values, the
-  // gate's output and the MLP's (gated), or fc1's (ungated).
-  double kept = S * (h + qd) * e + core_kept;
-  if (alternate) kept += S * (qd + kd + f + (t.gated() ? h : 0)) * e;
-  return shared_part(m, x, share, static_cast<double>(x.activation_bytes) - kept);
+  // Kept: the input, the queries, the values, the core's output, and the gate's output and
+  // the MLP's (gated), or fc1's (ungated).
+  const double kept = S * (h + qd + kd + qd + f + (t.gated() ? h : 0)) * e + core_kept;
+  return shared_part(RecomputeModule::kAlternateGemms, x, share,
+                     static_cast<double>(x.activation_bytes) - kept);
 }
 
 }  // namespace
@@ -164,8 +162,7 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
   }
   if (!moe && !t.latent) {
     const double core_kept = t.flash_attention ? 0 : 2 * as2b * e + as2b;
-    out.push_back(op_policy(RecomputeModule::kAlternateGemms, t, x, S, e, core_kept));
-    out.push_back(op_policy(RecomputeModule::kGemms, t, x, S, e, core_kept));
+    out.push_back(alternate_gemms(t, x, S, e, core_kept));
   }
   // (Nothing a module frees exceeds what the layer keeps: Layer::selective clamps the sum.)
   for (RecomputePart& p : out) p.cost.bytes = std::min(p.cost.bytes, x.activation_bytes);

@@ -32,19 +32,14 @@ void check_ranges(const Strategy& st, const Locator& at) {
   whole("strategy.offload_layers", st.offload_layers, 0, 1'000'000);
   if (st.recompute_modules == 0 || st.recompute_modules >= (1u << kRecomputeModuleCount))
     at.fail("strategy.recompute_modules", "expected a non-empty set of modules",
-            "core_attn, layernorm, mlp, moe_act, mla_up_proj, shared_experts, alternate_gemms, "
-            "gemms");
-  // The per-op policies cover the whole layer: another module beside one would run twice.
-  const RecomputeModules policies =
-      module_bit(RecomputeModule::kAlternateGemms) | module_bit(RecomputeModule::kGemms);
-  if ((st.recompute_modules & policies) != 0 && (st.recompute_modules & ~policies) != 0)
+            "core_attn, layernorm, mlp, moe_act, mla_up_proj, shared_experts, alternate_gemms");
+  // The per-op policy covers the whole layer: another module beside it would run twice.
+  const RecomputeModules policy = module_bit(RecomputeModule::kAlternateGemms);
+  if ((st.recompute_modules & policy) != 0 && st.recompute_modules != policy)
     at.fail("strategy.recompute_modules",
-            "alternate_gemms and gemms re-run the whole layer but its attention kernel: no "
-            "other module goes with them",
-            "[alternate_gemms] or [gemms] alone, or Megatron-Core's modules");
-  if ((st.recompute_modules & policies) == policies)
-    at.fail("strategy.recompute_modules", "alternate_gemms and gemms are two policies: one of them",
-            "[alternate_gemms] or [gemms]");
+            "alternate_gemms re-runs the whole layer but its attention kernel: no other module "
+            "goes with it",
+            "[alternate_gemms] alone, or Megatron-Core's modules");
   for (size_t g = 0; g < st.stages.size(); ++g) {
     const StageSpec& s = st.stages[g];
     whole(fmt::format("strategy.stages.{}.replicas", g), s.replicas, 1, 1'000'000);

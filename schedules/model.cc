@@ -71,7 +71,6 @@ constexpr std::array<std::pair<std::string_view, RecomputeModule>, kRecomputeMod
         {"mla_up_proj", RecomputeModule::kMlaUpProj},
         {"shared_experts", RecomputeModule::kSharedExperts},
         {"alternate_gemms", RecomputeModule::kAlternateGemms},
-        {"gemms", RecomputeModule::kGemms},
     }};
 constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
     {"schedule", Warmup::kSchedule},

@@ -147,9 +147,9 @@ struct AttentionFacts {
 // backward instead of keeping their tensors (strategy.recompute_modules; docs/parallelism.md,
 // "Recompute as Megatron-Core sets it"): Megatron-Core's modules (the attention core, the two
 // norms, a dense layer's MLP, the routed experts' activation function, latent attention's
-// up-projections and the shared experts), and two whole-layer policies of PyTorch's
-// per-op selective checkpointing (torchtitan's `op` policy): every second GEMM, or every
-// GEMM, with every element-wise op, around a kept attention kernel.
+// up-projections and the shared experts), and PyTorch's per-op selective checkpointing
+// (torchtitan's `op` policy) as a whole-layer module: every second GEMM and every
+// element-wise op, around a kept attention kernel.
 enum class RecomputeModule : uint8_t {
   kCoreAttn,
   kLayernorm,
@@ -157,10 +157,9 @@ enum class RecomputeModule : uint8_t {
   kMoeAct,
   kMlaUpProj,
   kSharedExperts,
-  kAlternateGemms,
-  kGemms
+  kAlternateGemms
 };
-inline constexpr int kRecomputeModuleCount = 8;
+inline constexpr int kRecomputeModuleCount = 7;
 std::string_view to_string(RecomputeModule m);
 std::optional<RecomputeModule> parse_recompute_module(std::string_view name);
 // A set of modules: bit (1 << m) for module m. Megatron-Core's default is the attention core.

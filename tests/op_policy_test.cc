@@ -1,6 +1,6 @@
-// PyTorch's per-op selective checkpointing as two whole-layer recompute modules
-// (strategy.recompute_modules: [alternate_gemms] or [gemms]; torchtitan's `op` policy on
-// 16-bit and on float8 GEMMs). Shares and bytes hand-worked below.
+// PyTorch's per-op selective checkpointing as a whole-layer recompute module
+// (strategy.recompute_modules: [alternate_gemms]; torchtitan's `op` policy). Shares and
+// bytes hand-worked below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,19 +57,6 @@ Time all_but_attention(const Layer& l) {
   return t;
 }
 
-TEST(OpPolicy, EveryGemmAgainKeepsTheInputAndTheAttentionOutput) {
-  const Model m = dense_model();
-  const Layer& l = m.layers[1];
-  const RecomputePart& p = part_of(l, RecomputeModule::kGemms);
-  EXPECT_EQ(p.cost.forward, all_but_attention(l));
-  EXPECT_EQ(std::count(p.ops.begin(), p.ops.end(), "flash_attention"), 0);
-  // Kept: the layer's input and the kernel's output, S (h + q) e = 2048 x 1024 x 2 bytes.
-  const double kept = kS * (kH + kQ) * kE;
-  EXPECT_EQ(l.activation_bytes - p.cost.bytes, static_cast<int64_t>(kept));
-  // The GEMMs' FLOPs: 2 S h (q + 2 kv) + 2 S q h + 2 S h 2f + 2 S f h = 2 S h x 6656.
-  EXPECT_DOUBLE_EQ(p.cost.flops, 2 * kS * kH * (kQ + 2 * kKv + kQ + 2 * kF + kF));
-}
-
 TEST(OpPolicy, AlternateGemmsReRunTheSecondFourthAndSixth) {
   const Model m = dense_model();
   const Layer& l = m.layers[1];
@@ -88,20 +75,33 @@ TEST(OpPolicy, AlternateGemmsReRunTheSecondFourthAndSixth) {
   // S (h + q + kv + q + f + h) e = 2048 x 4096 x 2 bytes.
   const double kept = kS * (kH + kQ + kKv + kQ + kF + kH) * kE;
   EXPECT_EQ(l.activation_bytes - p.cost.bytes, static_cast<int64_t>(kept));
-  // It frees less, and re-runs less, than the policy that saves no GEMM.
-  const RecomputePart& all = part_of(l, RecomputeModule::kGemms);
-  EXPECT_LT(p.cost.bytes, all.cost.bytes);
-  EXPECT_LT(p.cost.forward, all.cost.forward);
+  EXPECT_GT(p.cost.bytes, 0);
+  // Under fp8 the same GEMMs and every cast: the shares do not change with the precision.
+  const Model m8 = dense_model(Precision::kFp8);
+  const Layer& f8 = m8.layers[1];
+  const RecomputePart& p8 = part_of(f8, RecomputeModule::kAlternateGemms);
+  EXPECT_DOUBLE_EQ(p8.cost.flops, p.cost.flops);
+  EXPECT_EQ(std::count(p8.ops.begin(), p8.ops.end(), "cast_fc2"), 1);
 }
 
 TEST(OpPolicy, SharesHoldAtATensorDegree) {
   const Model m = dense_model();
   const Layer x = m.layers[1].at_tensor_degree(2, 1, 1, 1);
+  const Layer whole = m.layers[1];
   const RecomputePart& alt = part_of(x, RecomputeModule::kAlternateGemms);
-  const RecomputePart& all = part_of(x, RecomputeModule::kGemms);
   EXPECT_GT(alt.cost.forward, Time::zero());
-  EXPECT_LT(alt.cost.forward, all.cost.forward);
-  EXPECT_LT(all.cost.forward, x.forward);  // the attention kernel is not re-run
+  EXPECT_LT(alt.cost.forward, x.forward);  // the attention kernel and the saved GEMMs are not
+  // The part at a degree is the whole layer's, as the layer's own times are (the lowering
+  // divides by the degree): its t shards, each at the efficiency of its smaller size, so a
+  // little slower in all than one GPU's whole ops, and the same share of the layer's
+  // forward within a few points (the whole ops instead of their shares would add most of
+  // QKV and fc1).
+  const RecomputePart& one = part_of(whole, RecomputeModule::kAlternateGemms);
+  const double ratio = alt.cost.forward.seconds() / one.cost.forward.seconds();
+  EXPECT_GE(ratio, 1.0);
+  EXPECT_LT(ratio, 1.2);
+  EXPECT_NEAR(alt.cost.forward.seconds() / x.forward.seconds(),
+              one.cost.forward.seconds() / whole.forward.seconds(), 0.03);
 }
 
 TEST(OpPolicy, NoneOnMoeOrLatentLayers) {
@@ -120,7 +120,6 @@ TEST(OpPolicy, NoneOnMoeOrLatentLayers) {
   const Model m = transformer_model(t, tr, *find_gpu_preset("h100-80gb"));
   for (const RecomputePart& p : m.layers[1].recompute_parts) {
     EXPECT_NE(p.module, RecomputeModule::kAlternateGemms);
-    EXPECT_NE(p.module, RecomputeModule::kGemms);
   }
 }
 
@@ -140,14 +139,12 @@ TEST(OpPolicy, TimeForMemoryEndToEnd) {
   };
   const test::SimRun none = run("recompute: none");
   const test::SimRun alt = run("recompute: selective, recompute_modules: [alternate_gemms]");
-  const test::SimRun gemms = run("recompute: selective, recompute_modules: [gemms]");
   const test::SimRun full = run("recompute: full");
   EXPECT_LT(none.report.makespan, alt.report.makespan);
-  EXPECT_LT(alt.report.makespan, gemms.report.makespan);
-  EXPECT_LT(gemms.report.makespan, full.report.makespan);
+  EXPECT_LT(alt.report.makespan, full.report.makespan);
   for (int d = 0; d < 2; ++d) {
     EXPECT_LT(test::peak_activation_bytes(alt, d), test::peak_activation_bytes(none, d));
-    EXPECT_LT(test::peak_activation_bytes(gemms, d), test::peak_activation_bytes(alt, d));
+    EXPECT_LT(test::peak_activation_bytes(full, d), test::peak_activation_bytes(alt, d));
   }
   EXPECT_TRUE(alt.report.info.warnings.empty());
 }
@@ -160,14 +157,14 @@ TEST(OpPolicy, AloneOrNotAtAll) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("strategy.recompute_modules"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no other module"), std::string::npos) << r.err;
-  r = run("recompute: selective, recompute_modules: [gemms, alternate_gemms]");
+  r = run("recompute: selective, recompute_modules: [core_attn, alternate_gemms]");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("two policies"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[alternate_gemms] alone"), std::string::npos) << r.err;
   // On MoE layers: nothing to re-run, said.
-  r = run("recompute: selective, recompute_modules: [gemms]",
+  r = run("recompute: selective, recompute_modules: [alternate_gemms]",
           ", experts: 4, top_k: 2, expert_ffn: 256");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("gemms: no effect"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("alternate_gemms: no effect"), std::string::npos) << r.err;
 }
 
 }  // namespace
