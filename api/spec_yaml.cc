@@ -54,9 +54,9 @@ std::string cluster_yaml(const ClusterSpec& c) {
     if (c.gpu.empty())
       throw InputError("power_limit_w needs gpu, the preset it caps", "gpu with power_limit_w",
                        "cluster.power_limit_w", {kCodeSource});
-    s.add_raw("gpu", fmt::format(
-                         "{{preset: {}, power_limit: {}}}", quoted(c.gpu, "cluster.gpu"),
-                         quoted(fmt::format("{:g} W", *c.power_limit_w), "cluster.power_limit_w")));
+    s.add_raw("gpu",
+              fmt::format("{{preset: {}, power_limit: {}}}", quoted(c.gpu, "cluster.gpu"),
+                          quoted(fmt::format("{} W", *c.power_limit_w), "cluster.power_limit_w")));
   } else {
     s.add("gpu", c.gpu);
   }

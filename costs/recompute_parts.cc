@@ -88,8 +88,12 @@ RecomputePart alternate_gemms(const TransformerShape& t, const Layer& x, double 
   // Kept: the input, the queries, the values, the core's output, and the gate's output and
   // the MLP's (gated), or fc1's (ungated).
   const double kept = S * (h + qd + kd + qd + f + (t.gated() ? h : 0)) * e + core_kept;
+  // Without sequence parallelism every tensor rank holds the norms' region whole: of it only
+  // the layer's input stays.
+  const double replicated =
+      std::max(0.0, static_cast<double>(x.tp_replicated_activation) - S * h * e);
   return shared_part(RecomputeModule::kAlternateGemms, x, share,
-                     static_cast<double>(x.activation_bytes) - kept);
+                     static_cast<double>(x.activation_bytes) - kept, replicated);
 }
 
 }  // namespace

@@ -200,6 +200,13 @@ GpuSpec read_gpu(const Reader& r, const YAML::Node& n, const std::string& path) 
       r.fail(v, child_path(path, "power_limit"),
              "a power limit needs the GPU's rated board power to scale its clock from",
              "a preset, or tdp: the board power its peaks are rated at (e.g. 'tdp: 700 W')");
+    // GPUs accept limits down to a quarter or so of their rating (an H100 SXM's least is
+    // 200 W); below that the clock law has nothing to stand on.
+    if (g.power_limit_watts < 0.25 * g.tdp_watts)
+      r.fail(v, child_path(path, "power_limit"),
+             fmt::format("{:g} W is below a quarter of {}'s rated {:g} W", g.power_limit_watts,
+                         g.name, g.tdp_watts),
+             fmt::format("at least {:g} W", 0.25 * g.tdp_watts));
   }
   if (const auto v = n["reserved"]; v.IsDefined())
     g.reserved_bytes = r.bytes(v, child_path(path, "reserved"));

@@ -45,8 +45,8 @@ std::vector<std::string> power_warnings(const Cluster& c) {
     const GpuSpec& g = c.device(d).gpu;
     if (!(g.power_limit_watts > 0) || g.power_limit_watts < g.tdp_watts) continue;
     std::string w = fmt::format(
-        "cluster.gpu.power_limit: {:g} W is not below {}'s rated {:g} W: no effect (its "
-        "datasheet peaks are the fastest pipesim runs it)",
+        "power_limit: {:g} W on {} is not below its rated {:g} W: no effect (its datasheet "
+        "peaks are the fastest pipesim runs it)",
         g.power_limit_watts, g.name, g.tdp_watts);
     if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
   }

@@ -27,11 +27,16 @@ void module_warnings(const Scenario& s, const std::vector<size_t>& selective,
     const auto m = static_cast<RecomputeModule>(i);
     if ((st.recompute_modules & module_bit(m)) == 0) continue;
     RecomputeCost sum;
+    int without = 0;  // transformer layers of the selective stages that lack the module
     for (const size_t g : selective) {
       for (int l = st.stages[g].first_layer; l <= st.stages[g].last_layer; ++l) {
-        const RecomputeCost c = s.model.layers[static_cast<size_t>(l)].selective(module_bit(m));
+        const Layer& x = s.model.layers[static_cast<size_t>(l)];
+        const RecomputeCost c = x.selective(module_bit(m));
         sum.forward += c.forward;
         sum.bytes += c.bytes;
+        const bool has = std::any_of(x.recompute_parts.begin(), x.recompute_parts.end(),
+                                     [m](const RecomputePart& p) { return p.module == m; });
+        without += !x.recompute_parts.empty() && !has ? 1 : 0;
       }
     }
     if (sum.forward == Time::zero() && sum.bytes == 0)
@@ -39,6 +44,11 @@ void module_warnings(const Scenario& s, const std::vector<size_t>& selective,
           "strategy.recompute_modules: {}: no effect: no layer the selective stages hold has "
           "one",
           to_string(m)));
+    else if (m == RecomputeModule::kAlternateGemms && without > 0)
+      out.push_back(fmt::format(
+          "strategy.recompute_modules: alternate_gemms re-runs dense layers only: {} MoE or "
+          "latent-attention layer{} of the selective stages keep{} all their activations",
+          without, without == 1 ? "" : "s", without == 1 ? "s" : ""));
     else if (sum.bytes == 0)
       out.push_back(fmt::format(
           "strategy.recompute_modules: {}: re-runs its ops and frees no memory here (flash "

@@ -87,8 +87,12 @@ void price_gpu_kinds(Scenario& sc) {
       } else if (x.source == "analytic" && l < m.layers.size()) {
         times.push_back(time(m.layers[l]));
       } else {
-        const double own = precision_peak(*kinds[k], sc.training.precision);
-        const double ratio = own > 0 ? precision_peak(*kinds[0], sc.training.precision) / own : 1.0;
+        // (Each at the clock its power limit leaves it.)
+        const auto peak = [&](const GpuSpec& g) {
+          return precision_peak(g, sc.training.precision) * g.clock_share();
+        };
+        const double own = peak(*kinds[k]);
+        const double ratio = own > 0 ? peak(*kinds[0]) / own : 1.0;
         times.push_back(checked_scale(time(x), ratio, "a layer's time on another kind of GPU"));
       }
     }

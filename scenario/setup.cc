@@ -233,6 +233,17 @@ std::vector<std::string> scenario_warnings(const Scenario& s) {
           g.name));
     }
   }
+  // A power limit slows the GPU's compute, which layers with given or measured times do not
+  // follow (on one kind of GPU: with several, they follow the ratio of the clocked peaks).
+  const auto given = std::count_if(s.model.layers.begin(), s.model.layers.end(),
+                                   [](const Layer& l) { return l.source.starts_with("profile"); });
+  if (s.kind_layer_time.empty() && given > 0 && s.cluster.num_devices() > 0 &&
+      s.cluster.device(0).gpu.clock_share() < 1)
+    out.push_back(fmt::format(
+        "power_limit: {} of {} layers have given or measured times, which do not change with "
+        "the GPU's clock{}",
+        given, s.model.layers.size(),
+        static_cast<size_t>(given) < s.model.layers.size() ? "; the other layers slow down" : ""));
   // Mixed GPUs: layers with given or measured times cannot be priced on the other GPUs;
   // they follow the ratio of the peaks (scenario.cc, price_gpu_kinds).
   const auto fixed = std::count_if(s.model.layers.begin(), s.model.layers.end(),

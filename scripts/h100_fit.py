@@ -123,7 +123,7 @@ def simulate(row, sets, gpu_override=None):
     tmp = None
     if gpu_override is not None:
         s = scenario(row)
-        s["cluster"]["gpu"] = dict(preset=row["gpu"], **row.get("gpu_fields", {}), **gpu_override)
+        s["cluster"]["gpu"] = {"preset": row["gpu"], **row.get("gpu_fields", {}), **gpu_override}
         tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
         yaml.safe_dump(s, tmp)
         tmp.close()

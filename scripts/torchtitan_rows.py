@@ -2,17 +2,17 @@
 parallelism, torch.compile, torchao's float8 linears), held out: added after every fit here
 was chosen, used by none.
 
-Sources (pytorch/torchtitan @ b5bcd76c, each table verbatim in docs/validation.md,
-"torchtitan's Llama 3.1 runs, out of sample"):
+Sources (pytorch/torchtitan @ b5bcd76c; the rows and the comparison are in
+docs/validation.md, "torchtitan's Llama 3.1 runs, out of sample"):
 - benchmarks/llama3_h100_202412_torchtitan.md (torch 1963fc8, torchtitan 9dec370, 2024-12);
 - benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (torch 38410cf9, 2025-06);
 - benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md (torchtitan e7c0cae, 2025-06).
 
-The first two ran on Grand Teton hosts: 8 H100s of 96 GB HBM2e at 2.4 TB/s a server, NVLink
+The first two ran on Grand Teton hosts: 8 H100s a server, each with 96 GB of HBM2e at 2.4 TB/s, NVLink
 inside, 400 Gbit/s RDMA a GPU, and a 500 W power limit the sources say lowers the peak to
-somewhere "between SXM and NVL". The rows give the GPU its memory and bandwidth
-(`gpu_fields`) and keep the H100 SXM's peaks: pipesim has no power limit, and the error
-on these rows includes it. The H200 runs are standard HGX H200s.
+somewhere "between SXM and NVL". The rows give the GPU that memory, that bandwidth and the
+limit (`gpu_fields`: `power_limit: 500 W`, docs/presets.md "Power limits"). The H200 runs
+are standard HGX H200s.
 
 What the runs set, from torchtitan @ 9dec370 (train_configs/llama3_{8b,70b,405b}.toml,
 torchtitan/config_manager.py, torchtitan/parallelisms/):

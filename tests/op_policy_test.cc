@@ -76,6 +76,10 @@ TEST(OpPolicy, AlternateGemmsReRunTheSecondFourthAndSixth) {
   const double kept = kS * (kH + kQ + kKv + kQ + kF + kH) * kE;
   EXPECT_EQ(l.activation_bytes - p.cost.bytes, static_cast<int64_t>(kept));
   EXPECT_GT(p.cost.bytes, 0);
+  // Without sequence parallelism each tensor rank holds Korthikanti's 5 S h e whole (norm
+  // inputs and outputs, dropout masks); all but the layer's input S h e is freed.
+  EXPECT_EQ(l.tp_replicated_activation, static_cast<int64_t>(5 * kS * kH * kE));
+  EXPECT_EQ(p.cost.replicated_bytes, static_cast<int64_t>(4 * kS * kH * kE));
   // Under fp8 the same GEMMs and every cast: the shares do not change with the precision.
   const Model m8 = dense_model(Precision::kFp8);
   const Layer& f8 = m8.layers[1];
@@ -160,6 +164,12 @@ TEST(OpPolicy, AloneOrNotAtAll) {
   r = run("recompute: selective, recompute_modules: [core_attn, alternate_gemms]");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("[alternate_gemms] alone"), std::string::npos) << r.err;
+  // Dense layers before MoE ones: the MoE layers keep everything, said.
+  r = run("recompute: selective, recompute_modules: [alternate_gemms]",
+          ", experts: 4, top_k: 2, expert_ffn: 256, dense_first: 2");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("dense layers only: 2 MoE or latent-attention layers"), std::string::npos)
+      << r.err;
   // On MoE layers: nothing to re-run, said.
   r = run("recompute: selective, recompute_modules: [alternate_gemms]",
           ", experts: 4, top_k: 2, expert_ffn: 256");

@@ -78,8 +78,39 @@ TEST(PowerLimit, AScenarioRunsSlowerAndKeepsItsMfuPeak) {
   const test::SimRun above = test::run_yaml(scenario("{preset: h100-80gb, power_limit: 700 W}"));
   EXPECT_EQ(above.report.makespan, full.report.makespan);
   ASSERT_EQ(above.report.info.warnings.size(), 1u);
-  EXPECT_NE(above.report.info.warnings[0].find("power_limit: 700 W is not below"),
+  EXPECT_NE(above.report.info.warnings[0].find("power_limit: 700 W on h100-80gb is not below"),
             std::string::npos);
+}
+
+// Given times: on one kind of GPU a power limit cannot slow them, and says so; on a mixed
+// cluster the capped GPUs take them at the ratio of the clocked peaks, (350 / 700)^(1/3)
+// = 0.794 of the clock: 1 ms and 2 ms become 1.26 and 2.52 ms.
+TEST(PowerLimit, GivenTimesOnOneKindAndOnSeveral) {
+  const auto yaml = [](const std::string& cluster) {
+    return "cluster:\n" + cluster +
+           "model: {layers: [{name: block, repeat: 4, forward: 1 ms, backward: 2 ms, "
+           "activation: 1 MiB, output: 1 MiB, params: 1M}]}\n"
+           "training: {global_batch: 4, micro_batch: 1, precision: mixed, optimizer: sgd}\n"
+           "strategy: {schedule: gpipe, stages: [{layers: 0-1}, {layers: 2-3}]}\n";
+  };
+  const test::SimRun one = test::run_yaml(
+      yaml("  gpu: {preset: h100-80gb, power_limit: 500 W}\n  nodes: 1\n  gpus_per_node: 2\n"));
+  bool said = false;
+  for (const std::string& w : one.report.info.warnings)
+    said = said || w.find("power_limit: 4 of 4 layers have given") != std::string::npos;
+  EXPECT_TRUE(said);
+  const auto mixed = [&](const std::string& second) {
+    return test::run_yaml(
+        yaml("  node_groups:\n    - {nodes: 1, gpu: h100-80gb, gpus_per_node: 1}\n"
+             "    - {nodes: 1, gpu: " +
+             second + ", gpus_per_node: 1}\n  inter_node: {preset: ib-ndr}\n"));
+  };
+  const test::SimRun same = mixed("{preset: h100-80gb, power_limit: 700 W}");
+  const test::SimRun capped = mixed("{preset: h100-80gb, power_limit: 350 W}");
+  EXPECT_GT(capped.report.makespan, same.report.makespan);
+  const double share = std::cbrt(0.5);
+  EXPECT_NEAR(capped.report.devices[1].busy.seconds(),
+              same.report.devices[1].busy.seconds() / share, 1e-9);
 }
 
 TEST(PowerLimit, BadInputNamesTheKey) {
@@ -98,6 +129,10 @@ TEST(PowerLimit, BadInputNamesTheKey) {
       run("{name: mine, memory: 80 GiB, peak: 900 TFLOPS, like: h100-80gb, tdp: 600 W, "
           "power_limit: 500 W}");
   EXPECT_EQ(r.code, 0) << r.err;
+  // Below a quarter of the rating (175 W for 700 W).
+  r = run("{preset: h100-80gb, power_limit: 150 W}");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("at least 175 W"), std::string::npos) << r.err;
 }
 
 }  // namespace
