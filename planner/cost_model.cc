@@ -72,7 +72,9 @@ double CostModel::compute_time(int first, int last, int replicas, const Schedule
   const double whole =
       t.sequence_parallel || t_ < 2
           ? 0.0
-          : (t_ - 1) * (sum(whole_) + (t.recompute == Recompute::kFull ? sum(whole_rf_) : 0.0));
+          : (t_ - 1) * (sum(whole_) + (t.recompute == Recompute::kFull        ? sum(whole_rf_)
+                                       : t.recompute == Recompute::kSelective ? sum(whole_sel_)
+                                                                              : 0.0));
   const double passes = at ? sum(at->f) + sum(at->b) + sum(at->w) : sum(f_) + sum(b_) + sum(w_);
   return (passes + again + whole) / (split(replicas) * t_);
 }

@@ -232,8 +232,8 @@ class CostModel {
   const SplitSums* split_sums(int replicas) const;
   // What selective recompute re-runs (core_, core_bytes_ what it frees, core_repl_ of those
   // whole on every tensor rank); ops run whole without sequence parallelism (whole_rf_: of
-  // the layers a full recompute re-runs).
-  std::vector<double> core_, whole_, whole_rf_;
+  // the layers a full recompute re-runs; whole_sel_: of the modules a selective one does).
+  std::vector<double> core_, whole_, whole_rf_, whole_sel_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, core_repl_, repl_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank

@@ -87,7 +87,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   cp_ = std::max(1, context);
   uneven_speed_ = !DeviceSpeed(s).uniform();
   exchange_ops_.assign(L + 1, 0.0);
-  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &whole_, &whole_rf_}) v->assign(L + 1, 0.0);
+  for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &whole_, &whole_rf_, &whole_sel_})
+    v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &core_repl_, &repl_,
                   &rings_, &repl_params_, &weight_act_, &weight_repl_})
     v->assign(L + 1, 0);
@@ -120,6 +121,11 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     whole_[l + 1] = whole_[l] + x.tp_whole_forward.seconds() + x.tp_whole_backward_input.seconds() +
                     x.tp_whole_backward_weight.seconds();
     whole_rf_[l + 1] = whole_rf_[l] + (x.recomputed ? x.tp_whole_forward.seconds() : 0.0);
+    double sel = 0;  // as the simulation's stage profiles count them (stage_profiles.cc)
+    for (const RecomputePart& p : x.recompute_parts)
+      if ((s.strategy.recompute_modules & module_bit(p.module)) != 0)
+        sel += p.whole_forward.seconds();
+    whole_sel_[l + 1] = whole_sel_[l] + sel;
     f_[l + 1] = f_[l] + x.forward.seconds();
     b_[l + 1] = b_[l] + x.backward_input.seconds();
     w_[l + 1] = w_[l] + x.backward_weight.seconds();
