@@ -201,6 +201,10 @@ int model_command(const Scenario& sc, const std::vector<InputIdentity>& inputs,
   j["efficiency_curves"] = {
       {"gpu", gpu.name}, {"fitted_to", gpu.curves}, {"borrowed", gpu.curves_borrowed}};
   if (!gpu.curves_note.empty()) j["efficiency_curves"]["note"] = gpu.curves_note;
+  if (gpu.clock_share() < 1)
+    j["power_limit"] = {{"watts", gpu.power_limit_watts},
+                        {"rated_watts", gpu.tdp_watts},
+                        {"clock_share", gpu.clock_share()}};
   if (per_rank)
     j["ranks"] = {{"tensor", sc.strategy.tensor},
                   {"context", ranks.context},
