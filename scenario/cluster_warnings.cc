@@ -53,11 +53,34 @@ std::vector<std::string> power_warnings(const Cluster& c) {
   return out;
 }
 
+// A GPU's rated power given without a limit to scale the clock from it changes nothing.
+std::vector<std::string> tdp_warnings(const YAML::Node& n) {
+  std::vector<std::string> out;
+  const auto check = [&out](const YAML::Node& gpu, const std::string& path) {
+    // (A key the YAML lacks is an undefined node: only IsDefined may be asked of it.)
+    if (gpu.IsDefined() && gpu.IsMap() && gpu["tdp"].IsDefined() && !gpu["power_limit"].IsDefined())
+      out.push_back(fmt::format(
+          "{0}.tdp: no effect without {0}.power_limit (the rating a power limit scales the "
+          "clock from)",
+          path));
+  };
+  if (!n.IsMap()) return out;
+  check(n["gpu"], "cluster.gpu");
+  for (const char* list : {"node_groups", "devices"}) {
+    const YAML::Node entries = n[list];
+    if (!entries.IsDefined() || !entries.IsSequence()) continue;
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (entries[i].IsMap()) check(entries[i]["gpu"], fmt::format("cluster.{}.{}.gpu", list, i));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> cluster_warnings(const YAML::Node& n, const Cluster& c) {
   std::vector<std::string> out = nic_warnings(n, c);
   for (std::string& w : power_warnings(c)) out.push_back(std::move(w));
+  for (std::string& w : tdp_warnings(n)) out.push_back(std::move(w));
   return out;
 }
 

@@ -31,9 +31,12 @@ TEST(PowerLimit, ClockGoesAsTheCubeRootOfPower) {
   EXPECT_NEAR(g.clock_share(), 0.8939, 1e-4);
   g.power_limit_watts = 800;  // above the rating: the datasheet's clock, no more
   EXPECT_DOUBLE_EQ(g.clock_share(), 1);
-  // The law against the datasheets of one die at two ratings: H100 NVL, 835 TFLOPS at
-  // 400 W, and H100 SXM, 989 at 700 W: (400 / 700)^(1/3) = 0.830 against 0.844.
-  EXPECT_NEAR(std::cbrt(400.0 / 700.0), 835.0 / 989.0, 0.02);
+  // The law against the datasheets of one die at two ratings: the preset (H100 SXM, 989
+  // TFLOPS at 700 W) capped at H100 NVL's 400 W runs at (400 / 700)^(1/3) = 0.830 of its
+  // clock, where NVL's datasheet gives 835 / 989 = 0.844.
+  g.power_limit_watts = 400;
+  EXPECT_NEAR(g.clock_share(), 0.830, 5e-4);
+  EXPECT_NEAR(g.clock_share() * g.peak_flops, 835e12, 0.02 * 835e12);
 }
 
 TEST(PowerLimit, SlowsComputeNotMemory) {
@@ -129,6 +132,13 @@ TEST(PowerLimit, BadInputNamesTheKey) {
       run("{name: mine, memory: 80 GiB, peak: 900 TFLOPS, like: h100-80gb, tdp: 600 W, "
           "power_limit: 500 W}");
   EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("tdp: no effect"), std::string::npos) << r.err;
+  // A rating with no limit to scale the clock from: said.
+  r = run("{name: mine, memory: 80 GiB, peak: 900 TFLOPS, like: h100-80gb, tdp: 600 W}");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("cluster.gpu.tdp: no effect without cluster.gpu.power_limit"),
+            std::string::npos)
+      << r.err;
   // Below a quarter of the rating (175 W for 700 W).
   r = run("{preset: h100-80gb, power_limit: 150 W}");
   EXPECT_EQ(r.code, 2);
