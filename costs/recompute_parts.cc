@@ -92,8 +92,14 @@ RecomputePart alternate_gemms(const TransformerShape& t, const Layer& x, double 
   // the layer's input stays.
   const double replicated =
       std::max(0.0, static_cast<double>(x.tp_replicated_activation) - S * h * e);
-  return shared_part(RecomputeModule::kAlternateGemms, x, share,
-                     static_cast<double>(x.activation_bytes) - kept, replicated);
+  RecomputePart p = shared_part(RecomputeModule::kAlternateGemms, x, share,
+                                static_cast<double>(x.activation_bytes) - kept, replicated);
+  // The gathered norm outputs the attention's and the MLP's GEMMs read are not saved: the
+  // re-run gathers both again (all-reduces without sequence parallelism: their outputs feed
+  // the residual stream the norms re-run from).
+  p.tp_allreduces = x.tp_forward_allreduces;
+  p.regather = true;
+  return p;
 }
 
 }  // namespace
@@ -139,6 +145,9 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
     const double normed = S * h * kept_in;
     out.push_back(part(RecomputeModule::kMlp, x, dense_mlp,
                        normed + gate * S * f * e / 2 - S * f * (e - kept_in), normed));
+    // fc1 gathers its input again and fc2 reduces its output again (under sequence
+    // parallelism; without it, fc2's all-reduce).
+    out.back().tp_allreduces = x.tp_forward_allreduces > 0 ? 1 : 0;
   } else {
     // The routed experts' activation (output discarded): its output, fc2's input, for the
     // k S routed copies.

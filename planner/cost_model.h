@@ -209,12 +209,18 @@ class CostModel {
   // beside (full_rfwd: a full recompute's forward again; full_bwd_split: the backward of a
   // zero-bubble schedule, W deferred); [layer] edge_fwd / edge_bwd, what a pass starting
   // there gains wrongly from that pairing (the all-gather beside its first lead is the layer
-  // before's); expert all-to-alls (a2a_rf: of the layers a full recompute re-runs).
+  // before's); expert all-to-alls (a2a_rf: of the layers a full recompute re-runs); what a
+  // selective recompute's modules issue again (RecomputePart::tp_allreduces), as shares of
+  // the forward's terms: sel_fwd all-reduces, sel_gather the per-op policy's gathers (half
+  // an all-reduce with sequence parallelism, a whole one without), full_sel_* the same under
+  // `full`.
   struct CommSums {
     std::vector<double> tp_fwd, tp_rfwd, tp_bwd, beside, beside_sp, full_fwd, full_rfwd, full_bwd,
-        full_bwd_split, edge_fwd, edge_bwd, a2a, a2a_rf;
+        full_bwd_split, edge_fwd, edge_bwd, a2a, a2a_rf, sel_fwd, sel_gather, full_sel_fwd,
+        full_sel_gather;
     explicit CommSums(size_t layers);
-    void add(size_t l, const LayerComm& c, bool recomputed);
+    // `rerun`: the selective modules' all-reduces and gathers over the forward's count.
+    void add(size_t l, const LayerComm& c, bool recomputed, std::pair<double, double> rerun);
   };
   CommSums comm_{0};
   // f_, b_, w_ and rf_ with each layer priced at one replica's share of the samples, where a

@@ -41,6 +41,19 @@ Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, in
   return x;
 }
 
+// Of layer x's forward tensor all-reduces, the shares a selective recompute of `modules`
+// issues again: as all-reduces, and as the per-op policy's gathers (RecomputePart).
+std::pair<double, double> rerun_share(const Layer& x, RecomputeModules modules) {
+  if (x.tp_forward_allreduces <= 0) return {0.0, 0.0};
+  double all = 0, gathers = 0;
+  for (const RecomputePart& p : x.recompute_parts) {
+    if ((modules & module_bit(p.module)) == 0) continue;
+    (p.regather ? gathers : all) += p.tp_allreduces;
+  }
+  const double n = x.tp_forward_allreduces;
+  return {all / n, gathers / n};
+}
+
 // What one GPU's context and expert exchanges of layer `x` add to its simulation per
 // micro-batch, over its passes (F, B and a full recompute's second F): each exchange (a
 // compact ring's member op; an all-to-all's n - 1 transfers run about as fast, measured on
@@ -52,15 +65,21 @@ double exchange_ops(const Layer& x, int context, int expert, int etp, ContextCom
 }  // namespace
 
 CostModel::CommSums::CommSums(size_t layers) {
-  for (auto* v : {&tp_fwd, &tp_rfwd, &tp_bwd, &beside, &beside_sp, &full_fwd, &full_rfwd, &full_bwd,
-                  &full_bwd_split, &a2a, &a2a_rf})
+  for (auto* v :
+       {&tp_fwd, &tp_rfwd, &tp_bwd, &beside, &beside_sp, &full_fwd, &full_rfwd, &full_bwd,
+        &full_bwd_split, &a2a, &a2a_rf, &sel_fwd, &sel_gather, &full_sel_fwd, &full_sel_gather})
     v->assign(layers + 1, 0.0);
   edge_fwd.assign(layers, 0.0);
   edge_bwd.assign(layers, 0.0);
 }
 
-void CostModel::CommSums::add(size_t l, const LayerComm& c, bool recomputed) {
+void CostModel::CommSums::add(size_t l, const LayerComm& c, bool recomputed,
+                              std::pair<double, double> rerun) {
   const double a = c.all_to_all;
+  sel_fwd[l + 1] = sel_fwd[l] + rerun.first * c.forward;
+  sel_gather[l + 1] = sel_gather[l] + rerun.second * c.forward;
+  full_sel_fwd[l + 1] = full_sel_fwd[l] + rerun.first * c.full.forward;
+  full_sel_gather[l + 1] = full_sel_gather[l] + rerun.second * c.full.forward;
   tp_fwd[l + 1] = tp_fwd[l] + c.forward;
   tp_rfwd[l + 1] = tp_rfwd[l] + (recomputed ? c.forward : 0.0);
   tp_bwd[l + 1] = tp_bwd[l] + c.backward;
@@ -98,7 +117,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   slow_ = comm.slow();
   for (size_t l = 0; l < L; ++l) {
     const Layer x = rank_layer(s.model.layers[l], t_, expert, context, etp, 1);
-    comm_.add(l, comm.of(x), x.recomputed);
+    comm_.add(l, comm.of(x), x.recomputed, rerun_share(x, s.strategy.recompute_modules));
     const int64_t in = l == 0 ? s.model.input_bytes : s.model.layers[l - 1].output_bytes;
     // What selective recompute re-runs: the scenario's modules (Strategy::recompute_modules).
     const RecomputeCost again = x.selective(s.strategy.recompute_modules);
@@ -182,7 +201,8 @@ void CostModel::price_splits(const LayerCommCosts& comm, int context, int expert
       sums.rf[l + 1] = sums.rf[l] + (x.recomputed ? f : 0.0);
       // (Each replica pays the latency once: the split's times, which stage_time divides
       // by the split.)
-      sums.comm.add(l, comm.of(x, split(static_cast<int>(k))), x.recomputed);
+      sums.comm.add(l, comm.of(x, split(static_cast<int>(k))), x.recomputed,
+                    rerun_share(x, s_.strategy.recompute_modules));
     }
     splits_.push_back(std::move(sums));
   }

@@ -104,6 +104,11 @@ struct StageProfile {
     };
     std::vector<Piece> pieces;
     int64_t expert_params = 0;  // of params: routed experts, sharded over the EP ranks
+    // A selective recompute's share of the layer (StageProfile::recompute_time, summed), and
+    // the tensor collectives its re-run issues again (RecomputePart::tp_allreduces), each
+    // after an equal segment of it.
+    Time recompute;
+    std::vector<TpCollective> tp_recompute;
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };

@@ -106,7 +106,7 @@ void Lowering::add_tensor_collectives() {
                   // The replica's share of the micro-batch's activation.
                   const int64_t bytes = split_bytes(coll.bytes, share);
                   if (coll.kind == TpCollective::Kind::kAllGather) {
-                    add_all_gather(b_, members, bytes, {g, blk});
+                    add_all_gather(b_, members, coll.gather_fp8 ? bytes / 2 : bytes, {g, blk});
                     continue;
                   }
                   if (!in_.sequence_parallel) {

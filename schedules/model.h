@@ -191,6 +191,14 @@ struct RecomputePart {
   std::vector<double> shares;
   RecomputeCost cost;
   Time whole_forward;
+  // Under tensor parallelism, the layer's forward all-reduces (Layer::tp_forward_allreduces)
+  // the re-run issues again, in the order it runs them: Megatron-Core's `mlp` gathers fc1's
+  // input and reduces fc2's output again (one all-reduce's worth: its reduce-scatter and
+  // all-gather under sequence parallelism). With `regather` only their all-gather halves
+  // under sequence parallelism (the per-op policy keeps the reduce-scatters' outputs and
+  // gathers the norms' outputs again); without it, all-reduces either way.
+  int tp_allreduces = 0;
+  bool regather = false;
 };
 
 // Costs of one layer for one micro-batch of Training::micro_batch samples.

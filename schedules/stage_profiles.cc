@@ -35,6 +35,24 @@ std::vector<TpCollective> in_fp8(std::vector<TpCollective> v, const Layer& x, bo
   return v;
 }
 
+// The tensor collectives a selective recompute of `modules` issues again in layer `x`, in
+// the order it runs its parts (RecomputePart::tp_allreduces): all-reduces (a reduce-scatter
+// and an all-gather each under sequence parallelism), or with `regather` under sequence
+// parallelism their all-gathers alone; each of `bytes`, in fp8 where the forward's are.
+std::vector<TpCollective> rerun_collectives(const Layer& x, RecomputeModules modules, int64_t bytes,
+                                            bool sequence_parallel, bool full) {
+  std::vector<TpCollective> out;
+  if (bytes == 0) return out;
+  for (const RecomputePart& part : x.recompute_parts) {
+    if ((modules & module_bit(part.module)) == 0) continue;
+    const auto kind = part.regather && sequence_parallel ? TpCollective::Kind::kAllGather
+                                                         : TpCollective::Kind::kAllReduce;
+    for (int i = 0; i < part.tp_allreduces; ++i)
+      out.push_back(in_fp8(TpCollective{kind, bytes, Time::zero()}, x, true, full));
+  }
+  return out;
+}
+
 // The layer as stage_profiles sees it at tensor degree t: a shape-described layer's times
 // become t x one rank's (the lowering divides by t), its activations t x one rank's split
 // share plus the replicated part. (What stage_profiles reads; shape-described layers have
@@ -454,8 +472,9 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
                  layer, false, groups.tensor_pieces),
           rerun,
           {},
-          0};
-      cost.expert_params = experts;
+          experts,
+          Time::zero(),
+          {}};
       p.expert_params = checked_add(p.expert_params, experts, "a stage's parameter count");
       if (!layer.pieces.empty() &&
           (layer.moe || groups.context > 1 || groups.expert > 1 ||
@@ -485,16 +504,22 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
         p.kept_bytes =
             checked_add(p.kept_bytes, layer.activation_bytes - again.bytes, "kept activations");
         p.transient_bytes = std::max(p.transient_bytes, again.bytes);
-        p.recompute_time = checked_add(p.recompute_time, again.forward, "a recompute time");
+        Time rerun_time = again.forward;
         // Ops run whole on every rank: t times over, as the forward counts them (at_degrees).
         if (!shard && t > 1 && !sequence_parallel) {
           for (const RecomputePart& part : layer.recompute_parts) {
             if ((scope.modules & module_bit(part.module)) == 0) continue;
-            p.recompute_time = checked_add(
-                p.recompute_time, checked_mul(part.whole_forward, t - 1, "a recompute time"),
-                "a recompute time");
+            rerun_time =
+                checked_add(rerun_time, checked_mul(part.whole_forward, t - 1, "a recompute time"),
+                            "a recompute time");
           }
         }
+        p.recompute_time = checked_add(p.recompute_time, rerun_time, "a recompute time");
+        StageProfile::LayerCost& lc = p.layers.back();
+        lc.recompute = rerun_time;
+        if (!shard && t > 1 && layer.tensor_parallel)
+          lc.tp_recompute = rerun_collectives(layer, scope.modules, tp_bytes, sequence_parallel,
+                                              groups.tensor_pieces);
         replicated_freed += std::min(again.replicated_bytes, layer.tp_replicated_activation);
       } else if (rerun) {
         // Full: the layer's input, which tensor parallelism leaves whole.

@@ -64,6 +64,15 @@ Time forward_of(const Layer& l, const std::vector<std::string>& names) {
   return t;
 }
 
+// The bytes the scenario's collectives of `kind` move, over its task graph.
+int64_t moved(const std::string& yaml, CommKind kind) {
+  const test::SimRun r = test::run_yaml(yaml);
+  int64_t sum = 0;
+  for (const Op& op : r.graph.ops())
+    if (op.kind == OpKind::kTransfer && op.comm == kind) sum += op.bytes;
+  return sum;
+}
+
 TEST(RecomputeModules, DenseLayerParts) {
   const Model m = model_of(dense_shape());
   const Layer& l = m.layers[1];
@@ -170,6 +179,60 @@ TEST(RecomputeModules, WholeOpsRunOnEveryTensorRank) {
   };
   EXPECT_EQ(recompute(true), part->cost.forward);
   EXPECT_EQ(recompute(false), part->cost.forward + part->whole_forward);
+}
+
+// Under tensor parallelism a module's re-run issues its collectives again: Megatron-Core's
+// `mlp` one all-reduce (fc1's gather and fc2's reduce-scatter under sequence parallelism),
+// the per-op policy the gathers of both norms' outputs (all-reduces without sequence
+// parallelism), each of the layer's S h e bytes; the attention core none.
+TEST(RecomputeModules, ReRunsIssueTheirTensorCollectivesAgain) {
+  const Model m = model_of(dense_shape());
+  const std::vector<StageSpec> one{{1, 1, 1}};
+  using K = TpCollective::Kind;
+  const auto rerun = [&](RecomputeModule mod, int t, bool sp) {
+    const ActivationScope scope{module_bit(mod), 0};
+    const StageProfile p = stage_profiles(m, one, {Recompute::kSelective}, {t}, sp, {}, scope)[0];
+    EXPECT_EQ(p.layers.at(0).recompute, p.recompute_time);
+    std::vector<K> kinds;
+    for (const TpCollective& c : p.layers.at(0).tp_recompute) {
+      EXPECT_EQ(c.bytes, kTokens * 512 * 2);
+      kinds.push_back(c.kind);
+    }
+    return kinds;
+  };
+  EXPECT_EQ(rerun(RecomputeModule::kMlp, 2, false), std::vector<K>{K::kAllReduce});
+  EXPECT_EQ(rerun(RecomputeModule::kMlp, 2, true), std::vector<K>{K::kAllReduce});
+  EXPECT_EQ(rerun(RecomputeModule::kAlternateGemms, 2, true),
+            (std::vector<K>{K::kAllGather, K::kAllGather}));
+  EXPECT_EQ(rerun(RecomputeModule::kAlternateGemms, 2, false),
+            (std::vector<K>{K::kAllReduce, K::kAllReduce}));
+  EXPECT_TRUE(rerun(RecomputeModule::kCoreAttn, 2, true).empty());
+  EXPECT_TRUE(rerun(RecomputeModule::kMlp, 1, true).empty());
+}
+
+// The same in the task graph, TP 2 with sequence parallelism, 4 layers and 4 micro-batches:
+// a full recompute gathers and reduce-scatters both of each layer's activations again, the
+// `mlp` module one of each, the per-op policy both gathers and no reduce-scatter.
+TEST(RecomputeModules, ReRunCollectivesInTheGraph) {
+  const auto bytes = [](const std::string& recompute, CommKind kind) {
+    return moved(
+        "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch3}\n"
+        "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 1024, "
+        "vocab: 1000, mlp: swiglu, norm: rmsnorm, position: rotary, flash_attention: true}\n"
+        "training: {global_batch: 8, micro_batch: 2, precision: bf16, optimizer: adam}\n"
+        "strategy: {schedule: 1f1b, pipeline: 1, tensor: 2, sequence_parallel: true, " +
+            recompute + "}\n",
+        kind);
+  };
+  for (const CommKind kind : {CommKind::kAllGather, CommKind::kReduceScatter}) {
+    const int64_t none = bytes("recompute: none", kind);
+    const int64_t full = bytes("recompute: full", kind) - none;
+    EXPECT_GT(full, 0);
+    EXPECT_EQ(bytes("recompute: selective, recompute_modules: [mlp]", kind) - none, full / 2);
+    EXPECT_EQ(bytes("recompute: selective, recompute_modules: [alternate_gemms]", kind) - none,
+              kind == CommKind::kAllGather ? full : 0);
+    EXPECT_EQ(bytes("recompute: selective", kind), none);  // the attention core: none
+  }
 }
 
 TEST(RecomputeModules, BlockCheckpointsTheFirstLayersOfEachStage) {
@@ -310,17 +373,14 @@ TEST(RecomputeModules, TradeTimeForMemoryEndToEnd) {
 // embedding and the head, never re-run, gather nothing for R).
 TEST(RecomputeModules, ZeroThreeGathersOnlyTheLayersRecomputed) {
   const auto gathered = [](const std::string& recompute) {
-    const test::SimRun r = test::run_yaml(
+    return moved(
         "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 4, intra_node: nvswitch3}\n"
         "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 1024, "
         "vocab: 1000, flash_attention: true}\n"
         "training: {global_batch: 8, micro_batch: 2, optimizer: adam}\n"
         "strategy: {schedule: 1f1b, pipeline: 2, data: 2, zero: 3, " +
-        recompute + "}\n");
-    int64_t bytes = 0;
-    for (const Op& op : r.graph.ops())
-      if (op.kind == OpKind::kTransfer && op.comm == CommKind::kAllGather) bytes += op.bytes;
-    return bytes;
+            recompute + "}\n",
+        CommKind::kAllGather);
   };
   const int64_t none = gathered("recompute: none");
   const int64_t full = gathered("recompute: full");

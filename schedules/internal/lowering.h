@@ -375,14 +375,15 @@ class Lowering {
   OpId gradient_source(int c, int blk, int g, int m, int j) const;
 
   // The segments of a tensor-parallel op: (time, the collective after it), in the order the
-  // op runs its layers (forward order for F and a full R, backward order for B). A layer
-  // issuing n collectives splits its time into n equal segments; a layer issuing none joins
-  // the next segment. W and a selective R issue none. A last segment with no collective
-  // after it has bytes 0.
+  // op runs its layers (forward order for F and R, backward order for B). A layer issuing n
+  // collectives splits its time into n equal segments; a layer issuing none joins the next
+  // segment. A selective R issues what its modules re-run (LayerCost::tp_recompute); W
+  // issues none. A last segment with no collective after it has bytes 0.
   std::vector<std::pair<Time, TpCollective>> tp_segments(const StageProfile& sp, OpKind kind,
                                                          bool has_w) const {
     std::vector<std::pair<Time, TpCollective>> out;
-    const bool fwd = kind == OpKind::kForward || (kind == OpKind::kRecompute && sp.full_recompute);
+    const bool fwd = kind == OpKind::kForward || kind == OpKind::kRecompute;
+    const bool selective = kind == OpKind::kRecompute && !sp.full_recompute;
     if (!fwd && kind != OpKind::kBackward) return out;
     // Asynchronous tensor-parallel all-reduce: a backward that holds its weight gradients
     // runs each column-parallel linear's dW GEMM (`beside`) while the all-reduce of its dX
@@ -398,15 +399,16 @@ class Lowering {
     const size_t L = sp.layers.size();
     for (size_t i = 0; i < L; ++i) {
       const auto& lc = sp.layers[fwd ? i : L - 1 - i];
-      if (kind == OpKind::kRecompute && !lc.recomputed) continue;  // kept, not re-run
-      if (!lc.pieces.empty()) {
+      if (kind == OpKind::kRecompute && !selective && !lc.recomputed) continue;  // kept
+      if (!selective && !lc.pieces.empty()) {
         piece_segments(lc, fwd, has_w, overlap, full, full && in_.sequence_parallel, acc, pending,
                        out);
         continue;
       }
-      const Time t =
-          fwd ? lc.forward : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
-      const auto& colls = fwd ? lc.tp_forward : lc.tp_backward;
+      const Time t = selective ? lc.recompute
+                     : fwd     ? lc.forward
+                           : (has_w ? lc.backward_input : lc.backward_input + lc.backward_weight);
+      const auto& colls = selective ? lc.tp_recompute : fwd ? lc.tp_forward : lc.tp_backward;
       if (colls.empty()) {
         acc += t;
         continue;
