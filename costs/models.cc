@@ -373,8 +373,13 @@ Layer block_layer(const TransformerShape& t, bool moe, const Training& training,
   x.attention =
       AttentionFacts{kv_tensors * elem, static_cast<int64_t>(s * b * (queries + kvd)) * elem};
   if (moe) {
-    x.moe = MoeFacts{t.experts, t.top_k, expert_params, static_cast<int64_t>(s * b * k * h) * elem,
-                     t.capacity_factor, t.routed_ffn()};
+    x.moe = MoeFacts{t.experts,
+                     t.top_k,
+                     expert_params,
+                     static_cast<int64_t>(s * b * k * h) * elem,
+                     t.capacity_factor,
+                     t.routed_ffn(),
+                     mlp_tensors * elem / 2};
   }
   // Megatron-LM: column-parallel QKV and first MLP GEMM, row-parallel projection and
   // second GEMM: one all-reduce of the b x s x h output after attention and one after the

@@ -20,6 +20,14 @@ bool expert_act(const std::string& op) {
   return op == "expert_swiglu" || op == "expert_geglu" || op == "expert_gelu";
 }
 
+// A MoE layer's MoE block as Megatron-Core's MoELayer runs it: the router, the permutation,
+// the routed experts, the un-permutation and the shared experts (its norm and the residual
+// add are the transformer layer's).
+bool moe_block(const std::string& op) {
+  return op.starts_with("router") || op == "permute" || op == "unpermute" ||
+         op.find("expert_") != std::string::npos || op.find("shared_") != std::string::npos;
+}
+
 bool up_projection(const std::string& op) {
   return op == "q_norm" || op == "q_up" || op == "cast_q_up" || op == "kv_norm" || op == "kv_up" ||
          op == "cast_kv_up" || op == "rotary";
@@ -153,6 +161,14 @@ std::vector<RecomputePart> recompute_parts(const TransformerShape& t, bool moe, 
     // k S routed copies.
     const double F = static_cast<double>(t.routed_ffn()), k = t.top_k;
     out.push_back(part(RecomputeModule::kMoeAct, x, expert_act, k * S * F * kept_in));
+    // The whole MoE block (Megatron-Core's `moe`: MoELayer's forward checkpointed from its
+    // input, the normed hidden states, which stay): everything the block keeps goes, and its
+    // re-run dispatches and combines the tokens again.
+    RecomputePart block = part(RecomputeModule::kMoe, x, moe_block,
+                               x.moe ? static_cast<double>(x.moe->block_bytes) : 0.0);
+    block.exchanges = true;
+    time_exchanges(block, x.ops);
+    out.push_back(block);
     if (t.shared_experts > 0) {
       const double shared = F * t.shared_experts;
       out.push_back(part(

@@ -96,11 +96,12 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   // half of an all-reduce's reduce-scatter and all-gather under sequence parallelism).
   const bool selective = t.recompute == Recompute::kSelective;
   const double gather = t.sequence_parallel ? 0.5 : 1.0;
-  const double tp = sum(c.tp_fwd) + (t.recompute == Recompute::kFull ? sum(c.tp_rfwd) : 0.0) +
-                    (selective ? sum(c.sel_fwd) + gather * sum(c.sel_gather) : 0.0) +
-                    sum(!beside               ? c.tp_bwd
-                        : t.sequence_parallel ? c.beside_sp
-                                              : c.beside);
+  const double tp =
+      sum(c.tp_fwd) + (t.recompute == Recompute::kFull ? sum(c.tp_rfwd) : 0.0) +
+      (selective ? sum(c.sel_fwd) + gather * sum(c.sel_gather) + sum(c.a2a_sel) : 0.0) +
+      sum(!beside               ? c.tp_bwd
+          : t.sequence_parallel ? c.beside_sp
+                                : c.beside);
   const double compute = compute_time(first, last, replicas, t);
   if (s_.strategy.tensor_overlap == TensorOverlap::kFull) {
     // With sequence parallelism, what each collective leaves past the GEMM it is paired with;
@@ -108,12 +109,14 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
     const bool again = t.recompute == Recompute::kFull;
     if (t.sequence_parallel) {
       return compute + sum(c.full_fwd) + (again ? sum(c.full_rfwd) + one(c.edge_fwd, first) : 0.0) +
-             (selective ? sum(c.full_sel_fwd) + gather * sum(c.full_sel_gather) : 0.0) +
+             (selective ? sum(c.full_sel_fwd) + gather * sum(c.full_sel_gather) + sum(c.a2a_sel)
+                        : 0.0) +
              sum(t.w_fill == 0 ? c.full_bwd : c.full_bwd_split) + one(c.edge_fwd, first) +
              one(c.edge_bwd, last);
     }
     // (Expert all-to-alls wait for the router and hold up the experts: never hidden.)
-    const double a2a = 2 * sum(c.a2a) + (again ? sum(c.a2a_rf) : 0.0);
+    const double a2a =
+        2 * sum(c.a2a) + (again ? sum(c.a2a_rf) : 0.0) + (selective ? sum(c.a2a_sel) : 0.0);
     return std::max(compute + slow_ * (tp - a2a), tp - a2a) + a2a;
   }
   return compute + tp;

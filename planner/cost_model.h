@@ -213,14 +213,13 @@ class CostModel {
   // selective recompute's modules issue again (RecomputePart::tp_allreduces), as shares of
   // the forward's terms: sel_fwd all-reduces, sel_gather the per-op policy's gathers (half
   // an all-reduce with sequence parallelism, a whole one without), full_sel_* the same under
-  // `full`.
+  // `full`, a2a_sel the exchanges of the MoE blocks `moe` re-runs.
   struct CommSums {
     std::vector<double> tp_fwd, tp_rfwd, tp_bwd, beside, beside_sp, full_fwd, full_rfwd, full_bwd,
         full_bwd_split, edge_fwd, edge_bwd, a2a, a2a_rf, sel_fwd, sel_gather, full_sel_fwd,
-        full_sel_gather;
+        full_sel_gather, a2a_sel;
     explicit CommSums(size_t layers);
-    // `rerun`: the selective modules' all-reduces and gathers over the forward's count.
-    void add(size_t l, const LayerComm& c, bool recomputed, std::pair<double, double> rerun);
+    void add(size_t l, const LayerComm& c, bool recomputed, const LayerRerun& rerun);
   };
   CommSums comm_{0};
   // f_, b_, w_ and rf_ with each layer priced at one replica's share of the samples, where a

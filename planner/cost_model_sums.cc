@@ -41,17 +41,20 @@ Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, in
   return x;
 }
 
-// Of layer x's forward tensor all-reduces, the shares a selective recompute of `modules`
-// issues again: as all-reduces, and as the per-op policy's gathers (RecomputePart).
-std::pair<double, double> rerun_share(const Layer& x, RecomputeModules modules) {
-  if (x.tp_forward_allreduces <= 0) return {0.0, 0.0};
-  double all = 0, gathers = 0;
+// What a selective recompute of `modules` issues again in layer x (RecomputePart): of its
+// forward tensor all-reduces, the shares re-run as all-reduces and as the per-op policy's
+// gathers; and whether it exchanges the MoE block's tokens again.
+LayerRerun rerun_share(const Layer& x, RecomputeModules modules) {
+  LayerRerun r;
+  modules = effective_modules(modules);
   for (const RecomputePart& p : x.recompute_parts) {
     if ((modules & module_bit(p.module)) == 0) continue;
-    (p.regather ? gathers : all) += p.tp_allreduces;
+    if (x.tp_forward_allreduces > 0)
+      (p.regather ? r.gathers : r.allreduces) +=
+          static_cast<double>(p.tp_allreduces) / x.tp_forward_allreduces;
+    r.exchanges = r.exchanges || p.exchanges;
   }
-  const double n = x.tp_forward_allreduces;
-  return {all / n, gathers / n};
+  return r;
 }
 
 // What one GPU's context and expert exchanges of layer `x` add to its simulation per
@@ -65,21 +68,22 @@ double exchange_ops(const Layer& x, int context, int expert, int etp, ContextCom
 }  // namespace
 
 CostModel::CommSums::CommSums(size_t layers) {
-  for (auto* v :
-       {&tp_fwd, &tp_rfwd, &tp_bwd, &beside, &beside_sp, &full_fwd, &full_rfwd, &full_bwd,
-        &full_bwd_split, &a2a, &a2a_rf, &sel_fwd, &sel_gather, &full_sel_fwd, &full_sel_gather})
+  for (auto* v : {&tp_fwd, &tp_rfwd, &tp_bwd, &beside, &beside_sp, &full_fwd, &full_rfwd, &full_bwd,
+                  &full_bwd_split, &a2a, &a2a_rf, &sel_fwd, &sel_gather, &full_sel_fwd,
+                  &full_sel_gather, &a2a_sel})
     v->assign(layers + 1, 0.0);
   edge_fwd.assign(layers, 0.0);
   edge_bwd.assign(layers, 0.0);
 }
 
 void CostModel::CommSums::add(size_t l, const LayerComm& c, bool recomputed,
-                              std::pair<double, double> rerun) {
+                              const LayerRerun& rerun) {
   const double a = c.all_to_all;
-  sel_fwd[l + 1] = sel_fwd[l] + rerun.first * c.forward;
-  sel_gather[l + 1] = sel_gather[l] + rerun.second * c.forward;
-  full_sel_fwd[l + 1] = full_sel_fwd[l] + rerun.first * c.full.forward;
-  full_sel_gather[l + 1] = full_sel_gather[l] + rerun.second * c.full.forward;
+  sel_fwd[l + 1] = sel_fwd[l] + rerun.allreduces * c.forward;
+  sel_gather[l + 1] = sel_gather[l] + rerun.gathers * c.forward;
+  full_sel_fwd[l + 1] = full_sel_fwd[l] + rerun.allreduces * c.full.forward;
+  full_sel_gather[l + 1] = full_sel_gather[l] + rerun.gathers * c.full.forward;
+  a2a_sel[l + 1] = a2a_sel[l] + (rerun.exchanges ? a : 0.0);
   tp_fwd[l + 1] = tp_fwd[l] + c.forward;
   tp_rfwd[l + 1] = tp_rfwd[l] + (recomputed ? c.forward : 0.0);
   tp_bwd[l + 1] = tp_bwd[l] + c.backward;

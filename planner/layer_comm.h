@@ -21,6 +21,14 @@ struct LayerComm {
   FullOverlapLeft full;   // under `full` with sequence parallelism (each term without a2a)
 };
 
+// What a selective recompute issues again in one layer: of its forward tensor all-reduces,
+// the shares it re-runs as all-reduces and as the per-op policy's gathers; and whether it
+// exchanges the MoE block's tokens again (RecomputePart).
+struct LayerRerun {
+  double allreduces = 0, gathers = 0;
+  bool exchanges = false;
+};
+
 class LayerCommCosts {
  public:
   // Groups of `tensor` GPUs inside server 0 (on the route between its first two GPUs),

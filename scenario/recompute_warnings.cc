@@ -26,6 +26,13 @@ void module_warnings(const Scenario& s, const std::vector<size_t>& selective,
   for (int i = 0; i < kRecomputeModuleCount; ++i) {
     const auto m = static_cast<RecomputeModule>(i);
     if ((st.recompute_modules & module_bit(m)) == 0) continue;
+    if ((effective_modules(st.recompute_modules) & module_bit(m)) == 0) {
+      out.push_back(fmt::format(
+          "strategy.recompute_modules: {}: no effect beside moe (the whole MoE block re-runs, "
+          "this part of it included)",
+          to_string(m)));
+      continue;
+    }
     RecomputeCost sum;
     int without = 0;  // transformer layers of the selective stages that lack the module
     for (const size_t g : selective) {

@@ -109,8 +109,7 @@ Recompute read_recompute(const Reader& r, const YAML::Node& n, const std::string
 }
 
 // strategy.recompute_modules: Megatron-Core's --recompute-modules, a non-empty list of the
-// parts selective recompute re-runs (RecomputeModule). `moe` (the whole MoE layer, its
-// all-to-alls again) is not modelled, and is an error.
+// parts selective recompute re-runs (RecomputeModule).
 RecomputeModules read_recompute_modules(const Reader& r, const YAML::Node& n) {
   const char* path = "strategy.recompute_modules";
   std::string allowed;
@@ -123,11 +122,6 @@ RecomputeModules read_recompute_modules(const Reader& r, const YAML::Node& n) {
     const std::string item = fmt::format("{}.{}", path, i);
     const std::string name = r.scalar(n[i], item, allowed);
     const std::optional<RecomputeModule> m = parse_recompute_module(name);
-    if (name == "moe")
-      r.fail(n[i], item,
-             "recomputing whole MoE layers (their token all-to-alls again) is not modelled",
-             "moe_act and shared_experts re-run the experts' parts without the exchange; or " +
-                 allowed);
     if (!m) r.fail(n[i], item, fmt::format("unknown module '{}'", name), allowed);
     out |= module_bit(*m);
   }

@@ -105,10 +105,12 @@ struct StageProfile {
     std::vector<Piece> pieces;
     int64_t expert_params = 0;  // of params: routed experts, sharded over the EP ranks
     // A selective recompute's share of the layer (StageProfile::recompute_time, summed), and
-    // the tensor collectives its re-run issues again (RecomputePart::tp_allreduces), each
-    // after an equal segment of it.
+    // the collectives its re-run issues again (RecomputePart::tp_allreduces, exchanges), each
+    // after an equal segment of it, or after recompute_leads[q] of it where that is given
+    // (one per collective; the rest of the re-run follows the last).
     Time recompute;
     std::vector<TpCollective> tp_recompute;
+    std::vector<Time> recompute_leads;
   };
   std::vector<LayerCost> layers;  // in forward order, for gradient buckets
 };

@@ -70,6 +70,7 @@ constexpr std::array<std::pair<std::string_view, RecomputeModule>, kRecomputeMod
         {"moe_act", RecomputeModule::kMoeAct},
         {"mla_up_proj", RecomputeModule::kMlaUpProj},
         {"shared_experts", RecomputeModule::kSharedExperts},
+        {"moe", RecomputeModule::kMoe},
         {"alternate_gemms", RecomputeModule::kAlternateGemms},
     }};
 constexpr std::array<std::pair<std::string_view, Warmup>, 3> kWarmupNames{{
@@ -141,8 +142,16 @@ std::optional<RecomputeModule> parse_recompute_module(std::string_view name) {
   return value_of(kRecomputeModuleNames, name);
 }
 
+RecomputeModules effective_modules(RecomputeModules modules) {
+  if ((modules & module_bit(RecomputeModule::kMoe)) != 0)
+    modules &= static_cast<RecomputeModules>(
+        ~(module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kSharedExperts)));
+  return modules;
+}
+
 RecomputeCost Layer::selective(RecomputeModules modules) const {
   RecomputeCost sum;
+  modules = effective_modules(modules);
   for (const RecomputePart& p : recompute_parts) {
     if ((modules & module_bit(p.module)) == 0) continue;
     sum.forward += p.cost.forward;
@@ -231,6 +240,15 @@ int64_t micro_batches(const Training& t, const Strategy& s) {
   return t.global_batch / (t.micro_batch * s.data);
 }
 
+void time_exchanges(RecomputePart& p, const std::vector<OpCost>& ops) {
+  p.before_dispatch = p.before_combine = Time::zero();
+  for (const OpCost& op : ops) {
+    if (op.name.starts_with("router") || op.name == "permute") p.before_dispatch += op.forward;
+    if (op.name.find("expert_") != std::string::npos && !op.name.starts_with("shared_"))
+      p.before_combine += op.forward;
+  }
+}
+
 Layer Layer::at_tensor_degree(int t, int ep, int cp, int etp) const {
   Layer x = *this;
   if ((t <= 1 && ((ep <= 1 && etp <= 1) || !moe) && cp <= 1) || !tensor_retime) return x;
@@ -248,6 +266,7 @@ Layer Layer::at_tensor_degree(int t, int ep, int cp, int etp) const {
       if (at != p.ops.end())
         p.cost.forward += share_of(op.forward, p.shares[static_cast<size_t>(at - p.ops.begin())]);
     }
+    if (p.exchanges) time_exchanges(p, times.ops);
   }
   return x;
 }

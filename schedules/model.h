@@ -132,6 +132,9 @@ struct MoeFacts {
   // tokens past it are dropped); 0: dropless.
   double capacity = 0;
   int64_t expert_ffn = 0;  // each routed expert's width (0: not known, a hand-built layer)
+  // The MoE block's activation bytes (router, permuted tokens, experts, shared experts):
+  // what recomputing the whole block (RecomputeModule::kMoe) no longer keeps.
+  int64_t block_bytes = 0;
 };
 
 // The attention of a generated transformer layer: the bytes context parallelism moves,
@@ -157,9 +160,10 @@ enum class RecomputeModule : uint8_t {
   kMoeAct,
   kMlaUpProj,
   kSharedExperts,
-  kAlternateGemms
+  kAlternateGemms,
+  kMoe
 };
-inline constexpr int kRecomputeModuleCount = 7;
+inline constexpr int kRecomputeModuleCount = 8;
 std::string_view to_string(RecomputeModule m);
 std::optional<RecomputeModule> parse_recompute_module(std::string_view name);
 // A set of modules: bit (1 << m) for module m. Megatron-Core's default is the attention core.
@@ -167,6 +171,9 @@ using RecomputeModules = uint16_t;
 constexpr RecomputeModules module_bit(RecomputeModule m) {
   return static_cast<RecomputeModules>(1u << static_cast<unsigned>(m));
 }
+// The modules that act: `moe` re-runs the whole MoE block, the experts' activation and the
+// shared experts inside it (`moe_act`, `shared_experts`) with it.
+RecomputeModules effective_modules(RecomputeModules modules);
 inline constexpr RecomputeModules kDefaultRecomputeModules = module_bit(RecomputeModule::kCoreAttn);
 
 // What re-running some of a layer's parts costs and saves, for one micro-batch: their
@@ -199,7 +206,16 @@ struct RecomputePart {
   // gathers the norms' outputs again); without it, all-reduces either way.
   int tp_allreduces = 0;
   bool regather = false;
+  // A MoE layer's whole MoE block (`moe`): its re-run dispatches and combines the tokens
+  // again over the expert group (and gathers and scatters them over the expert-tensor
+  // group), after `before_dispatch` of its time and `before_combine` more.
+  bool exchanges = false;
+  Time before_dispatch, before_combine;
 };
+
+// A part with `exchanges`: its time before the dispatch (the router and the permutation)
+// and before the combine (the routed experts), from the layer's ops.
+void time_exchanges(RecomputePart& p, const std::vector<OpCost>& ops);
 
 // Costs of one layer for one micro-batch of Training::micro_batch samples.
 struct Layer {

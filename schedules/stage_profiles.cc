@@ -35,24 +35,6 @@ std::vector<TpCollective> in_fp8(std::vector<TpCollective> v, const Layer& x, bo
   return v;
 }
 
-// The tensor collectives a selective recompute of `modules` issues again in layer `x`, in
-// the order it runs its parts (RecomputePart::tp_allreduces): all-reduces (a reduce-scatter
-// and an all-gather each under sequence parallelism), or with `regather` under sequence
-// parallelism their all-gathers alone; each of `bytes`, in fp8 where the forward's are.
-std::vector<TpCollective> rerun_collectives(const Layer& x, RecomputeModules modules, int64_t bytes,
-                                            bool sequence_parallel, bool full) {
-  std::vector<TpCollective> out;
-  if (bytes == 0) return out;
-  for (const RecomputePart& part : x.recompute_parts) {
-    if ((modules & module_bit(part.module)) == 0) continue;
-    const auto kind = part.regather && sequence_parallel ? TpCollective::Kind::kAllGather
-                                                         : TpCollective::Kind::kAllReduce;
-    for (int i = 0; i < part.tp_allreduces; ++i)
-      out.push_back(in_fp8(TpCollective{kind, bytes, Time::zero()}, x, true, full));
-  }
-  return out;
-}
-
 // The layer as stage_profiles sees it at tensor degree t: a shape-described layer's times
 // become t x one rank's (the lowering divides by t), its activations t x one rank's split
 // share plus the replicated part. (What stage_profiles reads; shape-described layers have
@@ -92,14 +74,23 @@ void stretch_experts(Layer& x, double imbalance) {
   const auto more = [imbalance](Time t) {
     return Time::ps(static_cast<int64_t>(std::ceil(static_cast<double>(t.ps_count()) * imbalance)));
   };
+  Time longer;  // what the experts' forward gains
   for (LayerPiece& p : x.pieces) {
     if (p.kind != PieceKind::kExperts) continue;
+    longer += more(p.forward) - p.forward;
     x.forward += more(p.forward) - p.forward;
     x.backward_input += more(p.backward_input) - p.backward_input;
     x.backward_weight += more(p.backward_weight) - p.backward_weight;
     p.forward = more(p.forward);
     p.backward_input = more(p.backward_input);
     p.backward_weight = more(p.backward_weight);
+  }
+  // Their re-runs alike: the activation alone, or the whole block's experts.
+  for (RecomputePart& r : x.recompute_parts) {
+    if (r.module == RecomputeModule::kMoeAct) r.cost.forward = more(r.cost.forward);
+    if (r.module != RecomputeModule::kMoe) continue;
+    r.cost.forward += longer;
+    r.before_combine += longer;
   }
 }
 
@@ -173,6 +164,46 @@ void expert_collectives(PieceKind kind, const MoeFacts& moe, int64_t tokens, con
     default:  // after the rest's backward: the combine's gradients, gather
       set(p.backward_after, p.backward_then, {a2a, gather});
       break;
+  }
+}
+
+// The collectives a selective recompute of `modules` issues again in layer `x` (one rank
+// of tensor degree t, 1/context of the tokens), in the order it runs them (LayerCost::
+// tp_recompute), with the re-run's time before each where it is not an equal share
+// (recompute_leads). Tensor ones (RecomputePart::tp_allreduces): all-reduces (a
+// reduce-scatter and an all-gather each under sequence parallelism), or with `regather`
+// under sequence parallelism their all-gathers alone, each of `tp_bytes`, in fp8 where the
+// forward's are. A MoE block's (RecomputePart::exchanges), as its forward issues them: the
+// dispatch (and the expert-tensor gather) after the router and the permutation, the
+// (scatter and) combine after the routed experts; exposed, even where the forward runs
+// the shared experts beside the dispatch.
+void rerun_collectives(const Layer& x, RecomputeModules modules, int t, bool sequence_parallel,
+                       const GroupDegrees& g, int64_t tp_bytes, StageProfile::LayerCost& lc) {
+  modules = effective_modules(modules);
+  for (const RecomputePart& part : x.recompute_parts) {
+    if ((modules & module_bit(part.module)) == 0) continue;
+    const auto kind = part.regather && sequence_parallel ? TpCollective::Kind::kAllGather
+                                                         : TpCollective::Kind::kAllReduce;
+    for (int i = 0; t > 1 && tp_bytes > 0 && x.tensor_parallel && i < part.tp_allreduces; ++i)
+      lc.tp_recompute.push_back(
+          in_fp8(TpCollective{kind, tp_bytes, Time::zero()}, x, true, g.tensor_pieces));
+    if (!part.exchanges || !x.moe || (g.expert <= 1 && g.expert_tensor <= 1)) continue;
+    StageProfile::LayerCost::Piece pre, experts;
+    const int64_t tokens = x.moe->dispatch_bytes / (int64_t{t} * g.context);
+    expert_collectives(PieceKind::kPreExperts, *x.moe, tokens, g, pre);
+    expert_collectives(PieceKind::kExperts, *x.moe, tokens, g, experts);
+    PIPESIM_ASSERT(lc.tp_recompute.empty(), "a MoE block's layer re-runs no tensor module");
+    for (const auto& [lead, c] : {std::pair{part.before_dispatch, pre.forward_after},
+                                  {Time::zero(), pre.forward_then},
+                                  {part.before_combine, experts.forward_after},
+                                  {Time::zero(), experts.forward_then}}) {
+      if (c.bytes == 0) {
+        if (lead > Time::zero() && !lc.recompute_leads.empty()) lc.recompute_leads.back() += lead;
+        continue;
+      }
+      lc.tp_recompute.push_back(c);
+      lc.recompute_leads.push_back(lead);
+    }
   }
 }
 
@@ -474,6 +505,7 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
           {},
           experts,
           Time::zero(),
+          {},
           {}};
       p.expert_params = checked_add(p.expert_params, experts, "a stage's parameter count");
       if (!layer.pieces.empty() &&
@@ -517,9 +549,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
         p.recompute_time = checked_add(p.recompute_time, rerun_time, "a recompute time");
         StageProfile::LayerCost& lc = p.layers.back();
         lc.recompute = rerun_time;
-        if (!shard && t > 1 && layer.tensor_parallel)
-          lc.tp_recompute = rerun_collectives(layer, scope.modules, tp_bytes, sequence_parallel,
-                                              groups.tensor_pieces);
+        if (!shard)
+          rerun_collectives(layer, scope.modules, t, sequence_parallel, groups, tp_bytes, lc);
         replicated_freed += std::min(again.replicated_bytes, layer.tp_replicated_activation);
       } else if (rerun) {
         // Full: the layer's input, which tensor parallelism leaves whole.

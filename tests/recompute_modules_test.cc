@@ -73,6 +73,18 @@ int64_t moved(const std::string& yaml, CommKind kind) {
   return sum;
 }
 
+// A selective recompute on two GPUs between none and full: slower than none, faster than
+// full, holding less than none and more than full on each GPU, and saying nothing.
+void expect_between(const test::SimRun& none, const test::SimRun& mid, const test::SimRun& full) {
+  EXPECT_LT(none.report.makespan, mid.report.makespan);
+  EXPECT_LT(mid.report.makespan, full.report.makespan);
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_LT(test::peak_activation_bytes(mid, d), test::peak_activation_bytes(none, d));
+    EXPECT_LT(test::peak_activation_bytes(full, d), test::peak_activation_bytes(mid, d));
+  }
+  EXPECT_TRUE(mid.report.info.warnings.empty());
+}
+
 TEST(RecomputeModules, DenseLayerParts) {
   const Model m = model_of(dense_shape());
   const Layer& l = m.layers[1];
@@ -134,6 +146,24 @@ TEST(RecomputeModules, MoeAndLatentLayerParts) {
   EXPECT_EQ(norms->cost.bytes, 2 * kTokens * 512 * 2);
   EXPECT_EQ(norms->cost.replicated_bytes, norms->cost.bytes);
   EXPECT_EQ(norms->cost.forward, forward_of(l, {"ln1", "ln2"}));
+  // The whole MoE block (`moe`): the router's fp32 probabilities (2 x S E halves), the
+  // permuted tokens and the experts' outputs (4 k S h), the experts' fc1 outputs and products
+  // (6 k S F) and the shared expert's (6 S F_s), in halves of e = 2 bytes: 32768 + 8388608 +
+  // 6291456 + 3145728 bytes. It re-runs every op of the block (not its norm, not the
+  // residual add), the experts' activation and the shared expert with it.
+  const RecomputePart* block = part_of(l, RecomputeModule::kMoe);
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(block->cost.bytes, 17858560);
+  EXPECT_EQ(block->cost.forward, forward_of(l, {"router", "router_topk", "permute", "expert_fc1",
+                                                "expert_swiglu", "expert_fc2", "unpermute",
+                                                "shared_fc1", "shared_swiglu", "shared_fc2"}));
+  EXPECT_EQ(block->before_dispatch, forward_of(l, {"router", "router_topk", "permute"}));
+  EXPECT_EQ(block->before_combine, forward_of(l, {"expert_fc1", "expert_swiglu", "expert_fc2"}));
+  const RecomputeModules nested = module_bit(RecomputeModule::kMoe) |
+                                  module_bit(RecomputeModule::kMoeAct) |
+                                  module_bit(RecomputeModule::kSharedExperts);
+  EXPECT_EQ(l.selective(nested).bytes, block->cost.bytes);
+  EXPECT_EQ(l.selective(nested).forward, block->cost.forward);
   // Under fp8 the shared expert re-runs its casts too.
   const Model m8 = model_of(moe_latent_shape(), Precision::kFp8);
   EXPECT_EQ(part_of(m8.layers[1], RecomputeModule::kSharedExperts)->cost.forward,
@@ -233,6 +263,30 @@ TEST(RecomputeModules, ReRunCollectivesInTheGraph) {
               kind == CommKind::kAllGather ? full : 0);
     EXPECT_EQ(bytes("recompute: selective", kind), none);  // the attention core: none
   }
+}
+
+// `moe` re-runs the MoE block with its token exchanges: on 2 GPUs with EP 2 its all-to-alls
+// move again what the forward's moved, as a full recompute's do (the layer's only
+// all-to-alls are the block's), and the re-run's time and memory lie between none and full.
+TEST(RecomputeModules, MoeBlockExchangesItsTokensAgain) {
+  const auto yaml = [](const std::string& recompute) {
+    return "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch3}\n"
+           "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 1024, "
+           "vocab: 1000, mlp: swiglu, norm: rmsnorm, position: rotary, flash_attention: true, "
+           "experts: 8, top_k: 2, expert_ffn: 256, shared_experts: 1}\n"
+           "training: {global_batch: 8, micro_batch: 2, precision: bf16, optimizer: adam}\n"
+           "strategy: {schedule: 1f1b, pipeline: 1, data: 2, expert: 2, " +
+           recompute + "}\n";
+  };
+  const std::string block = "recompute: selective, recompute_modules: [moe]";
+  const int64_t none = moved(yaml("recompute: none"), CommKind::kAllToAll);
+  EXPECT_GT(none, 0);
+  EXPECT_EQ(moved(yaml(block), CommKind::kAllToAll) - none,
+            moved(yaml("recompute: full"), CommKind::kAllToAll) - none);
+  EXPECT_EQ(moved(yaml("recompute: selective, recompute_modules: [moe_act]"), CommKind::kAllToAll),
+            none);
+  const auto run = [&](const std::string& r) { return test::run_yaml(yaml(r), true); };
+  expect_between(run("recompute: none"), run(block), run("recompute: full"));
 }
 
 TEST(RecomputeModules, BlockCheckpointsTheFirstLayersOfEachStage) {
@@ -423,9 +477,9 @@ TEST(RecomputeModules, BadValuesNameTheKey) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("strategy.recompute_modules.0"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("mla_up_proj"), std::string::npos) << r.err;
-  r = run("recompute: selective, recompute_modules: [mlp, moe]", true);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("not modelled"), std::string::npos) << r.err;
+  r = run("recompute: selective, recompute_modules: [moe, moe_act]", true);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("moe_act: no effect beside moe"), std::string::npos) << r.err;
   r = run("recompute: selective, recompute_modules: []");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("non-empty"), std::string::npos) << r.err;
@@ -447,16 +501,9 @@ TEST(OpPolicy, TimeForMemoryEndToEnd) {
   const auto run = [](const std::string& s) {
     return test::run_yaml(scenario(s), /*record_memory=*/true);
   };
-  const test::SimRun none = run("recompute: none");
-  const test::SimRun alt = run("recompute: selective, recompute_modules: [alternate_gemms]");
-  const test::SimRun full = run("recompute: full");
-  EXPECT_LT(none.report.makespan, alt.report.makespan);
-  EXPECT_LT(alt.report.makespan, full.report.makespan);
-  for (int d = 0; d < 2; ++d) {
-    EXPECT_LT(test::peak_activation_bytes(alt, d), test::peak_activation_bytes(none, d));
-    EXPECT_LT(test::peak_activation_bytes(full, d), test::peak_activation_bytes(alt, d));
-  }
-  EXPECT_TRUE(alt.report.info.warnings.empty());
+  expect_between(run("recompute: none"),
+                 run("recompute: selective, recompute_modules: [alternate_gemms]"),
+                 run("recompute: full"));
 }
 
 TEST(OpPolicy, AloneOrNotAtAll) {

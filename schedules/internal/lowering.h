@@ -414,10 +414,18 @@ class Lowering {
         continue;
       }
       const auto n = static_cast<int64_t>(colls.size());
+      // (A selective re-run's leads, where given: its time before each collective.)
+      const bool led = selective && lc.recompute_leads.size() == colls.size();
+      Time rest = t;
       for (int64_t q = 0; q < n; ++q) {
-        const Time share = q + 1 == n ? t - t / n * (n - 1) : t / n;
+        const Time share = led          ? std::min(lc.recompute_leads[static_cast<size_t>(q)], rest)
+                           : q + 1 == n ? t - t / n * (n - 1)
+                                        : t / n;
+        rest -= share;
         TpCollective c = colls[static_cast<size_t>(q)];
-        c.beside = full && c.bytes > 0 ? acc + share
+        // (Under `full` a tensor collective runs beside the compute before it; a MoE
+        // exchange waits for it.)
+        c.beside = full && c.bytes > 0 && c.group == CollectiveGroup::kTensor ? acc + share
                    : overlap && c.bytes > 0 && c.kind == TpCollective::Kind::kAllReduce
                        ? std::min(c.beside, share)
                        : Time::zero();
@@ -426,6 +434,7 @@ class Lowering {
         pending = c.beside > Time::zero();
         if (pending) out.emplace_back(c.beside, TpCollective{});
       }
+      if (led) acc += rest;  // the re-run after its last collective
     }
     if (acc > Time::zero() || out.empty() || pending) out.emplace_back(acc, TpCollective{});
     // Under `full` a sequence-parallel all-gather runs beside the segment it feeds, the last
