@@ -112,7 +112,7 @@ struct StrategySpec {
   std::optional<bool> sequence_parallel{};
   std::string recompute{};  // none | full | selective
   // What `selective` re-runs (core_attn, layernorm, mlp, moe_act, mla_up_proj,
-  // shared_experts, or PyTorch's per-op policy alternate_gemms; empty: the default), how
+  // shared_experts, moe, or PyTorch's per-op policy alternate_gemms; empty: the default), how
   // many layers of each stage `full` checkpoints, and how many of each stage's layers
   // offload their activations to the host instead.
   std::vector<std::string> recompute_modules{};

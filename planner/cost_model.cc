@@ -92,13 +92,11 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
   // Under Strategy::tensor_overlap the backward's all-reduces run beside the dW GEMMs,
   // except where a zero-bubble schedule takes W out of the backward.
   const bool beside = s_.strategy.tensor_overlap == TensorOverlap::kBackward && t.w_fill == 0;
-  // A selective recompute's modules issue some of the forward's again (a gather alone is
-  // half of an all-reduce's reduce-scatter and all-gather under sequence parallelism).
+  // A selective recompute's modules issue some of the forward's collectives again.
   const bool selective = t.recompute == Recompute::kSelective;
-  const double gather = t.sequence_parallel ? 0.5 : 1.0;
   const double tp =
       sum(c.tp_fwd) + (t.recompute == Recompute::kFull ? sum(c.tp_rfwd) : 0.0) +
-      (selective ? sum(c.sel_fwd) + gather * sum(c.sel_gather) + sum(c.a2a_sel) : 0.0) +
+      (selective ? sum(t.sequence_parallel ? c.sel_split : c.sel_whole) + sum(c.a2a_sel) : 0.0) +
       sum(!beside               ? c.tp_bwd
           : t.sequence_parallel ? c.beside_sp
                                 : c.beside);
@@ -109,8 +107,7 @@ double CostModel::stage_time(int first, int last, int replicas, const ScheduleTr
     const bool again = t.recompute == Recompute::kFull;
     if (t.sequence_parallel) {
       return compute + sum(c.full_fwd) + (again ? sum(c.full_rfwd) + one(c.edge_fwd, first) : 0.0) +
-             (selective ? sum(c.full_sel_fwd) + gather * sum(c.full_sel_gather) + sum(c.a2a_sel)
-                        : 0.0) +
+             (selective ? sum(c.full_sel) + sum(c.a2a_sel) : 0.0) +
              sum(t.w_fill == 0 ? c.full_bwd : c.full_bwd_split) + one(c.edge_fwd, first) +
              one(c.edge_bwd, last);
     }

@@ -211,13 +211,11 @@ class CostModel {
   // there gains wrongly from that pairing (the all-gather beside its first lead is the layer
   // before's); expert all-to-alls (a2a_rf: of the layers a full recompute re-runs); what a
   // selective recompute's modules issue again (RecomputePart::tp_allreduces), as shares of
-  // the forward's terms: sel_fwd all-reduces, sel_gather the per-op policy's gathers (half
-  // an all-reduce with sequence parallelism, a whole one without), full_sel_* the same under
-  // `full`, a2a_sel the exchanges of the MoE blocks `moe` re-runs.
+  // the forward's terms (LayerRerun): sel_whole without sequence parallelism, sel_split with
+  // it, full_sel under `full` with it, a2a_sel the exchanges of the MoE blocks `moe` re-runs.
   struct CommSums {
     std::vector<double> tp_fwd, tp_rfwd, tp_bwd, beside, beside_sp, full_fwd, full_rfwd, full_bwd,
-        full_bwd_split, edge_fwd, edge_bwd, a2a, a2a_rf, sel_fwd, sel_gather, full_sel_fwd,
-        full_sel_gather, a2a_sel;
+        full_bwd_split, edge_fwd, edge_bwd, a2a, a2a_rf, sel_whole, sel_split, full_sel, a2a_sel;
     explicit CommSums(size_t layers);
     void add(size_t l, const LayerComm& c, bool recomputed, const LayerRerun& rerun);
   };

@@ -46,12 +46,11 @@ Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, in
 // gathers; and whether it exchanges the MoE block's tokens again.
 LayerRerun rerun_share(const Layer& x, RecomputeModules modules) {
   LayerRerun r;
+  r.forward = x.tp_forward_allreduces;
   modules = effective_modules(modules);
   for (const RecomputePart& p : x.recompute_parts) {
     if ((modules & module_bit(p.module)) == 0) continue;
-    if (x.tp_forward_allreduces > 0)
-      (p.regather ? r.gathers : r.allreduces) +=
-          static_cast<double>(p.tp_allreduces) / x.tp_forward_allreduces;
+    if (x.tensor_parallel) (p.regather ? r.gathers : r.allreduces) += p.tp_allreduces;
     r.exchanges = r.exchanges || p.exchanges;
   }
   return r;
@@ -69,8 +68,7 @@ double exchange_ops(const Layer& x, int context, int expert, int etp, ContextCom
 
 CostModel::CommSums::CommSums(size_t layers) {
   for (auto* v : {&tp_fwd, &tp_rfwd, &tp_bwd, &beside, &beside_sp, &full_fwd, &full_rfwd, &full_bwd,
-                  &full_bwd_split, &a2a, &a2a_rf, &sel_fwd, &sel_gather, &full_sel_fwd,
-                  &full_sel_gather, &a2a_sel})
+                  &full_bwd_split, &a2a, &a2a_rf, &sel_whole, &sel_split, &full_sel, &a2a_sel})
     v->assign(layers + 1, 0.0);
   edge_fwd.assign(layers, 0.0);
   edge_bwd.assign(layers, 0.0);
@@ -79,10 +77,14 @@ CostModel::CommSums::CommSums(size_t layers) {
 void CostModel::CommSums::add(size_t l, const LayerComm& c, bool recomputed,
                               const LayerRerun& rerun) {
   const double a = c.all_to_all;
-  sel_fwd[l + 1] = sel_fwd[l] + rerun.allreduces * c.forward;
-  sel_gather[l + 1] = sel_gather[l] + rerun.gathers * c.forward;
-  full_sel_fwd[l + 1] = full_sel_fwd[l] + rerun.allreduces * c.full.forward;
-  full_sel_gather[l + 1] = full_sel_gather[l] + rerun.gathers * c.full.forward;
+  // Without sequence parallelism every one an all-reduce; with it a reduce-scatter and an
+  // all-gather, or a gather alone. Under `full` (with it), as shares of what the forward's
+  // leave past their GEMMs.
+  sel_whole[l + 1] = sel_whole[l] + (rerun.allreduces + rerun.gathers) * c.allreduce;
+  sel_split[l + 1] =
+      sel_split[l] + rerun.allreduces * (c.allreduce / 2 + c.gather) + rerun.gathers * c.gather;
+  const double per = rerun.forward > 0 ? c.full.forward / rerun.forward : 0.0;
+  full_sel[l + 1] = full_sel[l] + (rerun.allreduces + rerun.gathers / 2.0) * per;
   a2a_sel[l + 1] = a2a_sel[l] + (rerun.exchanges ? a : 0.0);
   tp_fwd[l + 1] = tp_fwd[l] + c.forward;
   tp_rfwd[l + 1] = tp_rfwd[l] + (recomputed ? c.forward : 0.0);
@@ -146,7 +148,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     whole_rf_[l + 1] = whole_rf_[l] + (x.recomputed ? x.tp_whole_forward.seconds() : 0.0);
     double sel = 0;  // as the simulation's stage profiles count them (stage_profiles.cc)
     for (const RecomputePart& p : x.recompute_parts)
-      if ((s.strategy.recompute_modules & module_bit(p.module)) != 0)
+      if ((effective_modules(s.strategy.recompute_modules) & module_bit(p.module)) != 0)
         sel += p.whole_forward.seconds();
     whole_sel_[l + 1] = whole_sel_[l] + sel;
     f_[l + 1] = f_[l] + x.forward.seconds();

@@ -54,6 +54,8 @@ LayerComm LayerCommCosts::of(const Layer& x, double shards) const {
       x.moe ? 2 * all_to_all(tokens, shards) + ring_allreduce(etp_, tokens * etp_, shards) : 0;
   const double ar = ring_allreduce(t_, x.tp_allreduce_bytes, shards);
   c.forward = x.tp_forward_allreduces * ar + c.all_to_all;
+  c.allreduce = ar;
+  c.gather = x.tp_fp8 ? ring_allreduce(t_, x.tp_allreduce_bytes / 2, shards) / 2 : ar / 2;
   c.backward = x.tp_backward_allreduces * ar + c.all_to_all;
   // With the backward's overlap: what each all-reduce leaves past its dW GEMM (one rank's
   // share; replicas shorten both alike: CostModel::stage_time).

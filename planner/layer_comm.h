@@ -18,15 +18,19 @@ struct LayerComm {
   // beside dW, the all-gather after both: Lowering::add_tensor_collectives).
   double beside = 0, beside_sp = 0;
   double all_to_all = 0;  // a MoE layer's dispatch and combine (and expert-tensor gathers)
+  // One tensor all-reduce of the layer's activation, and one sequence-parallel all-gather
+  // of it (in fp8 where the layer gathers in fp8: Layer::tp_fp8).
+  double allreduce = 0, gather = 0;
   FullOverlapLeft full;   // under `full` with sequence parallelism (each term without a2a)
 };
 
-// What a selective recompute issues again in one layer: of its forward tensor all-reduces,
-// the shares it re-runs as all-reduces and as the per-op policy's gathers; and whether it
-// exchanges the MoE block's tokens again (RecomputePart).
+// What a selective recompute issues again in one layer (RecomputePart): tensor all-reduces,
+// the per-op policy's gathers (all-reduces without sequence parallelism), and whether it
+// exchanges the MoE block's tokens again.
 struct LayerRerun {
-  double allreduces = 0, gathers = 0;
+  int allreduces = 0, gathers = 0;
   bool exchanges = false;
+  int forward = 0;  // the layer's forward all-reduces (Layer::tp_forward_allreduces)
 };
 
 class LayerCommCosts {

@@ -32,7 +32,8 @@ void check_ranges(const Strategy& st, const Locator& at) {
   whole("strategy.offload_layers", st.offload_layers, 0, 1'000'000);
   if (st.recompute_modules == 0 || st.recompute_modules >= (1u << kRecomputeModuleCount))
     at.fail("strategy.recompute_modules", "expected a non-empty set of modules",
-            "core_attn, layernorm, mlp, moe_act, mla_up_proj, shared_experts, alternate_gemms");
+            "core_attn, layernorm, mlp, moe_act, mla_up_proj, shared_experts, moe, "
+            "alternate_gemms");
   // The per-op policy covers the whole layer: another module beside it would run twice.
   const RecomputeModules policy = module_bit(RecomputeModule::kAlternateGemms);
   if ((st.recompute_modules & policy) != 0 && st.recompute_modules != policy)

@@ -94,21 +94,33 @@ struct StageLanes {
 };
 
 // A layer's context, expert and shape-described tensor collectives; its tensor-parallel
-// all-reduces (of generated layers) into `tp_allreduces`.
+// all-reduces (of generated layers) into `tp_allreduces`. `again`: a full recompute re-runs
+// it; `selective`: the modules a selective one re-runs (0: none), with the collectives they
+// issue again (RecomputePart).
 void add_layer(const Scenario& s, const StageSpec& stage, const Layer& layer, bool again,
-               const StageLanes& x, WorkEstimate& w, double& tp_allreduces) {
+               RecomputeModules selective, const StageLanes& x, WorkEstimate& w,
+               double& tp_allreduces) {
   const Strategy& st = s.strategy;
   const double data = x.data, r = x.r, t = x.t, M = x.M;
+  int rerun_tp = 0;
+  bool rerun_block = false;
+  for (const RecomputePart& p : layer.recompute_parts) {
+    if ((effective_modules(selective) & module_bit(p.module)) == 0) continue;
+    rerun_tp += p.tp_allreduces;
+    rerun_block = rerun_block || p.exchanges;
+  }
   // Context and expert collectives: each member sends n - 1 transfers, and each cuts its
   // op once more.
   const LayerExchanges e =
       layer_exchanges(layer, st.context, st.context_comm, st.expert, st.expert_tensor);
-  const double exchanges = ((again ? 2 : 1) + 1) * e.per_pass, members = e.members;
+  const double exchanges = ((again || rerun_block ? 2 : 1) + 1) * e.per_pass;
+  const double members = e.members;
   w.transfers += data * r * t * M * exchanges * (members - 1);
   w.flow_pairs += data * r * t * M * exchanges * (members - 1) * members;
   w.compute_ops += data * r * t * M * exchanges * 2;
   if (layer.tensor_parallel)  // a full recompute re-issues the forward's
-    tp_allreduces += layer.tp_forward_allreduces * (again ? 2 : 1) + layer.tp_backward_allreduces;
+    tp_allreduces +=
+        layer.tp_forward_allreduces * (again ? 2 : 1) + layer.tp_backward_allreduces + rerun_tp;
   if (!layer.tensor_split || t <= 1) return;
   // Shape-described layers: all-reduces and all-gathers ((t - 1) steps of t sends), each
   // also cutting the op into one more part.
@@ -157,13 +169,15 @@ void add_stage(const Scenario& s, size_t g, double fastest, WorkEstimate& w) {
   double params = 0, tp_allreduces = 0;
   const double layers = stage.last_layer - stage.first_layer + 1;
   const bool full_recompute = st.recompute_of(stage) == Recompute::kFull;
+  const RecomputeModules selective =
+      st.recompute_of(stage) == Recompute::kSelective ? st.recompute_modules : 0;
   const std::vector<char> rerun =
       checkpointed_layers(s.model, stage.first_layer, stage.last_layer, st.recompute_layers);
   for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
     const Layer& layer = s.model.layers[static_cast<size_t>(l)];
     params += static_cast<double>(layer.params);
     add_layer(s, stage, layer, full_recompute && rerun[static_cast<size_t>(l - stage.first_layer)],
-              x, w, tp_allreduces);
+              selective, x, w, tp_allreduces);
   }
   // Gradient all-reduce of each bucket (bucket boundaries fall between layers) among the
   // stage's replicas in every copy, one group per tensor rank.

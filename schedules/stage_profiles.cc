@@ -176,7 +176,7 @@ void expert_collectives(PieceKind kind, const MoeFacts& moe, int64_t tokens, con
 // forward's are. A MoE block's (RecomputePart::exchanges), as its forward issues them: the
 // dispatch (and the expert-tensor gather) after the router and the permutation, the
 // (scatter and) combine after the routed experts; exposed, even where the forward runs
-// the shared experts beside the dispatch.
+// the shared experts beside the dispatch. (lc.recompute: the layer's whole re-run.)
 void rerun_collectives(const Layer& x, RecomputeModules modules, int t, bool sequence_parallel,
                        const GroupDegrees& g, int64_t tp_bytes, StageProfile::LayerCost& lc) {
   modules = effective_modules(modules);
@@ -193,7 +193,9 @@ void rerun_collectives(const Layer& x, RecomputeModules modules, int t, bool seq
     expert_collectives(PieceKind::kPreExperts, *x.moe, tokens, g, pre);
     expert_collectives(PieceKind::kExperts, *x.moe, tokens, g, experts);
     PIPESIM_ASSERT(lc.tp_recompute.empty(), "a MoE block's layer re-runs no tensor module");
-    for (const auto& [lead, c] : {std::pair{part.before_dispatch, pre.forward_after},
+    // (The layer's other modules, the attention's and the norm's, run before the block.)
+    const Time first = part.before_dispatch + (lc.recompute - part.cost.forward);
+    for (const auto& [lead, c] : {std::pair{first, pre.forward_after},
                                   {Time::zero(), pre.forward_then},
                                   {part.before_combine, experts.forward_after},
                                   {Time::zero(), experts.forward_then}}) {
@@ -341,6 +343,9 @@ std::optional<Layer> at_degrees(const Layer& base, const std::optional<TensorSha
     copy->activation_bytes = checked_add(copy->activation_bytes, more, what);
     if (copy->weight_activation)
       *copy->weight_activation = checked_add(*copy->weight_activation, more, what);
+    // (Inside the MoE block: recomputing the whole block keeps none of them.)
+    for (RecomputePart& r : copy->recompute_parts)
+      if (r.module == RecomputeModule::kMoe) r.cost.bytes = checked_add(r.cost.bytes, more, what);
   }
   if (base.moe && groups.routing_imbalance > 1) {
     if (!copy) copy = base;
@@ -540,7 +545,7 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
         // Ops run whole on every rank: t times over, as the forward counts them (at_degrees).
         if (!shard && t > 1 && !sequence_parallel) {
           for (const RecomputePart& part : layer.recompute_parts) {
-            if ((scope.modules & module_bit(part.module)) == 0) continue;
+            if ((effective_modules(scope.modules) & module_bit(part.module)) == 0) continue;
             rerun_time =
                 checked_add(rerun_time, checked_mul(part.whole_forward, t - 1, "a recompute time"),
                             "a recompute time");

@@ -164,6 +164,17 @@ TEST(RecomputeModules, MoeAndLatentLayerParts) {
                                   module_bit(RecomputeModule::kSharedExperts);
   EXPECT_EQ(l.selective(nested).bytes, block->cost.bytes);
   EXPECT_EQ(l.selective(nested).forward, block->cost.forward);
+  // Under expert tensor parallelism the tokens gathered for the experts are the block's
+  // too: with the block recomputed a stage keeps the same at ETP 2 as at ETP 1.
+  const ActivationScope whole_block{module_bit(RecomputeModule::kMoe), 0};
+  const auto kept = [&](int etp) {
+    GroupDegrees g;
+    g.expert = 2;
+    g.expert_tensor = etp;
+    return stage_profiles(m, {{1, 1, 1}}, {Recompute::kSelective}, {}, false, g, whole_block)[0]
+        .kept_bytes;
+  };
+  EXPECT_EQ(kept(2), kept(1));
   // Under fp8 the shared expert re-runs its casts too.
   const Model m8 = model_of(moe_latent_shape(), Precision::kFp8);
   EXPECT_EQ(part_of(m8.layers[1], RecomputeModule::kSharedExperts)->cost.forward,
@@ -242,26 +253,31 @@ TEST(RecomputeModules, ReRunsIssueTheirTensorCollectivesAgain) {
 
 // The same in the task graph, TP 2 with sequence parallelism, 4 layers and 4 micro-batches:
 // a full recompute gathers and reduce-scatters both of each layer's activations again, the
-// `mlp` module one of each, the per-op policy both gathers and no reduce-scatter.
+// `mlp` module one of each, the per-op policy both gathers and no reduce-scatter; in fp8
+// the gathers move fp8 as the forward's do.
 TEST(RecomputeModules, ReRunCollectivesInTheGraph) {
-  const auto bytes = [](const std::string& recompute, CommKind kind) {
-    return moved(
-        "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch3}\n"
-        "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 1024, "
-        "vocab: 1000, mlp: swiglu, norm: rmsnorm, position: rotary, flash_attention: true}\n"
-        "training: {global_batch: 8, micro_batch: 2, precision: bf16, optimizer: adam}\n"
-        "strategy: {schedule: 1f1b, pipeline: 1, tensor: 2, sequence_parallel: true, " +
-            recompute + "}\n",
-        kind);
-  };
-  for (const CommKind kind : {CommKind::kAllGather, CommKind::kReduceScatter}) {
-    const int64_t none = bytes("recompute: none", kind);
-    const int64_t full = bytes("recompute: full", kind) - none;
-    EXPECT_GT(full, 0);
-    EXPECT_EQ(bytes("recompute: selective, recompute_modules: [mlp]", kind) - none, full / 2);
-    EXPECT_EQ(bytes("recompute: selective, recompute_modules: [alternate_gemms]", kind) - none,
-              kind == CommKind::kAllGather ? full : 0);
-    EXPECT_EQ(bytes("recompute: selective", kind), none);  // the attention core: none
+  for (const std::string precision : {"bf16", "fp8"}) {
+    const auto bytes = [&precision](const std::string& recompute, CommKind kind) {
+      return moved(
+          "cluster: {gpu: h100-80gb, nodes: 1, gpus_per_node: 2, intra_node: nvswitch3}\n"
+          "model: {generator: transformer, layers: 4, hidden: 512, heads: 8, sequence: 1024, "
+          "vocab: 1000, mlp: swiglu, norm: rmsnorm, position: rotary, flash_attention: true}\n"
+          "training: {global_batch: 8, micro_batch: 2, precision: " +
+              precision +
+              ", optimizer: adam}\n"
+              "strategy: {schedule: 1f1b, pipeline: 1, tensor: 2, sequence_parallel: true, " +
+              recompute + "}\n",
+          kind);
+    };
+    for (const CommKind kind : {CommKind::kAllGather, CommKind::kReduceScatter}) {
+      const int64_t none = bytes("recompute: none", kind);
+      const int64_t full = bytes("recompute: full", kind) - none;
+      EXPECT_GT(full, 0);
+      EXPECT_EQ(bytes("recompute: selective, recompute_modules: [mlp]", kind) - none, full / 2);
+      EXPECT_EQ(bytes("recompute: selective, recompute_modules: [alternate_gemms]", kind) - none,
+                kind == CommKind::kAllGather ? full : 0);
+      EXPECT_EQ(bytes("recompute: selective", kind), none);  // the attention core: none
+    }
   }
 }
 

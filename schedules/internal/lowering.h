@@ -438,8 +438,12 @@ class Lowering {
     }
     if (acc > Time::zero() || out.empty() || pending) out.emplace_back(acc, TpCollective{});
     // Under `full` a sequence-parallel all-gather runs beside the segment it feeds, the last
-    // one included: a part of no time after it waits for the gather.
-    if (full && in_.sequence_parallel && out.back().first > Time::zero())
+    // one included: a part of no time after it waits for the gather. (A selective R that
+    // issues nothing stays one op.)
+    const bool issues = !selective || std::any_of(out.begin(), out.end(), [](const auto& sg) {
+      return sg.second.bytes > 0;
+    });
+    if (full && in_.sequence_parallel && issues && out.back().first > Time::zero())
       out.emplace_back(Time::zero(), TpCollective{});
     return out;
   }
