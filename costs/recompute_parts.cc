@@ -97,9 +97,11 @@ RecomputePart alternate_gemms(const TransformerShape& t, const Layer& x, double 
   // the MLP's (gated), or fc1's (ungated).
   const double kept = S * (h + qd + kd + qd + f + (t.gated() ? h : 0)) * e + core_kept;
   // Without sequence parallelism every tensor rank holds the norms' region whole: of it only
-  // the layer's input stays.
+  // the layer's input stays. Under tensor parallelism the gated MLP's saved output is the
+  // down projection's partial sum, whole on every rank: it stays whole too.
+  const double partial = t.gated() ? S * h * e : 0.0;
   const double replicated =
-      std::max(0.0, static_cast<double>(x.tp_replicated_activation) - S * h * e);
+      std::max(0.0, static_cast<double>(x.tp_replicated_activation) - S * h * e - partial);
   RecomputePart p = shared_part(RecomputeModule::kAlternateGemms, x, share,
                                 static_cast<double>(x.activation_bytes) - kept, replicated);
   // The gathered norm outputs the attention's and the MLP's GEMMs read are not saved: the
@@ -107,6 +109,7 @@ RecomputePart alternate_gemms(const TransformerShape& t, const Layer& x, double 
   // the residual stream the norms re-run from).
   p.tp_allreduces = x.tp_forward_allreduces;
   p.regather = true;
+  p.pinned = static_cast<int64_t>(partial);
   return p;
 }
 

@@ -238,6 +238,8 @@ class CostModel {
   // the layers a full recompute re-runs; whole_sel_: of the modules a selective one does).
   std::vector<double> core_, whole_, whole_rf_, whole_sel_;
   std::vector<int64_t> act_, params_, out_, kept_full_, kept_split_, core_bytes_, core_repl_, repl_;
+  // Of core_bytes_, what a rank holds whole under sequence parallelism (Layer::held_whole).
+  std::vector<int64_t> held_sp_;
   std::vector<int64_t> weight_act_, weight_repl_;  // Layer::weight_kept, its replicated part
   std::vector<int64_t> repl_params_;               // parameters whole on every tensor rank
   std::vector<int> tied_;                          // the layers with tied weights (Layer::tied_to)

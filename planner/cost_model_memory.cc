@@ -39,7 +39,8 @@ double CostModel::kept_bytes(int first, int last, int replicas, const ScheduleTr
     case Recompute::kFull:
       return (sum(kept_full_) + sum(kept_split_) / t_) / split(replicas);
     case Recompute::kSelective:
-      return gpu_share(sum(act_) - sum(core_bytes_), sum(repl_) - sum(core_repl_), replicas, t);
+      return gpu_share(sum(act_) - sum(core_bytes_) + (t.sequence_parallel ? sum(held_sp_) : 0.0),
+                       sum(repl_) - sum(core_repl_), replicas, t);
     case Recompute::kNone:
       break;
   }

@@ -28,6 +28,7 @@ Layer rank_layer(const Layer& layer, int t, int expert, int context, int etp, in
       p.cost.forward = p.cost.forward / context;
       p.cost.bytes /= context;
       p.cost.replicated_bytes /= context;
+      p.pinned /= context;
     }
     if (x.weight_activation) *x.weight_activation /= context;
     x.tp_replicated_weight_activation /= context;
@@ -115,7 +116,7 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
   for (auto* v : {&f_, &rf_, &b_, &w_, &opt_, &core_, &whole_, &whole_rf_, &whole_sel_})
     v->assign(L + 1, 0.0);
   for (auto* v : {&act_, &params_, &kept_full_, &kept_split_, &core_bytes_, &core_repl_, &repl_,
-                  &rings_, &repl_params_, &weight_act_, &weight_repl_})
+                  &rings_, &repl_params_, &weight_act_, &weight_repl_, &held_sp_})
     v->assign(L + 1, 0);
   const int etp = std::max(1, expert_tensor);
   per_node_ = s.cluster.gpus_of_node(0);
@@ -134,6 +135,8 @@ CostModel::CostModel(const Scenario& s, int tensor, const NetworkCosts* net, int
     kept_split_[l + 1] = kept_split_[l] + (x.recomputed ? 0 : x.activation_bytes);
     rf_[l + 1] = rf_[l] + (x.recomputed ? x.forward.seconds() : 0.0);
     core_bytes_[l + 1] = core_bytes_[l] + again.bytes;
+    held_sp_[l + 1] =
+        held_sp_[l] + std::min(again.bytes, x.held_whole(s.strategy.recompute_modules, t_, true));
     core_repl_[l + 1] =
         core_repl_[l] + (t_ > 1 ? std::min(again.replicated_bytes, x.tp_replicated_activation) : 0);
     repl_[l + 1] = repl_[l] + (t_ > 1 ? x.tp_replicated_activation : 0);

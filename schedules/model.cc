@@ -164,6 +164,16 @@ RecomputeCost Layer::selective(RecomputeModules modules) const {
   return sum;
 }
 
+int64_t Layer::held_whole(RecomputeModules modules, int t, bool sequence_parallel) const {
+  if (t <= 1 || !sequence_parallel || !tensor_parallel) return 0;
+  int64_t out = 0;
+  for (const RecomputePart& part : recompute_parts) {
+    if ((effective_modules(modules) & module_bit(part.module)) == 0 || !part.regather) continue;
+    out += part.pinned * (t - 1) + 2 * tp_allreduce_bytes;
+  }
+  return out;
+}
+
 std::vector<char> checkpointed_layers(const Model& m, int first, int last, int block) {
   std::vector<char> out;
   int taken = 0;

@@ -206,6 +206,11 @@ struct RecomputePart {
   // gathers the norms' outputs again); without it, all-reduces either way.
   int tp_allreduces = 0;
   bool regather = false;
+  // Of what the part keeps, a tensor every tensor rank holds whole whatever the sequence
+  // parallelism (the per-op policy's saved down-projection output: a partial sum before its
+  // reduce-scatter or all-reduce): `pinned` bytes (0: none). (With `regather` under
+  // sequence parallelism the policy also keeps the reduce-scatters' outputs.)
+  int64_t pinned = 0;
   // A MoE layer's whole MoE block (`moe`): its re-run dispatches and combines the tokens
   // again over the expert group (and gathers and scatters them over the expert-tensor
   // group), after `before_dispatch` of its time and `before_combine` more.
@@ -249,6 +254,13 @@ struct Layer {
   std::vector<RecomputePart> recompute_parts;
   // The sum over the parts in `modules`.
   RecomputeCost selective(RecomputeModules modules) const;
+  // Under sequence parallelism a rank holds 1/t of what a selective recompute of `modules`
+  // keeps, but the per-op policy's pinned partial sum whole (RecomputePart::pinned) and the
+  // two reduce-scatters' outputs it saves (1/t of S h e each): what that adds, in a stage's
+  // units (t times one rank's), to what selective(modules) keeps. Without sequence
+  // parallelism the partial sum is among the bytes every rank holds whole
+  // (RecomputeCost::replicated_bytes); 0 then.
+  int64_t held_whole(RecomputeModules modules, int t, bool sequence_parallel) const;
   // Whether a full recompute re-runs the layer. Megatron-LM and DeepSpeed checkpoint the
   // transformer layers only: a generated model's embedding and output layer keep their
   // activations and are not run again.

@@ -537,7 +537,8 @@ std::vector<StageProfile> stage_profiles(const Model& model, const std::vector<S
       const int64_t input =
           l == 0 ? model.input_bytes : model.layers.at(static_cast<size_t>(l) - 1).output_bytes;
       if (mode == Recompute::kSelective) {
-        const RecomputeCost again = layer.selective(scope.modules);
+        RecomputeCost again = layer.selective(scope.modules);
+        again.bytes -= std::min(again.bytes, layer.held_whole(scope.modules, t, sequence_parallel));
         p.kept_bytes =
             checked_add(p.kept_bytes, layer.activation_bytes - again.bytes, "kept activations");
         p.transient_bytes = std::max(p.transient_bytes, again.bytes);

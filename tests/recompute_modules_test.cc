@@ -367,9 +367,22 @@ TEST(OpPolicy, AlternateGemmsReRunTheSecondFourthAndSixth) {
   EXPECT_EQ(l.activation_bytes - p.cost.bytes, static_cast<int64_t>(kept));
   EXPECT_GT(p.cost.bytes, 0);
   // Without sequence parallelism each tensor rank holds Korthikanti's 5 S h e whole (norm
-  // inputs and outputs, dropout masks); all but the layer's input S h e is freed.
+  // inputs and outputs, dropout masks); all is freed but the layer's input S h e and the
+  // down projection's saved output, a partial sum whole on every rank (S h e).
   EXPECT_EQ(l.tp_replicated_activation, static_cast<int64_t>(5 * kS * kH * kE));
-  EXPECT_EQ(p.cost.replicated_bytes, static_cast<int64_t>(4 * kS * kH * kE));
+  EXPECT_EQ(p.cost.replicated_bytes, static_cast<int64_t>(3 * kS * kH * kE));
+  EXPECT_EQ(p.pinned, static_cast<int64_t>(kS * kH * kE));
+  // With sequence parallelism at t = 2 a rank keeps half of the rest, but that partial sum
+  // whole and the two reduce-scatters' outputs the policy saves (S h e / 2 each): the stage
+  // keeps (t - 1) S h e + 2 S h e more in its units (t times a rank's) than at t = 1.
+  const ActivationScope policy{module_bit(RecomputeModule::kAlternateGemms), 0};
+  const auto stage_keeps = [&](int t, bool sp) {
+    return stage_profiles(m, {{1, 1, 1}}, {Recompute::kSelective}, {t}, sp, {}, policy)[0]
+        .kept_bytes;
+  };
+  EXPECT_EQ(stage_keeps(2, true) - stage_keeps(1, true), static_cast<int64_t>(3 * kS * kH * kE));
+  EXPECT_EQ(stage_keeps(2, false),
+            stage_keeps(1, false));  // (the partial sum: replicated_bytes above)
   // Under fp8 the same GEMMs and every cast: the shares do not change with the precision.
   const Model m8 = model_of(dense_shape(), Precision::kFp8);
   const Layer& f8 = m8.layers[1];
